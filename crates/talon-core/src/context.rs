@@ -1,0 +1,147 @@
+//! The per-call context: an immutable value handed to the pipeline and, read-only, to the tool.
+//!
+//! GoClaw threads these values through `context.Context` keys; Talon makes them one typed value
+//! so a tool cannot forget a key and an entry point cannot forget to set one (the session key is
+//! required by the constructor). Tools are shared across concurrent calls and read everything
+//! call-specific from here.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::permission::PermissionMode;
+
+/// Why a run exists; tools and policy may behave differently for background runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// A user-facing conversation turn.
+    #[default]
+    Interactive,
+    /// A heartbeat or notification run.
+    Notification,
+    /// A subagent's result being announced to its parent.
+    Announce,
+    /// A run on behalf of another agent (delegation, teams).
+    Delegation,
+    /// A scheduled (cron) run.
+    Scheduled,
+    /// A direct call from an API client (HTTP invoke, MCP, CLI).
+    Api,
+}
+
+/// Secret values known only to one request (for example credentials injected into one command).
+///
+/// Shared between the context and the tool so a tool can register a value it just used; the
+/// pipeline scrubs them from that call's output without adding them to the global list, so one
+/// tenant's secrets never leak into another tenant's scrub list.
+#[derive(Debug, Default, Clone)]
+pub struct ScrubBag(Arc<RwLock<Vec<String>>>);
+
+impl ScrubBag {
+    /// Values shorter than this are ignored: they would redact ordinary words.
+    pub const MIN_LEN: usize = 6;
+
+    /// Adds a value to scrub from this request's output.
+    pub fn add(&self, value: impl Into<String>) {
+        let value = value.into();
+        if value.len() < Self::MIN_LEN {
+            return;
+        }
+        if let Ok(mut values) = self.0.write() {
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
+    }
+
+    /// A snapshot of the values registered so far.
+    pub fn values(&self) -> Vec<String> {
+        self.0.read().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// True when nothing has been registered (the common case; lets the scrubber skip work).
+    pub fn is_empty(&self) -> bool {
+        self.0.read().map(|v| v.is_empty()).unwrap_or(true)
+    }
+}
+
+/// Everything a call needs to know about who is calling, from where, and under which limits.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// Key for rate limiting and per-session tool state; every entry point must supply one.
+    pub session_key: String,
+    /// Channel instance name (for example `telegram-main`).
+    pub channel: Option<String>,
+    /// Channel type (`telegram`, `http`, `mcp`, `cli`, …); some tools exist only for some types.
+    pub channel_type: Option<String>,
+    /// Conversation id within the channel.
+    pub chat_id: Option<String>,
+    /// `direct` or `group`.
+    pub peer_kind: Option<String>,
+    /// Composite local key such as `-100123:topic:42`.
+    pub local_key: Option<String>,
+    /// Key selecting the sandbox instance; defaults to the session key.
+    pub sandbox_key: Option<String>,
+    /// Root directory file and shell tools are confined to.
+    pub workspace: Option<PathBuf>,
+    /// The agent on whose behalf the call runs (selects the agent's policy).
+    pub agent_key: Option<String>,
+    /// LLM provider of the running agent (selects provider policy overrides).
+    pub provider: Option<String>,
+    /// End user the agent serves.
+    pub user: Option<String>,
+    /// Tenant the user belongs to.
+    pub tenant: Option<String>,
+    /// 0 for a top-level agent; n for a subagent n levels down.
+    pub spawn_depth: u32,
+    /// Why this run exists.
+    pub run_kind: RunKind,
+    /// Claude Code permission mode for this call.
+    pub permission_mode: PermissionMode,
+    /// Per-request tool allow list (for example a forum topic's tools); intersected last.
+    pub tool_allow: Option<Arc<[String]>>,
+    /// Cancelled when the caller gives up (client disconnect, parent abort).
+    pub cancel: CancellationToken,
+    /// Absolute deadline for the call, if the caller has one.
+    pub deadline: Option<Instant>,
+    /// Values to scrub from this request's output only.
+    pub scrub_bag: ScrubBag,
+    /// Path of the conversation transcript, reported to hooks as `transcript_path`.
+    pub transcript_path: Option<PathBuf>,
+}
+
+impl CallContext {
+    /// A context with the required session key and defaults for everything else.
+    pub fn new(session_key: impl Into<String>) -> Self {
+        Self {
+            session_key: session_key.into(),
+            channel: None,
+            channel_type: None,
+            chat_id: None,
+            peer_kind: None,
+            local_key: None,
+            sandbox_key: None,
+            workspace: None,
+            agent_key: None,
+            provider: None,
+            user: None,
+            tenant: None,
+            spawn_depth: 0,
+            run_kind: RunKind::default(),
+            permission_mode: PermissionMode::default(),
+            tool_allow: None,
+            cancel: CancellationToken::new(),
+            deadline: None,
+            scrub_bag: ScrubBag::default(),
+            transcript_path: None,
+        }
+    }
+
+    /// The sandbox key, falling back to the session key as GoClaw does.
+    pub fn sandbox_key(&self) -> &str {
+        self.sandbox_key.as_deref().unwrap_or(&self.session_key)
+    }
+}

@@ -1,0 +1,96 @@
+//! Tool events (start, end with elapsed time) for entry points to subscribe to, and the audit
+//! sink the store implements later.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// One tool event. Strings are shared (`Arc<str>`) so publishing allocates nothing per field.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolEvent {
+    /// A call passed every check and its tool started.
+    Started {
+        call_id: u64,
+        tool: Arc<str>,
+        session_key: Arc<str>,
+        agent_key: Option<Arc<str>>,
+    },
+    /// A call ended (including calls refused before execution).
+    Finished {
+        call_id: u64,
+        tool: Arc<str>,
+        session_key: Arc<str>,
+        agent_key: Option<Arc<str>>,
+        is_error: bool,
+        #[serde(with = "duration_ms")]
+        elapsed: Duration,
+    },
+}
+
+mod duration_ms {
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1000.0)
+    }
+}
+
+/// A fan-out of [`ToolEvent`]s. Slow subscribers lose old events rather than slow the pipeline.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<ToolEvent>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self::new(1024)
+    }
+}
+
+impl EventBus {
+    /// A bus keeping up to `capacity` undelivered events per subscriber.
+    pub fn new(capacity: usize) -> Self {
+        let (sender, _) = broadcast::channel(capacity.max(1));
+        Self { sender }
+    }
+
+    /// A new subscription, receiving events published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<ToolEvent> {
+        self.sender.subscribe()
+    }
+
+    /// True when someone listens (lets the pipeline skip building events).
+    pub fn has_subscribers(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
+    pub(crate) fn publish(&self, event: ToolEvent) {
+        // No subscriber is not an error.
+        let _ = self.sender.send(event);
+    }
+}
+
+/// One audited call, as the store will persist it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRecord {
+    pub tool: Arc<str>,
+    pub session_key: Arc<str>,
+    pub agent_key: Option<Arc<str>>,
+    pub user: Option<String>,
+    /// Stable digest of the (final) arguments, so identical calls can be correlated without
+    /// storing the arguments themselves.
+    pub args_digest: String,
+    pub is_error: bool,
+    pub duration: Duration,
+    /// Why the call failed before execution, if it did.
+    pub stage: Option<&'static str>,
+}
+
+/// Where audit records go; the storage issue implements this over the database.
+pub trait AuditSink: Send + Sync {
+    fn record(&self, record: AuditRecord);
+}

@@ -1,0 +1,390 @@
+//! PreToolUse, PostToolUse and PostToolUseFailure hooks, with Claude Code's payloads.
+//!
+//! A hook is a Rust closure ([`FnHook`]) or a shell command ([`CommandHook`]). Command hooks
+//! follow Claude Code: the JSON payload arrives on stdin; exit 0 continues (stdout, if any, is
+//! parsed as Claude Code's hook output JSON); **exit 2 blocks and stderr is the reason given to
+//! the model**; any other exit is a non-blocking error that is logged. (Goat ignores exit codes;
+//! Talon does what Claude Code users expect.)
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+/// The three tool hook events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HookEvent {
+    PreToolUse,
+    PostToolUse,
+    PostToolUseFailure,
+}
+
+impl HookEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::PostToolUseFailure => "PostToolUseFailure",
+        }
+    }
+}
+
+/// The payload, with Claude Code's field names.
+#[derive(Debug, Clone, Serialize)]
+pub struct HookInput {
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<String>,
+    pub cwd: String,
+    pub permission_mode: String,
+    pub hook_event_name: &'static str,
+    pub tool_name: String,
+    pub tool_input: Value,
+    pub tool_use_id: String,
+    /// PostToolUse: the result text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_response: Option<Value>,
+    /// PostToolUseFailure: what went wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// PostToolUseFailure: the call was cancelled rather than failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_interrupt: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// A hook's permission verdict (PreToolUse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookPermission {
+    Allow,
+    Deny,
+    Ask,
+}
+
+/// What a hook returned, normalised from either Rust or Claude Code's JSON.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookOutcome {
+    /// PreToolUse verdict; `Deny` blocks (PostToolUse: `Deny` feeds `reason` back to the model).
+    pub permission: Option<HookPermission>,
+    pub reason: Option<String>,
+    /// PreToolUse: replaces the tool input (validated again before the tool runs).
+    pub updated_input: Option<Value>,
+    /// Extra context appended to what the model sees.
+    pub additional_context: Option<String>,
+    /// PostToolUse: hide the output from the user.
+    pub suppress_output: bool,
+    /// `continue: false`: stop running further hooks for this event.
+    pub stop: bool,
+}
+
+impl HookOutcome {
+    /// Blocks the call with a reason.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Self {
+            permission: Some(HookPermission::Deny),
+            reason: Some(reason.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Parses Claude Code's hook output JSON.
+    pub fn from_claude_json(value: &Value) -> Self {
+        let specific = value.get("hookSpecificOutput");
+        let field = |name: &str| specific.and_then(|s| s.get(name)).or_else(|| value.get(name));
+        let mut permission = field("permissionDecision").and_then(|v| serde_json::from_value(v.clone()).ok());
+        // Legacy top-level `decision: approve|block`.
+        match value.get("decision").and_then(Value::as_str) {
+            Some("block") => permission = Some(HookPermission::Deny),
+            Some("approve") if permission.is_none() => permission = Some(HookPermission::Allow),
+            _ => {}
+        }
+        let reason = field("permissionDecisionReason")
+            .or_else(|| value.get("reason"))
+            .or_else(|| value.get("stopReason"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let additional_context = field("additionalContext")
+            .or_else(|| value.get("systemMessage"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Self {
+            permission,
+            reason,
+            updated_input: field("updatedInput").cloned(),
+            additional_context,
+            suppress_output: value.get("suppressOutput").and_then(Value::as_bool).unwrap_or(false),
+            stop: value.get("continue").and_then(Value::as_bool) == Some(false),
+        }
+    }
+}
+
+/// A hook implementation.
+pub trait Hook: Send + Sync {
+    fn run<'a>(&'a self, input: &'a HookInput) -> BoxFuture<'a, HookOutcome>;
+}
+
+/// A hook written as a Rust closure.
+pub struct FnHook<F>(pub F);
+
+impl<F> Hook for FnHook<F>
+where
+    F: Fn(&HookInput) -> HookOutcome + Send + Sync,
+{
+    fn run<'a>(&'a self, input: &'a HookInput) -> BoxFuture<'a, HookOutcome> {
+        let outcome = (self.0)(input);
+        Box::pin(async move { outcome })
+    }
+}
+
+/// A hook that runs a shell command (`sh -c`), Claude Code style.
+#[derive(Debug, Clone)]
+pub struct CommandHook {
+    pub command: String,
+    pub timeout: Duration,
+}
+
+impl CommandHook {
+    /// Claude Code's default hook timeout is 60 s.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    async fn execute(&self, input: &HookInput) -> Result<HookOutcome, String> {
+        let payload = serde_json::to_vec(input).map_err(|e| e.to_string())?;
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&self.command)
+            .current_dir(if input.cwd.is_empty() { "." } else { input.cwd.as_str() })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start hook command: {e}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A hook that does not read its stdin is fine; ignore a broken pipe.
+            let _ = stdin.write_all(&payload).await;
+        }
+        let output = tokio::time::timeout(self.timeout, child.wait_with_output())
+            .await
+            .map_err(|_| format!("hook timed out after {}s", self.timeout.as_secs()))?
+            .map_err(|e| format!("hook failed: {e}"))?;
+        match output.status.code() {
+            Some(0) => {
+                let stdout = String::from_utf8_lossy(&output.stdout);
+                let trimmed = stdout.trim();
+                if trimmed.is_empty() {
+                    return Ok(HookOutcome::default());
+                }
+                match serde_json::from_str::<Value>(trimmed) {
+                    Ok(value) => Ok(HookOutcome::from_claude_json(&value)),
+                    // Plain text on stdout is context for the model (Claude Code does the same
+                    // for some events); it never changes a decision.
+                    Err(_) => Ok(HookOutcome {
+                        additional_context: Some(trimmed.to_string()),
+                        ..HookOutcome::default()
+                    }),
+                }
+            }
+            Some(2) => {
+                let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+                Ok(HookOutcome::deny(if stderr.is_empty() {
+                    "blocked by hook (exit code 2)".to_string()
+                } else {
+                    stderr
+                }))
+            }
+            code => Err(format!(
+                "hook exited with {}: {}",
+                code.map_or("a signal".to_string(), |c| format!("status {c}")),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )),
+        }
+    }
+}
+
+impl Hook for CommandHook {
+    fn run<'a>(&'a self, input: &'a HookInput) -> BoxFuture<'a, HookOutcome> {
+        Box::pin(async move {
+            match self.execute(input).await {
+                Ok(outcome) => outcome,
+                Err(message) => {
+                    tracing::warn!(command = %self.command, %message, "hook error (non-blocking)");
+                    HookOutcome::default()
+                }
+            }
+        })
+    }
+}
+
+/// A hook and the tools it applies to.
+#[derive(Clone)]
+pub struct HookMatcher {
+    /// `None`, `""` or `"*"`: every tool. Otherwise `|`-separated exact names or globs
+    /// (`Edit|Write`, `mcp__*`), as in Claude Code settings.
+    pub matcher: Option<String>,
+    pub hook: Arc<dyn Hook>,
+}
+
+impl std::fmt::Debug for HookMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookMatcher").field("matcher", &self.matcher).finish_non_exhaustive()
+    }
+}
+
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((prefix, rest)) => {
+            name.starts_with(prefix) && {
+                let tail = &name[prefix.len()..];
+                (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob_match(rest, &tail[i..]))
+            }
+        }
+    }
+}
+
+impl HookMatcher {
+    pub fn new(matcher: Option<&str>, hook: Arc<dyn Hook>) -> Self {
+        Self {
+            matcher: matcher.map(str::to_string),
+            hook,
+        }
+    }
+
+    /// True if this hook applies to `tool` (the canonical name or the name the model used).
+    pub fn matches(&self, tool: &str, requested: &str) -> bool {
+        match self.matcher.as_deref().map(str::trim) {
+            None | Some("") | Some("*") => true,
+            Some(m) => m
+                .split('|')
+                .map(str::trim)
+                .any(|p| glob_match(p, tool) || glob_match(p, requested)),
+        }
+    }
+}
+
+/// All configured hooks, by event.
+#[derive(Debug, Clone, Default)]
+pub struct Hooks {
+    pub pre_tool_use: Vec<HookMatcher>,
+    pub post_tool_use: Vec<HookMatcher>,
+    pub post_tool_use_failure: Vec<HookMatcher>,
+}
+
+impl Hooks {
+    /// Adds a hook for an event.
+    pub fn add(&mut self, event: HookEvent, matcher: HookMatcher) {
+        match event {
+            HookEvent::PreToolUse => self.pre_tool_use.push(matcher),
+            HookEvent::PostToolUse => self.post_tool_use.push(matcher),
+            HookEvent::PostToolUseFailure => self.post_tool_use_failure.push(matcher),
+        }
+    }
+
+    fn for_event(&self, event: HookEvent) -> &[HookMatcher] {
+        match event {
+            HookEvent::PreToolUse => &self.pre_tool_use,
+            HookEvent::PostToolUse => &self.post_tool_use,
+            HookEvent::PostToolUseFailure => &self.post_tool_use_failure,
+        }
+    }
+
+    /// True when no hook is registered for `event` (lets the pipeline skip building payloads).
+    pub fn is_empty(&self, event: HookEvent) -> bool {
+        self.for_event(event).is_empty()
+    }
+
+    /// Runs the matching hooks in order and folds their outcomes: the first deny wins and stops,
+    /// later input rewrites see earlier ones, contexts accumulate.
+    pub(crate) async fn fire(&self, event: HookEvent, tool: &str, requested: &str, input: &mut HookInput) -> HookOutcome {
+        input.hook_event_name = event.as_str();
+        let mut folded = HookOutcome::default();
+        for matcher in self.for_event(event).iter().filter(|m| m.matches(tool, requested)) {
+            let outcome = matcher.hook.run(input).await;
+            if let Some(updated) = outcome.updated_input.clone() {
+                input.tool_input = updated.clone();
+                folded.updated_input = Some(updated);
+            }
+            if let Some(context) = outcome.additional_context {
+                let joined = match folded.additional_context.take() {
+                    Some(prev) => format!("{prev}\n{context}"),
+                    None => context,
+                };
+                folded.additional_context = Some(joined);
+            }
+            folded.suppress_output |= outcome.suppress_output;
+            match outcome.permission {
+                Some(HookPermission::Deny) => {
+                    folded.permission = Some(HookPermission::Deny);
+                    folded.reason = outcome.reason;
+                    return folded;
+                }
+                Some(p) if folded.permission != Some(HookPermission::Ask) => {
+                    folded.permission = Some(p);
+                    folded.reason = outcome.reason.or(folded.reason);
+                }
+                _ => {}
+            }
+            if outcome.stop {
+                folded.stop = true;
+                break;
+            }
+        }
+        folded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matcher_forms() {
+        let hook: Arc<dyn Hook> = Arc::new(FnHook(|_: &HookInput| HookOutcome::default()));
+        let m = |s: Option<&str>| HookMatcher::new(s, Arc::clone(&hook));
+        assert!(m(None).matches("exec", "bash"));
+        assert!(m(Some("*")).matches("exec", "exec"));
+        assert!(m(Some("Edit|Write")).matches("Write", "Write"));
+        assert!(!m(Some("Edit|Write")).matches("Read", "Read"));
+        assert!(m(Some("mcp__*")).matches("mcp__github__search", "mcp__github__search"));
+        assert!(m(Some("bash")).matches("exec", "bash"), "the name the model used also matches");
+        assert!(!m(Some("exe")).matches("exec", "exec"));
+    }
+
+    #[test]
+    fn claude_json_forms() {
+        let o = HookOutcome::from_claude_json(&json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "no rm",
+            }
+        }));
+        assert_eq!(o.permission, Some(HookPermission::Deny));
+        assert_eq!(o.reason.as_deref(), Some("no rm"));
+
+        let o = HookOutcome::from_claude_json(&json!({"decision": "block", "reason": "legacy"}));
+        assert_eq!(o.permission, Some(HookPermission::Deny));
+        assert_eq!(o.reason.as_deref(), Some("legacy"));
+
+        let o = HookOutcome::from_claude_json(&json!({
+            "continue": false,
+            "suppressOutput": true,
+            "hookSpecificOutput": {"updatedInput": {"x": 1}, "additionalContext": "note"}
+        }));
+        assert!(o.stop && o.suppress_output);
+        assert_eq!(o.updated_input, Some(json!({"x": 1})));
+        assert_eq!(o.additional_context.as_deref(), Some("note"));
+    }
+}

@@ -1,0 +1,36 @@
+//! Talon's core: everything between "the model emitted a tool call" and "the result goes back".
+//!
+//! * [`tool`] — the tool contract: a tool's model-facing spec lives beside its executor.
+//! * [`registry`] — the concurrent, deterministically ordered set of tools, aliases and groups.
+//! * [`pipeline`] — the one way to run a tool: resolve, authorize, validate, rate limit, hooks,
+//!   permission, execute, post hooks, scrub, audit. [`tool::Authorized`] can only be built there,
+//!   so no entry point can skip a step.
+//! * [`policy`] — profiles, groups, allow / deny / alsoAllow, subagent deny lists.
+//! * [`scrub`] — credential scrubbing with a keyword prefilter.
+//! * [`rate_limit`] — per-session GCRA limiter with bounded memory.
+//!
+//! This crate does no I/O beyond running shell-command hooks; storage, network and tools live
+//! in the crates above it.
+
+pub mod context;
+pub mod events;
+pub mod hooks;
+pub mod output;
+pub mod permission;
+pub mod pipeline;
+pub mod policy;
+pub mod rate_limit;
+pub mod registry;
+pub mod schema;
+pub mod scrub;
+pub mod tool;
+pub mod wire;
+
+#[cfg(test)]
+mod test_tools;
+
+pub use context::{CallContext, RunKind};
+pub use output::{Media, ToolOutput, Usage};
+pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};
+pub use registry::Registry;
+pub use tool::{Authorized, Risk, SideEffect, Tool, ToolSpec};

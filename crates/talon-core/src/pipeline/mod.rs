@@ -1,0 +1,726 @@
+//! The one tool pipeline. Every entry point (agent loop, subagents, MCP server, HTTP invoke, CLI,
+//! cron, bridged MCP tools) calls [`Pipeline::call`]; nothing else can run a tool, because a tool
+//! only accepts an [`crate::tool::Authorized`] value and only this module creates one.
+//!
+//! Steps, in order:
+//! 1. resolve the name (aliases, deferred activation);
+//! 2. authorize against the caller's effective tool set (fail closed);
+//! 3. validate arguments (empty-arguments guard, JSON schema);
+//! 4. rate limit by session key (never skipped: an empty key is a key too);
+//! 5. PreToolUse hooks (block, rewrite input — validated again —, add context);
+//! 6. permission by mode and risk, asking the approver when needed;
+//! 7. execute with a deadline and cancellation, panics caught, output capped;
+//! 8. PostToolUse, or PostToolUseFailure for *every* error result (including refusals above);
+//! 9. scrub credentials from `for_llm`, `for_user` and the deliverable;
+//! 10. audit record, tool events and the tracing span.
+
+mod limits;
+mod validate;
+
+use std::collections::{BTreeSet, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::context::CallContext;
+use crate::events::{AuditRecord, AuditSink, EventBus, ToolEvent};
+use crate::hooks::{HookEvent, HookInput, HookOutcome, HookPermission, Hooks};
+use crate::output::ToolOutput;
+use crate::permission::{
+    Approval, Approver, DEFAULT_AUTO_ALLOW, Decision, DenyApprover, PermissionChecker, PermissionMode,
+    PermissionRequest, mode_decision,
+};
+use crate::policy::{PolicyEngine, PolicyRequest};
+use crate::rate_limit::RateLimiter;
+use crate::registry::{RegisteredTool, Registry};
+use crate::scrub::{ScrubError, Scrubber};
+use crate::wire::{WireFormat, definition};
+
+/// Default per-call timeout when neither the tool nor the caller sets one.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default cap on `for_llm` / `for_user` / deliverable, in bytes.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 128 * 1024;
+
+/// A tool call as the model (or client) made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The name used (may be an alias).
+    pub name: String,
+    /// The arguments: an object, `null`, or a string holding an object.
+    pub arguments: Value,
+    /// The provider's id for this call (`tool_use_id`); generated when absent.
+    pub tool_use_id: Option<String>,
+}
+
+impl ToolCall {
+    pub fn new(name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            name: name.into(),
+            arguments,
+            tool_use_id: None,
+        }
+    }
+}
+
+/// Where a call stopped, when it did not run to completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailedStage {
+    UnknownTool,
+    Policy,
+    Validation,
+    RateLimit,
+    Hook,
+    Permission,
+    Timeout,
+    Cancelled,
+    Panic,
+    /// The tool ran and reported an error.
+    Tool,
+}
+
+impl FailedStage {
+    fn as_str(self) -> &'static str {
+        match self {
+            FailedStage::UnknownTool => "unknown_tool",
+            FailedStage::Policy => "policy",
+            FailedStage::Validation => "validation",
+            FailedStage::RateLimit => "rate_limit",
+            FailedStage::Hook => "hook",
+            FailedStage::Permission => "permission",
+            FailedStage::Timeout => "timeout",
+            FailedStage::Cancelled => "cancelled",
+            FailedStage::Panic => "panic",
+            FailedStage::Tool => "tool",
+        }
+    }
+}
+
+/// The result of [`Pipeline::call`].
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// Canonical tool name, or the requested name if it did not resolve.
+    pub tool: String,
+    /// The scrubbed, capped output.
+    pub output: ToolOutput,
+    /// `None` on success; otherwise where the call stopped.
+    pub failed_stage: Option<FailedStage>,
+    /// Wall time through all ten steps.
+    pub elapsed: Duration,
+}
+
+/// Called when a name does not resolve, to activate a deferred tool (lazy MCP tools); returns
+/// whether it registered something.
+pub type DeferredActivator = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct PolicyKey {
+    agent: Option<String>,
+    provider: Option<String>,
+    depth_class: u8,
+    tool_allow: Option<Arc<[String]>>,
+}
+
+#[derive(Default)]
+struct PolicyCache {
+    generation: u64,
+    sets: HashMap<PolicyKey, Arc<BTreeSet<String>>>,
+}
+
+const POLICY_CACHE_MAX: usize = 4096;
+
+/// Builds a [`Pipeline`]; every setting has a safe default.
+pub struct PipelineBuilder {
+    registry: Arc<Registry>,
+    policy: PolicyEngine,
+    rate_limiter: Option<RateLimiter>,
+    hooks: Hooks,
+    checker: Option<Arc<dyn PermissionChecker>>,
+    approver: Arc<dyn Approver>,
+    auto_allow: BTreeSet<String>,
+    scrubber: Option<Arc<Scrubber>>,
+    scrub_enabled: bool,
+    max_output_bytes: usize,
+    default_timeout: Duration,
+    audit: Option<Arc<dyn AuditSink>>,
+    events: EventBus,
+    deferred: Option<DeferredActivator>,
+}
+
+impl PipelineBuilder {
+    /// Defaults: profile `full`, GoClaw's rate limit (150/hour, burst 30), no hooks, the
+    /// deny-by-default approver, Claude Code's auto-allowed set, scrubbing on, 128 KiB output cap,
+    /// 120 s timeout.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            policy: PolicyEngine::default(),
+            rate_limiter: RateLimiter::new(crate::rate_limit::DEFAULT_PER_HOUR, crate::rate_limit::DEFAULT_BURST),
+            hooks: Hooks::default(),
+            checker: None,
+            approver: Arc::new(DenyApprover),
+            auto_allow: DEFAULT_AUTO_ALLOW.iter().map(|s| (*s).to_string()).collect(),
+            scrubber: None,
+            scrub_enabled: true,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            default_timeout: DEFAULT_TIMEOUT,
+            audit: None,
+            events: EventBus::default(),
+            deferred: None,
+        }
+    }
+
+    pub fn policy(mut self, policy: PolicyEngine) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// `None` disables rate limiting.
+    pub fn rate_limiter(mut self, limiter: Option<RateLimiter>) -> Self {
+        self.rate_limiter = limiter;
+        self
+    }
+
+    pub fn hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    pub fn permission_checker(mut self, checker: Arc<dyn PermissionChecker>) -> Self {
+        self.checker = Some(checker);
+        self
+    }
+
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Tools allowed without asking in `default`, `acceptEdits` and `dontAsk` modes.
+    pub fn auto_allow<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
+        self.auto_allow = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Shares a scrubber (so credential values registered elsewhere apply here).
+    pub fn scrubber(mut self, scrubber: Arc<Scrubber>) -> Self {
+        self.scrubber = Some(scrubber);
+        self
+    }
+
+    pub fn scrub_enabled(mut self, enabled: bool) -> Self {
+        self.scrub_enabled = enabled;
+        self
+    }
+
+    pub fn max_output_bytes(mut self, max: usize) -> Self {
+        self.max_output_bytes = max.max(1024);
+        self
+    }
+
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(sink);
+        self
+    }
+
+    pub fn events(mut self, events: EventBus) -> Self {
+        self.events = events;
+        self
+    }
+
+    pub fn deferred_activator(mut self, activator: DeferredActivator) -> Self {
+        self.deferred = Some(activator);
+        self
+    }
+
+    /// Builds the pipeline; fails only if the built-in scrubber rules do not compile.
+    pub fn build(self) -> Result<Pipeline, ScrubError> {
+        let scrubber = match self.scrubber {
+            Some(s) => s,
+            None => Arc::new(Scrubber::new()?),
+        };
+        Ok(Pipeline {
+            registry: self.registry,
+            policy: self.policy,
+            policy_cache: Mutex::new(PolicyCache::default()),
+            rate_limiter: self.rate_limiter,
+            hooks: self.hooks,
+            checker: self.checker,
+            approver: self.approver,
+            auto_allow: self.auto_allow,
+            scrubber,
+            scrub_enabled: self.scrub_enabled,
+            max_output_bytes: self.max_output_bytes,
+            default_timeout: self.default_timeout,
+            audit: self.audit,
+            events: self.events,
+            deferred: self.deferred,
+            next_call_id: AtomicU64::new(1),
+        })
+    }
+}
+
+/// The pipeline. Share it (`Arc<Pipeline>`) across every entry point.
+pub struct Pipeline {
+    registry: Arc<Registry>,
+    policy: PolicyEngine,
+    policy_cache: Mutex<PolicyCache>,
+    rate_limiter: Option<RateLimiter>,
+    hooks: Hooks,
+    checker: Option<Arc<dyn PermissionChecker>>,
+    approver: Arc<dyn Approver>,
+    auto_allow: BTreeSet<String>,
+    scrubber: Arc<Scrubber>,
+    scrub_enabled: bool,
+    max_output_bytes: usize,
+    default_timeout: Duration,
+    audit: Option<Arc<dyn AuditSink>>,
+    events: EventBus,
+    deferred: Option<DeferredActivator>,
+    next_call_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").field("registry", &self.registry).finish_non_exhaustive()
+    }
+}
+
+/// State carried from the pre-execution steps to the finishing steps.
+struct Progress {
+    tool: Option<Arc<RegisteredTool>>,
+    args: Value,
+    context: Option<String>,
+}
+
+impl Pipeline {
+    /// A builder over `registry`.
+    pub fn builder(registry: Arc<Registry>) -> PipelineBuilder {
+        PipelineBuilder::new(registry)
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn policy(&self) -> &PolicyEngine {
+        &self.policy
+    }
+
+    pub fn scrubber(&self) -> &Arc<Scrubber> {
+        &self.scrubber
+    }
+
+    pub fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    /// The canonical names of the tools `ctx` may see and call (cached per registry generation).
+    pub fn effective_tools(&self, ctx: &CallContext) -> Arc<BTreeSet<String>> {
+        let max = self.policy.config().subagents.max_spawn_depth;
+        let depth_class = match ctx.spawn_depth {
+            0 => 0,
+            d if d >= max => 2,
+            _ => 1,
+        };
+        let key = PolicyKey {
+            agent: ctx.agent_key.clone(),
+            provider: ctx.provider.clone(),
+            depth_class,
+            tool_allow: ctx.tool_allow.clone(),
+        };
+        let generation = self.registry.generation();
+        if let Ok(cache) = self.policy_cache.lock() {
+            if cache.generation == generation {
+                if let Some(set) = cache.sets.get(&key) {
+                    return Arc::clone(set);
+                }
+            }
+        }
+        let set = Arc::new(self.policy.effective(
+            &self.registry,
+            &PolicyRequest {
+                agent: ctx.agent_key.as_deref(),
+                provider: ctx.provider.as_deref(),
+                spawn_depth: ctx.spawn_depth,
+                tool_allow: ctx.tool_allow.as_deref(),
+            },
+        ));
+        if let Ok(mut cache) = self.policy_cache.lock() {
+            if cache.generation != generation || cache.sets.len() >= POLICY_CACHE_MAX {
+                cache.sets.clear();
+                cache.generation = generation;
+            }
+            cache.sets.insert(key, Arc::clone(&set));
+        }
+        set
+    }
+
+    /// The tools offered to `ctx`, sorted by name.
+    pub fn offered(&self, ctx: &CallContext) -> Vec<Arc<RegisteredTool>> {
+        let allowed = self.effective_tools(ctx);
+        self.registry
+            .tools()
+            .into_iter()
+            .filter(|t| allowed.contains(t.spec().name.as_str()))
+            .collect()
+    }
+
+    /// Definitions of the offered tools in a wire format, sorted by name.
+    pub fn definitions(&self, ctx: &CallContext, format: WireFormat) -> Vec<Value> {
+        self.offered(ctx)
+            .iter()
+            .map(|t| definition(format, t.spec(), t.schema()))
+            .collect()
+    }
+
+    /// Runs one call through all ten steps.
+    pub async fn call(&self, ctx: Arc<CallContext>, call: ToolCall) -> CallOutcome {
+        let started = Instant::now();
+        let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "tool.call",
+            tool = %call.name,
+            session = %ctx.session_key,
+            agent = ctx.agent_key.as_deref().unwrap_or(""),
+            is_error = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let ToolCall { name, arguments, tool_use_id } = call;
+        let tool_use_id = tool_use_id.unwrap_or_else(|| format!("talon_{call_id}"));
+        async move {
+            let mut progress = Progress {
+                tool: None,
+                args: arguments,
+                context: None,
+            };
+            let result = self.run(&ctx, &name, &tool_use_id, call_id, &mut progress).await;
+            let (mut output, stage) = match result {
+                Ok(output) if output.is_error => (output, Some(FailedStage::Tool)),
+                Ok(output) => (output, None),
+                Err((stage, message)) => (ToolOutput::error(message), Some(stage)),
+            };
+            let tool_name: Arc<str> = progress
+                .tool
+                .as_ref()
+                .map_or_else(|| Arc::from(name.as_str()), |t| Arc::clone(t.name()));
+
+            // Step 8: post hooks.
+            self.post_hooks(&ctx, &tool_name, &name, &tool_use_id, &progress, stage, started, &mut output)
+                .await;
+
+            // Step 9: scrub everything the model or user will see.
+            if self.scrub_enabled {
+                let bag = &ctx.scrub_bag;
+                self.scrubber.scrub_string(&mut output.for_llm, bag);
+                if let Some(text) = output.for_user.as_mut() {
+                    self.scrubber.scrub_string(text, bag);
+                }
+                if let Some(text) = output.deliverable.as_mut() {
+                    self.scrubber.scrub_string(text, bag);
+                }
+            }
+
+            // Step 10: audit, events, span.
+            let elapsed = started.elapsed();
+            let span = tracing::Span::current();
+            span.record("is_error", output.is_error);
+            span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
+            tracing::debug!(stage = stage.map(FailedStage::as_str), "tool call finished");
+            let session_key: Arc<str> = Arc::from(ctx.session_key.as_str());
+            let agent_key: Option<Arc<str>> = ctx.agent_key.as_deref().map(Arc::from);
+            if let Some(audit) = &self.audit {
+                audit.record(AuditRecord {
+                    tool: Arc::clone(&tool_name),
+                    session_key: Arc::clone(&session_key),
+                    agent_key: agent_key.clone(),
+                    user: ctx.user.clone(),
+                    args_digest: digest(&progress.args),
+                    is_error: output.is_error,
+                    duration: elapsed,
+                    stage: stage.map(FailedStage::as_str),
+                });
+            }
+            if self.events.has_subscribers() {
+                self.events.publish(ToolEvent::Finished {
+                    call_id,
+                    tool: Arc::clone(&tool_name),
+                    session_key,
+                    agent_key,
+                    is_error: output.is_error,
+                    elapsed,
+                });
+            }
+            CallOutcome {
+                tool: tool_name.to_string(),
+                output,
+                failed_stage: stage,
+                elapsed,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Steps 1–7. `Err` carries the stage that refused and the message for the model.
+    async fn run(
+        &self,
+        ctx: &Arc<CallContext>,
+        name: &str,
+        tool_use_id: &str,
+        call_id: u64,
+        progress: &mut Progress,
+    ) -> Result<ToolOutput, (FailedStage, String)> {
+        // Step 1: resolve.
+        let mut resolved = self.registry.resolve(name);
+        if resolved.is_none() {
+            if let Some(activate) = &self.deferred {
+                if activate(name) {
+                    resolved = self.registry.resolve(name);
+                }
+            }
+        }
+        let allowed = self.effective_tools(ctx);
+        let Some(tool) = resolved else {
+            return Err((FailedStage::UnknownTool, validate::unknown_tool_message(name, allowed.iter())));
+        };
+        progress.tool = Some(Arc::clone(&tool));
+        let spec = tool.spec();
+
+        // Step 2: authorize (fail closed).
+        if !allowed.contains(spec.name.as_str()) {
+            return Err((
+                FailedStage::Policy,
+                format!(
+                    "tool not allowed by policy: {}. It is not in this agent's tool set (profile, allow and deny lists); \
+                     use one of the tools you were offered.",
+                    spec.name
+                ),
+            ));
+        }
+
+        // Step 3: validate.
+        let args = std::mem::take(&mut progress.args);
+        progress.args = validate::normalize_args(&spec.name, args).map_err(|m| (FailedStage::Validation, m))?;
+        if let Some(message) = validate::empty_args_guard(&spec.name, tool.schema(), &progress.args) {
+            return Err((FailedStage::Validation, message));
+        }
+        validate::check_schema(&spec.name, tool.validator(), &progress.args).map_err(|m| (FailedStage::Validation, m))?;
+
+        // Step 4: rate limit.
+        if let Some(limiter) = &self.rate_limiter {
+            limiter
+                .check(&ctx.session_key)
+                .map_err(|e| (FailedStage::RateLimit, e.to_string()))?;
+        }
+
+        // Step 5: PreToolUse hooks.
+        let mut hook_permission = None;
+        if !self.hooks.is_empty(HookEvent::PreToolUse) {
+            let mut input = hook_input(ctx, &spec.name, tool_use_id, &progress.args);
+            let outcome = self.hooks.fire(HookEvent::PreToolUse, &spec.name, name, &mut input).await;
+            if outcome.permission == Some(HookPermission::Deny) {
+                let reason = outcome.reason.unwrap_or_else(|| "no reason given".into());
+                return Err((FailedStage::Hook, format!("PreToolUse hook blocked {}: {reason}", spec.name)));
+            }
+            if let Some(updated) = outcome.updated_input {
+                let updated = validate::normalize_args(&spec.name, updated).map_err(|m| (FailedStage::Validation, m))?;
+                validate::check_schema(&spec.name, tool.validator(), &updated)
+                    .map_err(|m| (FailedStage::Validation, format!("a PreToolUse hook rewrote the input: {m}")))?;
+                progress.args = updated;
+            }
+            progress.context = outcome.additional_context;
+            hook_permission = outcome.permission;
+        }
+
+        // Step 6: permission.
+        self.authorize_permission(ctx, &tool, &progress.args, hook_permission).await?;
+
+        // Step 7: execute.
+        if self.events.has_subscribers() {
+            self.events.publish(ToolEvent::Started {
+                call_id,
+                tool: Arc::clone(tool.name()),
+                session_key: Arc::from(ctx.session_key.as_str()),
+                agent_key: ctx.agent_key.as_deref().map(Arc::from),
+            });
+        }
+        let mut output = self.execute(ctx, &tool, progress.args.clone()).await?;
+        limits::cap(&mut output.for_llm, self.max_output_bytes);
+        if let Some(text) = output.for_user.as_mut() {
+            limits::cap(text, self.max_output_bytes);
+        }
+        if let Some(text) = output.deliverable.as_mut() {
+            limits::cap(text, self.max_output_bytes);
+        }
+        Ok(output)
+    }
+
+    async fn authorize_permission(
+        &self,
+        ctx: &CallContext,
+        tool: &RegisteredTool,
+        args: &Value,
+        hook_permission: Option<HookPermission>,
+    ) -> Result<(), (FailedStage, String)> {
+        let spec = tool.spec();
+        let request = PermissionRequest { spec, input: args, ctx };
+        let mode = ctx.permission_mode;
+        let mut decision = match hook_permission {
+            Some(HookPermission::Allow) => Decision::Allow,
+            _ => match mode {
+                PermissionMode::BypassPermissions | PermissionMode::Plan => mode_decision(mode, spec, false),
+                _ => self
+                    .checker
+                    .as_ref()
+                    .and_then(|c| c.check(&request))
+                    .unwrap_or_else(|| mode_decision(mode, spec, self.auto_allow.contains(&spec.name))),
+            },
+        };
+        if hook_permission == Some(HookPermission::Ask) && decision == Decision::Allow && mode != PermissionMode::BypassPermissions {
+            decision = Decision::Ask("a PreToolUse hook asked for confirmation".into());
+        }
+        match decision {
+            Decision::Allow => Ok(()),
+            Decision::Deny(message) => Err((FailedStage::Permission, message)),
+            Decision::Ask(_) if mode == PermissionMode::DontAsk => Err((
+                FailedStage::Permission,
+                format!("{} was denied: dontAsk mode never asks for permission", spec.name),
+            )),
+            Decision::Ask(reason) => match self.approver.approve(&request, &reason).await {
+                Approval::Allow => Ok(()),
+                Approval::Deny(message) => Err((FailedStage::Permission, message)),
+            },
+        }
+    }
+
+    async fn execute(&self, ctx: &Arc<CallContext>, tool: &RegisteredTool, args: Value) -> Result<ToolOutput, (FailedStage, String)> {
+        let name = &tool.spec().name;
+        let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
+        let start = Instant::now();
+        let mut deadline = start + timeout;
+        if let Some(caller) = ctx.deadline {
+            deadline = deadline.min(caller);
+        }
+        let budget = deadline.saturating_duration_since(start);
+        let run = AssertUnwindSafe(tool.exec.run(Arc::clone(ctx), args)).catch_unwind();
+        let result = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => {
+                return Err((FailedStage::Cancelled, format!("{name} was cancelled before it finished")));
+            }
+            r = tokio::time::timeout_at(deadline.into(), run) => r,
+        };
+        match result {
+            Err(_) => Err((
+                FailedStage::Timeout,
+                format!(
+                    "{name} timed out after {:.1}s and was stopped. Try a smaller request, or run long work in the background.",
+                    budget.as_secs_f64()
+                ),
+            )),
+            Ok(Err(panic)) => {
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                tracing::error!(tool = %name, %detail, "tool panicked");
+                Err((
+                    FailedStage::Panic,
+                    format!("tool {name:?} panicked: {detail}. This is a bug in the tool, not in your call; try another approach."),
+                ))
+            }
+            Ok(Ok(Err(message))) => Err((FailedStage::Validation, format!("invalid arguments for {name}: {message}"))),
+            Ok(Ok(Ok(output))) => Ok(output),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn post_hooks(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        requested: &str,
+        tool_use_id: &str,
+        progress: &Progress,
+        stage: Option<FailedStage>,
+        started: Instant,
+        output: &mut ToolOutput,
+    ) {
+        let event = if output.is_error {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        let mut outcome = HookOutcome::default();
+        if !self.hooks.is_empty(event) {
+            let mut input = hook_input(ctx, tool, tool_use_id, &progress.args);
+            input.duration_ms = Some(started.elapsed().as_millis() as u64);
+            if output.is_error {
+                input.error = Some(output.for_llm.clone());
+                input.is_interrupt = Some(stage == Some(FailedStage::Cancelled));
+            } else {
+                input.tool_response = Some(Value::String(output.for_llm.clone()));
+            }
+            outcome = self.hooks.fire(event, tool, requested, &mut input).await;
+        }
+        let mut notes: Vec<String> = progress.context.iter().cloned().collect();
+        if outcome.permission == Some(HookPermission::Deny) {
+            notes.push(format!(
+                "{event:?} hook: {}",
+                outcome.reason.as_deref().unwrap_or("the hook flagged this result")
+            ));
+        }
+        notes.extend(outcome.additional_context);
+        if !notes.is_empty() {
+            output.for_llm.push_str("\n\n");
+            output.for_llm.push_str(&notes.join("\n"));
+        }
+        if outcome.suppress_output {
+            output.for_user = None;
+            output.silent = true;
+        }
+    }
+}
+
+fn hook_input(ctx: &CallContext, tool: &str, tool_use_id: &str, args: &Value) -> HookInput {
+    HookInput {
+        session_id: ctx.session_key.clone(),
+        transcript_path: ctx.transcript_path.as_ref().map(|p| p.display().to_string()),
+        cwd: ctx.workspace.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        permission_mode: ctx.permission_mode.as_str().to_string(),
+        hook_event_name: "",
+        tool_name: tool.to_string(),
+        tool_input: args.clone(),
+        tool_use_id: tool_use_id.to_string(),
+        tool_response: None,
+        error: None,
+        is_interrupt: None,
+        duration_ms: None,
+    }
+}
+
+/// FNV-1a over the canonical JSON text: stable across runs and platforms, cheap, and enough to
+/// correlate identical calls in the audit log (it is not a security boundary).
+fn digest(args: &Value) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in args.to_string().bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests;

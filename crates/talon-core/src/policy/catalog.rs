@@ -1,0 +1,142 @@
+//! The built-in vocabulary of the policy engine: groups, profiles, legacy aliases and the
+//! subagent deny lists.
+//!
+//! Each list is the union of every version of GoClaw's tools document (seeds 000–004) and of
+//! what GoClaw's code registers (research/goclaw.md §6.2), so a configuration written for any
+//! version means the same here. Members that are not registered simply expand to nothing: groups
+//! always expand against the live registry.
+
+/// `(group, members)` for every built-in group. `mcp` starts empty and is filled at runtime,
+/// as are `mcp:<server>` groups.
+pub const BUILTIN_GROUPS: &[(&str, &[&str])] = &[
+    ("fs", &["read_file", "write_file", "list_files", "edit", "search", "glob"]),
+    ("runtime", &["exec", "process", "credentialed_exec", "wait"]),
+    ("web", &["web_search", "web_fetch"]),
+    ("memory", &["memory_search", "memory_get", "memory_expand"]),
+    (
+        "sessions",
+        &["sessions_list", "sessions_history", "sessions_send", "spawn", "subagents", "session_status"],
+    ),
+    ("knowledge", &["knowledge_graph_search", "skill_search"]),
+    ("ui", &["browser", "canvas"]),
+    ("automation", &["cron", "datetime", "gateway"]),
+    ("messaging", &["message", "create_forum_topic", "list_group_members"]),
+    ("delegation", &["delegate", "delegate_search", "evaluate_loop", "handoff"]),
+    ("teams", &["team_tasks", "team_message"]),
+    // GoClaw's code calls the teams group `team`; both names work.
+    ("team", &["team_tasks", "team_message"]),
+    ("media_gen", &["create_image", "create_audio", "create_video", "tts", "image"]),
+    ("media_read", &["read_image", "read_audio", "read_document", "read_video"]),
+    ("skills", &["use_skill", "publish_skill", "skill_manage"]),
+    ("vault", &["vault_search", "vault_read"]),
+    (
+        "goclaw",
+        &[
+            "read_file", "write_file", "list_files", "edit", "search", "glob", "exec", "process",
+            "credentialed_exec", "wait", "web_search", "web_fetch", "memory_search", "memory_get",
+            "memory_expand", "sessions_list", "sessions_history", "sessions_send", "spawn",
+            "subagents", "session_status", "knowledge_graph_search", "skill_search", "browser",
+            "canvas", "cron", "datetime", "gateway", "message", "create_forum_topic",
+            "list_group_members", "delegate", "delegate_search", "evaluate_loop", "handoff",
+            "team_tasks", "team_message", "create_image", "create_audio", "create_video", "tts",
+            "image", "read_image", "read_audio", "read_document", "read_video", "use_skill",
+            "publish_skill", "skill_manage", "vault_search", "vault_read", "nodes", "heartbeat",
+            "workspace_dir", "openai_compat_call", "mcp_tool_search", "apply_patch",
+        ],
+    ),
+    // Talon: the Claude Code dialect (Goat's DefaultRegistry plus the team tools).
+    (
+        "claude_code",
+        &[
+            "Bash", "Read", "Write", "Edit", "Glob", "Grep", "NotebookEdit", "TaskOutput",
+            "TaskStop", "TodoWrite", "Config", "ExitPlanMode", "AskUserQuestion", "WebFetch",
+            "WebSearch", "Agent", "Skill", "ListMcpResources", "ReadMcpResource", "TeamCreate",
+            "SendMessage", "TeamDelete",
+        ],
+    ),
+    ("mcp", &[]),
+];
+
+/// Names of the profiles; anything else is a configuration error.
+pub const PROFILES: &[&str] = &["full", "coding", "messaging", "minimal"];
+
+/// The specs a profile allows, or `None` for `full` (no restriction) and for unknown names.
+pub fn profile_specs(profile: &str) -> Option<&'static [&'static str]> {
+    match profile {
+        "coding" => Some(&[
+            "group:fs",
+            "group:runtime",
+            "group:sessions",
+            "group:memory",
+            "group:web",
+            "group:knowledge",
+            "group:media_gen",
+            "group:media_read",
+            "group:skills",
+            "group:vault",
+            "group:claude_code",
+            "image",
+            "read_image",
+            "create_image",
+            "skill_search",
+        ]),
+        "messaging" => Some(&[
+            "group:messaging",
+            "group:web",
+            "group:sessions",
+            "group:media_read",
+            "group:vault",
+            "sessions_list",
+            "sessions_history",
+            "sessions_send",
+            "session_status",
+            "read_image",
+            "skill_search",
+            "wait",
+        ]),
+        "minimal" => Some(&["session_status"]),
+        _ => None,
+    }
+}
+
+/// GoClaw's legacy aliases; models trained on the old names still reach the tools.
+pub const LEGACY_ALIASES: &[(&str, &str)] = &[
+    ("bash", "exec"),
+    ("edit_file", "edit"),
+    ("sessions_spawn", "spawn"),
+    ("apply-patch", "apply_patch"),
+];
+
+/// Denied to every subagent: the union of GoClaw's documented list and both lists in its code
+/// (research §6.3, bug B5), except `exec`, which the documented list and the enforced list both
+/// leave to subagents. One list, used by the one engine.
+pub const SUBAGENT_DENY: &[&str] = &[
+    "gateway",
+    "agents_list",
+    "whatsapp_login",
+    "session_status",
+    "cron",
+    "memory_search",
+    "memory_get",
+    "sessions_send",
+    "team_tasks",
+];
+
+/// Additionally denied to subagents at the maximum spawn depth (they cannot spawn further).
+pub const LEAF_DENY: &[&str] = &[
+    "sessions_list",
+    "sessions_history",
+    "sessions_spawn",
+    "spawn",
+    "subagent",
+    "subagents",
+];
+
+/// Default maximum nesting depth of subagents.
+pub const DEFAULT_MAX_SPAWN_DEPTH: u32 = 1;
+
+/// True if `group` names a built-in group or a dynamic MCP group (`mcp`, `mcp:<server>`).
+pub fn is_known_group(group: &str) -> bool {
+    BUILTIN_GROUPS.iter().any(|(g, _)| *g == group)
+        || group.strip_prefix("mcp:").is_some_and(|server| !server.is_empty())
+}

@@ -1,0 +1,293 @@
+//! The policy engine: which tools an agent is offered, and therefore which it may call.
+//!
+//! The seeds' pipeline, in order: global profile → provider profile (replaces it) → global allow →
+//! provider allow → agent allow → agent+provider allow → deny (global, provider, agent,
+//! agent+provider) → alsoAllow (global, agent) → subagent deny → leaf deny at max depth →
+//! per-request allow list (a final intersection).
+//!
+//! Where GoClaw's code is wrong (research/goclaw.md §6.4), Talon differs on purpose:
+//! * B1/B3: groups always expand against the live registry passed in, including `mcp` and
+//!   `mcp:<server>`; there is no registry-less fallback that drops `group:` entries.
+//! * B2: an explicit deny is final; alsoAllow never re-adds a denied tool.
+//! * B4: an unknown profile or group is a configuration error ([`PolicyError`]), never "full".
+//! * B5: one subagent deny list ([`catalog::SUBAGENT_DENY`]) used by the one engine.
+//!
+//! The same [`PolicyEngine::effective`] computes the list offered to the model and, in the
+//! pipeline, authorizes each call, so the two can never disagree.
+
+pub mod catalog;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::registry::Registry;
+
+/// A configuration mistake, naming the key and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{key}: unknown profile {name:?}; expected one of: full, coding, messaging, minimal")]
+    UnknownProfile { key: String, name: String },
+    #[error("{key}: unknown tool group {name:?}; known groups: {known}, mcp:<server>")]
+    UnknownGroup { key: String, name: String, known: String },
+    #[error("{key}: empty tool name or group")]
+    EmptySpec { key: String },
+}
+
+/// Overrides for one LLM provider.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderPolicy {
+    /// Replaces the global profile for agents on this provider.
+    pub profile: Option<String>,
+    /// Intersected after the global allow list.
+    pub allow: Vec<String>,
+    /// Added to the deny lists.
+    pub deny: Vec<String>,
+}
+
+/// The global tool policy (`[tools]` in talon.toml).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolPolicy {
+    /// `full` (default), `coding`, `messaging` or `minimal`.
+    pub profile: Option<String>,
+    /// If non-empty, only these tools (names, `group:x`, or `prefix*`) survive.
+    pub allow: Vec<String>,
+    /// Never offered; final.
+    pub deny: Vec<String>,
+    /// Added back after the allow steps (but never over a deny).
+    pub also_allow: Vec<String>,
+    /// Per-provider overrides.
+    pub by_provider: BTreeMap<String, ProviderPolicy>,
+}
+
+/// One agent's tool policy (`[agents.<key>.tools]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentToolPolicy {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub by_provider: BTreeMap<String, ProviderPolicy>,
+}
+
+/// Subagent limits and deny lists (`[subagents]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SubagentPolicy {
+    /// Depth at which a subagent is a leaf and loses the spawning tools.
+    pub max_spawn_depth: u32,
+    /// Denied to every subagent.
+    pub deny: Vec<String>,
+    /// Denied to subagents at `max_spawn_depth`.
+    pub leaf_deny: Vec<String>,
+}
+
+impl Default for SubagentPolicy {
+    fn default() -> Self {
+        Self {
+            max_spawn_depth: catalog::DEFAULT_MAX_SPAWN_DEPTH,
+            deny: catalog::SUBAGENT_DENY.iter().map(|s| (*s).to_string()).collect(),
+            leaf_deny: catalog::LEAF_DENY.iter().map(|s| (*s).to_string()).collect(),
+        }
+    }
+}
+
+/// Everything the engine needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyConfig {
+    pub global: ToolPolicy,
+    pub agents: BTreeMap<String, AgentToolPolicy>,
+    pub subagents: SubagentPolicy,
+}
+
+/// Who is asking: selects the agent and provider overrides and the subagent lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PolicyRequest<'a> {
+    pub agent: Option<&'a str>,
+    pub provider: Option<&'a str>,
+    pub spawn_depth: u32,
+    pub tool_allow: Option<&'a [String]>,
+}
+
+/// Computes effective tool sets. Cheap to clone; holds only validated configuration.
+#[derive(Debug, Clone)]
+pub struct PolicyEngine {
+    config: PolicyConfig,
+}
+
+fn check_profile(key: &str, profile: &Option<String>, errors: &mut Vec<PolicyError>) {
+    if let Some(name) = profile {
+        if !catalog::PROFILES.contains(&name.as_str()) {
+            errors.push(PolicyError::UnknownProfile {
+                key: key.to_string(),
+                name: name.clone(),
+            });
+        }
+    }
+}
+
+fn check_specs(key: &str, specs: &[String], errors: &mut Vec<PolicyError>) {
+    for (i, spec) in specs.iter().enumerate() {
+        let key = format!("{key}[{i}]");
+        let trimmed = spec.trim();
+        if trimmed.is_empty() || trimmed == "group:" {
+            errors.push(PolicyError::EmptySpec { key });
+        } else if let Some(group) = trimmed.strip_prefix("group:") {
+            if !catalog::is_known_group(group) {
+                let known: Vec<&str> = catalog::BUILTIN_GROUPS.iter().map(|(g, _)| *g).collect();
+                errors.push(PolicyError::UnknownGroup {
+                    key,
+                    name: group.to_string(),
+                    known: known.join(", "),
+                });
+            }
+        }
+    }
+}
+
+fn check_provider(key: &str, p: &ProviderPolicy, errors: &mut Vec<PolicyError>) {
+    check_profile(&format!("{key}.profile"), &p.profile, errors);
+    check_specs(&format!("{key}.allow"), &p.allow, errors);
+    check_specs(&format!("{key}.deny"), &p.deny, errors);
+}
+
+impl Default for PolicyEngine {
+    /// Profile `full`, no lists, the default subagent lists (a configuration known to be valid).
+    fn default() -> Self {
+        Self {
+            config: PolicyConfig::default(),
+        }
+    }
+}
+
+impl PolicyEngine {
+    /// Validates the configuration; every mistake is reported, each naming its key.
+    pub fn new(config: PolicyConfig) -> Result<Self, Vec<PolicyError>> {
+        let mut errors = Vec::new();
+        let g = &config.global;
+        check_profile("tools.profile", &g.profile, &mut errors);
+        check_specs("tools.allow", &g.allow, &mut errors);
+        check_specs("tools.deny", &g.deny, &mut errors);
+        check_specs("tools.also_allow", &g.also_allow, &mut errors);
+        for (name, p) in &g.by_provider {
+            check_provider(&format!("tools.by_provider.{name}"), p, &mut errors);
+        }
+        for (agent, a) in &config.agents {
+            let key = format!("agents.{agent}.tools");
+            check_specs(&format!("{key}.allow"), &a.allow, &mut errors);
+            check_specs(&format!("{key}.deny"), &a.deny, &mut errors);
+            check_specs(&format!("{key}.also_allow"), &a.also_allow, &mut errors);
+            for (name, p) in &a.by_provider {
+                check_provider(&format!("{key}.by_provider.{name}"), p, &mut errors);
+            }
+        }
+        check_specs("subagents.deny", &config.subagents.deny, &mut errors);
+        check_specs("subagents.leaf_deny", &config.subagents.leaf_deny, &mut errors);
+        if errors.is_empty() {
+            Ok(Self { config })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// The canonical names of the tools the requester may see and call, sorted.
+    pub fn effective(&self, registry: &Registry, req: &PolicyRequest<'_>) -> BTreeSet<String> {
+        let all: BTreeSet<String> = registry.names().into_iter().collect();
+        let expand = |specs: &[String]| expand_specs(registry, &all, specs);
+        let global = &self.config.global;
+        let provider = req.provider.and_then(|p| global.by_provider.get(p));
+        let agent = req.agent.and_then(|a| self.config.agents.get(a));
+        let agent_provider = agent.zip(req.provider).and_then(|(a, p)| a.by_provider.get(p));
+
+        // Steps 1-2: the profile (a provider profile replaces the global one).
+        let profile = provider
+            .and_then(|p| p.profile.as_deref())
+            .or(global.profile.as_deref())
+            .unwrap_or("full");
+        let mut set = match catalog::profile_specs(profile) {
+            Some(specs) => {
+                let owned: Vec<String> = specs.iter().map(|s| (*s).to_string()).collect();
+                expand(&owned)
+            }
+            None => all.clone(),
+        };
+
+        // Steps 3-6: allow lists intersect when non-empty.
+        let allow_lists = [
+            Some(&global.allow),
+            provider.map(|p| &p.allow),
+            agent.map(|a| &a.allow),
+            agent_provider.map(|p| &p.allow),
+        ];
+        for list in allow_lists.into_iter().flatten() {
+            if !list.is_empty() {
+                let allowed = expand(list);
+                set.retain(|t| allowed.contains(t));
+            }
+        }
+
+        // Deny is final.
+        let mut denied = expand(&global.deny);
+        for list in [provider.map(|p| &p.deny), agent.map(|a| &a.deny), agent_provider.map(|p| &p.deny)]
+            .into_iter()
+            .flatten()
+        {
+            denied.extend(expand(list));
+        }
+        set.retain(|t| !denied.contains(t));
+
+        // alsoAllow is additive, from all tools, but never over a deny.
+        let mut also = expand(&global.also_allow);
+        if let Some(a) = agent {
+            also.extend(expand(&a.also_allow));
+        }
+        set.extend(also.into_iter().filter(|t| !denied.contains(t)));
+
+        // Subagents lose the always-denied tools; leaves also lose the spawning tools.
+        if req.spawn_depth > 0 {
+            let sub = &self.config.subagents;
+            let mut sub_denied = expand(&sub.deny);
+            if req.spawn_depth >= sub.max_spawn_depth {
+                sub_denied.extend(expand(&sub.leaf_deny));
+            }
+            set.retain(|t| !sub_denied.contains(t));
+        }
+
+        // The per-request allow list is a final intersection: nothing above can widen it.
+        if let Some(list) = req.tool_allow {
+            let allowed = expand(list);
+            set.retain(|t| allowed.contains(t));
+        }
+        set
+    }
+}
+
+/// Expands tool specs against the live registry: `group:x`, `prefix*`, `*`, or a name/alias.
+fn expand_specs(registry: &Registry, all: &BTreeSet<String>, specs: &[String]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for spec in specs {
+        let spec = spec.trim();
+        if let Some(group) = spec.strip_prefix("group:") {
+            if let Some(members) = registry.expand_group(group) {
+                out.extend(members);
+            }
+        } else if let Some(prefix) = spec.strip_suffix('*') {
+            out.extend(all.iter().filter(|n| n.starts_with(prefix)).cloned());
+        } else if let Some(canonical) = registry.canonical_name(spec) {
+            if all.contains(&canonical) {
+                out.insert(canonical);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,368 @@
+//! The tool registry: concurrent (many readers, rare writers), deterministic (sorted names, for
+//! prompt-cache stability), with aliases, disabled tools, dynamic groups, and cheap clones for
+//! per-agent registries.
+//!
+//! Running a tool is not possible from here: the registry hands out specs and schemas, and only
+//! the [`crate::pipeline`] can execute.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::context::CallContext;
+use crate::output::ToolOutput;
+use crate::policy::catalog;
+use crate::tool::{Authorized, Tool, ToolSpec};
+
+/// Why a registry change was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    #[error("a tool named {0:?} is already registered")]
+    Duplicate(String),
+    #[error("{0:?} is an alias (of {1:?}); unregister the alias before registering a tool with that name")]
+    NameIsAlias(String, String),
+    #[error("alias {0:?} would shadow the real tool of the same name")]
+    AliasShadowsTool(String),
+    #[error("alias {alias:?} already points at {existing:?}")]
+    AliasTaken { alias: String, existing: String },
+    #[error("tool name {0:?} is invalid: use 1-128 characters from A-Z a-z 0-9 _ - . :")]
+    InvalidName(String),
+    #[error("the input schema of tool {tool:?} is not a valid JSON schema: {message}")]
+    InvalidSchema { tool: String, message: String },
+}
+
+/// The executor half of a tool, with its input type erased. Crate-private: nothing outside the
+/// pipeline can call it.
+pub(crate) trait ErasedTool: Send + Sync {
+    /// Deserializes validated arguments and runs the tool.
+    fn run(&self, ctx: Arc<CallContext>, args: Value) -> BoxFuture<'_, Result<ToolOutput, String>>;
+}
+
+struct Typed<T>(T);
+
+impl<T: Tool> ErasedTool for Typed<T> {
+    fn run(&self, ctx: Arc<CallContext>, args: Value) -> BoxFuture<'_, Result<ToolOutput, String>> {
+        Box::pin(async move {
+            let input: T::Input = serde_json::from_value(args).map_err(|e| e.to_string())?;
+            Ok(self.0.execute(Authorized::new(input, ctx)).await)
+        })
+    }
+}
+
+/// A registered tool: spec, schema, compiled validator, and the erased executor.
+pub struct RegisteredTool {
+    spec: ToolSpec,
+    name: Arc<str>,
+    schema: Arc<Value>,
+    validator: jsonschema::Validator,
+    pub(crate) exec: Arc<dyn ErasedTool>,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool").field("spec", &self.spec).finish_non_exhaustive()
+    }
+}
+
+impl RegisteredTool {
+    /// The tool's spec.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// The canonical name, shared cheaply with events.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The JSON schema of the input.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    pub(crate) fn validator(&self) -> &jsonschema::Validator {
+        &self.validator
+    }
+}
+
+#[derive(Clone, Default)]
+struct State {
+    tools: BTreeMap<String, Arc<RegisteredTool>>,
+    aliases: BTreeMap<String, String>,
+    disabled: BTreeSet<String>,
+    groups: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The set of tools, aliases and groups one agent (or the whole process) can draw from.
+pub struct Registry {
+    state: RwLock<State>,
+    generation: AtomicU64,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("tools", &self.names()).finish()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+impl Registry {
+    /// An empty registry seeded with the built-in groups and the legacy aliases
+    /// (`bash`→`exec`, `edit_file`→`edit`, `sessions_spawn`→`spawn`, `apply-patch`→`apply_patch`).
+    pub fn new() -> Self {
+        let mut state = State::default();
+        for (group, members) in catalog::BUILTIN_GROUPS {
+            state.groups.insert(
+                (*group).to_string(),
+                members.iter().map(|m| (*m).to_string()).collect(),
+            );
+        }
+        for (alias, canonical) in catalog::LEGACY_ALIASES {
+            state.aliases.insert((*alias).to_string(), (*canonical).to_string());
+        }
+        Self {
+            state: RwLock::new(state),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        // A poisoned lock only means a writer panicked mid-update of plain maps; the data is
+        // still consistent enough to read, and refusing every call would be worse.
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.generation.fetch_add(1, Ordering::Release);
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A counter bumped by every change; caches of derived data (effective tool sets) key on it.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Registers a tool. Its declared groups are merged into the registry's groups.
+    pub fn register<T: Tool>(&self, tool: T) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        let schema = crate::schema::normalize(tool.input_schema());
+        self.insert(spec, schema, Arc::new(Typed(tool)))
+    }
+
+    fn insert(&self, spec: ToolSpec, schema: Value, exec: Arc<dyn ErasedTool>) -> Result<(), RegistryError> {
+        if !valid_name(&spec.name) {
+            return Err(RegistryError::InvalidName(spec.name));
+        }
+        let validator = jsonschema::validator_for(&schema).map_err(|e| RegistryError::InvalidSchema {
+            tool: spec.name.clone(),
+            message: e.to_string(),
+        })?;
+        let mut state = self.write();
+        if state.tools.contains_key(&spec.name) {
+            return Err(RegistryError::Duplicate(spec.name));
+        }
+        if let Some(canonical) = state.aliases.get(&spec.name) {
+            // Built-in legacy aliases give way to a real tool of the same name.
+            let builtin = catalog::LEGACY_ALIASES.iter().any(|(a, _)| *a == spec.name);
+            if !builtin {
+                return Err(RegistryError::NameIsAlias(spec.name.clone(), canonical.clone()));
+            }
+            state.aliases.remove(&spec.name);
+        }
+        for group in &spec.groups {
+            state.groups.entry(group.clone()).or_default().insert(spec.name.clone());
+        }
+        let name: Arc<str> = Arc::from(spec.name.as_str());
+        let key = spec.name.clone();
+        state.tools.insert(
+            key,
+            Arc::new(RegisteredTool {
+                spec,
+                name,
+                schema: Arc::new(schema),
+                validator,
+                exec,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Removes a tool; returns whether it existed. Aliases pointing at it stop resolving.
+    pub fn unregister(&self, name: &str) -> bool {
+        self.write().tools.remove(name).is_some()
+    }
+
+    /// Removes every tool whose name starts with `prefix` (for example `mcp__github__`);
+    /// returns the removed names, sorted.
+    pub fn unregister_prefix(&self, prefix: &str) -> Vec<String> {
+        let mut state = self.write();
+        let names: Vec<String> = state
+            .tools
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect();
+        for name in &names {
+            state.tools.remove(name);
+        }
+        names
+    }
+
+    /// Adds an alias. An alias may not shadow a registered tool.
+    pub fn add_alias(&self, alias: &str, canonical: &str) -> Result<(), RegistryError> {
+        if !valid_name(alias) {
+            return Err(RegistryError::InvalidName(alias.to_string()));
+        }
+        let mut state = self.write();
+        if state.tools.contains_key(alias) {
+            return Err(RegistryError::AliasShadowsTool(alias.to_string()));
+        }
+        if let Some(existing) = state.aliases.get(alias) {
+            if existing != canonical {
+                return Err(RegistryError::AliasTaken {
+                    alias: alias.to_string(),
+                    existing: existing.clone(),
+                });
+            }
+        }
+        state.aliases.insert(alias.to_string(), canonical.to_string());
+        Ok(())
+    }
+
+    /// Hides a tool from listings and resolution without unregistering it.
+    pub fn disable(&self, name: &str) {
+        self.write().disabled.insert(name.to_string());
+    }
+
+    /// Undoes [`Registry::disable`].
+    pub fn enable(&self, name: &str) {
+        self.write().disabled.remove(name);
+    }
+
+    /// Finds an enabled tool by its name or an alias (a real tool wins over an alias).
+    pub fn resolve(&self, name: &str) -> Option<Arc<RegisteredTool>> {
+        let state = self.read();
+        let canonical = if state.tools.contains_key(name) {
+            name
+        } else {
+            state.aliases.get(name)?.as_str()
+        };
+        if state.disabled.contains(canonical) {
+            return None;
+        }
+        state.tools.get(canonical).cloned()
+    }
+
+    /// The canonical name `name` resolves to, if any (enabled or not).
+    pub fn canonical_name(&self, name: &str) -> Option<String> {
+        let state = self.read();
+        if state.tools.contains_key(name) {
+            return Some(name.to_string());
+        }
+        state.aliases.get(name).filter(|c| state.tools.contains_key(*c)).cloned()
+    }
+
+    /// Enabled tool names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let state = self.read();
+        state
+            .tools
+            .keys()
+            .filter(|n| !state.disabled.contains(*n))
+            .cloned()
+            .collect()
+    }
+
+    /// Enabled tools, sorted by name.
+    pub fn tools(&self) -> Vec<Arc<RegisteredTool>> {
+        let state = self.read();
+        state
+            .tools
+            .iter()
+            .filter(|(n, _)| !state.disabled.contains(*n))
+            .map(|(_, t)| Arc::clone(t))
+            .collect()
+    }
+
+    /// Number of enabled tools.
+    pub fn len(&self) -> usize {
+        self.names().len()
+    }
+
+    /// True when no tool is enabled.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Replaces a group's members (used by the MCP manager for `mcp:<server>`).
+    pub fn register_group(&self, group: &str, members: impl IntoIterator<Item = String>) {
+        self.write().groups.insert(group.to_string(), members.into_iter().collect());
+    }
+
+    /// Adds members to a group, creating it if needed (deduplicated).
+    pub fn merge_group(&self, group: &str, members: impl IntoIterator<Item = String>) {
+        self.write().groups.entry(group.to_string()).or_default().extend(members);
+    }
+
+    /// Removes a group; returns whether it existed.
+    pub fn unregister_group(&self, group: &str) -> bool {
+        self.write().groups.remove(group).is_some()
+    }
+
+    /// A group's declared members (registered or not), sorted.
+    pub fn group(&self, group: &str) -> Option<Vec<String>> {
+        self.read().groups.get(group).map(|m| m.iter().cloned().collect())
+    }
+
+    /// All group names, sorted.
+    pub fn group_names(&self) -> Vec<String> {
+        self.read().groups.keys().cloned().collect()
+    }
+
+    /// Expands a group against the live registry: the enabled tools among its members (members
+    /// may be aliases), sorted. Composite groups (`goclaw`) list member names, not groups.
+    pub fn expand_group(&self, group: &str) -> Option<BTreeSet<String>> {
+        let state = self.read();
+        let members = state.groups.get(group)?;
+        Some(
+            members
+                .iter()
+                .filter_map(|m| {
+                    let canonical = if state.tools.contains_key(m) {
+                        m
+                    } else {
+                        state.aliases.get(m)?
+                    };
+                    (state.tools.contains_key(canonical) && !state.disabled.contains(canonical))
+                        .then(|| canonical.clone())
+                })
+                .collect(),
+        )
+    }
+
+    /// An independent copy sharing the tool implementations (per-agent registries, subagents).
+    pub fn clone_registry(&self) -> Registry {
+        Registry {
+            state: RwLock::new(self.read().clone()),
+            generation: AtomicU64::new(self.generation()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! JSON schemas for tool inputs, derived from Rust types.
+//!
+//! Schemas are inlined (no `$ref`/`$defs`) and stripped of `$schema` and `title`, because the
+//! three wire formats (OpenAI, Anthropic, MCP) accept that subset everywhere.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value};
+
+/// The input schema for `T`, in the form every provider accepts.
+pub fn schema_for<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let schema = generator.into_root_schema_for::<T>();
+    normalize(schema.to_value())
+}
+
+/// Makes any schema an object schema with `properties`, without `$schema` and `title`.
+///
+/// Tools with no arguments (`()` or an empty struct) get `{"type":"object","properties":{}}`,
+/// which OpenAI requires.
+pub fn normalize(schema: Value) -> Value {
+    let mut map = match schema {
+        Value::Object(map) => map,
+        // `true` (any value) or anything unexpected: an open object.
+        _ => Map::new(),
+    };
+    map.remove("$schema");
+    map.remove("title");
+    if map.get("type").and_then(Value::as_str) == Some("null") {
+        map.clear();
+    }
+    map.entry("type").or_insert_with(|| Value::String("object".into()));
+    map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    Value::Object(map)
+}
+
+/// The names in the schema's top-level `required` array, whatever JSON shape it came in.
+///
+/// GoClaw's empty-arguments guard type-asserts `[]string` and silently skips schemas whose
+/// `required` is `[]any`; here any array of strings counts.
+pub fn required_fields(schema: &Value) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Nested {
+        inner: Inner,
+        list: Vec<Inner>,
+    }
+
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Inner {
+        x: u32,
+    }
+
+    #[test]
+    fn schemas_are_inlined_and_stripped() {
+        let schema = schema_for::<Nested>();
+        let text = schema.to_string();
+        assert!(!text.contains("$ref"), "{text}");
+        assert!(!text.contains("$defs"), "{text}");
+        assert!(schema.get("$schema").is_none());
+        assert!(schema.get("title").is_none());
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["inner"]["properties"]["x"]["type"], "integer");
+    }
+
+    #[test]
+    fn unit_input_is_an_empty_object_schema() {
+        let schema = schema_for::<()>();
+        assert_eq!(schema, json!({"type": "object", "properties": {}}));
+    }
+
+    #[test]
+    fn required_fields_accepts_any_array_shape() {
+        assert_eq!(required_fields(&json!({"required": ["a", "b"]})), vec!["a", "b"]);
+        assert!(required_fields(&json!({"required": []})).is_empty());
+        assert!(required_fields(&json!({})).is_empty());
+    }
+}

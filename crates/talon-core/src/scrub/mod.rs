@@ -1,0 +1,353 @@
+//! Credential scrubbing for everything a model or user will see.
+//!
+//! Speed comes from a keyword prefilter: one Aho-Corasick pass over the text finds the literal
+//! keywords every credential format carries ([`rules::KEYWORDS`]); only a short window around each
+//! hit (bounded by its line, except for private-key blocks) is searched, first with one
+//! `RegexSet` to learn which rules can match, then with those rules alone. Clean text costs one
+//! automaton pass. See [`rules`] for the rule list and the false-positive policy.
+//!
+//! Dynamic values are exact strings: server IPs become `[SERVER_IP]` (only at number
+//! boundaries, so `10.0.0.1` does not hit `110.0.0.12`), registered credential values and the
+//! per-request [`ScrubBag`] become `[REDACTED]`.
+
+mod rules;
+
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::{Arc, RwLock};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+
+use crate::context::ScrubBag;
+
+/// Replacement for credentials.
+pub const REDACTED: &str = "[REDACTED]";
+/// Replacement for the server's own IP addresses.
+pub const SERVER_IP: &str = "[SERVER_IP]";
+
+/// How far before a keyword a secret may start (identifier prefixes such as `MY_SERVICE_API_KEY`).
+const WINDOW_BEFORE: usize = 160;
+/// How far after a keyword a secret may extend.
+const WINDOW_AFTER: usize = 1024;
+/// How far a private-key block may extend after `-----BEGIN`.
+const PEM_WINDOW: usize = 64 * 1024;
+
+/// A rule failed to compile; only possible if the built-in table is broken.
+#[derive(Debug, thiserror::Error)]
+#[error("credential rule {id} does not compile: {source}")]
+pub struct ScrubError {
+    id: &'static str,
+    #[source]
+    source: regex::Error,
+}
+
+struct Compiled {
+    id: &'static str,
+    regex: Regex,
+    secret_group: Option<usize>,
+    accept: Option<rules::Accept>,
+}
+
+#[derive(Default)]
+struct Dynamic {
+    automaton: Option<AhoCorasick>,
+    /// Parallel to the automaton's patterns: true for server IPs.
+    is_ip: Vec<bool>,
+    values: Vec<(String, bool)>,
+}
+
+impl Dynamic {
+    fn build(values: Vec<(String, bool)>) -> Self {
+        if values.is_empty() {
+            return Self::default();
+        }
+        let automaton = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(values.iter().map(|(v, _)| v.as_bytes()))
+            .ok();
+        Self {
+            automaton,
+            is_ip: values.iter().map(|(_, ip)| *ip).collect(),
+            values,
+        }
+    }
+}
+
+/// The credential scrubber. Thread-safe; share one per process.
+pub struct Scrubber {
+    prefilter: AhoCorasick,
+    pem_index: usize,
+    set: RegexSet,
+    rules: Vec<Compiled>,
+    dynamic: RwLock<Arc<Dynamic>>,
+}
+
+impl std::fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scrubber").field("rules", &self.rules.len()).finish_non_exhaustive()
+    }
+}
+
+/// The static rules as `(id, pattern)`, for documentation and for benchmarking against the naive
+/// every-pattern-over-the-whole-text approach.
+pub fn rule_patterns() -> Vec<(&'static str, &'static str)> {
+    rules::RULES.iter().map(|r| (r.id, r.pattern)).collect()
+}
+
+fn build_regex(rule: &rules::Rule) -> Result<Regex, ScrubError> {
+    RegexBuilder::new(rule.pattern)
+        .unicode(false)
+        .size_limit(32 << 20)
+        .build()
+        .map_err(|source| ScrubError { id: rule.id, source })
+}
+
+impl Scrubber {
+    /// Compiles the built-in rules.
+    pub fn new() -> Result<Self, ScrubError> {
+        let mut keywords: Vec<&str> = rules::KEYWORDS.to_vec();
+        keywords.push(rules::PEM_KEYWORD);
+        let pem_index = keywords.len() - 1;
+        let prefilter = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&keywords)
+            .map_err(|e| ScrubError {
+                id: "prefilter",
+                source: regex::Error::Syntax(e.to_string()),
+            })?;
+        let set = RegexSetBuilder::new(rules::RULES.iter().map(|r| r.pattern))
+            .unicode(false)
+            .size_limit(64 << 20)
+            .dfa_size_limit(16 << 20)
+            .build()
+            .map_err(|source| ScrubError { id: "set", source })?;
+        let rules = rules::RULES
+            .iter()
+            .map(|rule| {
+                let regex = build_regex(rule)?;
+                let secret_group = regex.capture_names().position(|n| n == Some("secret"));
+                Ok(Compiled {
+                    id: rule.id,
+                    regex,
+                    secret_group,
+                    accept: rule.accept,
+                })
+            })
+            .collect::<Result<Vec<_>, ScrubError>>()?;
+        Ok(Self {
+            prefilter,
+            pem_index,
+            set,
+            rules,
+            dynamic: RwLock::new(Arc::new(Dynamic::default())),
+        })
+    }
+
+    fn dynamic(&self) -> Arc<Dynamic> {
+        self.dynamic.read().map(|d| Arc::clone(&d)).unwrap_or_default()
+    }
+
+    fn update_dynamic(&self, f: impl FnOnce(&mut Vec<(String, bool)>)) {
+        let mut values = self.dynamic().values.clone();
+        f(&mut values);
+        let rebuilt = Arc::new(Dynamic::build(values));
+        if let Ok(mut guard) = self.dynamic.write() {
+            *guard = rebuilt;
+        }
+    }
+
+    /// Registers the server's own IP addresses (replaced by `[SERVER_IP]`).
+    pub fn add_server_ips<I: IntoIterator<Item = S>, S: Into<String>>(&self, ips: I) {
+        let ips: Vec<String> = ips.into_iter().map(Into::into).filter(|s| !s.is_empty()).collect();
+        self.update_dynamic(|values| {
+            for ip in ips {
+                if !values.iter().any(|(v, _)| *v == ip) {
+                    values.push((ip, true));
+                }
+            }
+        });
+    }
+
+    /// Registers credential values (replaced by `[REDACTED]`); values shorter than 6 characters
+    /// are ignored because they would redact ordinary words.
+    pub fn add_credentials<I: IntoIterator<Item = S>, S: Into<String>>(&self, secrets: I) {
+        let secrets: Vec<String> = secrets
+            .into_iter()
+            .map(Into::into)
+            .filter(|s| s.len() >= ScrubBag::MIN_LEN)
+            .collect();
+        self.update_dynamic(|values| {
+            for secret in secrets {
+                if !values.iter().any(|(v, _)| *v == secret) {
+                    values.push((secret, false));
+                }
+            }
+        });
+    }
+
+    /// Forgets every registered credential value (server IPs stay).
+    pub fn reset_credentials(&self) {
+        self.update_dynamic(|values| values.retain(|(_, ip)| *ip));
+    }
+
+    /// Scrubs `text`, borrowing it unchanged when nothing matched.
+    pub fn scrub<'a>(&self, text: &'a str, bag: &ScrubBag) -> Cow<'a, str> {
+        let bytes = text.as_bytes();
+        let mut spans: Vec<(Range<usize>, &'static str)> = Vec::new();
+        self.static_spans(bytes, &mut spans);
+        let dynamic = self.dynamic();
+        if let Some(ac) = &dynamic.automaton {
+            for m in ac.find_iter(bytes) {
+                let is_ip = dynamic.is_ip.get(m.pattern().as_usize()).copied().unwrap_or(false);
+                if is_ip && !at_number_boundary(bytes, m.range()) {
+                    continue;
+                }
+                spans.push((m.range(), if is_ip { SERVER_IP } else { REDACTED }));
+            }
+        }
+        if !bag.is_empty() {
+            let values = bag.values();
+            if let Ok(ac) = AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(values.iter().map(String::as_bytes))
+            {
+                spans.extend(ac.find_iter(bytes).map(|m| (m.range(), REDACTED)));
+            }
+        }
+        if spans.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        Cow::Owned(apply(text, spans))
+    }
+
+    /// Convenience for owned strings: scrubs in place, allocating only when something matched.
+    pub fn scrub_string(&self, text: &mut String, bag: &ScrubBag) {
+        if let Cow::Owned(scrubbed) = self.scrub(text, bag) {
+            *text = scrubbed;
+        }
+    }
+
+    fn static_spans(&self, bytes: &[u8], spans: &mut Vec<(Range<usize>, &'static str)>) {
+        let mut window: Option<Range<usize>> = None;
+        for hit in self.prefilter.find_iter(bytes) {
+            let next = if hit.pattern().as_usize() == self.pem_index {
+                hit.start()..bytes.len().min(hit.start() + PEM_WINDOW)
+            } else {
+                around(bytes, hit.range())
+            };
+            window = match window {
+                Some(current) if next.start <= current.end => Some(current.start..current.end.max(next.end)),
+                Some(current) => {
+                    self.search_window(bytes, current, spans);
+                    Some(next)
+                }
+                None => Some(next),
+            };
+        }
+        if let Some(current) = window {
+            self.search_window(bytes, current, spans);
+        }
+    }
+
+    fn search_window(&self, bytes: &[u8], range: Range<usize>, spans: &mut Vec<(Range<usize>, &'static str)>) {
+        let window = &bytes[range.clone()];
+        for index in self.set.matches(window).iter() {
+            let Some(rule) = self.rules.get(index) else { continue };
+            for caps in rule.regex.captures_iter(window) {
+                let Some(whole) = caps.get(0) else { continue };
+                let secret = rule
+                    .secret_group
+                    .and_then(|g| caps.get(g))
+                    .map_or(whole.range(), |m| m.range());
+                if let Some(accept) = rule.accept {
+                    if !accept(window, whole.range(), secret.clone()) {
+                        continue;
+                    }
+                }
+                tracing::trace!(rule = rule.id, "credential redacted");
+                spans.push(((range.start + secret.start)..(range.start + secret.end), REDACTED));
+            }
+        }
+    }
+}
+
+/// The search window around a keyword hit: bounded by the hit's line and by
+/// [`WINDOW_BEFORE`]/[`WINDOW_AFTER`], widened to whitespace so `\b` is not fooled by a cut word.
+fn around(bytes: &[u8], hit: Range<usize>) -> Range<usize> {
+    let lo = hit.start.saturating_sub(WINDOW_BEFORE);
+    let line_start = memrchr_newline(&bytes[lo..hit.start]).map_or(lo, |p| lo + p + 1);
+    let hi = bytes.len().min(hit.end + WINDOW_AFTER);
+    let line_end = bytes[hit.end..hi].iter().position(|&b| b == b'\n').map_or(hi, |p| hit.end + p);
+    let mut start = line_start;
+    if start == lo && lo > 0 {
+        // Cut inside a long line: step back to whitespace (bounded) so the window starts on a word.
+        let floor = lo.saturating_sub(256);
+        start = bytes[floor..lo].iter().rposition(|b| b.is_ascii_whitespace()).map_or(floor, |p| floor + p + 1);
+    }
+    let mut end = line_end;
+    if end == hi && hi < bytes.len() {
+        let ceil = bytes.len().min(hi + 256);
+        end = bytes[hi..ceil].iter().position(|b| b.is_ascii_whitespace()).map_or(ceil, |p| hi + p);
+    }
+    start..end
+}
+
+fn memrchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().rposition(|&b| b == b'\n')
+}
+
+/// True if the match is not part of a longer number or dotted quad.
+fn at_number_boundary(bytes: &[u8], range: Range<usize>) -> bool {
+    let before_ok = range.start == 0 || {
+        let b = bytes[range.start - 1];
+        !(b.is_ascii_digit() || (b == b'.' && range.start >= 2 && bytes[range.start - 2].is_ascii_digit()))
+    };
+    let after_ok = match bytes.get(range.end) {
+        None => true,
+        Some(b) if b.is_ascii_digit() => false,
+        Some(b'.') => !bytes.get(range.end + 1).is_some_and(u8::is_ascii_digit),
+        Some(_) => true,
+    };
+    before_ok && after_ok
+}
+
+/// Replaces the spans (merged where they overlap) at character boundaries.
+fn apply(text: &str, mut spans: Vec<(Range<usize>, &'static str)>) -> String {
+    spans.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    let mut iter = spans.into_iter().peekable();
+    while let Some((range, replacement)) = iter.next() {
+        let mut start = range.start.max(last);
+        let mut end = range.end;
+        while let Some((next, _)) = iter.peek() {
+            if next.start < end {
+                end = end.max(next.end);
+                iter.next();
+            } else {
+                break;
+            }
+        }
+        if end <= start {
+            continue;
+        }
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        while end < text.len() && !text.is_char_boundary(end) {
+            end += 1;
+        }
+        if start < last {
+            start = last;
+        }
+        out.push_str(&text[last..start]);
+        out.push_str(replacement);
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
+#[cfg(test)]
+mod tests;

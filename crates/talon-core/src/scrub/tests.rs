@@ -1,0 +1,194 @@
+use super::*;
+
+fn scrubber() -> Scrubber {
+    Scrubber::new().expect("rules compile")
+}
+
+fn scrub(text: &str) -> String {
+    scrubber().scrub(text, &ScrubBag::default()).into_owned()
+}
+
+/// (input, expected output) for every format; secrets are synthetic.
+const CASES: &[(&str, &str)] = &[
+        ("key sk-abcdefghijklmnopqrstuvwx1234", "key [REDACTED]"),
+        ("sk-proj-AbCdEfGhIjKlMnOpQrStUvWx_12-34", "[REDACTED]"),
+        ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz-0123", "[REDACTED]"),
+        ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789 end", "token [REDACTED] end"),
+        ("gho_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
+        ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
+        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "[REDACTED]"),
+        ("aws AKIAIOSFODNN7EXAMPLE here", "aws [REDACTED] here"),
+        ("api_key=abcdef123456", "api_key=[REDACTED]"),
+        ("\"apiKey\": \"Zx81kf02mdls9\"", "\"apiKey\": \"[REDACTED]\""),
+        ("password: hunter2hunter", "password: [REDACTED]"),
+        ("password = correcthorse", "password = [REDACTED]"),
+        ("Authorization: Bearer abcdefghijklmnop1234", "Authorization: Bearer [REDACTED]"),
+        ("curl -H 'Bearer abcdefghijklmnopqrstu.v-w_x'", "curl -H 'Bearer [REDACTED]'"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED]"),
+        ("postgres://app:s3cr3tpw@db.internal:5432/app", "postgres://app:[REDACTED]@db.internal:5432/app"),
+        ("redis://:hunter22@cache:6379", "redis://:[REDACTED]@cache:6379"),
+        ("mongodb+srv://u:p4ssw0rd@cluster0.example.net/db", "mongodb+srv://u:[REDACTED]@cluster0.example.net/db"),
+        ("OPENAI_API_KEY=abc123def456ghi", "OPENAI_API_KEY=[REDACTED]"),
+        ("export DB_PASSWORD='Sup3rS3cret!'", "export DB_PASSWORD='[REDACTED]'"),
+        ("MY_SERVICE_DSN=host=db.internal user=x", "MY_SERVICE_DSN=[REDACTED] user=x"),
+        ("VIRTUAL_API_PASS=abcd", "VIRTUAL_API_PASS=[REDACTED]"),
+        (
+            "SIGNING_KEY: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "SIGNING_KEY: [REDACTED]",
+        ),
+        (
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "jwt [REDACTED]",
+        ),
+        ("slack xoxb-123456789012-1234567890123-abcdefghijkl", "slack [REDACTED]"),
+        ("xapp-1-A0123456789-1234567890123-abcdef0123456789", "[REDACTED]"),
+        ("https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX", "https://[REDACTED]"),
+        ("key AIzaSyA1234567890abcdefghijklmnopqrstuv", "key [REDACTED]"),
+        ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe [REDACTED]"),
+        ("rk_test_4eC39HqLyjWDarjtT1zdp7dc", "[REDACTED]"),
+        ("whsec_abcdefghijklmnopqrstuvwxyz0123", "[REDACTED]"),
+        ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "[REDACTED]"),
+        ("glpat-abcdefghij1234567890", "[REDACTED]"),
+        ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
+        ("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq ok", "bot [REDACTED] ok"),
+        (
+            "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+            "[REDACTED]",
+        ),
+        ("twilio SK0123456789abcdef0123456789abcdef", "twilio [REDACTED]"),
+        (
+            "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "[REDACTED]",
+        ),
+        ("shpat_0123456789abcdef0123456789abcdef", "[REDACTED]"),
+        ("gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN", "[REDACTED]"),
+        ("mailgun key-0123456789abcdef0123456789abcdef", "mailgun [REDACTED]"),
+        ("pypi-AgEIcHlwaS5vcmcCJDU1ZjI3YzQxLTk5YjEtNGRiZi1hZDM0LWY5YmI3MzA4NzgyNgACKlsz", "[REDACTED]"),
+        ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----", "[REDACTED]"),
+        ("AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ", "[REDACTED]"),
+];
+
+#[test]
+fn every_format_is_redacted() {
+    let s = scrubber();
+    for (input, expected) in CASES {
+        let got = s.scrub(input, &ScrubBag::default());
+        assert_eq!(got, *expected, "input: {input}");
+    }
+}
+
+#[test]
+fn private_key_blocks_span_lines() {
+    let text = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1\nabcDEF+/==\n-----END RSA PRIVATE KEY-----\nafter";
+    assert_eq!(scrub(text), "before\n[REDACTED]\nafter");
+    let openssh = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";
+    assert_eq!(scrub(openssh), "[REDACTED]");
+    // A block cut off by output truncation is still redacted to the end of its base64 body.
+    let cut = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nMIIEvQIBADAN";
+    assert_eq!(scrub(cut), "[REDACTED]");
+    // Public keys and certificates are not secrets.
+    let public = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOC\n-----END PUBLIC KEY-----";
+    assert_eq!(scrub(public), public);
+}
+
+#[test]
+fn no_false_positives_on_ordinary_output() {
+    let clean = [
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b\nAuthor: A <a@example.com>",
+        "Merge: 3f786850e387550fdab836ed7e6dc881de23001b 89e6c98d92887913cadf06b2adb97f26cde4849b",
+        "id = 123e4567-e89b-12d3-a456-426614174000",
+        "checksum = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08  target/release/talon",
+        "\"integrity\": \"sha512-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        "sha256 of the private key file: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "let token = generate_token(&config);",
+        "password = config.password",
+        "api_key: SecretString,",
+        "token: Option<String>,",
+        "export TOKEN=$GITHUB_TOKEN",
+        "SECRET_KEY=${SECRET_KEY}",
+        "VIRTUAL_ENV=/home/me/.venv",
+        "The bearer token must be sent in the header.",
+        "https://example.com/path?q=1",
+        "postgres://localhost/app",
+        "   Compiling tokio v1.54.1\n    Finished `release` profile [optimized] target(s) in 2m 52s",
+        "task-runner disk-usage risk mask ASK TASK DISK",
+        "Keyboard keys: key-value store, monkey, KEYBOARD_LAYOUT=us",
+        "",
+    ];
+    let s = scrubber();
+    for text in clean {
+        let got = s.scrub(text, &ScrubBag::default());
+        assert!(matches!(got, Cow::Borrowed(_)), "false positive in {text:?}: {got:?}");
+    }
+}
+
+#[test]
+fn multiple_secrets_in_one_text() {
+    let text = "a=sk-abcdefghijklmnopqrstuvwx1234 b=AKIAIOSFODNN7EXAMPLE c=ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    assert_eq!(scrub(text), "a=[REDACTED] b=[REDACTED] c=[REDACTED]");
+}
+
+#[test]
+fn secrets_in_long_lines_and_at_window_edges() {
+    let mut text = "x".repeat(5000);
+    text.push(' ');
+    text.push_str("ghp_abcdefghijklmnopqrstuvwxyz0123456789");
+    text.push(' ');
+    text.push_str(&"y".repeat(5000));
+    let got = scrub(&text);
+    assert!(got.contains(" [REDACTED] "));
+    assert!(!got.contains("ghp_"));
+    // Many hits in one long line merge into one window.
+    let many: String = (0..200).map(|i| format!("token={i:08}abcd ")).collect();
+    assert_eq!(scrub(&many).matches("[REDACTED]").count(), 200);
+}
+
+#[test]
+fn unicode_text_around_secrets() {
+    let text = "clé: «sk-abcdefghijklmnopqrstuvwx1234» — ok ✓";
+    assert_eq!(scrub(text), "clé: «[REDACTED]» — ok ✓");
+}
+
+#[test]
+fn server_ips_respect_number_boundaries() {
+    let s = scrubber();
+    s.add_server_ips(["10.0.0.1", "", "10.0.0.1"]);
+    let bag = ScrubBag::default();
+    assert_eq!(s.scrub("host 10.0.0.1:22", &bag), "host [SERVER_IP]:22");
+    assert_eq!(s.scrub("ip=10.0.0.1.", &bag), "ip=[SERVER_IP].");
+    for clean in ["110.0.0.1", "10.0.0.12", "10.0.0.1.5"] {
+        assert_eq!(s.scrub(clean, &bag), clean);
+    }
+}
+
+#[test]
+fn credential_values_and_per_request_bag() {
+    let s = scrubber();
+    s.add_credentials(["plainvalue-not-pattern", "short"]);
+    let bag = ScrubBag::default();
+    assert_eq!(s.scrub("x plainvalue-not-pattern y", &bag), "x [REDACTED] y");
+    assert_eq!(s.scrub("short stays", &bag), "short stays", "values under 6 chars are ignored");
+
+    let request = ScrubBag::default();
+    request.add("tenant-one-secret");
+    assert_eq!(s.scrub("v=tenant-one-secret", &request), "v=[REDACTED]");
+    assert_eq!(s.scrub("v=tenant-one-secret", &bag), "v=tenant-one-secret", "the bag is per request");
+
+    s.reset_credentials();
+    assert_eq!(s.scrub("x plainvalue-not-pattern y", &bag), "x plainvalue-not-pattern y");
+}
+
+#[test]
+fn every_rule_has_a_positive_case() {
+    // Guards the table: a new rule must come with a case in `CASES` that it matches.
+    let s = scrubber();
+    for rule in &s.rules {
+        assert!(
+            CASES.iter().any(|(input, _)| rule.regex.is_match(input.as_bytes())),
+            "rule {} has no case in CASES",
+            rule.id
+        );
+    }
+    assert_eq!(rule_patterns().len(), s.rules.len());
+}

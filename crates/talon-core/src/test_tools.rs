@@ -1,0 +1,111 @@
+//! Small tools for the crate's own tests.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::output::ToolOutput;
+use crate::tool::{Authorized, SideEffect, Tool, ToolSpec};
+
+/// A tool with a given name, side effect and groups; echoes its `text` argument.
+pub struct Named {
+    pub name: &'static str,
+    pub side_effect: SideEffect,
+    pub groups: &'static [&'static str],
+}
+
+impl Named {
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            side_effect: SideEffect::None,
+            groups: &[],
+        }
+    }
+
+    pub fn with(name: &'static str, side_effect: SideEffect) -> Self {
+        Self {
+            name,
+            side_effect,
+            groups: &[],
+        }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct EchoInput {
+    /// Text to echo back.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+impl Tool for Named {
+    type Input = EchoInput;
+    fn spec(&self) -> ToolSpec {
+        let mut spec = ToolSpec::new(self.name, format!("test tool {}", self.name), self.side_effect);
+        for g in self.groups {
+            spec = spec.in_group(*g);
+        }
+        spec
+    }
+    async fn execute(&self, call: Authorized<EchoInput>) -> ToolOutput {
+        ToolOutput::text(call.input().text.clone().unwrap_or_else(|| format!("{} ran", self.name)))
+    }
+}
+
+/// Requires `path` and `content`; writes nothing, reports what it got.
+pub struct NeedsArgs;
+
+#[derive(Deserialize, JsonSchema)]
+pub struct NeedsArgsInput {
+    pub path: String,
+    pub content: String,
+    #[serde(default)]
+    pub mode: Option<Mode>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Overwrite,
+    Append,
+}
+
+impl Tool for NeedsArgs {
+    type Input = NeedsArgsInput;
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("needs_args", "requires path and content", SideEffect::None)
+    }
+    async fn execute(&self, call: Authorized<NeedsArgsInput>) -> ToolOutput {
+        let input = call.input();
+        ToolOutput::text(format!("{}={}", input.path, input.content))
+    }
+}
+
+/// Misbehaving tools: panics, sleeps, or returns a fixed output.
+pub enum Misbehave {
+    Panic,
+    Sleep(Duration),
+    Output(ToolOutput),
+}
+
+pub struct Bad(pub &'static str, pub Misbehave);
+
+impl Tool for Bad {
+    type Input = Value;
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(self.0, "misbehaving test tool", SideEffect::None)
+    }
+    async fn execute(&self, _call: Authorized<Value>) -> ToolOutput {
+        match &self.1 {
+            Misbehave::Panic => panic!("boom in tool"),
+            Misbehave::Sleep(d) => {
+                tokio::time::sleep(*d).await;
+                ToolOutput::text("slept")
+            }
+            Misbehave::Output(o) => o.clone(),
+        }
+    }
+}

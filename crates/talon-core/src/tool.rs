@@ -1,0 +1,201 @@
+//! The tool contract.
+//!
+//! A tool is a type implementing [`Tool`]: its model-facing spec ([`ToolSpec`], the JSON schema
+//! derived from its `Input` type) lives beside its `execute`. `execute` takes an
+//! [`Authorized`] value, which only the [`crate::pipeline`] can construct: holding a tool is not
+//! enough to run it, so every entry point goes through the same ten steps.
+//!
+//! ```compile_fail
+//! // A direct call cannot be written: there is no way to build an `Authorized` outside the
+//! // pipeline (its fields are private and it has no public constructor).
+//! use talon_core::tool::Authorized;
+//! let permit: Authorized<serde_json::Value> =
+//!     Authorized { input: serde_json::json!({}), ctx: todo!(), seal: todo!() };
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::context::CallContext;
+use crate::output::ToolOutput;
+
+/// Goat's side-effect classes: what a tool can do to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideEffect {
+    /// Pure computation or reads of the call's own state (Read, Glob, Grep, TodoWrite).
+    None,
+    /// Reads outside state but changes nothing (MCP resource reads, task output).
+    ReadOnly,
+    /// Changes files or stored state (Write, Edit).
+    Mutating,
+    /// Reaches the network or runs arbitrary commands (Bash, WebFetch).
+    Network,
+    /// Waits on a person or another process (AskUserQuestion).
+    Blocking,
+    /// Starts other agents (Agent, spawn).
+    Spawns,
+}
+
+/// Permission risk, ordered from harmless to critical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    None,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl SideEffect {
+    /// Goat's `SideEffectToRisk` mapping.
+    pub fn risk(self) -> Risk {
+        match self {
+            SideEffect::None => Risk::None,
+            SideEffect::ReadOnly | SideEffect::Blocking => Risk::Low,
+            SideEffect::Mutating => Risk::Medium,
+            SideEffect::Network => Risk::High,
+            SideEffect::Spawns => Risk::Critical,
+        }
+    }
+
+    /// True for classes that cannot change anything (the only ones `plan` mode allows).
+    pub fn is_read_only(self) -> bool {
+        matches!(self, SideEffect::None | SideEffect::ReadOnly)
+    }
+}
+
+/// A tool's model-facing description and its static properties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name the model calls the tool by.
+    pub name: String,
+    /// Description the model reads; say what the tool does and when to use it.
+    pub description: String,
+    /// Risk class.
+    pub side_effect: SideEffect,
+    /// Permission risk; defaults to the side effect's risk but may be raised (MCP annotations).
+    pub risk: Risk,
+    /// May run concurrently with other parallel-safe calls in one batch.
+    pub parallel_safe: bool,
+    /// Groups the tool belongs to, without the `group:` prefix.
+    pub groups: Vec<String>,
+    /// Per-tool execution timeout; the pipeline default applies when `None`.
+    #[serde(skip)]
+    pub timeout: Option<Duration>,
+}
+
+impl ToolSpec {
+    /// A spec with the risk implied by `side_effect`; parallel-safe iff read-only.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, side_effect: SideEffect) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            side_effect,
+            risk: side_effect.risk(),
+            parallel_safe: side_effect.is_read_only(),
+            groups: Vec::new(),
+            timeout: None,
+        }
+    }
+
+    /// Adds the tool to a group (without the `group:` prefix).
+    pub fn in_group(mut self, group: impl Into<String>) -> Self {
+        self.groups.push(group.into());
+        self
+    }
+
+    /// Overrides the permission risk.
+    pub fn with_risk(mut self, risk: Risk) -> Self {
+        self.risk = risk;
+        self
+    }
+
+    /// Overrides the parallel-safe flag.
+    pub fn parallel_safe(mut self, parallel_safe: bool) -> Self {
+        self.parallel_safe = parallel_safe;
+        self
+    }
+
+    /// Sets a per-tool timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// Private marker: only this crate can create one, so only the pipeline can create [`Authorized`].
+#[derive(Debug)]
+pub(crate) struct Seal(());
+
+/// A call that has passed every pre-execution step of the pipeline: resolved, authorized by
+/// policy, validated, rate limited, cleared by hooks and by the permission check.
+///
+/// Tools receive this instead of raw arguments. There is no public constructor; see the module
+/// docs for the compile-fail proof.
+#[derive(Debug)]
+pub struct Authorized<I> {
+    input: I,
+    ctx: Arc<CallContext>,
+    #[allow(dead_code)]
+    seal: Seal,
+}
+
+impl<I> Authorized<I> {
+    pub(crate) fn new(input: I, ctx: Arc<CallContext>) -> Self {
+        Self {
+            input,
+            ctx,
+            seal: Seal(()),
+        }
+    }
+
+    /// The validated, typed input.
+    pub fn input(&self) -> &I {
+        &self.input
+    }
+
+    /// The immutable call context.
+    pub fn ctx(&self) -> &CallContext {
+        &self.ctx
+    }
+
+    /// A shared handle on the context, for work that outlives the borrow (background tasks).
+    pub fn ctx_arc(&self) -> Arc<CallContext> {
+        Arc::clone(&self.ctx)
+    }
+
+    /// Splits the call into its input and context.
+    pub fn into_parts(self) -> (I, Arc<CallContext>) {
+        (self.input, self.ctx)
+    }
+}
+
+/// A tool: a spec, a typed input, and an executor.
+///
+/// Implementations are shared across concurrent calls (`Send + Sync`) and keep no per-call
+/// mutable state; per-session state must be keyed by [`CallContext::session_key`].
+pub trait Tool: Send + Sync + 'static {
+    /// The typed input; its JSON schema is what the model sees, and arguments are validated
+    /// against it before `execute` runs. Tools with a runtime schema (MCP bridges) use
+    /// `serde_json::Value` and override [`Tool::input_schema`].
+    type Input: DeserializeOwned + JsonSchema + Send + 'static;
+
+    /// The model-facing spec.
+    fn spec(&self) -> ToolSpec;
+
+    /// The JSON schema of the input (derived from `Input` unless overridden).
+    fn input_schema(&self) -> serde_json::Value {
+        crate::schema::schema_for::<Self::Input>()
+    }
+
+    /// Runs the tool. Errors are returned as [`ToolOutput::error`], never as panics (a panic is
+    /// caught by the pipeline and reported as an error result, but is a bug).
+    fn execute(&self, call: Authorized<Self::Input>) -> impl Future<Output = ToolOutput> + Send;
+}
