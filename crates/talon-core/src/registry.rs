@@ -46,7 +46,13 @@ struct Typed<T>(T);
 impl<T: Tool> ErasedTool for Typed<T> {
     fn run(&self, ctx: Arc<CallContext>, args: Value) -> BoxFuture<'_, Result<ToolOutput, String>> {
         Box::pin(async move {
-            let input: T::Input = serde_json::from_value(args).map_err(|e| e.to_string())?;
+            let empty = args.as_object().is_some_and(serde_json::Map::is_empty);
+            let input: T::Input = match serde_json::from_value(args) {
+                Ok(input) => input,
+                // Tools without arguments may use `()` as input; `{}` means "no arguments".
+                Err(_) if empty => serde_json::from_value(Value::Null).map_err(|e| e.to_string())?,
+                Err(e) => return Err(e.to_string()),
+            };
             Ok(self.0.execute(Authorized::new(input, ctx)).await)
         })
     }

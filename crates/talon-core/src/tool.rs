@@ -5,12 +5,50 @@
 //! [`Authorized`] value, which only the [`crate::pipeline`] can construct: holding a tool is not
 //! enough to run it, so every entry point goes through the same ten steps.
 //!
-//! ```compile_fail
-//! // A direct call cannot be written: there is no way to build an `Authorized` outside the
-//! // pipeline (its fields are private and it has no public constructor).
-//! use talon_core::tool::Authorized;
-//! let permit: Authorized<serde_json::Value> =
-//!     Authorized { input: serde_json::json!({}), ctx: todo!(), seal: todo!() };
+//! A direct call cannot be written: there is no way to build an `Authorized` outside the
+//! pipeline. Its constructor is private to this crate (error E0624):
+//!
+//! ```compile_fail,E0624
+//! use std::sync::Arc;
+//! use talon_core::{Authorized, CallContext};
+//! let ctx = Arc::new(CallContext::new("session"));
+//! let permit: Authorized<()> = Authorized::new((), ctx);
+//! ```
+//!
+//! and its fields are private, so a struct literal does not compile either (error E0451):
+//!
+//! ```compile_fail,E0451
+//! use std::sync::Arc;
+//! use talon_core::{Authorized, CallContext};
+//! let ctx = Arc::new(CallContext::new("session"));
+//! let permit: Authorized<()> = Authorized { input: (), ctx, seal: unreachable!() };
+//! ```
+//!
+//! The only way to run a tool is [`crate::Pipeline::call`]:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use talon_core::{Authorized, CallContext, Pipeline, Registry, SideEffect, Tool, ToolCall, ToolOutput, ToolSpec};
+//!
+//! struct Hello;
+//! impl Tool for Hello {
+//!     type Input = ();
+//!     fn spec(&self) -> ToolSpec {
+//!         ToolSpec::new("hello", "Says hello.", SideEffect::None)
+//!     }
+//!     async fn execute(&self, _call: Authorized<()>) -> ToolOutput {
+//!         ToolOutput::text("hello")
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let registry = Arc::new(Registry::new());
+//! registry.register(Hello).unwrap();
+//! let pipeline = Pipeline::builder(registry).build().unwrap();
+//! let ctx = Arc::new(CallContext::new("session"));
+//! let outcome = pipeline.call(ctx, ToolCall::new("hello", serde_json::json!({}))).await;
+//! assert_eq!(outcome.output.for_llm, "hello");
+//! # });
 //! ```
 
 use std::future::Future;
