@@ -1,0 +1,3 @@
+//! The Claude Code dialect: Claude Code's tool names, parameters and messages.
+
+pub mod todo_write;
