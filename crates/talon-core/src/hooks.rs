@@ -96,8 +96,13 @@ impl HookOutcome {
     /// Parses Claude Code's hook output JSON.
     pub fn from_claude_json(value: &Value) -> Self {
         let specific = value.get("hookSpecificOutput");
-        let field = |name: &str| specific.and_then(|s| s.get(name)).or_else(|| value.get(name));
-        let mut permission = field("permissionDecision").and_then(|v| serde_json::from_value(v.clone()).ok());
+        let field = |name: &str| {
+            specific
+                .and_then(|s| s.get(name))
+                .or_else(|| value.get(name))
+        };
+        let mut permission =
+            field("permissionDecision").and_then(|v| serde_json::from_value(v.clone()).ok());
         // Legacy top-level `decision: approve|block`.
         match value.get("decision").and_then(Value::as_str) {
             Some("block") => permission = Some(HookPermission::Deny),
@@ -118,7 +123,10 @@ impl HookOutcome {
             reason,
             updated_input: field("updatedInput").cloned(),
             additional_context,
-            suppress_output: value.get("suppressOutput").and_then(Value::as_bool).unwrap_or(false),
+            suppress_output: value
+                .get("suppressOutput")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             stop: value.get("continue").and_then(Value::as_bool) == Some(false),
         }
     }
@@ -163,7 +171,11 @@ impl CommandHook {
         let mut child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(&self.command)
-            .current_dir(if input.cwd.is_empty() { "." } else { input.cwd.as_str() })
+            .current_dir(if input.cwd.is_empty() {
+                "."
+            } else {
+                input.cwd.as_str()
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -237,7 +249,9 @@ pub struct HookMatcher {
 
 impl std::fmt::Debug for HookMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HookMatcher").field("matcher", &self.matcher).finish_non_exhaustive()
+        f.debug_struct("HookMatcher")
+            .field("matcher", &self.matcher)
+            .finish_non_exhaustive()
     }
 }
 
@@ -306,10 +320,20 @@ impl Hooks {
 
     /// Runs the matching hooks in order and folds their outcomes: the first deny wins and stops,
     /// later input rewrites see earlier ones, contexts accumulate.
-    pub(crate) async fn fire(&self, event: HookEvent, tool: &str, requested: &str, input: &mut HookInput) -> HookOutcome {
+    pub(crate) async fn fire(
+        &self,
+        event: HookEvent,
+        tool: &str,
+        requested: &str,
+        input: &mut HookInput,
+    ) -> HookOutcome {
         input.hook_event_name = event.as_str();
         let mut folded = HookOutcome::default();
-        for matcher in self.for_event(event).iter().filter(|m| m.matches(tool, requested)) {
+        for matcher in self
+            .for_event(event)
+            .iter()
+            .filter(|m| m.matches(tool, requested))
+        {
             let outcome = matcher.hook.run(input).await;
             if let Some(updated) = outcome.updated_input.clone() {
                 input.tool_input = updated.clone();
@@ -358,7 +382,10 @@ mod tests {
         assert!(m(Some("Edit|Write")).matches("Write", "Write"));
         assert!(!m(Some("Edit|Write")).matches("Read", "Read"));
         assert!(m(Some("mcp__*")).matches("mcp__github__search", "mcp__github__search"));
-        assert!(m(Some("bash")).matches("exec", "bash"), "the name the model used also matches");
+        assert!(
+            m(Some("bash")).matches("exec", "bash"),
+            "the name the model used also matches"
+        );
         assert!(!m(Some("exe")).matches("exec", "exec"));
     }
 

@@ -102,7 +102,11 @@ pub enum Approval {
 
 /// Something that can ask a person (or a policy service) whether a call may run.
 pub trait Approver: Send + Sync {
-    fn approve<'a>(&'a self, request: &'a PermissionRequest<'a>, reason: &'a str) -> BoxFuture<'a, Approval>;
+    fn approve<'a>(
+        &'a self,
+        request: &'a PermissionRequest<'a>,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Approval>;
 }
 
 /// The headless default: nobody to ask, so "ask" means no.
@@ -110,7 +114,11 @@ pub trait Approver: Send + Sync {
 pub struct DenyApprover;
 
 impl Approver for DenyApprover {
-    fn approve<'a>(&'a self, request: &'a PermissionRequest<'a>, reason: &'a str) -> BoxFuture<'a, Approval> {
+    fn approve<'a>(
+        &'a self,
+        request: &'a PermissionRequest<'a>,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Approval> {
         let message = format!(
             "permission denied: {} needs approval ({reason}) and no interactive approver is available. \
              Use a read-only tool, or ask the user to allow {} (auto_allow in talon.toml, or a \
@@ -145,21 +153,34 @@ impl StaticApprover {
 }
 
 impl Approver for StaticApprover {
-    fn approve<'a>(&'a self, request: &'a PermissionRequest<'a>, _reason: &'a str) -> BoxFuture<'a, Approval> {
+    fn approve<'a>(
+        &'a self,
+        request: &'a PermissionRequest<'a>,
+        _reason: &'a str,
+    ) -> BoxFuture<'a, Approval> {
         if let Ok(mut asked) = self.asked.lock() {
             asked.push(request.spec.name.clone());
         }
         let verdict = if self.allow.contains(&request.spec.name) {
             Approval::Allow
         } else {
-            Approval::Deny(format!("permission denied: the approver refused {}", request.spec.name))
+            Approval::Deny(format!(
+                "permission denied: the approver refused {}",
+                request.spec.name
+            ))
         };
         Box::pin(async move { verdict })
     }
 }
 
 /// Claude Code's auto-allowed tools (Goat's DefaultRegistry list).
-pub const DEFAULT_AUTO_ALLOW: &[&str] = &["Read", "Glob", "Grep", "ListMcpResources", "ReadMcpResource"];
+pub const DEFAULT_AUTO_ALLOW: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "ListMcpResources",
+    "ReadMcpResource",
+];
 
 /// The mode's own verdict for a tool, before asking anyone.
 pub fn mode_decision(mode: PermissionMode, spec: &ToolSpec, auto_allowed: bool) -> Decision {
@@ -178,11 +199,15 @@ pub fn mode_decision(mode: PermissionMode, spec: &ToolSpec, auto_allowed: bool) 
         }
         _ if auto_allowed => Decision::Allow,
         PermissionMode::AcceptEdits if spec.risk <= Risk::Medium => Decision::Allow,
-        PermissionMode::Default | PermissionMode::DontAsk if spec.risk <= Risk::Low => Decision::Allow,
+        PermissionMode::Default | PermissionMode::DontAsk if spec.risk <= Risk::Low => {
+            Decision::Allow
+        }
         PermissionMode::DontAsk => Decision::Deny(format!(
             "{} was denied by mode default: dontAsk mode runs only low-risk tools and never asks",
             spec.name
         )),
-        _ => Decision::Ask(format!("{:?} risk in {} mode", spec.risk, mode.as_str()).to_lowercase()),
+        _ => {
+            Decision::Ask(format!("{:?} risk in {} mode", spec.risk, mode.as_str()).to_lowercase())
+        }
     }
 }

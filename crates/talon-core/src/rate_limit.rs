@@ -101,7 +101,12 @@ impl RateLimiter {
     /// Counts a call for `key` at `now` (exposed for deterministic tests).
     pub fn check_at(&self, key: &str, now: Instant) -> Result<(), RateLimited> {
         let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        let tat = shard.tats.get(key).copied().filter(|t| *t > now).unwrap_or(now);
+        let tat = shard
+            .tats
+            .get(key)
+            .copied()
+            .filter(|t| *t > now)
+            .unwrap_or(now);
         let allow_at = tat.checked_sub(self.tolerance).unwrap_or(now);
         if allow_at > now {
             return Err(RateLimited {
@@ -165,7 +170,9 @@ mod tests {
         for _ in 0..3 {
             assert!(rl.check_at("s", t0).is_ok());
         }
-        let err = rl.check_at("s", t0).expect_err("fourth call in the same instant is refused");
+        let err = rl
+            .check_at("s", t0)
+            .expect_err("fourth call in the same instant is refused");
         assert_eq!(err.retry_after, Duration::from_secs(1));
         assert!(err.to_string().contains("3600 calls/hour"), "{err}");
         assert!(rl.check_at("s", t0 + Duration::from_millis(999)).is_err());
@@ -202,10 +209,15 @@ mod tests {
         for i in 0..10_000 {
             // Each key is idle one second after its call; calls are spaced so keys expire.
             let now = t0 + Duration::from_secs(2 * i as u64);
-            rl.check_at(&format!("session-{i}"), now).expect("first call of a key");
+            rl.check_at(&format!("session-{i}"), now)
+                .expect("first call of a key");
         }
         // Without eviction this would be 10,000.
-        assert!(rl.tracked_keys() < SHARDS * SWEEP_MIN, "tracked {}", rl.tracked_keys());
+        assert!(
+            rl.tracked_keys() < SHARDS * SWEEP_MIN,
+            "tracked {}",
+            rl.tracked_keys()
+        );
         rl.sweep_at(t0 + Duration::from_secs(30_000));
         assert_eq!(rl.tracked_keys(), 0);
     }

@@ -22,7 +22,9 @@ use crate::tool::{Authorized, Tool, ToolSpec};
 pub enum RegistryError {
     #[error("a tool named {0:?} is already registered")]
     Duplicate(String),
-    #[error("{0:?} is an alias (of {1:?}); unregister the alias before registering a tool with that name")]
+    #[error(
+        "{0:?} is an alias (of {1:?}); unregister the alias before registering a tool with that name"
+    )]
     NameIsAlias(String, String),
     #[error("alias {0:?} would shadow the real tool of the same name")]
     AliasShadowsTool(String),
@@ -50,7 +52,9 @@ impl<T: Tool> ErasedTool for Typed<T> {
             let input: T::Input = match serde_json::from_value(args) {
                 Ok(input) => input,
                 // Tools without arguments may use `()` as input; `{}` means "no arguments".
-                Err(_) if empty => serde_json::from_value(Value::Null).map_err(|e| e.to_string())?,
+                Err(_) if empty => {
+                    serde_json::from_value(Value::Null).map_err(|e| e.to_string())?
+                }
                 Err(e) => return Err(e.to_string()),
             };
             Ok(self.0.execute(Authorized::new(input, ctx)).await)
@@ -69,7 +73,9 @@ pub struct RegisteredTool {
 
 impl std::fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegisteredTool").field("spec", &self.spec).finish_non_exhaustive()
+        f.debug_struct("RegisteredTool")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
     }
 }
 
@@ -116,7 +122,9 @@ impl Default for Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("tools", &self.names()).finish()
+        f.debug_struct("Registry")
+            .field("tools", &self.names())
+            .finish()
     }
 }
 
@@ -139,7 +147,9 @@ impl Registry {
             );
         }
         for (alias, canonical) in catalog::LEGACY_ALIASES {
-            state.aliases.insert((*alias).to_string(), (*canonical).to_string());
+            state
+                .aliases
+                .insert((*alias).to_string(), (*canonical).to_string());
         }
         Self {
             state: RwLock::new(state),
@@ -170,14 +180,20 @@ impl Registry {
         self.insert(spec, schema, Arc::new(Typed(tool)))
     }
 
-    fn insert(&self, spec: ToolSpec, schema: Value, exec: Arc<dyn ErasedTool>) -> Result<(), RegistryError> {
+    fn insert(
+        &self,
+        spec: ToolSpec,
+        schema: Value,
+        exec: Arc<dyn ErasedTool>,
+    ) -> Result<(), RegistryError> {
         if !valid_name(&spec.name) {
             return Err(RegistryError::InvalidName(spec.name));
         }
-        let validator = jsonschema::validator_for(&schema).map_err(|e| RegistryError::InvalidSchema {
-            tool: spec.name.clone(),
-            message: e.to_string(),
-        })?;
+        let validator =
+            jsonschema::validator_for(&schema).map_err(|e| RegistryError::InvalidSchema {
+                tool: spec.name.clone(),
+                message: e.to_string(),
+            })?;
         let mut state = self.write();
         if state.tools.contains_key(&spec.name) {
             return Err(RegistryError::Duplicate(spec.name));
@@ -186,12 +202,19 @@ impl Registry {
             // Built-in legacy aliases give way to a real tool of the same name.
             let builtin = catalog::LEGACY_ALIASES.iter().any(|(a, _)| *a == spec.name);
             if !builtin {
-                return Err(RegistryError::NameIsAlias(spec.name.clone(), canonical.clone()));
+                return Err(RegistryError::NameIsAlias(
+                    spec.name.clone(),
+                    canonical.clone(),
+                ));
             }
             state.aliases.remove(&spec.name);
         }
         for group in &spec.groups {
-            state.groups.entry(group.clone()).or_default().insert(spec.name.clone());
+            state
+                .groups
+                .entry(group.clone())
+                .or_default()
+                .insert(spec.name.clone());
         }
         let name: Arc<str> = Arc::from(spec.name.as_str());
         let key = spec.name.clone();
@@ -246,7 +269,9 @@ impl Registry {
                 });
             }
         }
-        state.aliases.insert(alias.to_string(), canonical.to_string());
+        state
+            .aliases
+            .insert(alias.to_string(), canonical.to_string());
         Ok(())
     }
 
@@ -280,7 +305,11 @@ impl Registry {
         if state.tools.contains_key(name) {
             return Some(name.to_string());
         }
-        state.aliases.get(name).filter(|c| state.tools.contains_key(*c)).cloned()
+        state
+            .aliases
+            .get(name)
+            .filter(|c| state.tools.contains_key(*c))
+            .cloned()
     }
 
     /// Enabled tool names, sorted.
@@ -317,12 +346,18 @@ impl Registry {
 
     /// Replaces a group's members (used by the MCP manager for `mcp:<server>`).
     pub fn register_group(&self, group: &str, members: impl IntoIterator<Item = String>) {
-        self.write().groups.insert(group.to_string(), members.into_iter().collect());
+        self.write()
+            .groups
+            .insert(group.to_string(), members.into_iter().collect());
     }
 
     /// Adds members to a group, creating it if needed (deduplicated).
     pub fn merge_group(&self, group: &str, members: impl IntoIterator<Item = String>) {
-        self.write().groups.entry(group.to_string()).or_default().extend(members);
+        self.write()
+            .groups
+            .entry(group.to_string())
+            .or_default()
+            .extend(members);
     }
 
     /// Removes a group; returns whether it existed.
@@ -332,7 +367,10 @@ impl Registry {
 
     /// A group's declared members (registered or not), sorted.
     pub fn group(&self, group: &str) -> Option<Vec<String>> {
-        self.read().groups.get(group).map(|m| m.iter().cloned().collect())
+        self.read()
+            .groups
+            .get(group)
+            .map(|m| m.iter().cloned().collect())
     }
 
     /// All group names, sorted.

@@ -16,7 +16,8 @@ pub fn schema_for<T: JsonSchema>() -> Value {
     normalize(schema.to_value())
 }
 
-/// Makes any schema an object schema with `properties`, without `$schema` and `title`.
+/// Makes any schema an object schema with `properties`, without `$schema`, `title` and a root
+/// `description`.
 ///
 /// Tools with no arguments (`()` or an empty struct) get `{"type":"object","properties":{}}`,
 /// which OpenAI requires.
@@ -28,11 +29,16 @@ pub fn normalize(schema: Value) -> Value {
     };
     map.remove("$schema");
     map.remove("title");
+    // The root description is the input type's doc comment, written for Rust readers; the model
+    // reads the tool's description instead.
+    map.remove("description");
     if map.get("type").and_then(Value::as_str) == Some("null") {
         map.clear();
     }
-    map.entry("type").or_insert_with(|| Value::String("object".into()));
-    map.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    map.entry("type")
+        .or_insert_with(|| Value::String("object".into()));
+    map.entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
     Value::Object(map)
 }
 
@@ -75,7 +81,10 @@ mod tests {
         assert!(schema.get("$schema").is_none());
         assert!(schema.get("title").is_none());
         assert_eq!(schema["type"], "object");
-        assert_eq!(schema["properties"]["inner"]["properties"]["x"]["type"], "integer");
+        assert_eq!(
+            schema["properties"]["inner"]["properties"]["x"]["type"],
+            "integer"
+        );
     }
 
     #[test]
@@ -86,7 +95,10 @@ mod tests {
 
     #[test]
     fn required_fields_accepts_any_array_shape() {
-        assert_eq!(required_fields(&json!({"required": ["a", "b"]})), vec!["a", "b"]);
+        assert_eq!(
+            required_fields(&json!({"required": ["a", "b"]})),
+            vec!["a", "b"]
+        );
         assert!(required_fields(&json!({"required": []})).is_empty());
         assert!(required_fields(&json!({})).is_empty());
     }

@@ -44,14 +44,23 @@ pub struct EchoInput {
 impl Tool for Named {
     type Input = EchoInput;
     fn spec(&self) -> ToolSpec {
-        let mut spec = ToolSpec::new(self.name, format!("test tool {}", self.name), self.side_effect);
+        let mut spec = ToolSpec::new(
+            self.name,
+            format!("test tool {}", self.name),
+            self.side_effect,
+        );
         for g in self.groups {
             spec = spec.in_group(*g);
         }
         spec
     }
     async fn execute(&self, call: Authorized<EchoInput>) -> ToolOutput {
-        ToolOutput::text(call.input().text.clone().unwrap_or_else(|| format!("{} ran", self.name)))
+        ToolOutput::text(
+            call.input()
+                .text
+                .clone()
+                .unwrap_or_else(|| format!("{} ran", self.name)),
+        )
     }
 }
 
@@ -80,7 +89,11 @@ impl Tool for NeedsArgs {
     }
     async fn execute(&self, call: Authorized<NeedsArgsInput>) -> ToolOutput {
         let input = call.input();
-        ToolOutput::text(format!("{}={}", input.path, input.content))
+        let suffix = match input.mode {
+            Some(Mode::Append) => " (append)",
+            Some(Mode::Overwrite) | None => "",
+        };
+        ToolOutput::text(format!("{}={}{suffix}", input.path, input.content))
     }
 }
 

@@ -131,7 +131,11 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A spec with the risk implied by `side_effect`; parallel-safe iff read-only.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, side_effect: SideEffect) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        side_effect: SideEffect,
+    ) -> Self {
         Self {
             name: name.into(),
             description: description.into(),

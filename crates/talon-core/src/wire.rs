@@ -10,6 +10,7 @@ use crate::tool::{SideEffect, ToolSpec};
 #[serde(rename_all = "snake_case")]
 pub enum WireFormat {
     /// `{"type":"function","function":{"name","description","parameters"}}`
+    #[serde(rename = "openai")]
     OpenAi,
     /// `{"name","description","input_schema"}`
     Anthropic,

@@ -1,0 +1,142 @@
+//! Talon's gateway, first form: `/mcp` (MCP streamable HTTP), `POST /v1/tools/invoke`,
+//! `GET /v1/tools`, `GET /healthz`.
+//!
+//! Unlike GoClaw's `/v1/tools/invoke`, every call here goes through the same pipeline as the agent
+//! loop: policy, validation, rate limit (keyed by the API token), hooks, permission, scrubbing.
+//! Bearer-token auth protects everything except `/healthz` when a token is configured, and the
+//! gateway refuses to listen beyond loopback without one.
+
+mod auth;
+mod invoke;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use talon_core::{CallContext, Pipeline};
+use talon_mcp::TalonMcp;
+use tokio_util::sync::CancellationToken;
+
+/// The default listen address.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8790";
+
+/// Gateway settings.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub bind: SocketAddr,
+    /// Bearer token required on every route but `/healthz`; `None` means no auth (loopback only).
+    pub token: Option<String>,
+    /// `Host` values accepted on `/mcp` (DNS-rebinding guard). Empty: derived from `bind` and
+    /// the token (loopback names without a token; any host with one).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(
+        "refusing to listen on {0} without gateway.token: set TALON_GATEWAY__TOKEN (or gateway.token in talon.toml), or bind to 127.0.0.1"
+    )]
+    NoTokenBeyondLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("gateway server error: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub pipeline: Arc<Pipeline>,
+    pub template: Arc<CallContext>,
+    pub session_key: Arc<str>,
+}
+
+/// The session key for HTTP API calls: derived from the token so that one token is one rate-limit
+/// bucket however many connections it opens, without the token itself appearing in logs.
+fn http_session_key(token: Option<&str>) -> String {
+    match token {
+        None => "http:anonymous".into(),
+        Some(token) => {
+            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+            for byte in token.bytes() {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            format!("http:token:{hash:016x}")
+        }
+    }
+}
+
+/// Builds the router (exposed for tests that serve it on their own listener).
+pub fn router(
+    config: &GatewayConfig,
+    pipeline: Arc<Pipeline>,
+    template: CallContext,
+    shutdown: CancellationToken,
+) -> Router {
+    let allowed_hosts = if !config.allowed_hosts.is_empty() {
+        config.allowed_hosts.clone()
+    } else if config.token.is_some() {
+        // With a bearer token a rebinding page cannot authenticate; accept any Host.
+        Vec::new()
+    } else {
+        vec![
+            "localhost".into(),
+            "127.0.0.1".into(),
+            "::1".into(),
+            config.bind.ip().to_string(),
+        ]
+    };
+    let mcp = talon_mcp::http_service(
+        TalonMcp::new(Arc::clone(&pipeline), template.clone(), "http"),
+        allowed_hosts,
+        shutdown,
+    );
+    let state = AppState {
+        pipeline,
+        template: Arc::new(template),
+        session_key: Arc::from(http_session_key(config.token.as_deref())),
+    };
+    let protected = Router::new()
+        .route("/v1/tools/invoke", post(invoke::invoke))
+        .route("/v1/tools", get(invoke::list))
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            auth::Token(config.token.clone().map(Arc::from)),
+            auth::require_bearer,
+        ))
+        .with_state(state);
+    Router::new()
+        .route("/healthz", get(invoke::healthz))
+        .merge(protected)
+}
+
+/// Binds and serves until `shutdown` is cancelled.
+pub async fn serve(
+    config: GatewayConfig,
+    pipeline: Arc<Pipeline>,
+    template: CallContext,
+    shutdown: CancellationToken,
+) -> Result<(), GatewayError> {
+    if config.token.is_none() && !config.bind.ip().is_loopback() {
+        return Err(GatewayError::NoTokenBeyondLoopback(config.bind));
+    }
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| GatewayError::Bind {
+            addr: config.bind,
+            source,
+        })?;
+    let local = listener.local_addr().unwrap_or(config.bind);
+    tracing::info!(addr = %local, auth = config.token.is_some(), "gateway listening");
+    let app = router(&config, pipeline, template, shutdown.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
+        .await
+        .map_err(GatewayError::Serve)
+}

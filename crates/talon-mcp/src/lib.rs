@@ -1,0 +1,200 @@
+//! Talon's MCP server: the caller's effective tool set, every call through the one pipeline.
+//!
+//! [`TalonMcp`] implements rmcp's `ServerHandler`. It serves over stdio ([`serve_stdio`], used by
+//! `talon mcp`) and over streamable HTTP ([`http_service`], mounted at `/mcp` by the gateway).
+//! An MCP client session is the pipeline's session key, so rate limits and per-session tool state
+//! (TodoWrite) are per client session: one key per stdio process, and for HTTP the
+//! `Mcp-Session-Id` the transport assigned.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use talon_core::{CallContext, Pipeline, RunKind, ToolCall, ToolOutput};
+use tokio_util::sync::CancellationToken;
+
+/// Errors starting or running the MCP server.
+#[derive(Debug)]
+pub struct McpError(String);
+
+impl std::fmt::Display for McpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for McpError {}
+
+/// The MCP server handler. Cheap to clone; each clone for a new HTTP session gets a fresh key.
+#[derive(Clone)]
+pub struct TalonMcp {
+    pipeline: Arc<Pipeline>,
+    template: Arc<CallContext>,
+    session_key: String,
+}
+
+impl std::fmt::Debug for TalonMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TalonMcp")
+            .field("session_key", &self.session_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TalonMcp {
+    /// A handler calling through `pipeline`. `template` supplies the workspace, agent, permission
+    /// mode and the rest; its session key is replaced per client session.
+    pub fn new(pipeline: Arc<Pipeline>, template: CallContext, transport: &str) -> Self {
+        Self {
+            pipeline,
+            template: Arc::new(template),
+            session_key: format!("mcp:{transport}:{}", uuid::Uuid::new_v4()),
+        }
+    }
+
+    fn fresh_session(&self, transport: &str) -> Self {
+        Self {
+            pipeline: Arc::clone(&self.pipeline),
+            template: Arc::clone(&self.template),
+            session_key: format!("mcp:{transport}:{}", uuid::Uuid::new_v4()),
+        }
+    }
+
+    /// The session key for a request: the HTTP transport's session id when there is one.
+    fn session_for(&self, context: &RequestContext<RoleServer>) -> String {
+        context
+            .extensions
+            .get::<http::request::Parts>() // rmcp stores the HTTP request parts here
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| self.session_key.clone(), |id| format!("mcp:http:{id}"))
+    }
+
+    fn context(&self, session_key: String, cancel: CancellationToken) -> CallContext {
+        let mut ctx = (*self.template).clone();
+        ctx.session_key = session_key;
+        ctx.channel_type = Some("mcp".into());
+        ctx.run_kind = RunKind::Api;
+        ctx.cancel = cancel;
+        ctx.scrub_bag = Default::default();
+        ctx
+    }
+
+    /// The tools this client is offered, as MCP tools.
+    pub fn tools(&self) -> Vec<Tool> {
+        let ctx = self.context(self.session_key.clone(), CancellationToken::new());
+        self.pipeline
+            .offered(&ctx)
+            .iter()
+            .map(|t| {
+                let spec = t.spec();
+                let schema: JsonObject = match t.schema() {
+                    Value::Object(map) => map.clone(),
+                    _ => JsonObject::new(),
+                };
+                let read_only = spec.side_effect.is_read_only();
+                let annotations = ToolAnnotations::new()
+                    .read_only(read_only)
+                    .destructive(!read_only && spec.side_effect != talon_core::SideEffect::Blocking)
+                    .idempotent(read_only)
+                    .open_world(matches!(
+                        spec.side_effect,
+                        talon_core::SideEffect::Network | talon_core::SideEffect::Spawns
+                    ));
+                Tool::new(
+                    spec.name.clone(),
+                    spec.description.clone(),
+                    Arc::new(schema),
+                )
+                .with_annotations(annotations)
+            })
+            .collect()
+    }
+}
+
+/// Maps a pipeline output to MCP content: the text, then any images inline.
+pub fn to_call_result(output: &ToolOutput) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(output.for_llm.clone())];
+    for media in output.media.iter().filter(|m| m.is_image()) {
+        let data = base64::engine::general_purpose::STANDARD.encode(&media.data);
+        content.push(ContentBlock::image(data, media.mime_type.clone()));
+    }
+    if output.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+impl ServerHandler for TalonMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("talon", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Talon tools. Every call passes Talon's policy, validation, rate limit, hooks, permission \
+                 checks and credential scrubbing.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let session = self.session_for(&context);
+        let ctx = Arc::new(self.context(session, context.ct.clone()));
+        let arguments = request.arguments.map_or(Value::Null, Value::Object);
+        let outcome = self
+            .pipeline
+            .call(ctx, ToolCall::new(request.name.to_string(), arguments))
+            .await;
+        Ok(to_call_result(&outcome.output).into())
+    }
+}
+
+/// Serves MCP over stdin/stdout until the client disconnects.
+pub async fn serve_stdio(handler: TalonMcp) -> Result<(), McpError> {
+    let running = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError(format!("MCP initialization failed: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError(format!("MCP server stopped abnormally: {e}")))?;
+    Ok(())
+}
+
+/// A tower service for streamable HTTP; each MCP session gets its own handler and session key.
+/// `allowed_hosts` guards against DNS rebinding (the `Host` header must be one of them).
+pub fn http_service(
+    handler: TalonMcp,
+    allowed_hosts: Vec<String>,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<TalonMcp, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_cancellation_token(shutdown);
+    StreamableHttpService::new(
+        move || Ok(handler.fresh_session("http")),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}

@@ -1,1 +1,124 @@
-fn main() {}
+//! `talon`: the CLI that wires Talon's crates together.
+
+mod commands;
+mod config;
+mod runtime;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Talon: the tools system for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "talon", version, about)]
+struct Cli {
+    /// Configuration file (default: $TALON_CONFIG, ./talon.toml, ~/.config/talon/talon.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (default: $TALON_DATA_DIR, $XDG_DATA_HOME/talon, ~/.local/share/talon).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway: /mcp (streamable HTTP), /v1/tools/invoke, /healthz.
+    Serve {
+        /// Listen address (default 127.0.0.1:8790, or gateway.bind).
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+    },
+    /// Serve the effective tool set over MCP on stdin/stdout.
+    Mcp {
+        /// Workspace the tools work in (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Tool profile: full, coding, messaging or minimal (overrides tools.profile).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// Agent whose tool policy applies.
+        #[arg(long, value_name = "KEY")]
+        agent: Option<String>,
+    },
+    /// Inspect tools.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+    /// Run tools.
+    Tool {
+        #[command(subcommand)]
+        command: ToolCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsCommand {
+    /// The effective tool set after policy.
+    List {
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        #[arg(long, value_name = "KEY")]
+        agent: Option<String>,
+        /// Provider whose overrides apply.
+        #[arg(long, value_name = "NAME")]
+        provider: Option<String>,
+        /// Print JSON (name, description, risk, groups, schema) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolCommand {
+    /// One call through the pipeline. Exit 0: ok; 1: the tool failed or was refused; 2: usage error.
+    Call {
+        /// Tool name (aliases work).
+        name: String,
+        /// Arguments as a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        #[arg(long, value_name = "KEY")]
+        agent: Option<String>,
+        /// Print the whole outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TALON_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Logs go to stderr: stdout is the MCP transport for `talon mcp`.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(if matches!(cli.command, Command::Serve { .. }) {
+        "info"
+    } else {
+        "warn"
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("talon: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(commands::run(cli))
+}

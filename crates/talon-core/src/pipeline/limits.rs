@@ -66,7 +66,11 @@ mod tests {
         cap(&mut s, 4096);
         assert!(s.starts_with("line 0\n"));
         assert!(s.ends_with("line 9999\n"));
-        assert!(s.contains(&format!("of {total} bytes cut")), "{}", &s[..200]);
+        assert!(
+            s.contains(&format!("of {total} bytes cut")),
+            "{}",
+            &s[..200]
+        );
         assert!(s.len() < 4096 + 400);
     }
 

@@ -32,8 +32,8 @@ use crate::events::{AuditRecord, AuditSink, EventBus, ToolEvent};
 use crate::hooks::{HookEvent, HookInput, HookOutcome, HookPermission, Hooks};
 use crate::output::ToolOutput;
 use crate::permission::{
-    Approval, Approver, DEFAULT_AUTO_ALLOW, Decision, DenyApprover, PermissionChecker, PermissionMode,
-    PermissionRequest, mode_decision,
+    Approval, Approver, DEFAULT_AUTO_ALLOW, Decision, DenyApprover, PermissionChecker,
+    PermissionMode, PermissionRequest, mode_decision,
 };
 use crate::policy::{PolicyEngine, PolicyRequest};
 use crate::rate_limit::RateLimiter;
@@ -160,11 +160,17 @@ impl PipelineBuilder {
         Self {
             registry,
             policy: PolicyEngine::default(),
-            rate_limiter: RateLimiter::new(crate::rate_limit::DEFAULT_PER_HOUR, crate::rate_limit::DEFAULT_BURST),
+            rate_limiter: RateLimiter::new(
+                crate::rate_limit::DEFAULT_PER_HOUR,
+                crate::rate_limit::DEFAULT_BURST,
+            ),
             hooks: Hooks::default(),
             checker: None,
             approver: Arc::new(DenyApprover),
-            auto_allow: DEFAULT_AUTO_ALLOW.iter().map(|s| (*s).to_string()).collect(),
+            auto_allow: DEFAULT_AUTO_ALLOW
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
             scrubber: None,
             scrub_enabled: true,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
@@ -292,7 +298,9 @@ pub struct Pipeline {
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pipeline").field("registry", &self.registry).finish_non_exhaustive()
+        f.debug_struct("Pipeline")
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
     }
 }
 
@@ -396,7 +404,11 @@ impl Pipeline {
             is_error = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
         );
-        let ToolCall { name, arguments, tool_use_id } = call;
+        let ToolCall {
+            name,
+            arguments,
+            tool_use_id,
+        } = call;
         let tool_use_id = tool_use_id.unwrap_or_else(|| format!("talon_{call_id}"));
         async move {
             let mut progress = Progress {
@@ -404,7 +416,9 @@ impl Pipeline {
                 args: arguments,
                 context: None,
             };
-            let result = self.run(&ctx, &name, &tool_use_id, call_id, &mut progress).await;
+            let result = self
+                .run(&ctx, &name, &tool_use_id, call_id, &mut progress)
+                .await;
             let (mut output, stage) = match result {
                 Ok(output) if output.is_error => (output, Some(FailedStage::Tool)),
                 Ok(output) => (output, None),
@@ -416,8 +430,17 @@ impl Pipeline {
                 .map_or_else(|| Arc::from(name.as_str()), |t| Arc::clone(t.name()));
 
             // Step 8: post hooks.
-            self.post_hooks(&ctx, &tool_name, &name, &tool_use_id, &progress, stage, started, &mut output)
-                .await;
+            self.post_hooks(
+                &ctx,
+                &tool_name,
+                &name,
+                &tool_use_id,
+                &progress,
+                stage,
+                started,
+                &mut output,
+            )
+            .await;
 
             // Step 9: scrub everything the model or user will see.
             if self.scrub_enabled {
@@ -492,7 +515,10 @@ impl Pipeline {
         }
         let allowed = self.effective_tools(ctx);
         let Some(tool) = resolved else {
-            return Err((FailedStage::UnknownTool, validate::unknown_tool_message(name, allowed.iter())));
+            return Err((
+                FailedStage::UnknownTool,
+                validate::unknown_tool_message(name, allowed.iter()),
+            ));
         };
         progress.tool = Some(Arc::clone(&tool));
         let spec = tool.spec();
@@ -511,11 +537,14 @@ impl Pipeline {
 
         // Step 3: validate.
         let args = std::mem::take(&mut progress.args);
-        progress.args = validate::normalize_args(&spec.name, args).map_err(|m| (FailedStage::Validation, m))?;
-        if let Some(message) = validate::empty_args_guard(&spec.name, tool.schema(), &progress.args) {
+        progress.args =
+            validate::normalize_args(&spec.name, args).map_err(|m| (FailedStage::Validation, m))?;
+        if let Some(message) = validate::empty_args_guard(&spec.name, tool.schema(), &progress.args)
+        {
             return Err((FailedStage::Validation, message));
         }
-        validate::check_schema(&spec.name, tool.validator(), &progress.args).map_err(|m| (FailedStage::Validation, m))?;
+        validate::check_schema(&spec.name, tool.validator(), &progress.args)
+            .map_err(|m| (FailedStage::Validation, m))?;
 
         // Step 4: rate limit.
         if let Some(limiter) = &self.rate_limiter {
@@ -528,15 +557,26 @@ impl Pipeline {
         let mut hook_permission = None;
         if !self.hooks.is_empty(HookEvent::PreToolUse) {
             let mut input = hook_input(ctx, &spec.name, tool_use_id, &progress.args);
-            let outcome = self.hooks.fire(HookEvent::PreToolUse, &spec.name, name, &mut input).await;
+            let outcome = self
+                .hooks
+                .fire(HookEvent::PreToolUse, &spec.name, name, &mut input)
+                .await;
             if outcome.permission == Some(HookPermission::Deny) {
                 let reason = outcome.reason.unwrap_or_else(|| "no reason given".into());
-                return Err((FailedStage::Hook, format!("PreToolUse hook blocked {}: {reason}", spec.name)));
+                return Err((
+                    FailedStage::Hook,
+                    format!("PreToolUse hook blocked {}: {reason}", spec.name),
+                ));
             }
             if let Some(updated) = outcome.updated_input {
-                let updated = validate::normalize_args(&spec.name, updated).map_err(|m| (FailedStage::Validation, m))?;
-                validate::check_schema(&spec.name, tool.validator(), &updated)
-                    .map_err(|m| (FailedStage::Validation, format!("a PreToolUse hook rewrote the input: {m}")))?;
+                let updated = validate::normalize_args(&spec.name, updated)
+                    .map_err(|m| (FailedStage::Validation, m))?;
+                validate::check_schema(&spec.name, tool.validator(), &updated).map_err(|m| {
+                    (
+                        FailedStage::Validation,
+                        format!("a PreToolUse hook rewrote the input: {m}"),
+                    )
+                })?;
                 progress.args = updated;
             }
             progress.context = outcome.additional_context;
@@ -544,7 +584,8 @@ impl Pipeline {
         }
 
         // Step 6: permission.
-        self.authorize_permission(ctx, &tool, &progress.args, hook_permission).await?;
+        self.authorize_permission(ctx, &tool, &progress.args, hook_permission)
+            .await?;
 
         // Step 7: execute.
         if self.events.has_subscribers() {
@@ -574,20 +615,31 @@ impl Pipeline {
         hook_permission: Option<HookPermission>,
     ) -> Result<(), (FailedStage, String)> {
         let spec = tool.spec();
-        let request = PermissionRequest { spec, input: args, ctx };
+        let request = PermissionRequest {
+            spec,
+            input: args,
+            ctx,
+        };
         let mode = ctx.permission_mode;
         let mut decision = match hook_permission {
             Some(HookPermission::Allow) => Decision::Allow,
             _ => match mode {
-                PermissionMode::BypassPermissions | PermissionMode::Plan => mode_decision(mode, spec, false),
+                PermissionMode::BypassPermissions | PermissionMode::Plan => {
+                    mode_decision(mode, spec, false)
+                }
                 _ => self
                     .checker
                     .as_ref()
                     .and_then(|c| c.check(&request))
-                    .unwrap_or_else(|| mode_decision(mode, spec, self.auto_allow.contains(&spec.name))),
+                    .unwrap_or_else(|| {
+                        mode_decision(mode, spec, self.auto_allow.contains(&spec.name))
+                    }),
             },
         };
-        if hook_permission == Some(HookPermission::Ask) && decision == Decision::Allow && mode != PermissionMode::BypassPermissions {
+        if hook_permission == Some(HookPermission::Ask)
+            && decision == Decision::Allow
+            && mode != PermissionMode::BypassPermissions
+        {
             decision = Decision::Ask("a PreToolUse hook asked for confirmation".into());
         }
         match decision {
@@ -595,7 +647,10 @@ impl Pipeline {
             Decision::Deny(message) => Err((FailedStage::Permission, message)),
             Decision::Ask(_) if mode == PermissionMode::DontAsk => Err((
                 FailedStage::Permission,
-                format!("{} was denied: dontAsk mode never asks for permission", spec.name),
+                format!(
+                    "{} was denied: dontAsk mode never asks for permission",
+                    spec.name
+                ),
             )),
             Decision::Ask(reason) => match self.approver.approve(&request, &reason).await {
                 Approval::Allow => Ok(()),
@@ -604,7 +659,12 @@ impl Pipeline {
         }
     }
 
-    async fn execute(&self, ctx: &Arc<CallContext>, tool: &RegisteredTool, args: Value) -> Result<ToolOutput, (FailedStage, String)> {
+    async fn execute(
+        &self,
+        ctx: &Arc<CallContext>,
+        tool: &RegisteredTool,
+        args: Value,
+    ) -> Result<ToolOutput, (FailedStage, String)> {
         let name = &tool.spec().name;
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         let start = Instant::now();
@@ -638,10 +698,15 @@ impl Pipeline {
                 tracing::error!(tool = %name, %detail, "tool panicked");
                 Err((
                     FailedStage::Panic,
-                    format!("tool {name:?} panicked: {detail}. This is a bug in the tool, not in your call; try another approach."),
+                    format!(
+                        "tool {name:?} panicked: {detail}. This is a bug in the tool, not in your call; try another approach."
+                    ),
                 ))
             }
-            Ok(Ok(Err(message))) => Err((FailedStage::Validation, format!("invalid arguments for {name}: {message}"))),
+            Ok(Ok(Err(message))) => Err((
+                FailedStage::Validation,
+                format!("invalid arguments for {name}: {message}"),
+            )),
             Ok(Ok(Ok(output))) => Ok(output),
         }
     }
@@ -679,7 +744,10 @@ impl Pipeline {
         if outcome.permission == Some(HookPermission::Deny) {
             notes.push(format!(
                 "{event:?} hook: {}",
-                outcome.reason.as_deref().unwrap_or("the hook flagged this result")
+                outcome
+                    .reason
+                    .as_deref()
+                    .unwrap_or("the hook flagged this result")
             ));
         }
         notes.extend(outcome.additional_context);
@@ -697,8 +765,15 @@ impl Pipeline {
 fn hook_input(ctx: &CallContext, tool: &str, tool_use_id: &str, args: &Value) -> HookInput {
     HookInput {
         session_id: ctx.session_key.clone(),
-        transcript_path: ctx.transcript_path.as_ref().map(|p| p.display().to_string()),
-        cwd: ctx.workspace.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        transcript_path: ctx
+            .transcript_path
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        cwd: ctx
+            .workspace
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
         permission_mode: ctx.permission_mode.as_str().to_string(),
         hook_event_name: "",
         tool_name: tool.to_string(),

@@ -13,12 +13,17 @@ fn registry() -> Arc<Registry> {
     let r = Registry::new();
     r.register(Named::new("read_file")).expect("register");
     r.register(Named::new("datetime")).expect("register");
-    r.register(Named::with("write_file", SideEffect::Mutating)).expect("register");
-    r.register(Named::with("exec", SideEffect::Network)).expect("register");
-    r.register(Named::with("spawn", SideEffect::Spawns)).expect("register");
+    r.register(Named::with("write_file", SideEffect::Mutating))
+        .expect("register");
+    r.register(Named::with("exec", SideEffect::Network))
+        .expect("register");
+    r.register(Named::with("spawn", SideEffect::Spawns))
+        .expect("register");
     r.register(NeedsArgs).expect("register");
-    r.register(Bad("panics", Misbehave::Panic)).expect("register");
-    r.register(Bad("sleeps", Misbehave::Sleep(Duration::from_secs(5)))).expect("register");
+    r.register(Bad("panics", Misbehave::Panic))
+        .expect("register");
+    r.register(Bad("sleeps", Misbehave::Sleep(Duration::from_secs(5))))
+        .expect("register");
     r.register(Bad(
         "leaks",
         Misbehave::Output(
@@ -28,8 +33,16 @@ fn registry() -> Arc<Registry> {
         ),
     ))
     .expect("register");
-    r.register(Bad("fails", Misbehave::Output(ToolOutput::error("it broke")))).expect("register");
-    r.register(Bad("huge", Misbehave::Output(ToolOutput::text("x\n".repeat(100_000))))).expect("register");
+    r.register(Bad(
+        "fails",
+        Misbehave::Output(ToolOutput::error("it broke")),
+    ))
+    .expect("register");
+    r.register(Bad(
+        "huge",
+        Misbehave::Output(ToolOutput::text("x\n".repeat(100_000))),
+    ))
+    .expect("register");
     Arc::new(r)
 }
 
@@ -63,15 +76,32 @@ async fn success_path() {
 #[tokio::test]
 async fn step1_unknown_tool_names_close_matches_the_caller_may_use() {
     let p = Pipeline::builder(registry())
-        .policy(PolicyEngine::new(PolicyConfig { global: ToolPolicy { deny: vec!["write_file".into()], ..Default::default() }, ..Default::default() }).expect("valid"))
+        .policy(
+            PolicyEngine::new(PolicyConfig {
+                global: ToolPolicy {
+                    deny: vec!["write_file".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .expect("valid"),
+        )
         .build()
         .expect("pipeline");
     let out = call(&p, ctx(), "reed_file", json!({})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::UnknownTool));
     assert!(out.output.is_error);
-    assert!(out.output.for_llm.contains("Did you mean: read_file"), "{}", out.output.for_llm);
+    assert!(
+        out.output.for_llm.contains("Did you mean: read_file"),
+        "{}",
+        out.output.for_llm
+    );
     let out = call(&p, ctx(), "write_fil", json!({})).await;
-    assert!(!out.output.for_llm.contains("write_file"), "denied tools are not suggested: {}", out.output.for_llm);
+    assert!(
+        !out.output.for_llm.contains("write_file"),
+        "denied tools are not suggested: {}",
+        out.output.for_llm
+    );
 }
 
 #[tokio::test]
@@ -79,7 +109,9 @@ async fn step1_deferred_activation_registers_on_miss() {
     let registry = registry();
     let r2 = Arc::clone(&registry);
     let p = Pipeline::builder(registry)
-        .deferred_activator(Arc::new(move |name: &str| name == "late_tool" && r2.register(Named::new("late_tool")).is_ok()))
+        .deferred_activator(Arc::new(move |name: &str| {
+            name == "late_tool" && r2.register(Named::new("late_tool")).is_ok()
+        }))
         .build()
         .expect("pipeline");
     let out = call(&p, ctx(), "late_tool", json!({})).await;
@@ -88,22 +120,49 @@ async fn step1_deferred_activation_registers_on_miss() {
 
 #[tokio::test]
 async fn step2_policy_fails_closed() {
-    let config = PolicyConfig { global: ToolPolicy { profile: Some("minimal".into()), ..Default::default() }, ..Default::default() };
-    let p = Pipeline::builder(registry()).policy(PolicyEngine::new(config).expect("valid")).build().expect("pipeline");
+    let config = PolicyConfig {
+        global: ToolPolicy {
+            profile: Some("minimal".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let p = Pipeline::builder(registry())
+        .policy(PolicyEngine::new(config).expect("valid"))
+        .build()
+        .expect("pipeline");
     let out = call(&p, ctx(), "read_file", json!({})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::Policy));
-    assert!(out.output.for_llm.starts_with("tool not allowed by policy: read_file"));
-    assert!(p.definitions(&ctx(), WireFormat::OpenAi).is_empty(), "offered list and authorization agree");
+    assert!(
+        out.output
+            .for_llm
+            .starts_with("tool not allowed by policy: read_file")
+    );
+    assert!(
+        p.definitions(&ctx(), WireFormat::OpenAi).is_empty(),
+        "offered list and authorization agree"
+    );
 }
 
 #[tokio::test]
 async fn step2_subagent_and_request_allow_list_apply_to_calls() {
     let p = pipeline();
     let sub = ctx_with(|c| c.spawn_depth = 1);
-    assert_eq!(call(&p, sub, "spawn", json!({})).await.failed_stage, Some(FailedStage::Policy));
+    assert_eq!(
+        call(&p, sub, "spawn", json!({})).await.failed_stage,
+        Some(FailedStage::Policy)
+    );
     let topic = ctx_with(|c| c.tool_allow = Some(Arc::from(vec!["datetime".to_string()])));
-    assert_eq!(call(&p, Arc::clone(&topic), "read_file", json!({})).await.failed_stage, Some(FailedStage::Policy));
-    assert_eq!(call(&p, topic, "datetime", json!({})).await.failed_stage, None);
+    assert_eq!(
+        call(&p, Arc::clone(&topic), "read_file", json!({}))
+            .await
+            .failed_stage,
+        Some(FailedStage::Policy)
+    );
+    assert_eq!(
+        call(&p, topic, "datetime", json!({})).await.failed_stage,
+        None
+    );
 }
 
 #[tokio::test]
@@ -111,17 +170,50 @@ async fn step3_validation_names_the_field() {
     let p = pipeline();
     let out = call(&p, ctx(), "needs_args", json!({"path": 5, "content": "x"})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::Validation));
-    assert!(out.output.for_llm.contains("field `path`"), "{}", out.output.for_llm);
-    assert!(out.output.for_llm.contains("not of type \"string\""), "{}", out.output.for_llm);
+    assert!(
+        out.output.for_llm.contains("field `path`"),
+        "{}",
+        out.output.for_llm
+    );
+    assert!(
+        out.output.for_llm.contains("not of type \"string\""),
+        "{}",
+        out.output.for_llm
+    );
 
-    let out = call(&p, ctx(), "needs_args", json!({"path": "a", "content": "b", "mode": "sideways"})).await;
-    assert!(out.output.for_llm.contains("field `mode`"), "{}", out.output.for_llm);
+    let out = call(
+        &p,
+        ctx(),
+        "needs_args",
+        json!({"path": "a", "content": "b", "mode": "sideways"}),
+    )
+    .await;
+    assert!(
+        out.output.for_llm.contains("field `mode`"),
+        "{}",
+        out.output.for_llm
+    );
 
     let out = call(&p, ctx(), "needs_args", json!({"path": "a"})).await;
-    assert!(out.output.for_llm.contains("\"content\" is a required property"), "{}", out.output.for_llm);
+    assert!(
+        out.output
+            .for_llm
+            .contains("\"content\" is a required property"),
+        "{}",
+        out.output.for_llm
+    );
 
-    let out = call(&p, ctx(), "needs_args", json!("{\"path\":\"a\",\"content\":\"b\"}")).await;
-    assert_eq!(out.output.for_llm, "a=b", "a JSON string holding an object is accepted");
+    let out = call(
+        &p,
+        ctx(),
+        "needs_args",
+        json!("{\"path\":\"a\",\"content\":\"b\"}"),
+    )
+    .await;
+    assert_eq!(
+        out.output.for_llm, "a=b",
+        "a JSON string holding an object is accepted"
+    );
 }
 
 #[tokio::test]
@@ -130,27 +222,68 @@ async fn step3_empty_arguments_guard() {
     for empty in [json!({}), Value::Null, json!("")] {
         let out = call(&p, ctx(), "needs_args", empty).await;
         assert_eq!(out.failed_stage, Some(FailedStage::Validation));
-        assert!(out.output.for_llm.starts_with("Tool call had empty arguments (required: path, content)"), "{}", out.output.for_llm);
+        assert!(
+            out.output
+                .for_llm
+                .starts_with("Tool call had empty arguments (required: path, content)"),
+            "{}",
+            out.output.for_llm
+        );
     }
-    assert_eq!(call(&p, ctx(), "datetime", json!({})).await.failed_stage, None, "no required fields, no guard");
+    assert_eq!(
+        call(&p, ctx(), "datetime", json!({})).await.failed_stage,
+        None,
+        "no required fields, no guard"
+    );
 }
 
 #[tokio::test]
 async fn step4_rate_limit_by_session_and_never_skipped() {
-    let p = Pipeline::builder(registry()).rate_limiter(RateLimiter::new(3600, 2)).build().expect("pipeline");
+    let p = Pipeline::builder(registry())
+        .rate_limiter(RateLimiter::new(3600, 2))
+        .build()
+        .expect("pipeline");
     let a = ctx();
-    assert_eq!(call(&p, Arc::clone(&a), "datetime", json!({})).await.failed_stage, None);
-    assert_eq!(call(&p, Arc::clone(&a), "datetime", json!({})).await.failed_stage, None);
+    assert_eq!(
+        call(&p, Arc::clone(&a), "datetime", json!({}))
+            .await
+            .failed_stage,
+        None
+    );
+    assert_eq!(
+        call(&p, Arc::clone(&a), "datetime", json!({}))
+            .await
+            .failed_stage,
+        None
+    );
     let out = call(&p, Arc::clone(&a), "datetime", json!({})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::RateLimit));
     assert!(out.output.for_llm.contains("rate limit exceeded"));
     // Another session is independent; an empty session key is limited like any other key.
-    assert_eq!(call(&p, ctx_with(|c| c.session_key = "other".into()), "datetime", json!({})).await.failed_stage, None);
+    assert_eq!(
+        call(
+            &p,
+            ctx_with(|c| c.session_key = "other".into()),
+            "datetime",
+            json!({})
+        )
+        .await
+        .failed_stage,
+        None
+    );
     let empty = ctx_with(|c| c.session_key.clear());
     for _ in 0..2 {
-        assert_eq!(call(&p, Arc::clone(&empty), "datetime", json!({})).await.failed_stage, None);
+        assert_eq!(
+            call(&p, Arc::clone(&empty), "datetime", json!({}))
+                .await
+                .failed_stage,
+            None
+        );
     }
-    assert_eq!(call(&p, empty, "datetime", json!({})).await.failed_stage, Some(FailedStage::RateLimit));
+    assert_eq!(
+        call(&p, empty, "datetime", json!({})).await.failed_stage,
+        Some(FailedStage::RateLimit)
+    );
 }
 
 #[tokio::test]
@@ -161,82 +294,174 @@ async fn steps_run_in_order_and_refusals_stop_early() {
     let mut hooks = Hooks::default();
     hooks.add(
         HookEvent::PreToolUse,
-        HookMatcher::new(None, Arc::new(FnHook(move |i: &HookInput| {
-            s2.lock().expect("lock").push(i.tool_name.clone());
-            HookOutcome::default()
-        }))),
+        HookMatcher::new(
+            None,
+            Arc::new(FnHook(move |i: &HookInput| {
+                s2.lock().expect("lock").push(i.tool_name.clone());
+                HookOutcome::default()
+            })),
+        ),
     );
-    let config = PolicyConfig { global: ToolPolicy { deny: vec!["read_file".into()], ..Default::default() }, ..Default::default() };
+    let config = PolicyConfig {
+        global: ToolPolicy {
+            deny: vec!["read_file".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let p = Pipeline::builder(registry())
         .policy(PolicyEngine::new(config).expect("valid"))
         .rate_limiter(RateLimiter::new(3600, 1))
         .hooks(hooks)
         .build()
         .expect("pipeline");
-    assert_eq!(call(&p, ctx(), "read_file", json!({})).await.failed_stage, Some(FailedStage::Policy));
-    assert_eq!(call(&p, ctx(), "needs_args", json!({"path": 1})).await.failed_stage, Some(FailedStage::Validation));
-    assert!(seen.lock().expect("lock").is_empty(), "hooks did not run for refused calls");
-    assert_eq!(call(&p, ctx(), "datetime", json!({})).await.failed_stage, None, "the one allowed call is still available");
+    assert_eq!(
+        call(&p, ctx(), "read_file", json!({})).await.failed_stage,
+        Some(FailedStage::Policy)
+    );
+    assert_eq!(
+        call(&p, ctx(), "needs_args", json!({"path": 1}))
+            .await
+            .failed_stage,
+        Some(FailedStage::Validation)
+    );
+    assert!(
+        seen.lock().expect("lock").is_empty(),
+        "hooks did not run for refused calls"
+    );
+    assert_eq!(
+        call(&p, ctx(), "datetime", json!({})).await.failed_stage,
+        None,
+        "the one allowed call is still available"
+    );
     assert_eq!(*seen.lock().expect("lock"), vec!["datetime"]);
-    assert_eq!(call(&p, ctx(), "datetime", json!({})).await.failed_stage, Some(FailedStage::RateLimit));
-    assert_eq!(seen.lock().expect("lock").len(), 1, "a rate-limited call does not reach hooks");
+    assert_eq!(
+        call(&p, ctx(), "datetime", json!({})).await.failed_stage,
+        Some(FailedStage::RateLimit)
+    );
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        1,
+        "a rate-limited call does not reach hooks"
+    );
 }
 
 fn pre_hook(f: impl Fn(&HookInput) -> HookOutcome + Send + Sync + 'static) -> Hooks {
     let mut hooks = Hooks::default();
-    hooks.add(HookEvent::PreToolUse, HookMatcher::new(None, Arc::new(FnHook(f))));
+    hooks.add(
+        HookEvent::PreToolUse,
+        HookMatcher::new(None, Arc::new(FnHook(f))),
+    );
     hooks
 }
 
 #[tokio::test]
 async fn step5_pre_hook_blocks_even_in_bypass_mode() {
     let p = Pipeline::builder(registry())
-        .hooks(pre_hook(|i| if i.tool_name == "exec" { HookOutcome::deny("no shell today") } else { HookOutcome::default() }))
+        .hooks(pre_hook(|i| {
+            if i.tool_name == "exec" {
+                HookOutcome::deny("no shell today")
+            } else {
+                HookOutcome::default()
+            }
+        }))
         .build()
         .expect("pipeline");
     let bypass = ctx_with(|c| c.permission_mode = PermissionMode::BypassPermissions);
     let out = call(&p, Arc::clone(&bypass), "bash", json!({})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::Hook));
-    assert_eq!(out.output.for_llm, "PreToolUse hook blocked exec: no shell today");
-    assert_eq!(call(&p, bypass, "datetime", json!({})).await.failed_stage, None);
+    assert_eq!(
+        out.output.for_llm,
+        "PreToolUse hook blocked exec: no shell today"
+    );
+    assert_eq!(
+        call(&p, bypass, "datetime", json!({})).await.failed_stage,
+        None
+    );
 }
 
 #[tokio::test]
 async fn step5_pre_hook_rewrites_input_which_is_validated_again() {
     let p = Pipeline::builder(registry())
         .hooks(pre_hook(|i| HookOutcome {
-            updated_input: Some(if i.tool_input["content"] == "bad" { json!({"path": 1}) } else { json!({"path": "rewritten", "content": "c"}) }),
+            updated_input: Some(if i.tool_input["content"] == "bad" {
+                json!({"path": 1})
+            } else {
+                json!({"path": "rewritten", "content": "c"})
+            }),
             additional_context: Some("remember: hooks ran".into()),
             ..HookOutcome::default()
         }))
         .build()
         .expect("pipeline");
-    let out = call(&p, ctx(), "needs_args", json!({"path": "orig", "content": "x"})).await;
+    let out = call(
+        &p,
+        ctx(),
+        "needs_args",
+        json!({"path": "orig", "content": "x"}),
+    )
+    .await;
     assert_eq!(out.output.for_llm, "rewritten=c\n\nremember: hooks ran");
-    let out = call(&p, ctx(), "needs_args", json!({"path": "orig", "content": "bad"})).await;
+    let out = call(
+        &p,
+        ctx(),
+        "needs_args",
+        json!({"path": "orig", "content": "bad"}),
+    )
+    .await;
     assert_eq!(out.failed_stage, Some(FailedStage::Validation));
-    assert!(out.output.for_llm.starts_with("a PreToolUse hook rewrote the input"), "{}", out.output.for_llm);
+    assert!(
+        out.output
+            .for_llm
+            .starts_with("a PreToolUse hook rewrote the input"),
+        "{}",
+        out.output.for_llm
+    );
 }
 
 #[tokio::test]
 async fn step5_shell_command_hooks_follow_claude_code_exit_codes() {
     let mut hooks = Hooks::default();
     let block = CommandHook::new("cat >/dev/null; echo 'rm is not allowed here' >&2; exit 2");
-    hooks.add(HookEvent::PreToolUse, HookMatcher::new(Some("exec"), Arc::new(block)));
+    hooks.add(
+        HookEvent::PreToolUse,
+        HookMatcher::new(Some("exec"), Arc::new(block)),
+    );
     let rewrite = CommandHook::new(
         r#"input=$(cat); case "$input" in *'"tool_name":"needs_args"'*) echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","updatedInput":{"path":"from-shell","content":"ok"}}}';; esac"#,
     );
-    hooks.add(HookEvent::PreToolUse, HookMatcher::new(Some("needs_args"), Arc::new(rewrite)));
+    hooks.add(
+        HookEvent::PreToolUse,
+        HookMatcher::new(Some("needs_args"), Arc::new(rewrite)),
+    );
     let broken = CommandHook::new("exit 1");
-    hooks.add(HookEvent::PreToolUse, HookMatcher::new(Some("datetime"), Arc::new(broken)));
-    let p = Pipeline::builder(registry()).hooks(hooks).build().expect("pipeline");
+    hooks.add(
+        HookEvent::PreToolUse,
+        HookMatcher::new(Some("datetime"), Arc::new(broken)),
+    );
+    let p = Pipeline::builder(registry())
+        .hooks(hooks)
+        .build()
+        .expect("pipeline");
     let bypass = ctx_with(|c| c.permission_mode = PermissionMode::BypassPermissions);
     let out = call(&p, Arc::clone(&bypass), "exec", json!({})).await;
-    assert_eq!(out.output.for_llm, "PreToolUse hook blocked exec: rm is not allowed here");
-    let out = call(&p, Arc::clone(&bypass), "needs_args", json!({"path": "a", "content": "b"})).await;
+    assert_eq!(
+        out.output.for_llm,
+        "PreToolUse hook blocked exec: rm is not allowed here"
+    );
+    let out = call(
+        &p,
+        Arc::clone(&bypass),
+        "needs_args",
+        json!({"path": "a", "content": "b"}),
+    )
+    .await;
     assert_eq!(out.output.for_llm, "from-shell=ok");
     let out = call(&p, bypass, "datetime", json!({})).await;
-    assert_eq!(out.failed_stage, None, "exit codes other than 2 are non-blocking");
+    assert_eq!(
+        out.failed_stage, None,
+        "exit codes other than 2 are non-blocking"
+    );
 }
 
 #[tokio::test]
@@ -244,7 +469,11 @@ async fn step6_permission_modes() {
     let p = pipeline();
     let run = |mode: PermissionMode, tool: &'static str| {
         let p = &p;
-        async move { call(p, ctx_with(|c| c.permission_mode = mode), tool, json!({})).await.failed_stage }
+        async move {
+            call(p, ctx_with(|c| c.permission_mode = mode), tool, json!({}))
+                .await
+                .failed_stage
+        }
     };
     use PermissionMode::*;
     let table = [
@@ -263,10 +492,24 @@ async fn step6_permission_modes() {
     for (mode, tool, expect) in table {
         assert_eq!(run(mode, tool).await, expect, "{mode:?} {tool}");
     }
-    let out = call(&p, ctx_with(|c| c.permission_mode = Plan), "write_file", json!({})).await;
-    assert!(out.output.for_llm.contains("not allowed in plan mode"), "{}", out.output.for_llm);
+    let out = call(
+        &p,
+        ctx_with(|c| c.permission_mode = Plan),
+        "write_file",
+        json!({}),
+    )
+    .await;
+    assert!(
+        out.output.for_llm.contains("not allowed in plan mode"),
+        "{}",
+        out.output.for_llm
+    );
     let out = call(&p, ctx(), "exec", json!({})).await;
-    assert!(out.output.for_llm.contains("no interactive approver"), "{}", out.output.for_llm);
+    assert!(
+        out.output.for_llm.contains("no interactive approver"),
+        "{}",
+        out.output.for_llm
+    );
 }
 
 #[tokio::test]
@@ -278,11 +521,20 @@ async fn step6_ask_goes_to_the_approver_and_auto_allow_skips_it() {
         .build()
         .expect("pipeline");
     assert_eq!(call(&p, ctx(), "exec", json!({})).await.failed_stage, None);
-    assert_eq!(call(&p, ctx(), "spawn", json!({})).await.failed_stage, Some(FailedStage::Permission));
-    assert_eq!(call(&p, ctx(), "write_file", json!({})).await.failed_stage, None);
+    assert_eq!(
+        call(&p, ctx(), "spawn", json!({})).await.failed_stage,
+        Some(FailedStage::Permission)
+    );
+    assert_eq!(
+        call(&p, ctx(), "write_file", json!({})).await.failed_stage,
+        None
+    );
     assert_eq!(approver.asked(), vec!["exec", "spawn"]);
     let dont_ask = ctx_with(|c| c.permission_mode = PermissionMode::DontAsk);
-    assert_eq!(call(&p, dont_ask, "exec", json!({})).await.failed_stage, Some(FailedStage::Permission));
+    assert_eq!(
+        call(&p, dont_ask, "exec", json!({})).await.failed_stage,
+        Some(FailedStage::Permission)
+    );
     assert_eq!(approver.asked().len(), 2, "dontAsk never asks");
 }
 
@@ -298,16 +550,26 @@ async fn step6_checker_rules_decide_before_the_mode() {
             }
         }
     }
-    let p = Pipeline::builder(registry()).permission_checker(Arc::new(DenyWrites)).build().expect("pipeline");
+    let p = Pipeline::builder(registry())
+        .permission_checker(Arc::new(DenyWrites))
+        .build()
+        .expect("pipeline");
     assert_eq!(call(&p, ctx(), "exec", json!({})).await.failed_stage, None);
-    assert_eq!(call(&p, ctx(), "datetime", json!({})).await.output.for_llm, "rule: no clocks");
+    assert_eq!(
+        call(&p, ctx(), "datetime", json!({})).await.output.for_llm,
+        "rule: no clocks"
+    );
 }
 
 #[tokio::test]
 async fn step7_panics_become_error_results() {
     let out = call(&pipeline(), ctx(), "panics", json!({})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::Panic));
-    assert!(out.output.for_llm.contains("boom in tool"), "{}", out.output.for_llm);
+    assert!(
+        out.output.for_llm.contains("boom in tool"),
+        "{}",
+        out.output.for_llm
+    );
 }
 
 #[tokio::test]
@@ -325,20 +587,40 @@ async fn step7_concurrent_panics_do_not_disturb_other_calls() {
         .collect();
     for h in handles {
         let (i, stage) = h.await.expect("task");
-        assert_eq!(stage, if i % 2 == 0 { Some(FailedStage::Panic) } else { None });
+        assert_eq!(
+            stage,
+            if i % 2 == 0 {
+                Some(FailedStage::Panic)
+            } else {
+                None
+            }
+        );
     }
 }
 
 #[tokio::test]
 async fn step7_deadline_and_cancellation() {
-    let p = Pipeline::builder(registry()).default_timeout(Duration::from_millis(100)).build().expect("pipeline");
+    let p = Pipeline::builder(registry())
+        .default_timeout(Duration::from_millis(100))
+        .build()
+        .expect("pipeline");
     let out = call(&p, ctx(), "sleeps", json!({})).await;
     assert_eq!(out.failed_stage, Some(FailedStage::Timeout));
-    assert!(out.output.for_llm.contains("timed out after 0.1s"), "{}", out.output.for_llm);
+    assert!(
+        out.output.for_llm.contains("timed out after 0.1s"),
+        "{}",
+        out.output.for_llm
+    );
 
     let p = pipeline();
-    let caller_deadline = ctx_with(|c| c.deadline = Some(Instant::now() + Duration::from_millis(200)));
-    assert_eq!(call(&p, caller_deadline, "sleeps", json!({})).await.failed_stage, Some(FailedStage::Timeout));
+    let caller_deadline =
+        ctx_with(|c| c.deadline = Some(Instant::now() + Duration::from_millis(200)));
+    assert_eq!(
+        call(&p, caller_deadline, "sleeps", json!({}))
+            .await
+            .failed_stage,
+        Some(FailedStage::Timeout)
+    );
 
     let c = ctx();
     let token = c.cancel.clone();
@@ -354,9 +636,16 @@ async fn step7_deadline_and_cancellation() {
 
 #[tokio::test]
 async fn step7_output_is_capped_with_a_marker() {
-    let p = Pipeline::builder(registry()).max_output_bytes(4096).build().expect("pipeline");
+    let p = Pipeline::builder(registry())
+        .max_output_bytes(4096)
+        .build()
+        .expect("pipeline");
     let out = call(&p, ctx(), "huge", json!({})).await;
-    assert!(out.output.for_llm.len() < 4096 + 400, "{}", out.output.for_llm.len());
+    assert!(
+        out.output.for_llm.len() < 4096 + 400,
+        "{}",
+        out.output.for_llm.len()
+    );
     assert!(out.output.for_llm.contains("output truncated by Talon"));
 }
 
@@ -368,25 +657,63 @@ async fn step8_failure_hooks_fire_for_every_error_result() {
     let mut hooks = Hooks::default();
     hooks.add(
         HookEvent::PostToolUseFailure,
-        HookMatcher::new(None, Arc::new(FnHook(move |i: &HookInput| {
-            f2.lock().expect("lock").push((i.tool_name.clone(), i.error.clone().unwrap_or_default()));
-            HookOutcome { additional_context: Some("failure noted".into()), ..HookOutcome::default() }
-        }))),
+        HookMatcher::new(
+            None,
+            Arc::new(FnHook(move |i: &HookInput| {
+                f2.lock()
+                    .expect("lock")
+                    .push((i.tool_name.clone(), i.error.clone().unwrap_or_default()));
+                HookOutcome {
+                    additional_context: Some("failure noted".into()),
+                    ..HookOutcome::default()
+                }
+            })),
+        ),
     );
     hooks.add(
         HookEvent::PostToolUse,
-        HookMatcher::new(Some("datetime"), Arc::new(FnHook(move |i: &HookInput| {
-            s2.lock().expect("lock").push(i.tool_response.as_ref().and_then(Value::as_str).unwrap_or_default().to_string());
-            HookOutcome { suppress_output: true, ..HookOutcome::default() }
-        }))),
+        HookMatcher::new(
+            Some("datetime"),
+            Arc::new(FnHook(move |i: &HookInput| {
+                s2.lock().expect("lock").push(
+                    i.tool_response
+                        .as_ref()
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+                HookOutcome {
+                    suppress_output: true,
+                    ..HookOutcome::default()
+                }
+            })),
+        ),
     );
-    let p = Pipeline::builder(registry()).hooks(hooks).build().expect("pipeline");
-    for (name, args) in [("nope", json!({})), ("needs_args", json!({})), ("panics", json!({})), ("fails", json!({})), ("exec", json!({}))] {
+    let p = Pipeline::builder(registry())
+        .hooks(hooks)
+        .build()
+        .expect("pipeline");
+    for (name, args) in [
+        ("nope", json!({})),
+        ("needs_args", json!({})),
+        ("panics", json!({})),
+        ("fails", json!({})),
+        ("exec", json!({})),
+    ] {
         let out = call(&p, ctx(), name, args).await;
         assert!(out.output.is_error);
-        assert!(out.output.for_llm.ends_with("failure noted"), "{name}: {}", out.output.for_llm);
+        assert!(
+            out.output.for_llm.ends_with("failure noted"),
+            "{name}: {}",
+            out.output.for_llm
+        );
     }
-    let names: Vec<String> = failures.lock().expect("lock").iter().map(|(n, _)| n.clone()).collect();
+    let names: Vec<String> = failures
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(n, _)| n.clone())
+        .collect();
     assert_eq!(names, vec!["nope", "needs_args", "panics", "fails", "exec"]);
     let out = call(&p, ctx(), "datetime", json!({})).await;
     assert!(out.output.silent && out.output.for_user.is_none());
@@ -401,14 +728,36 @@ async fn step9_scrubs_llm_user_and_deliverable_and_error_echoes() {
     assert_eq!(out.output.for_user.as_deref(), Some("user sees [REDACTED]"));
     assert_eq!(out.output.deliverable.as_deref(), Some("[REDACTED]"));
     // A secret the model put in a tool name is not echoed back.
-    let out = call(&p, ctx(), "ghp_abcdefghijklmnopqrstuvwxyz0123456789", json!({})).await;
-    assert!(!out.output.for_llm.contains("ghp_"), "{}", out.output.for_llm);
+    let out = call(
+        &p,
+        ctx(),
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        json!({}),
+    )
+    .await;
+    assert!(
+        !out.output.for_llm.contains("ghp_"),
+        "{}",
+        out.output.for_llm
+    );
     // The per-request bag applies.
     let c = ctx();
     c.scrub_bag.add("datetime ran");
-    assert_eq!(call(&p, c, "datetime", json!({})).await.output.for_llm, "[REDACTED]");
-    let off = Pipeline::builder(registry()).scrub_enabled(false).build().expect("pipeline");
-    assert!(call(&off, ctx(), "leaks", json!({})).await.output.for_llm.contains("sk-"));
+    assert_eq!(
+        call(&p, c, "datetime", json!({})).await.output.for_llm,
+        "[REDACTED]"
+    );
+    let off = Pipeline::builder(registry())
+        .scrub_enabled(false)
+        .build()
+        .expect("pipeline");
+    assert!(
+        call(&off, ctx(), "leaks", json!({}))
+            .await
+            .output
+            .for_llm
+            .contains("sk-")
+    );
 }
 
 #[tokio::test]
@@ -421,7 +770,10 @@ async fn step10_events_and_audit() {
         }
     }
     let sink = Arc::new(Sink::default());
-    let p = Pipeline::builder(registry()).audit(Arc::clone(&sink) as Arc<dyn AuditSink>).build().expect("pipeline");
+    let p = Pipeline::builder(registry())
+        .audit(Arc::clone(&sink) as Arc<dyn AuditSink>)
+        .build()
+        .expect("pipeline");
     let mut events = p.events().subscribe();
     call(&p, ctx(), "datetime", json!({"text": "a"})).await;
     call(&p, ctx(), "exec", json!({})).await;
@@ -430,8 +782,13 @@ async fn step10_events_and_audit() {
         got.push(e);
     }
     assert!(matches!(&got[0], ToolEvent::Started { tool, .. } if &**tool == "datetime"));
-    assert!(matches!(&got[1], ToolEvent::Finished { tool, is_error: false, .. } if &**tool == "datetime"));
-    assert!(matches!(&got[2], ToolEvent::Finished { tool, is_error: true, .. } if &**tool == "exec"), "refused calls have no Started: {got:?}");
+    assert!(
+        matches!(&got[1], ToolEvent::Finished { tool, is_error: false, .. } if &**tool == "datetime")
+    );
+    assert!(
+        matches!(&got[2], ToolEvent::Finished { tool, is_error: true, .. } if &**tool == "exec"),
+        "refused calls have no Started: {got:?}"
+    );
     let records = sink.0.lock().expect("lock");
     assert_eq!(records.len(), 2);
     assert_eq!(records[1].stage, Some("permission"));
@@ -442,7 +799,10 @@ async fn step10_events_and_audit() {
 async fn definitions_in_three_formats_are_sorted() {
     let p = pipeline();
     let openai = p.definitions(&ctx(), WireFormat::OpenAi);
-    let names: Vec<&str> = openai.iter().filter_map(|d| d["function"]["name"].as_str()).collect();
+    let names: Vec<&str> = openai
+        .iter()
+        .filter_map(|d| d["function"]["name"].as_str())
+        .collect();
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted);

@@ -53,7 +53,11 @@ pub(crate) fn empty_args_guard(tool: &str, schema: &Value, args: &Value) -> Opti
 }
 
 /// Validates against the compiled schema; lists every problem with its location.
-pub(crate) fn check_schema(tool: &str, validator: &jsonschema::Validator, args: &Value) -> Result<(), String> {
+pub(crate) fn check_schema(
+    tool: &str,
+    validator: &jsonschema::Validator,
+    args: &Value,
+) -> Result<(), String> {
     let problems: Vec<String> = validator
         .iter_errors(args)
         .take(8)
@@ -78,7 +82,10 @@ pub(crate) fn check_schema(tool: &str, validator: &jsonschema::Validator, args: 
 }
 
 /// "unknown tool" with up to three close matches among the tools the caller may use.
-pub(crate) fn unknown_tool_message<'a>(name: &str, offered: impl Iterator<Item = &'a String>) -> String {
+pub(crate) fn unknown_tool_message<'a>(
+    name: &str,
+    offered: impl Iterator<Item = &'a String>,
+) -> String {
     let lower = name.to_ascii_lowercase();
     let mut scored: Vec<(f64, &String)> = offered
         .map(|candidate| {
@@ -96,7 +103,10 @@ pub(crate) fn unknown_tool_message<'a>(name: &str, offered: impl Iterator<Item =
     if suggestions.is_empty() {
         format!("unknown tool: {name:?}. Call one of the tools you were offered.")
     } else {
-        format!("unknown tool: {name:?}. Did you mean: {}?", suggestions.join(", "))
+        format!(
+            "unknown tool: {name:?}. Did you mean: {}?",
+            suggestions.join(", ")
+        )
     }
 }
 
@@ -126,7 +136,11 @@ mod tests {
 
     #[test]
     fn unknown_tool_suggests_close_names() {
-        let offered = ["read_file".to_string(), "write_file".to_string(), "datetime".to_string()];
+        let offered = [
+            "read_file".to_string(),
+            "write_file".to_string(),
+            "datetime".to_string(),
+        ];
         let msg = unknown_tool_message("reed_file", offered.iter());
         assert!(msg.contains("Did you mean: read_file"), "{msg}");
         let msg = unknown_tool_message("zzz", offered.iter());

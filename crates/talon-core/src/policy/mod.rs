@@ -29,7 +29,11 @@ pub enum PolicyError {
     #[error("{key}: unknown profile {name:?}; expected one of: full, coding, messaging, minimal")]
     UnknownProfile { key: String, name: String },
     #[error("{key}: unknown tool group {name:?}; known groups: {known}, mcp:<server>")]
-    UnknownGroup { key: String, name: String, known: String },
+    UnknownGroup {
+        key: String,
+        name: String,
+        known: String,
+    },
     #[error("{key}: empty tool name or group")]
     EmptySpec { key: String },
 }
@@ -88,8 +92,14 @@ impl Default for SubagentPolicy {
     fn default() -> Self {
         Self {
             max_spawn_depth: catalog::DEFAULT_MAX_SPAWN_DEPTH,
-            deny: catalog::SUBAGENT_DENY.iter().map(|s| (*s).to_string()).collect(),
-            leaf_deny: catalog::LEAF_DENY.iter().map(|s| (*s).to_string()).collect(),
+            deny: catalog::SUBAGENT_DENY
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
+            leaf_deny: catalog::LEAF_DENY
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
         }
     }
 }
@@ -184,7 +194,11 @@ impl PolicyEngine {
             }
         }
         check_specs("subagents.deny", &config.subagents.deny, &mut errors);
-        check_specs("subagents.leaf_deny", &config.subagents.leaf_deny, &mut errors);
+        check_specs(
+            "subagents.leaf_deny",
+            &config.subagents.leaf_deny,
+            &mut errors,
+        );
         if errors.is_empty() {
             Ok(Self { config })
         } else {
@@ -204,7 +218,9 @@ impl PolicyEngine {
         let global = &self.config.global;
         let provider = req.provider.and_then(|p| global.by_provider.get(p));
         let agent = req.agent.and_then(|a| self.config.agents.get(a));
-        let agent_provider = agent.zip(req.provider).and_then(|(a, p)| a.by_provider.get(p));
+        let agent_provider = agent
+            .zip(req.provider)
+            .and_then(|(a, p)| a.by_provider.get(p));
 
         // Steps 1-2: the profile (a provider profile replaces the global one).
         let profile = provider
@@ -235,9 +251,13 @@ impl PolicyEngine {
 
         // Deny is final.
         let mut denied = expand(&global.deny);
-        for list in [provider.map(|p| &p.deny), agent.map(|a| &a.deny), agent_provider.map(|p| &p.deny)]
-            .into_iter()
-            .flatten()
+        for list in [
+            provider.map(|p| &p.deny),
+            agent.map(|a| &a.deny),
+            agent_provider.map(|p| &p.deny),
+        ]
+        .into_iter()
+        .flatten()
         {
             denied.extend(expand(list));
         }

@@ -2,9 +2,27 @@ use super::*;
 use crate::test_tools::Named;
 
 const TOOLS: &[&str] = &[
-    "read_file", "write_file", "list_files", "edit", "exec", "web_fetch", "memory_search", "memory_get",
-    "sessions_list", "sessions_history", "spawn", "session_status", "cron", "datetime", "message",
-    "team_tasks", "read_image", "skill_search", "TodoWrite", "mcp__gh__search", "mcp__gh__issue",
+    "read_file",
+    "write_file",
+    "list_files",
+    "edit",
+    "exec",
+    "web_fetch",
+    "memory_search",
+    "memory_get",
+    "sessions_list",
+    "sessions_history",
+    "spawn",
+    "session_status",
+    "cron",
+    "datetime",
+    "message",
+    "team_tasks",
+    "read_image",
+    "skill_search",
+    "TodoWrite",
+    "mcp__gh__search",
+    "mcp__gh__issue",
     "mcp__fs__read",
 ];
 
@@ -13,9 +31,19 @@ fn registry() -> Registry {
     for name in TOOLS {
         r.register(Named::new(name)).expect("register");
     }
-    r.register_group("mcp:gh", ["mcp__gh__search".to_string(), "mcp__gh__issue".to_string()]);
+    r.register_group(
+        "mcp:gh",
+        ["mcp__gh__search".to_string(), "mcp__gh__issue".to_string()],
+    );
     r.register_group("mcp:fs", ["mcp__fs__read".to_string()]);
-    r.merge_group("mcp", ["mcp__gh__search".into(), "mcp__gh__issue".into(), "mcp__fs__read".into()]);
+    r.merge_group(
+        "mcp",
+        [
+            "mcp__gh__search".into(),
+            "mcp__gh__issue".into(),
+            "mcp__fs__read".into(),
+        ],
+    );
     r
 }
 
@@ -51,14 +79,19 @@ fn global(f: impl FnOnce(&mut ToolPolicy)) -> PolicyConfig {
     config
 }
 
-fn with_agent(mut config: PolicyConfig, key: &str, f: impl FnOnce(&mut AgentToolPolicy)) -> PolicyConfig {
+fn with_agent(
+    mut config: PolicyConfig,
+    key: &str,
+    f: impl FnOnce(&mut AgentToolPolicy),
+) -> PolicyConfig {
     f(config.agents.entry(key.to_string()).or_default());
     config
 }
 
 fn run(c: &Case) {
     let r = registry();
-    let engine = PolicyEngine::new(c.config.clone()).unwrap_or_else(|e| panic!("{}: {e:?}", c.name));
+    let engine =
+        PolicyEngine::new(c.config.clone()).unwrap_or_else(|e| panic!("{}: {e:?}", c.name));
     let got = engine.effective(
         &r,
         &PolicyRequest {
@@ -70,7 +103,12 @@ fn run(c: &Case) {
     );
     let mut expect: Vec<String> = c.expect.iter().map(|s| (*s).to_string()).collect();
     expect.sort();
-    assert_eq!(got.into_iter().collect::<Vec<_>>(), expect, "case {}", c.name);
+    assert_eq!(
+        got.into_iter().collect::<Vec<_>>(),
+        expect,
+        "case {}",
+        c.name
+    );
 }
 
 #[test]
@@ -78,21 +116,50 @@ fn every_step_table_driven() {
     let all: &[&str] = TOOLS;
     let cases = vec![
         case("full by default", PolicyConfig::default(), all),
-        case("explicit full", global(|g| g.profile = Some("full".into())), all),
-        case("minimal", global(|g| g.profile = Some("minimal".into())), &["session_status"]),
+        case(
+            "explicit full",
+            global(|g| g.profile = Some("full".into())),
+            all,
+        ),
+        case(
+            "minimal",
+            global(|g| g.profile = Some("minimal".into())),
+            &["session_status"],
+        ),
         case(
             "coding expands groups against the registry",
             global(|g| g.profile = Some("coding".into())),
             &[
-                "read_file", "write_file", "list_files", "edit", "exec", "web_fetch", "memory_search",
-                "memory_get", "sessions_list", "sessions_history", "spawn", "session_status",
-                "read_image", "skill_search", "TodoWrite",
+                "read_file",
+                "write_file",
+                "list_files",
+                "edit",
+                "exec",
+                "web_fetch",
+                "memory_search",
+                "memory_get",
+                "sessions_list",
+                "sessions_history",
+                "spawn",
+                "session_status",
+                "read_image",
+                "skill_search",
+                "TodoWrite",
             ],
         ),
         case(
             "messaging",
             global(|g| g.profile = Some("messaging".into())),
-            &["message", "web_fetch", "sessions_list", "sessions_history", "spawn", "session_status", "read_image", "skill_search"],
+            &[
+                "message",
+                "web_fetch",
+                "sessions_list",
+                "sessions_history",
+                "spawn",
+                "session_status",
+                "read_image",
+                "skill_search",
+            ],
         ),
         Case {
             provider: Some("openai"),
@@ -100,7 +167,13 @@ fn every_step_table_driven() {
                 "step 2: provider profile replaces the global profile",
                 global(|g| {
                     g.profile = Some("minimal".into());
-                    g.by_provider.insert("openai".into(), ProviderPolicy { profile: Some("full".into()), ..Default::default() });
+                    g.by_provider.insert(
+                        "openai".into(),
+                        ProviderPolicy {
+                            profile: Some("full".into()),
+                            ..Default::default()
+                        },
+                    );
                 }),
                 all,
             )
@@ -116,7 +189,13 @@ fn every_step_table_driven() {
                 "step 4: provider allow intersects",
                 global(|g| {
                     g.allow = v(&["group:fs"]);
-                    g.by_provider.insert("anthropic".into(), ProviderPolicy { allow: v(&["read_file", "edit"]), ..Default::default() });
+                    g.by_provider.insert(
+                        "anthropic".into(),
+                        ProviderPolicy {
+                            allow: v(&["read_file", "edit"]),
+                            ..Default::default()
+                        },
+                    );
                 }),
                 &["read_file", "edit"],
             )
@@ -125,7 +204,9 @@ fn every_step_table_driven() {
             agent: Some("bob"),
             ..case(
                 "step 5: agent allow intersects",
-                with_agent(global(|g| g.profile = Some("coding".into())), "bob", |a| a.allow = v(&["group:memory", "exec"])),
+                with_agent(global(|g| g.profile = Some("coding".into())), "bob", |a| {
+                    a.allow = v(&["group:memory", "exec"])
+                }),
                 &["memory_search", "memory_get", "exec"],
             )
         },
@@ -136,7 +217,13 @@ fn every_step_table_driven() {
                 "step 6: agent+provider allow intersects",
                 with_agent(PolicyConfig::default(), "bob", |a| {
                     a.allow = v(&["group:fs"]);
-                    a.by_provider.insert("openai".into(), ProviderPolicy { allow: v(&["read_file"]), ..Default::default() });
+                    a.by_provider.insert(
+                        "openai".into(),
+                        ProviderPolicy {
+                            allow: v(&["read_file"]),
+                            ..Default::default()
+                        },
+                    );
                 }),
                 &["read_file"],
             )
@@ -155,13 +242,24 @@ fn every_step_table_driven() {
                 g.profile = Some("coding".into());
                 g.deny = v(&["bash", "group:memory", "group:sessions", "mcp__*"]);
             }),
-            &["read_file", "write_file", "list_files", "edit", "web_fetch", "read_image", "skill_search", "TodoWrite"],
+            &[
+                "read_file",
+                "write_file",
+                "list_files",
+                "edit",
+                "web_fetch",
+                "read_image",
+                "skill_search",
+                "TodoWrite",
+            ],
         ),
         Case {
             agent: Some("bob"),
             ..case(
                 "agent deny",
-                with_agent(global(|g| g.allow = v(&["group:fs"])), "bob", |a| a.deny = v(&["edit_file", "write_file"])),
+                with_agent(global(|g| g.allow = v(&["group:fs"])), "bob", |a| {
+                    a.deny = v(&["edit_file", "write_file"])
+                }),
                 &["read_file", "list_files"],
             )
         },
@@ -171,13 +269,20 @@ fn every_step_table_driven() {
                 g.profile = Some("minimal".into());
                 g.also_allow = v(&["datetime", "group:mcp:gh"]);
             }),
-            &["session_status", "datetime", "mcp__gh__search", "mcp__gh__issue"],
+            &[
+                "session_status",
+                "datetime",
+                "mcp__gh__search",
+                "mcp__gh__issue",
+            ],
         ),
         Case {
             agent: Some("bob"),
             ..case(
                 "agent alsoAllow",
-                with_agent(global(|g| g.profile = Some("minimal".into())), "bob", |a| a.also_allow = v(&["cron"])),
+                with_agent(global(|g| g.profile = Some("minimal".into())), "bob", |a| {
+                    a.also_allow = v(&["cron"])
+                }),
                 &["session_status", "cron"],
             )
         },
@@ -187,8 +292,20 @@ fn every_step_table_driven() {
                 "subagent at max depth loses subagent and leaf lists",
                 PolicyConfig::default(),
                 &[
-                    "read_file", "write_file", "list_files", "edit", "exec", "web_fetch", "datetime", "message",
-                    "read_image", "skill_search", "TodoWrite", "mcp__gh__search", "mcp__gh__issue", "mcp__fs__read",
+                    "read_file",
+                    "write_file",
+                    "list_files",
+                    "edit",
+                    "exec",
+                    "web_fetch",
+                    "datetime",
+                    "message",
+                    "read_image",
+                    "skill_search",
+                    "TodoWrite",
+                    "mcp__gh__search",
+                    "mcp__gh__issue",
+                    "mcp__fs__read",
                 ],
             )
         },
@@ -196,11 +313,31 @@ fn every_step_table_driven() {
             depth: 1,
             ..case(
                 "subagent above max depth keeps the spawning tools",
-                PolicyConfig { subagents: SubagentPolicy { max_spawn_depth: 3, ..Default::default() }, ..Default::default() },
+                PolicyConfig {
+                    subagents: SubagentPolicy {
+                        max_spawn_depth: 3,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
                 &[
-                    "read_file", "write_file", "list_files", "edit", "exec", "web_fetch", "sessions_list",
-                    "sessions_history", "spawn", "datetime", "message", "read_image", "skill_search", "TodoWrite",
-                    "mcp__gh__search", "mcp__gh__issue", "mcp__fs__read",
+                    "read_file",
+                    "write_file",
+                    "list_files",
+                    "edit",
+                    "exec",
+                    "web_fetch",
+                    "sessions_list",
+                    "sessions_history",
+                    "spawn",
+                    "datetime",
+                    "message",
+                    "read_image",
+                    "skill_search",
+                    "TodoWrite",
+                    "mcp__gh__search",
+                    "mcp__gh__issue",
+                    "mcp__fs__read",
                 ],
             )
         },
@@ -220,7 +357,11 @@ fn every_step_table_driven() {
             global(|g| g.allow = v(&["group:mcp"])),
             &["mcp__gh__search", "mcp__gh__issue", "mcp__fs__read"],
         ),
-        case("wildcard allow", global(|g| g.allow = v(&["mcp__gh__*"])), &["mcp__gh__search", "mcp__gh__issue"]),
+        case(
+            "wildcard allow",
+            global(|g| g.allow = v(&["mcp__gh__*"])),
+            &["mcp__gh__search", "mcp__gh__issue"],
+        ),
     ];
     for c in &cases {
         run(c);
@@ -242,7 +383,11 @@ fn b1_groups_are_not_silently_dropped() {
     let set = engine.effective(&r, &PolicyRequest::default());
     assert_eq!(set.len(), 4, "{set:?}");
     let engine = PolicyEngine::new(global(|g| g.deny = v(&["group:runtime"]))).expect("valid");
-    assert!(!engine.effective(&r, &PolicyRequest::default()).contains("exec"));
+    assert!(
+        !engine
+            .effective(&r, &PolicyRequest::default())
+            .contains("exec")
+    );
 }
 
 #[test]
@@ -252,9 +397,21 @@ fn b2_deny_is_final_over_also_allow() {
         g.deny = v(&["exec", "group:mcp"]);
         g.also_allow = v(&["exec", "mcp__gh__search"]);
     });
-    config.agents.insert("bob".into(), AgentToolPolicy { also_allow: v(&["bash"]), ..Default::default() });
+    config.agents.insert(
+        "bob".into(),
+        AgentToolPolicy {
+            also_allow: v(&["bash"]),
+            ..Default::default()
+        },
+    );
     let engine = PolicyEngine::new(config).expect("valid");
-    let set = engine.effective(&r, &PolicyRequest { agent: Some("bob"), ..Default::default() });
+    let set = engine.effective(
+        &r,
+        &PolicyRequest {
+            agent: Some("bob"),
+            ..Default::default()
+        },
+    );
     assert!(!set.contains("exec"));
     assert!(!set.contains("mcp__gh__search"));
 }
@@ -267,7 +424,11 @@ fn b3_group_deny_stops_tools_registered_later() {
     let engine = PolicyEngine::new(global(|g| g.deny = v(&["group:mcp"]))).expect("valid");
     r.register(Named::new("mcp__late__tool")).expect("register");
     r.merge_group("mcp", ["mcp__late__tool".to_string()]);
-    assert!(!engine.effective(&r, &PolicyRequest::default()).contains("mcp__late__tool"));
+    assert!(
+        !engine
+            .effective(&r, &PolicyRequest::default())
+            .contains("mcp__late__tool")
+    );
 }
 
 #[test]
@@ -278,20 +439,49 @@ fn b4_unknown_profile_or_group_is_a_config_error() {
     }))
     .expect_err("invalid");
     assert_eq!(err.len(), 3, "{err:?}");
-    assert!(err[0].to_string().starts_with("tools.profile: unknown profile \"codng\""), "{}", err[0]);
-    assert!(err[1].to_string().starts_with("tools.deny[0]: unknown tool group \"fss\""), "{}", err[1]);
-    assert!(err[2].to_string().starts_with("tools.deny[2]: empty"), "{}", err[2]);
+    assert!(
+        err[0]
+            .to_string()
+            .starts_with("tools.profile: unknown profile \"codng\""),
+        "{}",
+        err[0]
+    );
+    assert!(
+        err[1]
+            .to_string()
+            .starts_with("tools.deny[0]: unknown tool group \"fss\""),
+        "{}",
+        err[1]
+    );
+    assert!(
+        err[2].to_string().starts_with("tools.deny[2]: empty"),
+        "{}",
+        err[2]
+    );
 
     let mut config = PolicyConfig::default();
     config.agents.insert(
         "bob".into(),
         AgentToolPolicy {
-            by_provider: [("openai".to_string(), ProviderPolicy { profile: Some("huge".into()), ..Default::default() })].into(),
+            by_provider: [(
+                "openai".to_string(),
+                ProviderPolicy {
+                    profile: Some("huge".into()),
+                    ..Default::default()
+                },
+            )]
+            .into(),
             ..Default::default()
         },
     );
     let err = PolicyEngine::new(config).expect_err("invalid");
-    assert!(err[0].to_string().starts_with("agents.bob.tools.by_provider.openai.profile"), "{}", err[0]);
+    assert!(
+        err[0]
+            .to_string()
+            .starts_with("agents.bob.tools.by_provider.openai.profile"),
+        "{}",
+        err[0]
+    );
 }
 
 #[test]
@@ -300,11 +490,30 @@ fn b5_one_subagent_deny_list() {
     // and the same engine applies it (GoClaw's FilterTools was never called with isSubagent).
     let r = registry();
     let engine = PolicyEngine::default();
-    let sub = engine.effective(&r, &PolicyRequest { spawn_depth: 1, ..Default::default() });
-    for denied in ["team_tasks", "cron", "memory_search", "memory_get", "session_status", "spawn"] {
-        assert!(!sub.contains(denied), "{denied} must be denied to subagents");
+    let sub = engine.effective(
+        &r,
+        &PolicyRequest {
+            spawn_depth: 1,
+            ..Default::default()
+        },
+    );
+    for denied in [
+        "team_tasks",
+        "cron",
+        "memory_search",
+        "memory_get",
+        "session_status",
+        "spawn",
+    ] {
+        assert!(
+            !sub.contains(denied),
+            "{denied} must be denied to subagents"
+        );
     }
-    assert!(sub.contains("exec"), "exec stays available to subagents, as the seed documents");
+    assert!(
+        sub.contains("exec"),
+        "exec stays available to subagents, as the seed documents"
+    );
     let top = engine.effective(&r, &PolicyRequest::default());
     assert!(top.contains("team_tasks") && top.contains("spawn"));
 }

@@ -7,8 +7,15 @@ fn register_get_unregister() {
     let r = Registry::new();
     r.register(Named::new("b_tool")).expect("register");
     r.register(Named::new("a_tool")).expect("register");
-    assert_eq!(r.names(), vec!["a_tool", "b_tool"], "sorted for prompt-cache stability");
-    assert_eq!(r.register(Named::new("a_tool")), Err(RegistryError::Duplicate("a_tool".into())));
+    assert_eq!(
+        r.names(),
+        vec!["a_tool", "b_tool"],
+        "sorted for prompt-cache stability"
+    );
+    assert_eq!(
+        r.register(Named::new("a_tool")),
+        Err(RegistryError::Duplicate("a_tool".into()))
+    );
     assert!(r.resolve("a_tool").is_some());
     assert!(r.unregister("a_tool"));
     assert!(!r.unregister("a_tool"));
@@ -19,8 +26,14 @@ fn register_get_unregister() {
 #[test]
 fn invalid_names_are_refused() {
     let r = Registry::new();
-    assert!(matches!(r.register(Named::new("has space")), Err(RegistryError::InvalidName(_))));
-    assert!(matches!(r.register(Named::new("")), Err(RegistryError::InvalidName(_))));
+    assert!(matches!(
+        r.register(Named::new("has space")),
+        Err(RegistryError::InvalidName(_))
+    ));
+    assert!(matches!(
+        r.register(Named::new("")),
+        Err(RegistryError::InvalidName(_))
+    ));
 }
 
 #[test]
@@ -30,8 +43,15 @@ fn legacy_aliases_resolve_to_canonical_tools() {
     r.register(Named::new("edit")).expect("register");
     r.register(Named::new("spawn")).expect("register");
     r.register(Named::new("apply_patch")).expect("register");
-    for (alias, canonical) in [("bash", "exec"), ("edit_file", "edit"), ("sessions_spawn", "spawn"), ("apply-patch", "apply_patch")] {
-        let tool = r.resolve(alias).unwrap_or_else(|| panic!("{alias} resolves"));
+    for (alias, canonical) in [
+        ("bash", "exec"),
+        ("edit_file", "edit"),
+        ("sessions_spawn", "spawn"),
+        ("apply-patch", "apply_patch"),
+    ] {
+        let tool = r
+            .resolve(alias)
+            .unwrap_or_else(|| panic!("{alias} resolves"));
         assert_eq!(tool.spec().name, canonical);
         assert_eq!(r.canonical_name(alias).as_deref(), Some(canonical));
     }
@@ -44,13 +64,26 @@ fn alias_may_not_shadow_a_real_tool() {
     let r = Registry::new();
     r.register(Named::new("read_file")).expect("register");
     r.register(Named::new("Read")).expect("register");
-    assert_eq!(r.add_alias("Read", "read_file"), Err(RegistryError::AliasShadowsTool("Read".into())));
+    assert_eq!(
+        r.add_alias("Read", "read_file"),
+        Err(RegistryError::AliasShadowsTool("Read".into()))
+    );
     r.add_alias("cat", "read_file").expect("alias");
-    assert!(matches!(r.add_alias("cat", "Read"), Err(RegistryError::AliasTaken { .. })));
+    assert!(matches!(
+        r.add_alias("cat", "Read"),
+        Err(RegistryError::AliasTaken { .. })
+    ));
     // Registering a tool over a custom alias is refused; over a built-in legacy alias the tool wins.
-    assert!(matches!(r.register(Named::new("cat")), Err(RegistryError::NameIsAlias(..))));
-    r.register(Named::new("bash")).expect("a real bash tool replaces the legacy alias");
-    assert_eq!(r.resolve("bash").map(|t| t.spec().name.clone()).as_deref(), Some("bash"));
+    assert!(matches!(
+        r.register(Named::new("cat")),
+        Err(RegistryError::NameIsAlias(..))
+    ));
+    r.register(Named::new("bash"))
+        .expect("a real bash tool replaces the legacy alias");
+    assert_eq!(
+        r.resolve("bash").map(|t| t.spec().name.clone()).as_deref(),
+        Some("bash")
+    );
 }
 
 #[test]
@@ -59,7 +92,10 @@ fn disabled_tools_do_not_resolve_or_list() {
     r.register(Named::new("exec")).expect("register");
     r.disable("exec");
     assert!(r.resolve("exec").is_none());
-    assert!(r.resolve("bash").is_none(), "an alias of a disabled tool does not resolve");
+    assert!(
+        r.resolve("bash").is_none(),
+        "an alias of a disabled tool does not resolve"
+    );
     assert!(r.names().is_empty());
     r.enable("exec");
     assert!(r.resolve("bash").is_some());
@@ -68,17 +104,29 @@ fn disabled_tools_do_not_resolve_or_list() {
 #[test]
 fn unregister_by_prefix() {
     let r = Registry::new();
-    for n in ["mcp__gh__search", "mcp__gh__issue", "mcp__fs__read", "datetime"] {
+    for n in [
+        "mcp__gh__search",
+        "mcp__gh__issue",
+        "mcp__fs__read",
+        "datetime",
+    ] {
         r.register(Named::new(n)).expect("register");
     }
-    assert_eq!(r.unregister_prefix("mcp__gh__"), vec!["mcp__gh__issue", "mcp__gh__search"]);
+    assert_eq!(
+        r.unregister_prefix("mcp__gh__"),
+        vec!["mcp__gh__issue", "mcp__gh__search"]
+    );
     assert_eq!(r.names(), vec!["datetime", "mcp__fs__read"]);
 }
 
 #[test]
 fn groups_builtin_dynamic_and_declared() {
     let r = Registry::new();
-    assert!(r.group("fs").expect("builtin").contains(&"read_file".to_string()));
+    assert!(
+        r.group("fs")
+            .expect("builtin")
+            .contains(&"read_file".to_string())
+    );
     assert_eq!(r.group("mcp"), Some(vec![]));
     r.register(Named::new("read_file")).expect("register");
     r.register(Named {
@@ -89,15 +137,28 @@ fn groups_builtin_dynamic_and_declared() {
     .expect("register");
     // Expansion is against the live registry: only registered members.
     let fs = r.expand_group("fs").expect("fs");
-    assert_eq!(fs.into_iter().collect::<Vec<_>>(), vec!["custom", "read_file"]);
+    assert_eq!(
+        fs.into_iter().collect::<Vec<_>>(),
+        vec!["custom", "read_file"]
+    );
     assert_eq!(r.group("extra"), Some(vec!["custom".to_string()]));
 
     r.register_group("mcp:github", ["mcp__github__search".to_string()]);
     r.merge_group("mcp", ["mcp__github__search".to_string()]);
-    r.merge_group("mcp", ["mcp__github__search".to_string(), "mcp__fs__read".to_string()]);
+    r.merge_group(
+        "mcp",
+        [
+            "mcp__github__search".to_string(),
+            "mcp__fs__read".to_string(),
+        ],
+    );
     assert_eq!(r.group("mcp").map(|g| g.len()), Some(2), "merge dedups");
-    assert!(r.expand_group("mcp:github").expect("group").is_empty(), "members not registered yet");
-    r.register(Named::new("mcp__github__search")).expect("register");
+    assert!(
+        r.expand_group("mcp:github").expect("group").is_empty(),
+        "members not registered yet"
+    );
+    r.register(Named::new("mcp__github__search"))
+        .expect("register");
     assert_eq!(r.expand_group("mcp:github").map(|g| g.len()), Some(1));
     assert!(r.unregister_group("mcp:github"));
     assert!(r.group("mcp:github").is_none());
@@ -167,6 +228,13 @@ fn schema_is_derived_and_required_listed() {
     let r = Registry::new();
     r.register(NeedsArgs).expect("register");
     let t = r.resolve("needs_args").expect("tool");
-    assert_eq!(crate::schema::required_fields(t.schema()), vec!["path", "content"]);
-    assert_eq!(t.schema()["properties"]["mode"]["enum"], serde_json::json!(["overwrite", "append", null]), "optional fields accept null");
+    assert_eq!(
+        crate::schema::required_fields(t.schema()),
+        vec!["path", "content"]
+    );
+    assert_eq!(
+        t.schema()["properties"]["mode"]["enum"],
+        serde_json::json!(["overwrite", "append", null]),
+        "optional fields accept null"
+    );
 }

@@ -85,7 +85,9 @@ pub struct Scrubber {
 
 impl std::fmt::Debug for Scrubber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scrubber").field("rules", &self.rules.len()).finish_non_exhaustive()
+        f.debug_struct("Scrubber")
+            .field("rules", &self.rules.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,7 +102,10 @@ fn build_regex(rule: &rules::Rule) -> Result<Regex, ScrubError> {
         .unicode(false)
         .size_limit(32 << 20)
         .build()
-        .map_err(|source| ScrubError { id: rule.id, source })
+        .map_err(|source| ScrubError {
+            id: rule.id,
+            source,
+        })
 }
 
 impl Scrubber {
@@ -145,7 +150,10 @@ impl Scrubber {
     }
 
     fn dynamic(&self) -> Arc<Dynamic> {
-        self.dynamic.read().map(|d| Arc::clone(&d)).unwrap_or_default()
+        self.dynamic
+            .read()
+            .map(|d| Arc::clone(&d))
+            .unwrap_or_default()
     }
 
     fn update_dynamic(&self, f: impl FnOnce(&mut Vec<(String, bool)>)) {
@@ -159,7 +167,11 @@ impl Scrubber {
 
     /// Registers the server's own IP addresses (replaced by `[SERVER_IP]`).
     pub fn add_server_ips<I: IntoIterator<Item = S>, S: Into<String>>(&self, ips: I) {
-        let ips: Vec<String> = ips.into_iter().map(Into::into).filter(|s| !s.is_empty()).collect();
+        let ips: Vec<String> = ips
+            .into_iter()
+            .map(Into::into)
+            .filter(|s| !s.is_empty())
+            .collect();
         self.update_dynamic(|values| {
             for ip in ips {
                 if !values.iter().any(|(v, _)| *v == ip) {
@@ -199,7 +211,11 @@ impl Scrubber {
         let dynamic = self.dynamic();
         if let Some(ac) = &dynamic.automaton {
             for m in ac.find_iter(bytes) {
-                let is_ip = dynamic.is_ip.get(m.pattern().as_usize()).copied().unwrap_or(false);
+                let is_ip = dynamic
+                    .is_ip
+                    .get(m.pattern().as_usize())
+                    .copied()
+                    .unwrap_or(false);
                 if is_ip && !at_number_boundary(bytes, m.range()) {
                     continue;
                 }
@@ -237,7 +253,9 @@ impl Scrubber {
                 around(bytes, hit.range())
             };
             window = match window {
-                Some(current) if next.start <= current.end => Some(current.start..current.end.max(next.end)),
+                Some(current) if next.start <= current.end => {
+                    Some(current.start..current.end.max(next.end))
+                }
                 Some(current) => {
                     self.search_window(bytes, current, spans);
                     Some(next)
@@ -250,10 +268,17 @@ impl Scrubber {
         }
     }
 
-    fn search_window(&self, bytes: &[u8], range: Range<usize>, spans: &mut Vec<(Range<usize>, &'static str)>) {
+    fn search_window(
+        &self,
+        bytes: &[u8],
+        range: Range<usize>,
+        spans: &mut Vec<(Range<usize>, &'static str)>,
+    ) {
         let window = &bytes[range.clone()];
         for index in self.set.matches(window).iter() {
-            let Some(rule) = self.rules.get(index) else { continue };
+            let Some(rule) = self.rules.get(index) else {
+                continue;
+            };
             for caps in rule.regex.captures_iter(window) {
                 let Some(whole) = caps.get(0) else { continue };
                 let secret = rule
@@ -266,7 +291,10 @@ impl Scrubber {
                     }
                 }
                 tracing::trace!(rule = rule.id, "credential redacted");
-                spans.push(((range.start + secret.start)..(range.start + secret.end), REDACTED));
+                spans.push((
+                    (range.start + secret.start)..(range.start + secret.end),
+                    REDACTED,
+                ));
             }
         }
     }
@@ -278,17 +306,26 @@ fn around(bytes: &[u8], hit: Range<usize>) -> Range<usize> {
     let lo = hit.start.saturating_sub(WINDOW_BEFORE);
     let line_start = memrchr_newline(&bytes[lo..hit.start]).map_or(lo, |p| lo + p + 1);
     let hi = bytes.len().min(hit.end + WINDOW_AFTER);
-    let line_end = bytes[hit.end..hi].iter().position(|&b| b == b'\n').map_or(hi, |p| hit.end + p);
+    let line_end = bytes[hit.end..hi]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(hi, |p| hit.end + p);
     let mut start = line_start;
     if start == lo && lo > 0 {
         // Cut inside a long line: step back to whitespace (bounded) so the window starts on a word.
         let floor = lo.saturating_sub(256);
-        start = bytes[floor..lo].iter().rposition(|b| b.is_ascii_whitespace()).map_or(floor, |p| floor + p + 1);
+        start = bytes[floor..lo]
+            .iter()
+            .rposition(|b| b.is_ascii_whitespace())
+            .map_or(floor, |p| floor + p + 1);
     }
     let mut end = line_end;
     if end == hi && hi < bytes.len() {
         let ceil = bytes.len().min(hi + 256);
-        end = bytes[hi..ceil].iter().position(|b| b.is_ascii_whitespace()).map_or(ceil, |p| hi + p);
+        end = bytes[hi..ceil]
+            .iter()
+            .position(|b| b.is_ascii_whitespace())
+            .map_or(ceil, |p| hi + p);
     }
     start..end
 }
@@ -301,7 +338,8 @@ fn memrchr_newline(bytes: &[u8]) -> Option<usize> {
 fn at_number_boundary(bytes: &[u8], range: Range<usize>) -> bool {
     let before_ok = range.start == 0 || {
         let b = bytes[range.start - 1];
-        !(b.is_ascii_digit() || (b == b'.' && range.start >= 2 && bytes[range.start - 2].is_ascii_digit()))
+        !(b.is_ascii_digit()
+            || (b == b'.' && range.start >= 2 && bytes[range.start - 2].is_ascii_digit()))
     };
     let after_ok = match bytes.get(range.end) {
         None => true,

@@ -10,62 +10,134 @@ fn scrub(text: &str) -> String {
 
 /// (input, expected output) for every format; secrets are synthetic.
 const CASES: &[(&str, &str)] = &[
-        ("key sk-abcdefghijklmnopqrstuvwx1234", "key [REDACTED]"),
-        ("sk-proj-AbCdEfGhIjKlMnOpQrStUvWx_12-34", "[REDACTED]"),
-        ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz-0123", "[REDACTED]"),
-        ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789 end", "token [REDACTED] end"),
-        ("gho_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
-        ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
-        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "[REDACTED]"),
-        ("aws AKIAIOSFODNN7EXAMPLE here", "aws [REDACTED] here"),
-        ("api_key=abcdef123456", "api_key=[REDACTED]"),
-        ("\"apiKey\": \"Zx81kf02mdls9\"", "\"apiKey\": \"[REDACTED]\""),
-        ("password: hunter2hunter", "password: [REDACTED]"),
-        ("password = correcthorse", "password = [REDACTED]"),
-        ("Authorization: Bearer abcdefghijklmnop1234", "Authorization: Bearer [REDACTED]"),
-        ("curl -H 'Bearer abcdefghijklmnopqrstu.v-w_x'", "curl -H 'Bearer [REDACTED]'"),
-        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED]"),
-        ("postgres://app:s3cr3tpw@db.internal:5432/app", "postgres://app:[REDACTED]@db.internal:5432/app"),
-        ("redis://:hunter22@cache:6379", "redis://:[REDACTED]@cache:6379"),
-        ("mongodb+srv://u:p4ssw0rd@cluster0.example.net/db", "mongodb+srv://u:[REDACTED]@cluster0.example.net/db"),
-        ("OPENAI_API_KEY=abc123def456ghi", "OPENAI_API_KEY=[REDACTED]"),
-        ("export DB_PASSWORD='Sup3rS3cret!'", "export DB_PASSWORD='[REDACTED]'"),
-        ("MY_SERVICE_DSN=host=db.internal user=x", "MY_SERVICE_DSN=[REDACTED] user=x"),
-        ("VIRTUAL_API_PASS=abcd", "VIRTUAL_API_PASS=[REDACTED]"),
-        (
-            "SIGNING_KEY: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-            "SIGNING_KEY: [REDACTED]",
-        ),
-        (
-            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-            "jwt [REDACTED]",
-        ),
-        ("slack xoxb-123456789012-1234567890123-abcdefghijkl", "slack [REDACTED]"),
-        ("xapp-1-A0123456789-1234567890123-abcdef0123456789", "[REDACTED]"),
-        ("https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX", "https://[REDACTED]"),
-        ("key AIzaSyA1234567890abcdefghijklmnopqrstuv", "key [REDACTED]"),
-        ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe [REDACTED]"),
-        ("rk_test_4eC39HqLyjWDarjtT1zdp7dc", "[REDACTED]"),
-        ("whsec_abcdefghijklmnopqrstuvwxyz0123", "[REDACTED]"),
-        ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "[REDACTED]"),
-        ("glpat-abcdefghij1234567890", "[REDACTED]"),
-        ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
-        ("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq ok", "bot [REDACTED] ok"),
-        (
-            "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
-            "[REDACTED]",
-        ),
-        ("twilio SK0123456789abcdef0123456789abcdef", "twilio [REDACTED]"),
-        (
-            "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-            "[REDACTED]",
-        ),
-        ("shpat_0123456789abcdef0123456789abcdef", "[REDACTED]"),
-        ("gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN", "[REDACTED]"),
-        ("mailgun key-0123456789abcdef0123456789abcdef", "mailgun [REDACTED]"),
-        ("pypi-AgEIcHlwaS5vcmcCJDU1ZjI3YzQxLTk5YjEtNGRiZi1hZDM0LWY5YmI3MzA4NzgyNgACKlsz", "[REDACTED]"),
-        ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----", "[REDACTED]"),
-        ("AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ", "[REDACTED]"),
+    ("key sk-abcdefghijklmnopqrstuvwx1234", "key [REDACTED]"),
+    ("sk-proj-AbCdEfGhIjKlMnOpQrStUvWx_12-34", "[REDACTED]"),
+    ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz-0123", "[REDACTED]"),
+    (
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 end",
+        "token [REDACTED] end",
+    ),
+    ("gho_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
+    ("ghs_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
+    (
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "[REDACTED]",
+    ),
+    ("aws AKIAIOSFODNN7EXAMPLE here", "aws [REDACTED] here"),
+    ("api_key=abcdef123456", "api_key=[REDACTED]"),
+    (
+        "\"apiKey\": \"Zx81kf02mdls9\"",
+        "\"apiKey\": \"[REDACTED]\"",
+    ),
+    ("password: hunter2hunter", "password: [REDACTED]"),
+    ("password = correcthorse", "password = [REDACTED]"),
+    (
+        "Authorization: Bearer abcdefghijklmnop1234",
+        "Authorization: Bearer [REDACTED]",
+    ),
+    (
+        "curl -H 'Bearer abcdefghijklmnopqrstu.v-w_x'",
+        "curl -H 'Bearer [REDACTED]'",
+    ),
+    (
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+        "Authorization: Basic [REDACTED]",
+    ),
+    (
+        "postgres://app:s3cr3tpw@db.internal:5432/app",
+        "postgres://app:[REDACTED]@db.internal:5432/app",
+    ),
+    (
+        "redis://:hunter22@cache:6379",
+        "redis://:[REDACTED]@cache:6379",
+    ),
+    (
+        "mongodb+srv://u:p4ssw0rd@cluster0.example.net/db",
+        "mongodb+srv://u:[REDACTED]@cluster0.example.net/db",
+    ),
+    (
+        "OPENAI_API_KEY=abc123def456ghi",
+        "OPENAI_API_KEY=[REDACTED]",
+    ),
+    (
+        "export DB_PASSWORD='Sup3rS3cret!'",
+        "export DB_PASSWORD='[REDACTED]'",
+    ),
+    (
+        "MY_SERVICE_DSN=host=db.internal user=x",
+        "MY_SERVICE_DSN=[REDACTED] user=x",
+    ),
+    ("VIRTUAL_API_PASS=abcd", "VIRTUAL_API_PASS=[REDACTED]"),
+    (
+        "SIGNING_KEY: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "SIGNING_KEY: [REDACTED]",
+    ),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt [REDACTED]",
+    ),
+    (
+        "slack xoxb-123456789012-1234567890123-abcdefghijkl",
+        "slack [REDACTED]",
+    ),
+    (
+        "xapp-1-A0123456789-1234567890123-abcdef0123456789",
+        "[REDACTED]",
+    ),
+    (
+        "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        "https://[REDACTED]",
+    ),
+    (
+        "key AIzaSyA1234567890abcdefghijklmnopqrstuv",
+        "key [REDACTED]",
+    ),
+    (
+        "stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "stripe [REDACTED]",
+    ),
+    ("rk_test_4eC39HqLyjWDarjtT1zdp7dc", "[REDACTED]"),
+    ("whsec_abcdefghijklmnopqrstuvwxyz0123", "[REDACTED]"),
+    ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "[REDACTED]"),
+    ("glpat-abcdefghij1234567890", "[REDACTED]"),
+    ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
+    (
+        "bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq ok",
+        "bot [REDACTED] ok",
+    ),
+    (
+        "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+        "[REDACTED]",
+    ),
+    (
+        "twilio SK0123456789abcdef0123456789abcdef",
+        "twilio [REDACTED]",
+    ),
+    (
+        "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "[REDACTED]",
+    ),
+    ("shpat_0123456789abcdef0123456789abcdef", "[REDACTED]"),
+    (
+        "gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN",
+        "[REDACTED]",
+    ),
+    (
+        "mailgun key-0123456789abcdef0123456789abcdef",
+        "mailgun [REDACTED]",
+    ),
+    (
+        "pypi-AgEIcHlwaS5vcmcCJDU1ZjI3YzQxLTk5YjEtNGRiZi1hZDM0LWY5YmI3MzA4NzgyNgACKlsz",
+        "[REDACTED]",
+    ),
+    (
+        "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----",
+        "[REDACTED]",
+    ),
+    (
+        "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ",
+        "[REDACTED]",
+    ),
 ];
 
 #[test]
@@ -87,7 +159,8 @@ fn private_key_blocks_span_lines() {
     let cut = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nMIIEvQIBADAN";
     assert_eq!(scrub(cut), "[REDACTED]");
     // Public keys and certificates are not secrets.
-    let public = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOC\n-----END PUBLIC KEY-----";
+    let public =
+        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOC\n-----END PUBLIC KEY-----";
     assert_eq!(scrub(public), public);
 }
 
@@ -119,7 +192,10 @@ fn no_false_positives_on_ordinary_output() {
     let s = scrubber();
     for text in clean {
         let got = s.scrub(text, &ScrubBag::default());
-        assert!(matches!(got, Cow::Borrowed(_)), "false positive in {text:?}: {got:?}");
+        assert!(
+            matches!(got, Cow::Borrowed(_)),
+            "false positive in {text:?}: {got:?}"
+        );
     }
 }
 
@@ -167,16 +243,30 @@ fn credential_values_and_per_request_bag() {
     let s = scrubber();
     s.add_credentials(["plainvalue-not-pattern", "short"]);
     let bag = ScrubBag::default();
-    assert_eq!(s.scrub("x plainvalue-not-pattern y", &bag), "x [REDACTED] y");
-    assert_eq!(s.scrub("short stays", &bag), "short stays", "values under 6 chars are ignored");
+    assert_eq!(
+        s.scrub("x plainvalue-not-pattern y", &bag),
+        "x [REDACTED] y"
+    );
+    assert_eq!(
+        s.scrub("short stays", &bag),
+        "short stays",
+        "values under 6 chars are ignored"
+    );
 
     let request = ScrubBag::default();
     request.add("tenant-one-secret");
     assert_eq!(s.scrub("v=tenant-one-secret", &request), "v=[REDACTED]");
-    assert_eq!(s.scrub("v=tenant-one-secret", &bag), "v=tenant-one-secret", "the bag is per request");
+    assert_eq!(
+        s.scrub("v=tenant-one-secret", &bag),
+        "v=tenant-one-secret",
+        "the bag is per request"
+    );
 
     s.reset_credentials();
-    assert_eq!(s.scrub("x plainvalue-not-pattern y", &bag), "x plainvalue-not-pattern y");
+    assert_eq!(
+        s.scrub("x plainvalue-not-pattern y", &bag),
+        "x plainvalue-not-pattern y"
+    );
 }
 
 #[test]
@@ -185,7 +275,9 @@ fn every_rule_has_a_positive_case() {
     let s = scrubber();
     for rule in &s.rules {
         assert!(
-            CASES.iter().any(|(input, _)| rule.regex.is_match(input.as_bytes())),
+            CASES
+                .iter()
+                .any(|(input, _)| rule.regex.is_match(input.as_bytes())),
             "rule {} has no case in CASES",
             rule.id
         );

@@ -24,7 +24,10 @@ pub struct Datetime;
 
 /// Formats `now` in `timezone` (or UTC); the error text tells the model how to fix the name.
 pub fn describe(now: Timestamp, timezone: Option<&str>) -> Result<String, String> {
-    let name = timezone.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("UTC");
+    let name = timezone
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("UTC");
     let tz = TimeZone::get(name).map_err(|_| {
         format!(
             "unknown time zone {name:?}: use an IANA name such as \"UTC\", \"Europe/Berlin\", \"America/New_York\" or \"Asia/Ho_Chi_Minh\""
@@ -74,8 +77,14 @@ mod tests {
     #[test]
     fn utc_by_default() {
         let text = describe(at(), None).expect("utc");
-        assert!(text.contains("Sunday, November 22, 2026 15:04:05 (UTC)"), "{text}");
-        assert!(text.contains("ISO 8601: 2026-11-22T15:04:05+00:00"), "{text}");
+        assert!(
+            text.contains("Sunday, November 22, 2026 15:04:05 (UTC)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ISO 8601: 2026-11-22T15:04:05+00:00"),
+            "{text}"
+        );
         assert!(text.contains("Unix timestamp: 1795359845"), "{text}");
         assert_eq!(describe(at(), Some("  ")), describe(at(), None));
     }
@@ -85,7 +94,11 @@ mod tests {
         let berlin = describe(at(), Some("Europe/Berlin")).expect("berlin");
         assert!(berlin.contains("16:04:05 (CET)"), "{berlin}");
         assert!(berlin.contains("UTC+01:00"), "{berlin}");
-        let ny = describe(Timestamp::from_second(1_784_000_000).expect("valid"), Some("America/New_York")).expect("ny");
+        let ny = describe(
+            Timestamp::from_second(1_784_000_000).expect("valid"),
+            Some("America/New_York"),
+        )
+        .expect("ny");
         assert!(ny.contains("(EDT)"), "July is daylight time: {ny}");
         let hcm = describe(at(), Some("Asia/Ho_Chi_Minh")).expect("hcm");
         assert!(hcm.contains("22:04:05"), "{hcm}");
@@ -94,6 +107,9 @@ mod tests {
     #[test]
     fn unknown_zone_is_a_clear_error() {
         let err = describe(at(), Some("Mars/Olympus")).expect_err("unknown");
-        assert!(err.starts_with("unknown time zone \"Mars/Olympus\": use an IANA name"), "{err}");
+        assert!(
+            err.starts_with("unknown time zone \"Mars/Olympus\": use an IANA name"),
+            "{err}"
+        );
     }
 }

@@ -123,12 +123,21 @@ impl TodoWrite {
     }
 
     fn store(&self, session_key: &str, todos: Vec<Todo>) {
-        let Ok(mut lists) = self.lists.lock() else { return };
+        let Ok(mut lists) = self.lists.lock() else {
+            return;
+        };
         lists.clock += 1;
         let now = lists.clock;
-        lists.by_session.insert(session_key.to_string(), (now, todos));
+        lists
+            .by_session
+            .insert(session_key.to_string(), (now, todos));
         if lists.by_session.len() > MAX_SESSIONS {
-            if let Some(oldest) = lists.by_session.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone()) {
+            if let Some(oldest) = lists
+                .by_session
+                .iter()
+                .min_by_key(|(_, (t, _))| *t)
+                .map(|(k, _)| k.clone())
+            {
                 lists.by_session.remove(&oldest);
             }
         }
@@ -177,13 +186,32 @@ mod tests {
     #[test]
     fn validation_rules() {
         use TodoStatus::*;
-        assert!(validate(&[todo("a", InProgress), todo("b", Pending), todo("c", Completed)]).is_ok());
-        let err = validate(&[todo("a", InProgress), todo("b", InProgress)]).expect_err("two in progress");
-        assert!(err.starts_with("at most one todo can be in_progress at a time; todos [0, 1]"), "{err}");
+        assert!(
+            validate(&[
+                todo("a", InProgress),
+                todo("b", Pending),
+                todo("c", Completed)
+            ])
+            .is_ok()
+        );
+        let err =
+            validate(&[todo("a", InProgress), todo("b", InProgress)]).expect_err("two in progress");
+        assert!(
+            err.starts_with("at most one todo can be in_progress at a time; todos [0, 1]"),
+            "{err}"
+        );
         let mut blank = todo("x", Pending);
         blank.active_form = " ".into();
-        assert!(validate(&[blank]).expect_err("blank").starts_with("todos[0].activeForm must not be empty"));
-        assert!(validate(&[todo("", Pending)]).expect_err("blank").starts_with("todos[0].content"));
+        assert!(
+            validate(&[blank])
+                .expect_err("blank")
+                .starts_with("todos[0].activeForm must not be empty")
+        );
+        assert!(
+            validate(&[todo("", Pending)])
+                .expect_err("blank")
+                .starts_with("todos[0].content")
+        );
         assert!(validate(&[]).is_ok());
     }
 
@@ -191,7 +219,11 @@ mod tests {
     fn rendering() {
         use TodoStatus::*;
         assert_eq!(
-            render(&[todo("Build", Completed), todo("Test", InProgress), todo("Ship", Pending)]),
+            render(&[
+                todo("Build", Completed),
+                todo("Test", InProgress),
+                todo("Ship", Pending)
+            ]),
             "1. [x] Build\n2. [~] Testing\n3. [ ] Ship"
         );
         assert_eq!(render(&[]), "Todo list cleared.");
@@ -203,7 +235,10 @@ mod tests {
         for i in 0..(MAX_SESSIONS + 5) {
             tool.store(&format!("s{i}"), vec![todo("x", TodoStatus::Pending)]);
         }
-        assert!(tool.list("s0").is_empty(), "the oldest session was forgotten");
+        assert!(
+            tool.list("s0").is_empty(),
+            "the oldest session was forgotten"
+        );
         assert_eq!(tool.list(&format!("s{}", MAX_SESSIONS + 4)).len(), 1);
     }
 }

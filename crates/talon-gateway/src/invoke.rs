@@ -1,0 +1,128 @@
+//! `POST /v1/tools/invoke`, `GET /v1/tools`, `GET /healthz`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use talon_core::wire::{WireFormat, definition};
+use talon_core::{CallContext, FailedStage, RunKind, ToolCall, ToolOutput};
+
+use crate::AppState;
+
+/// Request body of `POST /v1/tools/invoke`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InvokeRequest {
+    /// Tool name (aliases work).
+    tool: String,
+    /// Arguments object.
+    #[serde(default)]
+    args: Value,
+    /// Agent whose policy applies (defaults to the gateway's).
+    #[serde(default)]
+    agent: Option<String>,
+    /// Return the tool's definition instead of running it.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct InvokeResponse<'a> {
+    ok: bool,
+    tool: &'a str,
+    result: &'a ToolOutput,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_stage: Option<FailedStage>,
+    elapsed_ms: f64,
+}
+
+fn status_for(stage: Option<FailedStage>) -> StatusCode {
+    match stage {
+        None | Some(FailedStage::Tool) => StatusCode::OK,
+        Some(FailedStage::UnknownTool) => StatusCode::NOT_FOUND,
+        Some(FailedStage::Validation) => StatusCode::BAD_REQUEST,
+        Some(FailedStage::Policy | FailedStage::Permission | FailedStage::Hook) => {
+            StatusCode::FORBIDDEN
+        }
+        Some(FailedStage::RateLimit) => StatusCode::TOO_MANY_REQUESTS,
+        Some(FailedStage::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+        Some(FailedStage::Cancelled) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(FailedStage::Panic) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn context(state: &AppState, agent: Option<String>) -> CallContext {
+    let mut ctx = (*state.template).clone();
+    ctx.session_key = state.session_key.to_string();
+    ctx.channel_type = Some("http".into());
+    ctx.run_kind = RunKind::Api;
+    if agent.is_some() {
+        ctx.agent_key = agent;
+    }
+    ctx
+}
+
+fn bad_request(message: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"ok": false, "error": message})),
+    )
+        .into_response()
+}
+
+pub(crate) async fn invoke(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
+    let request: InvokeRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return bad_request(format!(
+                "invalid request body: {e}; expected {{\"tool\": \"name\", \"args\": {{...}}, \"agent\"?: \"key\", \"dry_run\"?: false}}"
+            ));
+        }
+    };
+    let ctx = context(&state, request.agent);
+    if request.dry_run {
+        let offered = state.pipeline.offered(&ctx);
+        let canonical = state.pipeline.registry().canonical_name(&request.tool);
+        return match offered.iter().find(|t| Some(&t.spec().name) == canonical.as_ref()) {
+            Some(tool) => Json(json!({"ok": true, "tool": tool.spec().name, "definition": definition(WireFormat::Mcp, tool.spec(), tool.schema())})).into_response(),
+            None => (StatusCode::NOT_FOUND, Json(json!({"ok": false, "error": format!("no tool {:?} is offered to this caller", request.tool)}))).into_response(),
+        };
+    }
+    let outcome = state
+        .pipeline
+        .call(Arc::new(ctx), ToolCall::new(request.tool, request.args))
+        .await;
+    let body = InvokeResponse {
+        ok: !outcome.output.is_error,
+        tool: &outcome.tool,
+        result: &outcome.output,
+        failed_stage: outcome.failed_stage,
+        elapsed_ms: outcome.elapsed.as_secs_f64() * 1000.0,
+    };
+    (status_for(outcome.failed_stage), Json(body)).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    format: Option<WireFormat>,
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let ctx = context(&state, query.agent);
+    let format = query.format.unwrap_or(WireFormat::Mcp);
+    Json(json!({"tools": state.pipeline.definitions(&ctx, format)})).into_response()
+}
+
+pub(crate) async fn healthz() -> Response {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")})).into_response()
+}

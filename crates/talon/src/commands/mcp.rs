@@ -1,0 +1,41 @@
+//! `talon mcp`: MCP over stdio.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::usage_error;
+use crate::config::Config;
+use crate::runtime::{self, Overrides};
+
+pub async fn run(
+    config: Config,
+    workspace: Option<PathBuf>,
+    profile: Option<String>,
+    agent: Option<String>,
+) -> ExitCode {
+    if let Some(dir) = &workspace {
+        if !dir.is_dir() {
+            return usage_error(format!("--workspace {} is not a directory", dir.display()));
+        }
+    }
+    let rt = match runtime::build(
+        config,
+        Overrides {
+            profile,
+            agent,
+            workspace,
+            ..Overrides::default()
+        },
+    ) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(e),
+    };
+    let handler = talon_mcp::TalonMcp::new(rt.pipeline, rt.template, "stdio");
+    match talon_mcp::serve_stdio(handler).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("talon mcp: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! One module per command.
+
+mod mcp;
+mod serve;
+mod tool;
+mod tools;
+
+use std::process::ExitCode;
+
+use crate::config::{self, ConfigError};
+use crate::{Cli, Command, ToolCommand, ToolsCommand};
+
+/// Exit status for a usage or configuration error.
+pub const USAGE: u8 = 2;
+
+pub(crate) fn usage_error(error: impl std::fmt::Display) -> ExitCode {
+    eprintln!("talon: {error}");
+    ExitCode::from(USAGE)
+}
+
+pub(crate) fn load(cli_config: Option<&std::path::Path>) -> Result<config::Config, ConfigError> {
+    config::load(cli_config).map(|(config, _)| config)
+}
+
+pub async fn run(cli: Cli) -> ExitCode {
+    let config = match load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
+    match cli.command {
+        Command::Serve { bind } => serve::run(config, bind, cli.data_dir.as_deref()).await,
+        Command::Mcp {
+            workspace,
+            profile,
+            agent,
+        } => mcp::run(config, workspace, profile, agent).await,
+        Command::Tools {
+            command:
+                ToolsCommand::List {
+                    profile,
+                    agent,
+                    provider,
+                    json,
+                },
+        } => tools::list(config, profile, agent, provider, json),
+        Command::Tool {
+            command:
+                ToolCommand::Call {
+                    name,
+                    args,
+                    workspace,
+                    agent,
+                    json,
+                },
+        } => tool::call(config, name, args, workspace, agent, json).await,
+    }
+}

@@ -1,0 +1,75 @@
+//! `talon tool call NAME --args JSON`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use talon_core::{FailedStage, RunKind, ToolCall};
+
+use super::{USAGE, usage_error};
+use crate::config::Config;
+use crate::runtime::{self, Overrides};
+
+pub async fn call(
+    config: Config,
+    name: String,
+    args: String,
+    workspace: Option<PathBuf>,
+    agent: Option<String>,
+    as_json: bool,
+) -> ExitCode {
+    let arguments: Value = match serde_json::from_str(&args) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return usage_error(
+                "--args must be a JSON object, for example --args '{\"timezone\":\"UTC\"}'",
+            );
+        }
+        Err(e) => return usage_error(format!("--args is not valid JSON: {e}")),
+    };
+    if let Some(dir) = &workspace {
+        if !dir.is_dir() {
+            return usage_error(format!("--workspace {} is not a directory", dir.display()));
+        }
+    }
+    let rt = match runtime::build(
+        config,
+        Overrides {
+            agent,
+            workspace,
+            ..Overrides::default()
+        },
+    ) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(e),
+    };
+    let mut ctx = rt.template.clone();
+    ctx.session_key = format!("cli:{}", std::process::id());
+    ctx.channel_type = Some("cli".into());
+    ctx.run_kind = RunKind::Api;
+    let outcome = rt
+        .pipeline
+        .call(Arc::new(ctx), ToolCall::new(name, arguments))
+        .await;
+    if as_json {
+        println!(
+            "{}",
+            json!({
+                "tool": outcome.tool,
+                "result": outcome.output,
+                "failed_stage": outcome.failed_stage,
+                "elapsed_ms": outcome.elapsed.as_secs_f64() * 1000.0,
+            })
+        );
+    } else if outcome.output.is_error {
+        eprintln!("{}", outcome.output.for_llm);
+    } else {
+        println!("{}", outcome.output.for_llm);
+    }
+    match outcome.failed_stage {
+        None => ExitCode::SUCCESS,
+        Some(FailedStage::UnknownTool | FailedStage::Validation) => ExitCode::from(USAGE),
+        Some(_) => ExitCode::from(1),
+    }
+}

@@ -1,0 +1,75 @@
+//! `talon tools list`.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::usage_error;
+use crate::config::Config;
+use crate::runtime::{self, Overrides};
+
+pub fn list(
+    config: Config,
+    profile: Option<String>,
+    agent: Option<String>,
+    provider: Option<String>,
+    as_json: bool,
+) -> ExitCode {
+    let rt = match runtime::build(
+        config,
+        Overrides {
+            profile,
+            agent,
+            provider,
+            workspace: None,
+        },
+    ) {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(e),
+    };
+    let tools = rt.pipeline.offered(&rt.template);
+    if as_json {
+        let items: Vec<_> = tools
+            .iter()
+            .map(|t| {
+                let s = t.spec();
+                json!({
+                    "name": s.name,
+                    "description": s.description,
+                    "side_effect": s.side_effect,
+                    "risk": s.risk,
+                    "parallel_safe": s.parallel_safe,
+                    "groups": s.groups,
+                    "input_schema": t.schema(),
+                })
+            })
+            .collect();
+        match serde_json::to_string_pretty(&items) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return usage_error(e),
+        }
+        return ExitCode::SUCCESS;
+    }
+    let width = tools
+        .iter()
+        .map(|t| t.spec().name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:width$}  {:9}  {:12}  DESCRIPTION",
+        "NAME", "RISK", "GROUPS"
+    );
+    for t in &tools {
+        let s = t.spec();
+        let summary = s.description.split(". ").next().unwrap_or_default();
+        println!(
+            "{:width$}  {:9}  {:12}  {}",
+            s.name,
+            format!("{:?}", s.risk).to_lowercase(),
+            s.groups.join(","),
+            summary
+        );
+    }
+    ExitCode::SUCCESS
+}

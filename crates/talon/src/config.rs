@@ -1,0 +1,198 @@
+//! `talon.toml` and its environment overrides.
+//!
+//! Sources, later ones winning: the file (`--config`, `$TALON_CONFIG`, `./talon.toml`, or
+//! `~/.config/talon/talon.toml`), then `TALON_<SECTION>__<KEY>` environment variables. Unknown keys
+//! are errors (a typo must not silently fall back to a default), and every error names its key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::Deserialize;
+use talon_core::policy::{
+    AgentToolPolicy, PolicyConfig, ProviderPolicy, SubagentPolicy, ToolPolicy,
+};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub tools: ToolsConfig,
+    pub agents: BTreeMap<String, AgentConfig>,
+    pub subagents: SubagentPolicy,
+    pub gateway: GatewayConfig,
+    pub hooks: HooksConfig,
+    pub scrub: ScrubConfig,
+}
+
+/// `[tools]`: the global policy and pipeline limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    pub profile: Option<String>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub by_provider: BTreeMap<String, ProviderPolicy>,
+    /// `default`, `acceptEdits`, `bypassPermissions`, `plan` or `dontAsk`.
+    pub permission_mode: String,
+    /// Tools allowed without asking.
+    pub auto_allow: Option<Vec<String>>,
+    /// 0 disables rate limiting.
+    pub rate_limit_per_hour: u32,
+    pub rate_limit_burst: u32,
+    pub scrub_credentials: bool,
+    pub max_output_bytes: usize,
+    pub timeout_secs: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            profile: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            also_allow: Vec::new(),
+            by_provider: BTreeMap::new(),
+            permission_mode: "default".into(),
+            auto_allow: None,
+            rate_limit_per_hour: talon_core::rate_limit::DEFAULT_PER_HOUR,
+            rate_limit_burst: talon_core::rate_limit::DEFAULT_BURST,
+            scrub_credentials: true,
+            max_output_bytes: talon_core::pipeline::DEFAULT_MAX_OUTPUT_BYTES,
+            timeout_secs: talon_core::pipeline::DEFAULT_TIMEOUT.as_secs(),
+        }
+    }
+}
+
+/// `[agents.<key>]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    pub tools: AgentToolPolicy,
+}
+
+/// `[gateway]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Listen address; default 127.0.0.1:8790.
+    pub bind: Option<String>,
+    /// Bearer token for every route but /healthz.
+    pub token: Option<String>,
+    /// Accepted `Host` values on /mcp.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// One shell-command hook.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookEntry {
+    /// Tool names or globs separated by `|`; empty or absent matches every tool.
+    #[serde(default)]
+    pub matcher: Option<String>,
+    /// Run with `sh -c`; gets the JSON payload on stdin; exit 2 blocks with stderr as the reason.
+    pub command: String,
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// `[[hooks.pre_tool_use]]`, `[[hooks.post_tool_use]]`, `[[hooks.post_tool_use_failure]]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksConfig {
+    pub pre_tool_use: Vec<HookEntry>,
+    pub post_tool_use: Vec<HookEntry>,
+    pub post_tool_use_failure: Vec<HookEntry>,
+}
+
+/// `[scrub]`: deployment-specific values to hide.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScrubConfig {
+    /// The server's own addresses, replaced by `[SERVER_IP]` in tool output.
+    pub server_ips: Vec<String>,
+}
+
+/// A configuration problem; the message names the key or file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// The policy engine's part of the configuration.
+    pub fn policy(&self) -> PolicyConfig {
+        PolicyConfig {
+            global: ToolPolicy {
+                profile: self.tools.profile.clone(),
+                allow: self.tools.allow.clone(),
+                deny: self.tools.deny.clone(),
+                also_allow: self.tools.also_allow.clone(),
+                by_provider: self.tools.by_provider.clone(),
+            },
+            agents: self
+                .agents
+                .iter()
+                .map(|(k, a)| (k.clone(), a.tools.clone()))
+                .collect(),
+            subagents: self.subagents.clone(),
+        }
+    }
+}
+
+fn default_paths() -> Vec<PathBuf> {
+    let mut paths = vec![PathBuf::from("talon.toml")];
+    if let Some(home) = std::env::var_os("HOME") {
+        paths.push(Path::new(&home).join(".config/talon/talon.toml"));
+    }
+    paths
+}
+
+/// Loads the configuration. An explicitly named file must exist; the default locations are
+/// optional.
+pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    let env_path = std::env::var_os("TALON_CONFIG").map(PathBuf::from);
+    let file = match explicit.map(Path::to_path_buf).or(env_path) {
+        Some(path) => {
+            if !path.is_file() {
+                return Err(ConfigError(format!(
+                    "config file {} does not exist or is not a file",
+                    path.display()
+                )));
+            }
+            Some(path)
+        }
+        None => default_paths().into_iter().find(|p| p.is_file()),
+    };
+    let mut figment = Figment::new();
+    if let Some(path) = &file {
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    figment = figment.merge(
+        Env::prefixed("TALON_")
+            .filter(|k| k.as_str().contains("__"))
+            .split("__"),
+    );
+    let config: Config = figment.extract().map_err(|e| {
+        let messages: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+        ConfigError(format!("invalid configuration: {}", messages.join("; ")))
+    })?;
+    Ok((config, file))
+}
+
+/// The data directory: `--data-dir`, `$TALON_DATA_DIR`, `$XDG_DATA_HOME/talon`, or
+/// `~/.local/share/talon`.
+pub fn data_dir(explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return dir.to_path_buf();
+    }
+    if let Some(dir) = std::env::var_os("TALON_DATA_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Path::new(&xdg).join("talon");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".local/share/talon")
+}

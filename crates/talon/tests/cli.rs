@@ -1,0 +1,255 @@
+//! `talon tools list` and `talon tool call`: output, exit codes, configuration errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use support::command;
+
+fn run(args: &[&str], env: &[(&str, &str)], config: Option<&str>) -> (i32, String, String) {
+    let home = tempfile::tempdir().unwrap();
+    if let Some(toml) = config {
+        std::fs::write(home.path().join("talon.toml"), toml).unwrap();
+    }
+    let mut cmd = command(home.path());
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tools_list_table_json_and_profiles() {
+    let (code, stdout, _) = run(&["tools", "list"], &[], None);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("NAME"), "{stdout}");
+    assert!(
+        stdout.contains("datetime") && stdout.contains("TodoWrite"),
+        "{stdout}"
+    );
+
+    let (code, stdout, _) = run(&["tools", "list", "--json"], &[], None);
+    assert_eq!(code, 0);
+    let tools: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["TodoWrite", "datetime"], "sorted");
+    assert_eq!(tools[1]["groups"], serde_json::json!(["automation"]));
+    assert_eq!(tools[1]["side_effect"], "none");
+
+    let (code, stdout, _) = run(
+        &["tools", "list", "--profile", "minimal", "--json"],
+        &[],
+        None,
+    );
+    assert_eq!((code, stdout.trim()), (0, "[]"));
+
+    let (code, stdout, _) = run(
+        &["tools", "list", "--profile", "coding", "--json"],
+        &[],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("TodoWrite") && !stdout.contains("datetime"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn agent_policy_from_config() {
+    let config = "[agents.clock.tools]\nallow = [\"group:automation\"]\n";
+    let (code, stdout, _) = run(
+        &["tools", "list", "--agent", "clock", "--json"],
+        &[],
+        Some(config),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("datetime") && !stdout.contains("TodoWrite"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = run(&["tools", "list", "--agent", "nobody"], &[], Some(config));
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("unknown agent \"nobody\"; configured agents: clock"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(
+        &[
+            "tool",
+            "call",
+            "TodoWrite",
+            "--agent",
+            "clock",
+            "--args",
+            "{\"todos\":[]}",
+        ],
+        &[],
+        Some(config),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("tool not allowed by policy: TodoWrite"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn tool_call_exit_codes() {
+    let (code, stdout, _) = run(
+        &[
+            "tool",
+            "call",
+            "datetime",
+            "--args",
+            "{\"timezone\":\"UTC\"}",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Time zone: UTC"), "{stdout}");
+
+    let (code, _, stderr) = run(
+        &[
+            "tool",
+            "call",
+            "datetime",
+            "--args",
+            "{\"timezone\":\"Nope/Nope\"}",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(code, 1, "a tool error exits 1");
+    assert!(stderr.contains("unknown time zone"), "{stderr}");
+
+    let (code, _, stderr) = run(&["tool", "call", "datetme"], &[], None);
+    assert_eq!(code, 2, "an unknown tool is a usage error");
+    assert!(stderr.contains("Did you mean: datetime"), "{stderr}");
+
+    let (code, _, stderr) = run(
+        &["tool", "call", "datetime", "--args", "{not json"],
+        &[],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--args is not valid JSON"), "{stderr}");
+
+    let (code, _, stderr) = run(
+        &["tool", "call", "datetime", "--args", "{\"timezone\": 3}"],
+        &[],
+        None,
+    );
+    assert_eq!(code, 2, "invalid arguments are a usage error");
+    assert!(stderr.contains("field `timezone`"), "{stderr}");
+
+    let (code, stdout, _) = run(&["tool", "call", "datetime", "--json"], &[], None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["tool"], "datetime");
+    assert_eq!(v["result"]["is_error"], false);
+
+    let (code, _, _) = run(&["tool"], &[], None);
+    assert_eq!(code, 2, "clap usage errors exit 2");
+}
+
+#[test]
+fn permission_mode_from_config_applies() {
+    let config = "[tools]\npermission_mode = \"plan\"\n";
+    // TodoWrite is side-effect free (as in Claude Code), so plan mode allows it.
+    let (code, _, stderr) = run(
+        &["tool", "call", "TodoWrite", "--args", "{\"todos\":[]}"],
+        &[],
+        Some(config),
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn bad_configuration_names_the_key_and_exits_2() {
+    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+        (
+            "[tools]\nprofil = \"full\"\n",
+            &[],
+            "unknown field: found `profil`",
+        ),
+        (
+            "[tools]\nprofile = \"codng\"\n",
+            &[],
+            "tools.profile: unknown profile \"codng\"",
+        ),
+        (
+            "[tools]\ndeny = [\"group:fss\"]\n",
+            &[],
+            "tools.deny[0]: unknown tool group \"fss\"",
+        ),
+        (
+            "[tools]\npermission_mode = \"yolo\"\n",
+            &[],
+            "tools.permission_mode: unknown permission mode \"yolo\"",
+        ),
+        ("[tools\n", &[], "talon.toml"),
+        (
+            "",
+            &[("TALON_TOOLS__RATE_LIMIT_PER_HOUR", "lots")],
+            "RATE_LIMIT_PER_HOUR",
+        ),
+        (
+            "",
+            &[("TALON_TOOLS__PROFILE", "huge")],
+            "tools.profile: unknown profile \"huge\"",
+        ),
+    ];
+    for (config, env, expected) in cases {
+        let (code, _, stderr) = run(&["tools", "list"], env, Some(config));
+        assert_eq!(code, 2, "{config:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{config:?} {env:?}: expected {expected:?} in {stderr}"
+        );
+    }
+    let (code, _, stderr) = run(
+        &["--config", "/nonexistent/talon.toml", "tools", "list"],
+        &[],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("/nonexistent/talon.toml does not exist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn env_overrides_the_file() {
+    let config = "[tools]\nprofile = \"minimal\"\n";
+    let (code, stdout, _) = run(
+        &["tools", "list", "--json"],
+        &[("TALON_TOOLS__PROFILE", "full")],
+        Some(config),
+    );
+    assert_eq!(code, 0);
+    assert!(stdout.contains("datetime"), "{stdout}");
+}
+
+#[test]
+fn hooks_from_config_block_calls() {
+    let config = "[[hooks.pre_tool_use]]\nmatcher = \"datetime\"\ncommand = \"echo 'clock is off limits' >&2; exit 2\"\n";
+    let (code, _, stderr) = run(&["tool", "call", "datetime"], &[], Some(config));
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("PreToolUse hook blocked datetime: clock is off limits"),
+        "{stderr}"
+    );
+}
