@@ -50,10 +50,10 @@ impl ScrubBag {
         if value.len() < Self::MIN_LEN {
             return;
         }
-        if let Ok(mut values) = self.0.write() {
-            if !values.contains(&value) {
-                values.push(value);
-            }
+        if let Ok(mut values) = self.0.write()
+            && !values.contains(&value)
+        {
+            values.push(value);
         }
     }
 

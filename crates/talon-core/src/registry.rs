@@ -261,13 +261,13 @@ impl Registry {
         if state.tools.contains_key(alias) {
             return Err(RegistryError::AliasShadowsTool(alias.to_string()));
         }
-        if let Some(existing) = state.aliases.get(alias) {
-            if existing != canonical {
-                return Err(RegistryError::AliasTaken {
-                    alias: alias.to_string(),
-                    existing: existing.clone(),
-                });
-            }
+        if let Some(existing) = state.aliases.get(alias)
+            && existing != canonical
+        {
+            return Err(RegistryError::AliasTaken {
+                alias: alias.to_string(),
+                existing: existing.clone(),
+            });
         }
         state
             .aliases

@@ -1,4 +1,5 @@
 //! The built-in tools, called the only way they can be: through the pipeline.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

@@ -70,18 +70,18 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
             None
         }
     };
-    if let Some(agent) = &overrides.agent {
-        if !config.agents.contains_key(agent) {
-            let known: Vec<&str> = config.agents.keys().map(String::as_str).collect();
-            problems.push(format!(
-                "unknown agent {agent:?}; configured agents: {}",
-                if known.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ));
-        }
+    if let Some(agent) = &overrides.agent
+        && !config.agents.contains_key(agent)
+    {
+        let known: Vec<&str> = config.agents.keys().map(String::as_str).collect();
+        problems.push(format!(
+            "unknown agent {agent:?}; configured agents: {}",
+            if known.is_empty() {
+                "(none)".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
     }
     for (i, entry) in config.hooks.pre_tool_use.iter().enumerate() {
         if entry.command.trim().is_empty() {

@@ -178,7 +178,8 @@ fn permission_mode_from_config_applies() {
 
 #[test]
 fn bad_configuration_names_the_key_and_exits_2() {
-    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&str, Env, &str)] = &[
         (
             "[tools]\nprofil = \"full\"\n",
             &[],

@@ -348,12 +348,11 @@ impl Pipeline {
             tool_allow: ctx.tool_allow.clone(),
         };
         let generation = self.registry.generation();
-        if let Ok(cache) = self.policy_cache.lock() {
-            if cache.generation == generation {
-                if let Some(set) = cache.sets.get(&key) {
-                    return Arc::clone(set);
-                }
-            }
+        if let Ok(cache) = self.policy_cache.lock()
+            && cache.generation == generation
+            && let Some(set) = cache.sets.get(&key)
+        {
+            return Arc::clone(set);
         }
         let set = Arc::new(self.policy.effective(
             &self.registry,
@@ -506,12 +505,11 @@ impl Pipeline {
     ) -> Result<ToolOutput, (FailedStage, String)> {
         // Step 1: resolve.
         let mut resolved = self.registry.resolve(name);
-        if resolved.is_none() {
-            if let Some(activate) = &self.deferred {
-                if activate(name) {
-                    resolved = self.registry.resolve(name);
-                }
-            }
+        if resolved.is_none()
+            && let Some(activate) = &self.deferred
+            && activate(name)
+        {
+            resolved = self.registry.resolve(name);
         }
         let allowed = self.effective_tools(ctx);
         let Some(tool) = resolved else {

@@ -128,13 +128,13 @@ pub struct PolicyEngine {
 }
 
 fn check_profile(key: &str, profile: &Option<String>, errors: &mut Vec<PolicyError>) {
-    if let Some(name) = profile {
-        if !catalog::PROFILES.contains(&name.as_str()) {
-            errors.push(PolicyError::UnknownProfile {
-                key: key.to_string(),
-                name: name.clone(),
-            });
-        }
+    if let Some(name) = profile
+        && !catalog::PROFILES.contains(&name.as_str())
+    {
+        errors.push(PolicyError::UnknownProfile {
+            key: key.to_string(),
+            name: name.clone(),
+        });
     }
 }
 
@@ -144,15 +144,15 @@ fn check_specs(key: &str, specs: &[String], errors: &mut Vec<PolicyError>) {
         let trimmed = spec.trim();
         if trimmed.is_empty() || trimmed == "group:" {
             errors.push(PolicyError::EmptySpec { key });
-        } else if let Some(group) = trimmed.strip_prefix("group:") {
-            if !catalog::is_known_group(group) {
-                let known: Vec<&str> = catalog::BUILTIN_GROUPS.iter().map(|(g, _)| *g).collect();
-                errors.push(PolicyError::UnknownGroup {
-                    key,
-                    name: group.to_string(),
-                    known: known.join(", "),
-                });
-            }
+        } else if let Some(group) = trimmed.strip_prefix("group:")
+            && !catalog::is_known_group(group)
+        {
+            let known: Vec<&str> = catalog::BUILTIN_GROUPS.iter().map(|(g, _)| *g).collect();
+            errors.push(PolicyError::UnknownGroup {
+                key,
+                name: group.to_string(),
+                known: known.join(", "),
+            });
         }
     }
 }
@@ -300,10 +300,10 @@ fn expand_specs(registry: &Registry, all: &BTreeSet<String>, specs: &[String]) -
             }
         } else if let Some(prefix) = spec.strip_suffix('*') {
             out.extend(all.iter().filter(|n| n.starts_with(prefix)).cloned());
-        } else if let Some(canonical) = registry.canonical_name(spec) {
-            if all.contains(&canonical) {
-                out.insert(canonical);
-            }
+        } else if let Some(canonical) = registry.canonical_name(spec)
+            && all.contains(&canonical)
+        {
+            out.insert(canonical);
         }
     }
     out

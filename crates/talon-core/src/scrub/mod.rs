@@ -285,10 +285,10 @@ impl Scrubber {
                     .secret_group
                     .and_then(|g| caps.get(g))
                     .map_or(whole.range(), |m| m.range());
-                if let Some(accept) = rule.accept {
-                    if !accept(window, whole.range(), secret.clone()) {
-                        continue;
-                    }
+                if let Some(accept) = rule.accept
+                    && !accept(window, whole.range(), secret.clone())
+                {
+                    continue;
                 }
                 tracing::trace!(rule = rule.id, "credential redacted");
                 spans.push((

@@ -131,15 +131,14 @@ impl TodoWrite {
         lists
             .by_session
             .insert(session_key.to_string(), (now, todos));
-        if lists.by_session.len() > MAX_SESSIONS {
-            if let Some(oldest) = lists
+        if lists.by_session.len() > MAX_SESSIONS
+            && let Some(oldest) = lists
                 .by_session
                 .iter()
                 .min_by_key(|(_, (t, _))| *t)
                 .map(|(k, _)| k.clone())
-            {
-                lists.by_session.remove(&oldest);
-            }
+        {
+            lists.by_session.remove(&oldest);
         }
     }
 }

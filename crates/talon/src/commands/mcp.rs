@@ -13,10 +13,10 @@ pub async fn run(
     profile: Option<String>,
     agent: Option<String>,
 ) -> ExitCode {
-    if let Some(dir) = &workspace {
-        if !dir.is_dir() {
-            return usage_error(format!("--workspace {} is not a directory", dir.display()));
-        }
+    if let Some(dir) = &workspace
+        && !dir.is_dir()
+    {
+        return usage_error(format!("--workspace {} is not a directory", dir.display()));
     }
     let rt = match runtime::build(
         config,

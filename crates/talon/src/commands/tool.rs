@@ -28,10 +28,10 @@ pub async fn call(
         }
         Err(e) => return usage_error(format!("--args is not valid JSON: {e}")),
     };
-    if let Some(dir) = &workspace {
-        if !dir.is_dir() {
-            return usage_error(format!("--workspace {} is not a directory", dir.display()));
-        }
+    if let Some(dir) = &workspace
+        && !dir.is_dir()
+    {
+        return usage_error(format!("--workspace {} is not a directory", dir.display()));
     }
     let rt = match runtime::build(
         config,
