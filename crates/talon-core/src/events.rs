@@ -94,3 +94,15 @@ pub struct AuditRecord {
 pub trait AuditSink: Send + Sync {
     fn record(&self, record: AuditRecord);
 }
+
+/// FNV-1a (64-bit) of `bytes` as 16 hex digits: stable across runs and platforms and cheap. Used
+/// for audit argument digests and token-derived session keys, where the point is correlation
+/// without storing the value; it is not a cryptographic hash.
+pub fn fingerprint(bytes: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}

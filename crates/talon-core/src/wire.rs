@@ -18,14 +18,38 @@ pub enum WireFormat {
     Mcp,
 }
 
-/// MCP tool annotations derived from the risk class.
-pub fn mcp_annotations(spec: &ToolSpec) -> Value {
+/// MCP tool annotation hints, derived from the risk class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpHints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+/// The hints for a tool: read-only classes are idempotent and not destructive; mutating, network
+/// and spawning tools may destroy; network and spawning tools reach an open world.
+pub fn mcp_hints(spec: &ToolSpec) -> McpHints {
     let read_only = spec.side_effect.is_read_only();
+    McpHints {
+        read_only,
+        destructive: matches!(
+            spec.side_effect,
+            SideEffect::Mutating | SideEffect::Network | SideEffect::Spawns
+        ),
+        idempotent: read_only,
+        open_world: matches!(spec.side_effect, SideEffect::Network | SideEffect::Spawns),
+    }
+}
+
+/// MCP tool annotations as JSON.
+pub fn mcp_annotations(spec: &ToolSpec) -> Value {
+    let h = mcp_hints(spec);
     json!({
-        "readOnlyHint": read_only,
-        "destructiveHint": matches!(spec.side_effect, SideEffect::Mutating | SideEffect::Network | SideEffect::Spawns),
-        "idempotentHint": read_only,
-        "openWorldHint": matches!(spec.side_effect, SideEffect::Network | SideEffect::Spawns),
+        "readOnlyHint": h.read_only,
+        "destructiveHint": h.destructive,
+        "idempotentHint": h.idempotent,
+        "openWorldHint": h.open_world,
     })
 }
 

@@ -61,14 +61,10 @@ pub(crate) struct AppState {
 fn http_session_key(token: Option<&str>) -> String {
     match token {
         None => "http:anonymous".into(),
-        Some(token) => {
-            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-            for byte in token.bytes() {
-                hash ^= u64::from(byte);
-                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-            format!("http:token:{hash:016x}")
-        }
+        Some(token) => format!(
+            "http:token:{}",
+            talon_core::events::fingerprint(token.as_bytes())
+        ),
     }
 }
 

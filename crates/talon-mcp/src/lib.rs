@@ -101,15 +101,12 @@ impl TalonMcp {
                     Value::Object(map) => map.clone(),
                     _ => JsonObject::new(),
                 };
-                let read_only = spec.side_effect.is_read_only();
+                let hints = talon_core::wire::mcp_hints(spec);
                 let annotations = ToolAnnotations::new()
-                    .read_only(read_only)
-                    .destructive(!read_only && spec.side_effect != talon_core::SideEffect::Blocking)
-                    .idempotent(read_only)
-                    .open_world(matches!(
-                        spec.side_effect,
-                        talon_core::SideEffect::Network | talon_core::SideEffect::Spawns
-                    ));
+                    .read_only(hints.read_only)
+                    .destructive(hints.destructive)
+                    .idempotent(hints.idempotent)
+                    .open_world(hints.open_world);
                 Tool::new(
                     spec.name.clone(),
                     spec.description.clone(),

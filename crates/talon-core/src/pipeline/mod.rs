@@ -784,15 +784,9 @@ fn hook_input(ctx: &CallContext, tool: &str, tool_use_id: &str, args: &Value) ->
     }
 }
 
-/// FNV-1a over the canonical JSON text: stable across runs and platforms, cheap, and enough to
-/// correlate identical calls in the audit log (it is not a security boundary).
+/// Digest of the final arguments for the audit record.
 fn digest(args: &Value) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in args.to_string().bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    crate::events::fingerprint(args.to_string().as_bytes())
 }
 
 #[cfg(test)]

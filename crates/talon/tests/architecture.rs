@@ -1,0 +1,81 @@
+//! Keeps the layering honest: crates depend only on the layers below them, and the core stays free
+//! of network and storage dependencies.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+/// Names of the normal (non-dev) dependencies of a workspace crate.
+fn dependencies(krate: &str) -> Vec<String> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(krate)
+        .join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let mut in_deps = false;
+    let mut deps = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps
+            && let Some(name) = line
+                .split(['=', '.'])
+                .next()
+                .map(str::trim)
+                .filter(|n| !n.is_empty() && !n.starts_with('#'))
+        {
+            deps.push(name.to_string());
+        }
+    }
+    deps
+}
+
+#[test]
+fn crates_depend_only_on_lower_layers() {
+    let allowed: &[(&str, &[&str])] = &[
+        ("talon-core", &[]),
+        ("talon-tools", &["talon-core"]),
+        ("talon-mcp", &["talon-core"]),
+        ("talon-gateway", &["talon-core", "talon-mcp"]),
+        (
+            "talon",
+            &["talon-core", "talon-tools", "talon-mcp", "talon-gateway"],
+        ),
+    ];
+    for (krate, permitted) in allowed {
+        for dep in dependencies(krate)
+            .iter()
+            .filter(|d| d.starts_with("talon"))
+        {
+            assert!(
+                permitted.contains(&dep.as_str()),
+                "{krate} must not depend on {dep}"
+            );
+        }
+    }
+}
+
+#[test]
+fn core_has_no_network_storage_or_cli_dependencies() {
+    let forbidden = [
+        "axum", "reqwest", "rmcp", "sqlx", "hyper", "clap", "figment", "anyhow",
+    ];
+    for dep in dependencies("talon-core") {
+        assert!(
+            !forbidden.contains(&dep.as_str()),
+            "talon-core must stay pure logic; found {dep}"
+        );
+    }
+}
+
+#[test]
+fn anyhow_only_in_the_binary() {
+    for krate in ["talon-core", "talon-tools", "talon-mcp", "talon-gateway"] {
+        assert!(
+            !dependencies(krate).contains(&"anyhow".to_string()),
+            "{krate}: libraries use thiserror"
+        );
+    }
+}
