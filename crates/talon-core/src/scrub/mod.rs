@@ -1,10 +1,10 @@
 //! Credential scrubbing for everything a model or user will see.
 //!
-//! Speed comes from a keyword prefilter: one Aho-Corasick pass over the text finds the literal
-//! keywords every credential format carries ([`rules::KEYWORDS`]); only a short window around each
-//! hit (bounded by its line, except for private-key blocks) is searched, first with one
-//! `RegexSet` to learn which rules can match, then with those rules alone. Clean text costs one
-//! automaton pass. See [`rules`] for the rule list and the false-positive policy.
+//! Speed comes from a keyword prefilter: one Aho-Corasick pass (SIMD-accelerated) over the text
+//! finds the literal keywords every credential format carries; only a short window around each
+//! hit (bounded by its line, except for private-key blocks) is searched, and only with the rules
+//! that listed that keyword, each after a cheap precheck. Clean text costs one automaton pass.
+//! See [`rules`] for the rule list and the false-positive policy.
 //!
 //! Dynamic values are exact strings: server IPs become `[SERVER_IP]` (only at number
 //! boundaries, so `10.0.0.1` does not hit `110.0.0.12`), registered credential values and the
@@ -17,7 +17,7 @@ use std::ops::Range;
 use std::sync::{Arc, RwLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
-use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use regex::bytes::{Regex, RegexBuilder};
 
 use crate::context::ScrubBag;
 
@@ -32,6 +32,10 @@ const WINDOW_BEFORE: usize = 160;
 const WINDOW_AFTER: usize = 1024;
 /// How far a private-key block may extend after `-----BEGIN`.
 const PEM_WINDOW: usize = 64 * 1024;
+/// Keywords per prefilter automaton. Aho-Corasick's SIMD searcher (Teddy) is several times
+/// faster on 16 patterns than on 60 (measured: four 16-pattern passes over 100 MiB take about a
+/// third of the time of one 61-pattern pass), so the keywords are split and the hits merged.
+const PREFILTER_CHUNK: usize = 16;
 
 /// A rule failed to compile; only possible if the built-in table is broken.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +51,7 @@ struct Compiled {
     regex: Regex,
     secret_group: Option<usize>,
     accept: Option<rules::Accept>,
+    precheck: Option<rules::Precheck>,
 }
 
 #[derive(Default)]
@@ -76,9 +81,11 @@ impl Dynamic {
 
 /// The credential scrubber. Thread-safe; share one per process.
 pub struct Scrubber {
-    prefilter: AhoCorasick,
+    /// The keyword automata, at most [`PREFILTER_CHUNK`] keywords each (see there).
+    prefilter: Vec<(AhoCorasick, usize)>,
+    /// For each prefilter pattern: the rules it triggers (bit i = rule i).
+    triggers: Vec<u64>,
     pem_index: usize,
-    set: RegexSet,
     rules: Vec<Compiled>,
     dynamic: RwLock<Arc<Dynamic>>,
 }
@@ -111,22 +118,35 @@ fn build_regex(rule: &rules::Rule) -> Result<Regex, ScrubError> {
 impl Scrubber {
     /// Compiles the built-in rules.
     pub fn new() -> Result<Self, ScrubError> {
-        let mut keywords: Vec<&str> = rules::KEYWORDS.to_vec();
-        keywords.push(rules::PEM_KEYWORD);
-        let pem_index = keywords.len() - 1;
-        let prefilter = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(&keywords)
-            .map_err(|e| ScrubError {
-                id: "prefilter",
-                source: regex::Error::Syntax(e.to_string()),
-            })?;
-        let set = RegexSetBuilder::new(rules::RULES.iter().map(|r| r.pattern))
-            .unicode(false)
-            .size_limit(64 << 20)
-            .dfa_size_limit(16 << 20)
-            .build()
-            .map_err(|source| ScrubError { id: "set", source })?;
+        let keywords = rules::keywords();
+        let triggers: Vec<u64> = keywords
+            .iter()
+            .map(|kw| {
+                rules::RULES
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.keywords.contains(kw))
+                    .fold(0u64, |mask, (i, _)| mask | (1 << i))
+            })
+            .collect();
+        let pem_index = keywords
+            .iter()
+            .position(|k| *k == rules::PEM_KEYWORD)
+            .unwrap_or(usize::MAX);
+        let prefilter = keywords
+            .chunks(PREFILTER_CHUNK)
+            .enumerate()
+            .map(|(i, chunk)| {
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(chunk)
+                    .map(|ac| (ac, i * PREFILTER_CHUNK))
+                    .map_err(|e| ScrubError {
+                        id: "prefilter",
+                        source: regex::Error::Syntax(e.to_string()),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let rules = rules::RULES
             .iter()
             .map(|rule| {
@@ -137,13 +157,14 @@ impl Scrubber {
                     regex,
                     secret_group,
                     accept: rule.accept,
+                    precheck: rule.precheck,
                 })
             })
             .collect::<Result<Vec<_>, ScrubError>>()?;
         Ok(Self {
             prefilter,
+            triggers,
             pem_index,
-            set,
             rules,
             dynamic: RwLock::new(Arc::new(Dynamic::default())),
         })
@@ -245,26 +266,39 @@ impl Scrubber {
     }
 
     fn static_spans(&self, bytes: &[u8], spans: &mut Vec<(Range<usize>, &'static str)>) {
-        let mut window: Option<Range<usize>> = None;
-        for hit in self.prefilter.find_iter(bytes) {
-            let next = if hit.pattern().as_usize() == self.pem_index {
-                hit.start()..bytes.len().min(hit.start() + PEM_WINDOW)
+        let mut hits: Vec<(usize, usize, usize)> = Vec::new();
+        for (automaton, offset) in &self.prefilter {
+            hits.extend(
+                automaton
+                    .find_iter(bytes)
+                    .map(|m| (m.start(), m.end(), offset + m.pattern().as_usize())),
+            );
+        }
+        if hits.is_empty() {
+            return;
+        }
+        hits.sort_unstable();
+        let mut window: Option<(Range<usize>, u64)> = None;
+        for (start, end, index) in hits {
+            let mask = self.triggers.get(index).copied().unwrap_or(0);
+            let next = if index == self.pem_index {
+                start..bytes.len().min(start + PEM_WINDOW)
             } else {
-                around(bytes, hit.range())
+                around(bytes, start..end)
             };
             window = match window {
-                Some(current) if next.start <= current.end => {
-                    Some(current.start..current.end.max(next.end))
+                Some((current, m)) if next.start <= current.end => {
+                    Some((current.start..current.end.max(next.end), m | mask))
                 }
-                Some(current) => {
-                    self.search_window(bytes, current, spans);
-                    Some(next)
+                Some((current, m)) => {
+                    self.search_window(bytes, current, m, spans);
+                    Some((next, mask))
                 }
-                None => Some(next),
+                None => Some((next, mask)),
             };
         }
-        if let Some(current) = window {
-            self.search_window(bytes, current, spans);
+        if let Some((current, mask)) = window {
+            self.search_window(bytes, current, mask, spans);
         }
     }
 
@@ -272,44 +306,61 @@ impl Scrubber {
         &self,
         bytes: &[u8],
         range: Range<usize>,
+        mask: u64,
         spans: &mut Vec<(Range<usize>, &'static str)>,
     ) {
         let window = &bytes[range.clone()];
-        for index in self.set.matches(window).iter() {
-            let Some(rule) = self.rules.get(index) else {
+        for (index, rule) in self.rules.iter().enumerate() {
+            if mask & (1 << index) == 0 || rule.precheck.is_some_and(|check| !check(window)) {
                 continue;
+            }
+            let mut redact = |secret: Range<usize>| {
+                tracing::trace!(rule = rule.id, "credential redacted");
+                let start = range.start + secret.start;
+                let mut end = range.start + secret.end;
+                if secret.end == window.len() {
+                    // The window cut a long token: redact the rest of it too.
+                    end += bytes[end..]
+                        .iter()
+                        .take_while(|b| is_token_byte(**b))
+                        .count();
+                }
+                spans.push((start..end, REDACTED));
             };
+            if rule.secret_group.is_none() && rule.accept.is_none() {
+                // No groups needed: the cheaper find path.
+                rule.regex.find_iter(window).for_each(|m| redact(m.range()));
+                continue;
+            }
             for caps in rule.regex.captures_iter(window) {
                 let Some(whole) = caps.get(0) else { continue };
                 let secret = rule
                     .secret_group
                     .and_then(|g| caps.get(g))
                     .map_or(whole.range(), |m| m.range());
-                if let Some(accept) = rule.accept
-                    && !accept(window, whole.range(), secret.clone())
+                if rule
+                    .accept
+                    .is_some_and(|accept| !accept(window, whole.range(), secret.clone()))
                 {
                     continue;
                 }
-                tracing::trace!(rule = rule.id, "credential redacted");
-                spans.push((
-                    (range.start + secret.start)..(range.start + secret.end),
-                    REDACTED,
-                ));
+                redact(secret);
             }
         }
     }
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'+' | b'=' | b'~')
 }
 
 /// The search window around a keyword hit: bounded by the hit's line and by
 /// [`WINDOW_BEFORE`]/[`WINDOW_AFTER`], widened to whitespace so `\b` is not fooled by a cut word.
 fn around(bytes: &[u8], hit: Range<usize>) -> Range<usize> {
     let lo = hit.start.saturating_sub(WINDOW_BEFORE);
-    let line_start = memrchr_newline(&bytes[lo..hit.start]).map_or(lo, |p| lo + p + 1);
+    let line_start = memchr::memrchr(b'\n', &bytes[lo..hit.start]).map_or(lo, |p| lo + p + 1);
     let hi = bytes.len().min(hit.end + WINDOW_AFTER);
-    let line_end = bytes[hit.end..hi]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(hi, |p| hit.end + p);
+    let line_end = memchr::memchr(b'\n', &bytes[hit.end..hi]).map_or(hi, |p| hit.end + p);
     let mut start = line_start;
     if start == lo && lo > 0 {
         // Cut inside a long line: step back to whitespace (bounded) so the window starts on a word.
@@ -328,10 +379,6 @@ fn around(bytes: &[u8], hit: Range<usize>) -> Range<usize> {
             .map_or(ceil, |p| hi + p);
     }
     start..end
-}
-
-fn memrchr_newline(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().rposition(|&b| b == b'\n')
 }
 
 /// True if the match is not part of a longer number or dotted quad.

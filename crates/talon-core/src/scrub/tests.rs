@@ -110,8 +110,8 @@ const CASES: &[(&str, &str)] = &[
         "[REDACTED]",
     ),
     (
-        "twilio SK0123456789abcdef0123456789abcdef",
-        "twilio [REDACTED]",
+        "TWILIO_API_KEY_SID: SK0123456789abcdef0123456789abcdef",
+        "TWILIO_API_KEY_SID: [REDACTED]",
     ),
     (
         "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -206,6 +206,12 @@ fn multiple_secrets_in_one_text() {
 }
 
 #[test]
+fn tokens_longer_than_the_window_are_redacted_whole() {
+    let long = format!("token={}", "a1".repeat(2000));
+    assert_eq!(scrub(&long), "token=[REDACTED]");
+}
+
+#[test]
 fn secrets_in_long_lines_and_at_window_edges() {
     let mut text = "x".repeat(5000);
     text.push(' ');
@@ -283,4 +289,44 @@ fn every_rule_has_a_positive_case() {
         );
     }
     assert_eq!(rule_patterns().len(), s.rules.len());
+}
+
+#[test]
+fn keyword_list_stays_within_the_simd_prefilter_limits() {
+    // Teddy (aho-corasick's SIMD searcher) handles at most 64 patterns; three-byte patterns keep
+    // its fingerprints selective. Growing past this silently costs 2-3x throughput.
+    let keywords = rules::keywords();
+    assert!(keywords.len() <= 64, "{} keywords", keywords.len());
+    assert!(keywords.iter().all(|k| k.len() >= 3), "{keywords:?}");
+    assert!(rules::RULES.len() <= 64, "rule masks are u64 bitsets");
+    assert!(
+        rules::RULES.iter().all(|r| !r.keywords.is_empty()),
+        "every rule needs a keyword"
+    );
+}
+
+#[test]
+fn code_that_names_secrets_is_not_redacted() {
+    // Found by running the scrubber over the crates.io sources (docs/BENCHMARKS.md corpus).
+    let clean = [
+        "        job_token::JobToken,",
+        "    if input.peek(token::Paren) || input.peek(token::Bracket) {",
+        "    pub static kCFStreamPropertySOCKSPassword: CFStringRef;",
+        "pub const HKEY_LOCAL_MACHINE: HKEY = -2147483646 as _;",
+        "b\"HTTP/1.1 200 OK\\r\\nAccess-Control-Allow-Credentials : true\\r\\nBread: baguette\\r\\n\"",
+        "            Credentials: None\\r\\nAccess-Control-Allow-Origin: None\\r\\n\\",
+        "            return Ok((initial_offset, false, MainToken::ClosingBracket));",
+        "    pub fn unregister(this: &FinalizationRegistry, unregister_token: &JsValue) -> bool;",
+        "pub const B_MAIL_WRONG_PASSWORD: status_t = B_MAIL_ERROR_BASE + 2;",
+        "pub const IFLA_INET6_TOKEN: _bindgen_ty_7 = _bindgen_ty_7::IFLA_INET6_TOKEN;",
+        "- qsv: [custom keyword](https://github.com/x/qsv/blob/6b6985065a1270f767d881b13aa2a27fae1958fb/src/validate.rs)",
+    ];
+    let s = scrubber();
+    for text in clean {
+        let got = s.scrub(text, &ScrubBag::default());
+        assert!(matches!(got, Cow::Borrowed(_)), "false positive in {text:?}: {got:?}");
+    }
+    // Data with the same names is still redacted.
+    assert_eq!(scrub("password: Hunter2Hunter"), "password: [REDACTED]");
+    assert_eq!(scrub("{\"token\": \"Abc123456789\"}"), "{\"token\": \"[REDACTED]\"}");
 }
