@@ -105,10 +105,9 @@ fn collect_files(dir: &Path, budget: usize, out: &mut Vec<u8>) {
         } else if matches!(
             path.extension().and_then(|e| e.to_str()),
             Some("rs" | "toml" | "md" | "json")
-        ) {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                out.extend_from_slice(text.as_bytes());
-            }
+        ) && let Ok(text) = std::fs::read_to_string(&path)
+        {
+            out.extend_from_slice(text.as_bytes());
         }
     }
 }

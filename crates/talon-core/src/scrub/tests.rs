@@ -324,9 +324,15 @@ fn code_that_names_secrets_is_not_redacted() {
     let s = scrubber();
     for text in clean {
         let got = s.scrub(text, &ScrubBag::default());
-        assert!(matches!(got, Cow::Borrowed(_)), "false positive in {text:?}: {got:?}");
+        assert!(
+            matches!(got, Cow::Borrowed(_)),
+            "false positive in {text:?}: {got:?}"
+        );
     }
     // Data with the same names is still redacted.
     assert_eq!(scrub("password: Hunter2Hunter"), "password: [REDACTED]");
-    assert_eq!(scrub("{\"token\": \"Abc123456789\"}"), "{\"token\": \"[REDACTED]\"}");
+    assert_eq!(
+        scrub("{\"token\": \"Abc123456789\"}"),
+        "{\"token\": \"[REDACTED]\"}"
+    );
 }
