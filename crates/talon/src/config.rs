@@ -108,11 +108,22 @@ pub struct HooksConfig {
 }
 
 /// `[scrub]`: deployment-specific values to hide.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ScrubConfig {
-    /// The server's own addresses, replaced by `[SERVER_IP]` in tool output.
+    /// Extra addresses of this server (a public IP, say), replaced by `[SERVER_IP]`.
     pub server_ips: Vec<String>,
+    /// Also hide the addresses of this host's network interfaces (default true).
+    pub detect_server_ips: bool,
+}
+
+impl Default for ScrubConfig {
+    fn default() -> Self {
+        Self {
+            server_ips: Vec::new(),
+            detect_server_ips: true,
+        }
+    }
 }
 
 /// A configuration problem; the message names the key or file.

@@ -3,6 +3,7 @@
 mod commands;
 mod config;
 mod runtime;
+mod server_ips;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

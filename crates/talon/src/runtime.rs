@@ -56,6 +56,11 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
         config.tools.profile = Some(profile);
     }
     let mut problems = Vec::new();
+    if let Some(dir) = &overrides.workspace
+        && !dir.is_dir()
+    {
+        problems.push(format!("--workspace {} is not a directory", dir.display()));
+    }
     let mode: Option<PermissionMode> = match config.tools.permission_mode.parse() {
         Ok(mode) => Some(mode),
         Err(e) => {
@@ -114,9 +119,11 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
         builder = builder.auto_allow(auto.iter().cloned());
     }
     let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
-    pipeline
-        .scrubber()
-        .add_server_ips(config.scrub.server_ips.iter().cloned());
+    let mut ips = config.scrub.server_ips.clone();
+    if config.scrub.detect_server_ips {
+        ips.extend(crate::server_ips::detect());
+    }
+    pipeline.scrubber().add_server_ips(ips);
 
     let mut template = CallContext::new("");
     template.workspace = overrides.workspace.or_else(|| std::env::current_dir().ok());

@@ -254,3 +254,14 @@ fn hooks_from_config_block_calls() {
         "{stderr}"
     );
 }
+
+#[test]
+fn configured_server_ips_are_scrubbed() {
+    // The datetime tool cannot print an IP, so use a hook's context, which is scrubbed like the
+    // rest of the output.
+    let config = "[scrub]\nserver_ips = [\"203.0.113.7\"]\n\n[[hooks.post_tool_use]]\ncommand = \"echo 'served by 203.0.113.7'\"\n";
+    let (code, stdout, _) = run(&["tool", "call", "datetime"], &[], Some(config));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("served by [SERVER_IP]"), "{stdout}");
+    assert!(!stdout.contains("203.0.113.7"), "{stdout}");
+}

@@ -13,11 +13,6 @@ pub async fn run(
     profile: Option<String>,
     agent: Option<String>,
 ) -> ExitCode {
-    if let Some(dir) = &workspace
-        && !dir.is_dir()
-    {
-        return usage_error(format!("--workspace {} is not a directory", dir.display()));
-    }
     let rt = match runtime::build(
         config,
         Overrides {

@@ -28,11 +28,6 @@ pub async fn call(
         }
         Err(e) => return usage_error(format!("--args is not valid JSON: {e}")),
     };
-    if let Some(dir) = &workspace
-        && !dir.is_dir()
-    {
-        return usage_error(format!("--workspace {} is not a directory", dir.display()));
-    }
     let rt = match runtime::build(
         config,
         Overrides {
