@@ -191,9 +191,8 @@ fn scrubber_throughput(c: &mut Criterion) {
         std::fs::write(path, &text).unwrap();
     }
     let untouched = matches!(scrubber.scrub(&text, &bag), std::borrow::Cow::Borrowed(_));
-    eprintln!("corpus: {} bytes, secret-free by Talon's rules: {untouched}", text.len());
     eprintln!(
-        "corpus: {} bytes, {redactions} redactions by Talon's scrubber",
+        "corpus: {} bytes, secret-free by Talon's rules: {untouched}",
         text.len()
     );
     let naive: Vec<regex::bytes::Regex> = rule_patterns()

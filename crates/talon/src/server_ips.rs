@@ -23,7 +23,11 @@ pub fn forms(ip: &IpAddr) -> Vec<String> {
     match ip {
         IpAddr::V4(v4) => {
             let [a, b, c, d] = v4.octets();
-            vec![v4.to_string(), format!("{a}-{b}-{c}-{d}"), u32::from(*v4).to_string()]
+            vec![
+                v4.to_string(),
+                format!("{a}-{b}-{c}-{d}"),
+                u32::from(*v4).to_string(),
+            ]
         }
         IpAddr::V6(v6) => vec![v6.to_string()],
     }
@@ -36,7 +40,9 @@ pub fn detect() -> Vec<String> {
     };
     let mut out: Vec<String> = Vec::new();
     for addr in addrs {
-        let Some(storage) = addr.address else { continue };
+        let Some(storage) = addr.address else {
+            continue;
+        };
         let ip = if let Some(v4) = storage.as_sockaddr_in() {
             IpAddr::V4(v4.ip())
         } else if let Some(v6) = storage.as_sockaddr_in6() {
