@@ -36,7 +36,8 @@ fn dependencies(krate: &str) -> Vec<String> {
 fn crates_depend_only_on_lower_layers() {
     let allowed: &[(&str, &[&str])] = &[
         ("talon-core", &[]),
-        ("talon-tools", &["talon-core"]),
+        ("talon-fs", &[]),
+        ("talon-tools", &["talon-core", "talon-fs"]),
         ("talon-mcp", &["talon-core"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         (

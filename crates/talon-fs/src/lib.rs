@@ -1,0 +1,322 @@
+//! Workspace-confined file access.
+//!
+//! A [`Jail`] holds a directory file descriptor for the workspace root (and for any extra
+//! allowed roots, such as skills directories). Every path a tool receives is resolved *by the
+//! kernel, relative to that descriptor*: `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` where
+//! the kernel has it, otherwise an fd-relative walk that opens one component at a time with
+//! `O_NOFOLLOW` and resolves symlinks itself ([`resolve`]). There is never a
+//! check-a-path-then-open-it step, so swapping a symlink between a check and an open cannot
+//! redirect the open outside the workspace (GoClaw's "mutable symlink" check was a no-op).
+//!
+//! What is refused: absolute paths outside every root, `..` that climbs out, symlinks (file or
+//! directory, absolute or relative) that leave the root, dangling symlinks on write, hard links to
+//! regular files (a link's other name may be outside), `/proc/self/root`-style magic links, NUL
+//! bytes, and configured deny prefixes, which are checked on the path the kernel actually opened.
+//!
+//! Writes are atomic ([`Jail::write`]): a temporary file in the same directory, `fsync`, then
+//! `renameat` over the target; the file's permission bits are kept; a crash or a full disk never
+//! leaves a half-written file.
+
+mod error;
+mod list;
+pub mod resolve;
+mod write;
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
+
+pub use error::FsError;
+pub use list::{DirEntry, EntryKind};
+pub use resolve::Resolver;
+pub use write::{WriteMode, WriteReport};
+
+/// One directory tools may use.
+#[derive(Debug)]
+struct Root {
+    fd: OwnedFd,
+    /// Canonical absolute path of the root (for mapping absolute inputs and for display).
+    path: PathBuf,
+    writable: bool,
+}
+
+/// Where an input path points: a root and a path relative to it (not yet resolved by the kernel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    root: usize,
+    rel: PathBuf,
+}
+
+impl Located {
+    /// The path relative to its root, as given (before symlink resolution).
+    pub fn rel(&self) -> &Path {
+        &self.rel
+    }
+}
+
+/// A file opened inside the jail, with what the kernel says about it.
+#[derive(Debug)]
+pub struct Opened {
+    pub file: File,
+    pub stat: FileStat,
+    /// The path actually opened, relative to its root, after symlinks.
+    pub real_rel: PathBuf,
+    /// The absolute path actually opened.
+    pub real_abs: PathBuf,
+}
+
+impl Opened {
+    /// True for a directory.
+    pub fn is_dir(&self) -> bool {
+        SFlag::from_bits_truncate(self.stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+    }
+
+    /// Modification time in nanoseconds since the epoch.
+    pub fn mtime_ns(&self) -> i128 {
+        i128::from(self.stat.st_mtime) * 1_000_000_000 + i128::from(self.stat.st_mtime_nsec)
+    }
+}
+
+/// The confinement of one call's file access: a workspace root, optional extra roots, and the
+/// deny prefixes. Cheap to keep per workspace; every method is safe to call concurrently.
+#[derive(Debug)]
+pub struct Jail {
+    roots: Vec<Root>,
+    deny: Vec<PathBuf>,
+    resolver: Resolver,
+}
+
+/// Prefixes denied in every workspace: Talon's own state.
+pub const DEFAULT_DENY: &[&str] = &[".talon"];
+
+fn is_regular(stat: &FileStat) -> bool {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+}
+
+/// Normalises a deny prefix to a relative path without `.` components; `None` if it is empty or
+/// climbs with `..`.
+fn normalize_prefix(prefix: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in Path::new(prefix.trim()).components() {
+        match c {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir | Component::RootDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+impl Jail {
+    /// Confines to `workspace` (which must exist and be a directory), denying `deny` prefixes
+    /// (relative to the workspace) in addition to [`DEFAULT_DENY`].
+    pub fn new<S: AsRef<str>>(workspace: &Path, deny: &[S]) -> Result<Self, FsError> {
+        Self::with_resolver(workspace, deny, Resolver::detect())
+    }
+
+    /// Like [`Jail::new`] with an explicit resolver (tests exercise both).
+    pub fn with_resolver<S: AsRef<str>>(
+        workspace: &Path,
+        deny: &[S],
+        resolver: Resolver,
+    ) -> Result<Self, FsError> {
+        let root = open_root(workspace, true)?;
+        let mut denied: Vec<PathBuf> = DEFAULT_DENY
+            .iter()
+            .filter_map(|d| normalize_prefix(d))
+            .collect();
+        for d in deny {
+            match normalize_prefix(d.as_ref()) {
+                Some(p) => denied.push(p),
+                None => {
+                    return Err(FsError::InvalidPath {
+                        path: d.as_ref().to_string(),
+                        reason: "a deny prefix must be a relative path inside the workspace".into(),
+                    });
+                }
+            }
+        }
+        Ok(Self {
+            roots: vec![root],
+            deny: denied,
+            resolver,
+        })
+    }
+
+    /// Adds an extra root reachable by absolute path (for example a skills directory).
+    pub fn allow_root(mut self, path: &Path, writable: bool) -> Result<Self, FsError> {
+        self.roots.push(open_root(path, writable)?);
+        Ok(self)
+    }
+
+    /// The workspace root's canonical path.
+    pub fn root(&self) -> &Path {
+        &self.roots[0].path
+    }
+
+    /// The resolver in use.
+    pub fn resolver(&self) -> Resolver {
+        self.resolver
+    }
+
+    /// Maps a path given by a tool call to a root and a relative path. Relative paths are relative
+    /// to the workspace; absolute paths must be inside one of the roots.
+    pub fn locate(&self, input: &str) -> Result<Located, FsError> {
+        if input.is_empty() {
+            return Err(FsError::InvalidPath {
+                path: String::new(),
+                reason: "the path is empty".into(),
+            });
+        }
+        if input.as_bytes().contains(&0) {
+            return Err(FsError::InvalidPath {
+                path: input.replace('\0', "\\0"),
+                reason: "the path contains a NUL byte".into(),
+            });
+        }
+        let path = Path::new(input);
+        if path.is_relative() {
+            return Ok(Located {
+                root: 0,
+                rel: path.to_path_buf(),
+            });
+        }
+        // Longest matching root wins (an extra root may sit inside the workspace).
+        let best = self
+            .roots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                path.strip_prefix(&r.path)
+                    .ok()
+                    .map(|rel| (i, r.path.as_os_str().len(), rel))
+            })
+            .max_by_key(|(_, len, _)| *len);
+        match best {
+            Some((root, _, rel)) => Ok(Located {
+                root,
+                rel: rel.to_path_buf(),
+            }),
+            None => Err(FsError::Escapes {
+                path: input.to_string(),
+                root: self.root().to_path_buf(),
+            }),
+        }
+    }
+
+    /// True if `rel` (relative to the workspace) is under a deny prefix.
+    pub fn is_denied(&self, rel: &Path) -> bool {
+        let normal: PathBuf = rel
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
+        self.deny.iter().any(|d| normal.starts_with(d))
+    }
+
+    fn root_of(&self, located: &Located) -> &Root {
+        &self.roots[located.root]
+    }
+
+    /// Absolute display path of a located path (not resolved).
+    pub fn display(&self, located: &Located) -> PathBuf {
+        self.root_of(located).path.join(&located.rel)
+    }
+
+    /// Where the kernel says `fd` is, relative to the root. `None` if it is not under the root.
+    fn real_rel(&self, root: &Root, fd: &impl AsFd) -> Result<(PathBuf, PathBuf), FsError> {
+        use std::os::fd::AsRawFd;
+        let link = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
+        let real = std::fs::read_link(&link).map_err(|source| FsError::Io {
+            path: link.clone(),
+            source,
+        })?;
+        let rel = real
+            .strip_prefix(&root.path)
+            .map_err(|_| FsError::Escapes {
+                path: real.display().to_string(),
+                root: root.path.clone(),
+            })?
+            .to_path_buf();
+        Ok((rel, real))
+    }
+
+    /// Opens an existing file or directory for reading.
+    pub fn open_read(&self, located: &Located) -> Result<Opened, FsError> {
+        self.open(located, OFlag::O_RDONLY | OFlag::O_NOCTTY, Mode::empty())
+    }
+
+    fn open(&self, located: &Located, flags: OFlag, mode: Mode) -> Result<Opened, FsError> {
+        let root = self.root_of(located);
+        let shown = self.display(located);
+        if located.root == 0 && self.is_denied(&located.rel) {
+            return Err(FsError::Denied { path: shown });
+        }
+        let fd = self
+            .resolver
+            .open(&root.fd, &located.rel, flags | OFlag::O_CLOEXEC, mode)
+            .map_err(|e| e.at(&shown, &root.path))?;
+        let (real_rel, real_abs) = self.real_rel(root, &fd)?;
+        if located.root == 0 && self.is_denied(&real_rel) {
+            return Err(FsError::Denied { path: shown });
+        }
+        let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown, &root.path))?;
+        if is_regular(&stat) && stat.st_nlink > 1 {
+            return Err(FsError::HardLink { path: shown });
+        }
+        Ok(Opened {
+            file: File::from(fd),
+            stat,
+            real_rel,
+            real_abs,
+        })
+    }
+}
+
+fn open_root(path: &Path, writable: bool) -> Result<Root, FsError> {
+    let canonical = std::fs::canonicalize(path).map_err(|source| FsError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let fd = nix::fcntl::open(
+        &canonical,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        nix::errno::Errno::ENOTDIR => FsError::NotADirectory {
+            path: canonical.clone(),
+        },
+        other => FsError::Io {
+            path: canonical.display().to_string(),
+            source: other.into(),
+        },
+    })?;
+    Ok(Root {
+        fd,
+        path: canonical,
+        writable,
+    })
+}
+
+/// The final component of a relative path, if it is a plain name.
+fn file_name(rel: &Path) -> Option<&OsStr> {
+    match rel.components().next_back() {
+        Some(Component::Normal(name)) => Some(name),
+        _ => None,
+    }
+}
+
+/// True if the bytes look like text rather than binary (no NUL in the first 8 KiB).
+pub fn looks_binary(head: &[u8]) -> bool {
+    head.iter().take(8192).any(|&b| b == 0)
+}
+
+/// Lossless conversion of a name for display.
+pub fn name_string(name: &OsStr) -> String {
+    String::from_utf8_lossy(name.as_bytes()).into_owned()
+}
