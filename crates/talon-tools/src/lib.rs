@@ -1,18 +1,54 @@
 //! Talon's built-in tools, one module per tool, grouped as the seeds group them.
 //!
-//! Each module holds the tool's model-facing spec beside its implementation. The Claude Code
-//! dialect (`Read`, `TodoWrite`, …) lives in [`claude_code`]; GoClaw-dialect tools live in their
-//! seed group's module ([`automation`], …). Later issues add `fs`, `runtime`, `web`, `memory`, ….
+//! Each module holds the tool's model-facing spec beside its implementation. GoClaw-dialect tools
+//! live in their seed group's module ([`fs`], [`automation`], …); the Claude Code dialect (`Read`,
+//! `Edit`, `TodoWrite`, …) lives in [`claude_code`] and calls the same operations. Which dialect a
+//! client sees is policy: the `fs` group is GoClaw's, the `claude_code` group is Claude Code's, and
+//! a profile or allow/deny list picks one or both.
 
 pub mod automation;
 pub mod claude_code;
+pub mod fs;
+
+use std::sync::Arc;
 
 use talon_core::Registry;
 use talon_core::registry::RegistryError;
 
+pub use fs::workspace::{ExtraRoot, FsConfig};
+
+/// Settings the built-in tools need.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinConfig {
+    pub fs: FsConfig,
+}
+
 /// Registers every built-in tool this build provides.
-pub fn register_builtin(registry: &Registry) -> Result<(), RegistryError> {
+pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(), RegistryError> {
+    let fs = Arc::new(config.fs.clone());
+    let state = Arc::new(fs::read_state::ReadState::default());
     registry.register(automation::datetime::Datetime)?;
+    registry.register(fs::read_file::ReadFile {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(fs::write_file::WriteFile {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(fs::edit::Edit {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(fs::list_files::ListFiles {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(claude_code::read::Read {
+        fs: Arc::clone(&fs),
+        state: Arc::clone(&state),
+    })?;
+    registry.register(claude_code::write::Write {
+        fs: Arc::clone(&fs),
+        state: Arc::clone(&state),
+    })?;
+    registry.register(claude_code::edit::Edit { fs, state })?;
     registry.register(claude_code::todo_write::TodoWrite::default())?;
     Ok(())
 }

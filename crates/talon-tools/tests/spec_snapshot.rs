@@ -10,7 +10,7 @@ use talon_core::wire::{WireFormat, definition};
 #[test]
 fn tool_specs_match_the_snapshot() {
     let registry = Registry::new();
-    talon_tools::register_builtin(&registry).unwrap();
+    talon_tools::register_builtin(&registry, &talon_tools::BuiltinConfig::default()).unwrap();
     let specs: Vec<serde_json::Value> = registry
         .tools()
         .iter()

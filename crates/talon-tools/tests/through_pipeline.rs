@@ -8,7 +8,8 @@ use talon_core::{CallContext, FailedStage, Pipeline, Registry, ToolCall};
 
 fn pipeline() -> Pipeline {
     let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(&registry).expect("register");
+    talon_tools::register_builtin(&registry, &talon_tools::BuiltinConfig::default())
+        .expect("register");
     Pipeline::builder(registry).build().expect("pipeline")
 }
 

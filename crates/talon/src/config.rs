@@ -24,6 +24,19 @@ pub struct Config {
     pub gateway: GatewayConfig,
     pub hooks: HooksConfig,
     pub scrub: ScrubConfig,
+    pub fs: FsSection,
+}
+
+/// `[fs]`: file-tool confinement.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FsSection {
+    /// Workspace-relative prefixes refused and hidden from listings (`.talon` always is).
+    pub deny: Vec<String>,
+    /// Extra directories reachable by absolute path, read-only (skills directories).
+    pub read_roots: Vec<PathBuf>,
+    /// Extra directories reachable by absolute path, writable.
+    pub write_roots: Vec<PathBuf>,
 }
 
 /// `[tools]`: the global policy and pipeline limits.
@@ -35,8 +48,9 @@ pub struct ToolsConfig {
     pub deny: Vec<String>,
     pub also_allow: Vec<String>,
     pub by_provider: BTreeMap<String, ProviderPolicy>,
-    /// `default`, `acceptEdits`, `bypassPermissions`, `plan` or `dontAsk`.
-    pub permission_mode: String,
+    /// `default`, `acceptEdits`, `bypassPermissions`, `plan` or `dontAsk`. Unset, each entry point
+    /// uses its own default (see `runtime::Overrides::default_mode`).
+    pub permission_mode: Option<String>,
     /// Tools allowed without asking.
     pub auto_allow: Option<Vec<String>>,
     /// 0 disables rate limiting.
@@ -55,7 +69,7 @@ impl Default for ToolsConfig {
             deny: Vec::new(),
             also_allow: Vec::new(),
             by_provider: BTreeMap::new(),
-            permission_mode: "default".into(),
+            permission_mode: None,
             auto_allow: None,
             rate_limit_per_hour: talon_core::rate_limit::DEFAULT_PER_HOUR,
             rate_limit_burst: talon_core::rate_limit::DEFAULT_BURST,
@@ -132,6 +146,27 @@ impl Default for ScrubConfig {
 pub struct ConfigError(pub String);
 
 impl Config {
+    /// What the built-in tools need.
+    pub fn builtin(&self) -> talon_tools::BuiltinConfig {
+        let roots = |paths: &[PathBuf], writable: bool| {
+            paths
+                .iter()
+                .map(move |path| talon_tools::ExtraRoot {
+                    path: path.clone(),
+                    writable,
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut extra_roots = roots(&self.fs.read_roots, false);
+        extra_roots.extend(roots(&self.fs.write_roots, true));
+        talon_tools::BuiltinConfig {
+            fs: talon_tools::FsConfig {
+                deny: self.fs.deny.clone(),
+                extra_roots,
+            },
+        }
+    }
+
     /// The policy engine's part of the configuration.
     pub fn policy(&self) -> PolicyConfig {
         PolicyConfig {

@@ -25,6 +25,11 @@ pub struct Overrides {
     pub agent: Option<String>,
     pub provider: Option<String>,
     pub workspace: Option<PathBuf>,
+    /// Permission mode when `tools.permission_mode` is not configured: `talon tool call` is a
+    /// person running one tool on purpose (bypassPermissions); MCP clients and API callers ask
+    /// their own users, so file edits are accepted and riskier tools still need approval
+    /// (acceptEdits).
+    pub default_mode: PermissionMode,
 }
 
 fn hooks(config: &Config) -> Hooks {
@@ -61,9 +66,11 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
     {
         problems.push(format!("--workspace {} is not a directory", dir.display()));
     }
-    let mode: Option<PermissionMode> = match config.tools.permission_mode.parse() {
-        Ok(mode) => Some(mode),
-        Err(e) => {
+    let mode: Option<PermissionMode> = match config.tools.permission_mode.as_deref().map(str::parse)
+    {
+        None => Some(overrides.default_mode),
+        Some(Ok(mode)) => Some(mode),
+        Some(Err(e)) => {
             problems.push(format!("tools.permission_mode: {e}"));
             None
         }
@@ -103,7 +110,7 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
     };
 
     let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(&registry)
+    talon_tools::register_builtin(&registry, &config.builtin())
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
     let mut builder = Pipeline::builder(registry)
         .policy(policy)

@@ -42,9 +42,33 @@ fn tools_list_table_json_and_profiles() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, vec!["TodoWrite", "datetime"], "sorted");
-    assert_eq!(tools[1]["groups"], serde_json::json!(["automation"]));
-    assert_eq!(tools[1]["side_effect"], "none");
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "sorted");
+    for expected in [
+        "Edit",
+        "Read",
+        "TodoWrite",
+        "Write",
+        "datetime",
+        "edit",
+        "list_files",
+        "read_file",
+        "write_file",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let datetime = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "datetime")
+        .unwrap();
+    assert_eq!(datetime["groups"], serde_json::json!(["automation"]));
+    assert_eq!(datetime["side_effect"], "none");
 
     let (code, stdout, _) = run(
         &["tools", "list", "--profile", "minimal", "--json"],

@@ -33,7 +33,7 @@ async fn invoke_goes_through_the_pipeline() {
             ("TALON_GATEWAY__TOKEN", "tok-abcdef-123456"),
             ("TALON_TOOLS__RATE_LIMIT_BURST", "5"),
         ],
-        Some("[tools]\ndeny = [\"TodoWrite\"]\n"),
+        Some("[tools]\nallow = [\"datetime\", \"TodoWrite\"]\ndeny = [\"TodoWrite\"]\n"),
     );
     let client = reqwest::Client::new();
     let addr = server.addr.as_str();

@@ -16,6 +16,7 @@ pub async fn run(
     let rt = match runtime::build(
         config,
         Overrides {
+            default_mode: talon_core::permission::PermissionMode::AcceptEdits,
             profile,
             agent,
             workspace,

@@ -35,7 +35,13 @@ pub async fn run(config: Config, bind: Option<String>, data_dir: Option<&Path>) 
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
         allowed_hosts: config.gateway.allowed_hosts.clone(),
     };
-    let rt = match runtime::build(config, Overrides::default()) {
+    let rt = match runtime::build(
+        config,
+        Overrides {
+            default_mode: talon_core::permission::PermissionMode::AcceptEdits,
+            ..Overrides::default()
+        },
+    ) {
         Ok(rt) => rt,
         Err(e) => return usage_error(e),
     };

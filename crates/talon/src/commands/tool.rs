@@ -31,6 +31,7 @@ pub async fn call(
     let rt = match runtime::build(
         config,
         Overrides {
+            default_mode: talon_core::permission::PermissionMode::BypassPermissions,
             agent,
             workspace,
             ..Overrides::default()

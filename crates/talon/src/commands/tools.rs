@@ -18,6 +18,7 @@ pub fn list(
     let rt = match runtime::build(
         config,
         Overrides {
+            default_mode: talon_core::permission::PermissionMode::Default,
             profile,
             agent,
             provider,

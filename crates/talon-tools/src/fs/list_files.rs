@@ -1,0 +1,142 @@
+//! `list_files` (GoClaw dialect): a directory's entries, optionally recursive, capped. Denied
+//! entries are not listed at all.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_fs::{EntryKind, Jail};
+
+use super::workspace::FsConfig;
+
+/// Default entry cap (GoClaw had none; a huge tree must not flood the context).
+pub const DEFAULT_LIMIT: usize = 1000;
+/// Default recursion depth when `recursive` is set.
+pub const DEFAULT_DEPTH: usize = 3;
+
+/// Input of [`ListFiles`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListFilesInput {
+    /// Directory to list, relative to the workspace or absolute inside it (default ".").
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Also list subdirectories' contents.
+    #[serde(default)]
+    pub recursive: Option<bool>,
+    /// How many directory levels to descend when recursive (default 3).
+    #[serde(default)]
+    pub depth: Option<usize>,
+    /// Maximum entries to list (default 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// The `list_files` tool.
+#[derive(Debug, Clone)]
+pub struct ListFiles {
+    pub fs: Arc<FsConfig>,
+}
+
+struct Walk<'a> {
+    jail: &'a Jail,
+    out: Vec<String>,
+    limit: usize,
+    omitted: usize,
+}
+
+impl Walk<'_> {
+    fn dir(&mut self, rel: &Path, indent: usize, depth_left: usize) -> Result<(), String> {
+        let located = self
+            .jail
+            .locate(&rel.to_string_lossy())
+            .map_err(|e| e.to_string())?;
+        let entries = self.jail.list(&located).map_err(|e| e.to_string())?;
+        for entry in entries {
+            if self.out.len() >= self.limit {
+                self.omitted += 1;
+                continue;
+            }
+            let pad = "  ".repeat(indent);
+            match entry.kind {
+                EntryKind::Dir => {
+                    self.out.push(format!("{pad}[DIR]  {}/", entry.name));
+                    if depth_left > 0 {
+                        // A subdirectory that cannot be listed is reported in place, not fatal.
+                        if let Err(e) = self.dir(&rel.join(&entry.name), indent + 1, depth_left - 1)
+                        {
+                            self.out.push(format!("{pad}  (cannot list: {e})"));
+                        }
+                    }
+                }
+                EntryKind::File => self
+                    .out
+                    .push(format!("{pad}[FILE] {} ({} bytes)", entry.name, entry.size)),
+                EntryKind::Symlink => self.out.push(format!("{pad}[LINK] {}", entry.name)),
+                EntryKind::Other => self.out.push(format!("{pad}[OTHER] {}", entry.name)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Tool for ListFiles {
+    type Input = ListFilesInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "list_files",
+            "List a directory in the workspace (default: its root). Set recursive=true to include \
+             subdirectories down to depth levels. Use glob to find files by name pattern.",
+            SideEffect::None,
+        )
+        .in_group("fs")
+    }
+
+    async fn execute(&self, call: Authorized<ListFilesInput>) -> ToolOutput {
+        let input = call.input();
+        let jail = match self.fs.jail(call.ctx()) {
+            Ok(j) => j,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let path = input.path.clone().unwrap_or_else(|| ".".into());
+        let located = match jail.locate(&path) {
+            Ok(l) => l,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        let depth = if input.recursive == Some(true) {
+            input.depth.unwrap_or(DEFAULT_DEPTH)
+        } else {
+            0
+        };
+        let mut walk = Walk {
+            jail: &jail,
+            out: Vec::new(),
+            limit: input.limit.unwrap_or(DEFAULT_LIMIT).max(1),
+            omitted: 0,
+        };
+        // Walk relative to the root the path was located in.
+        let start = if located.rel().as_os_str().is_empty() {
+            Path::new(".").to_path_buf()
+        } else {
+            jail.display(&located)
+        };
+        if let Err(e) = walk.dir(&start, 0, depth) {
+            return ToolOutput::error(e);
+        }
+        let shown = jail.display(&located);
+        if walk.out.is_empty() {
+            return ToolOutput::silent(format!("{} is empty", shown.display()));
+        }
+        let mut text = walk.out.join("\n");
+        if walk.omitted > 0 {
+            text.push_str(&format!(
+                "\n... {} more entries not shown (limit={}); list a subdirectory or raise limit",
+                walk.omitted, walk.limit
+            ));
+        }
+        ToolOutput::silent(text)
+    }
+}

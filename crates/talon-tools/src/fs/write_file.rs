@@ -1,0 +1,103 @@
+//! `write_file` (GoClaw dialect): create or replace a file atomically, or append to it.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_fs::WriteMode;
+
+use super::workspace::FsConfig;
+use super::{MAX_EDIT_BYTES, open_existing, read_all};
+
+/// Input of [`WriteFile`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileInput {
+    /// File path, relative to the workspace or absolute inside it. Missing directories are created.
+    pub path: String,
+    /// The full content to write.
+    pub content: String,
+    /// Append to the end of the file instead of replacing it.
+    #[serde(default)]
+    pub append: Option<bool>,
+}
+
+/// The `write_file` tool.
+#[derive(Debug, Clone)]
+pub struct WriteFile {
+    pub fs: Arc<FsConfig>,
+}
+
+impl Tool for WriteFile {
+    type Input = WriteFileInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "write_file",
+            "Create or overwrite a file in the workspace with the given content (set append=true to add to the \
+             end instead). Missing directories are created. The write is atomic: readers never see half a file.",
+            SideEffect::Mutating,
+        )
+        .in_group("fs")
+    }
+
+    async fn execute(&self, call: Authorized<WriteFileInput>) -> ToolOutput {
+        let input = call.input();
+        let jail = match self.fs.jail(call.ctx()) {
+            Ok(j) => j,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let located = match jail.locate(&input.path) {
+            Ok(l) => l,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        let mut data = Vec::new();
+        if input.append == Some(true) {
+            match open_existing(&jail, &input.path) {
+                Ok((_, mut opened)) if !opened.is_dir() => {
+                    if opened.stat.st_size.max(0) as u64 > MAX_EDIT_BYTES {
+                        return ToolOutput::error(format!(
+                            "{} is larger than {} MiB; append to it with exec (>>) instead",
+                            jail.display(&located).display(),
+                            MAX_EDIT_BYTES >> 20
+                        ));
+                    }
+                    match read_all(&mut opened) {
+                        Ok(existing) => data = existing,
+                        Err(e) => {
+                            return ToolOutput::error(format!(
+                                "cannot read {}: {e}",
+                                jail.display(&located).display()
+                            ));
+                        }
+                    }
+                }
+                Ok(_) => {
+                    return ToolOutput::error(format!(
+                        "{} is a directory",
+                        jail.display(&located).display()
+                    ));
+                }
+                Err(talon_fs::FsError::NotFound { .. }) => {}
+                Err(e) => return ToolOutput::error(e.to_string()),
+            }
+        }
+        data.extend_from_slice(input.content.as_bytes());
+        match jail.write(&located, &data, WriteMode::CreateParents) {
+            Ok(report) => ToolOutput::silent(format!(
+                "{} {} bytes to {}",
+                if input.append == Some(true) {
+                    "Appended"
+                } else if report.created {
+                    "Created file with"
+                } else {
+                    "Wrote"
+                },
+                input.content.len(),
+                report.real_abs.display()
+            )),
+            Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}
