@@ -245,6 +245,33 @@ impl Jail {
         Ok((rel, real))
     }
 
+    /// The deny prefixes, relative to the workspace root.
+    pub fn deny_prefixes(&self) -> &[PathBuf] {
+        &self.deny
+    }
+
+    /// Opens a regular file found by a walk that did not follow symlinks: any symlink on the path
+    /// now (a swap since the walk) fails the open, so the lexical deny check is exact and no
+    /// `/proc` lookup is needed. This is the fast path for search tools.
+    pub fn open_walked(&self, located: &Located) -> Result<File, FsError> {
+        let root = self.root_of(located);
+        let shown = self.display(located);
+        if located.root == 0 && self.is_denied(&located.rel) {
+            return Err(FsError::Denied { path: shown });
+        }
+        let fd = self
+            .resolver
+            .open_with(
+                &root.fd,
+                &located.rel,
+                OFlag::O_RDONLY | OFlag::O_NOCTTY,
+                Mode::empty(),
+                false,
+            )
+            .map_err(|e| e.at(&shown, &root.path))?;
+        Ok(File::from(fd))
+    }
+
     /// Opens an existing file or directory for reading.
     pub fn open_read(&self, located: &Located) -> Result<Opened, FsError> {
         self.open(located, OFlag::O_RDONLY | OFlag::O_NOCTTY, Mode::empty())

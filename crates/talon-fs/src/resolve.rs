@@ -61,6 +61,19 @@ impl Resolver {
         flags: OFlag,
         mode: Mode,
     ) -> Result<OwnedFd, Raw> {
+        self.open_with(root, rel, flags, mode, true)
+    }
+
+    /// Like [`Resolver::open`]; with `follow == false` any symlink on the way fails the open
+    /// (`ELOOP`), for callers that already walked the tree without following links.
+    pub(crate) fn open_with(
+        self,
+        root: &OwnedFd,
+        rel: &Path,
+        flags: OFlag,
+        mode: Mode,
+        follow: bool,
+    ) -> Result<OwnedFd, Raw> {
         match self {
             Resolver::Openat2 => {
                 let path = if rel.as_os_str().is_empty() {
@@ -68,13 +81,17 @@ impl Resolver {
                 } else {
                     rel
                 };
+                let mut resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS;
+                if !follow {
+                    resolve |= ResolveFlag::RESOLVE_NO_SYMLINKS;
+                }
                 let how = OpenHow::new()
                     .flags(flags | OFlag::O_CLOEXEC)
                     .mode(mode)
-                    .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+                    .resolve(resolve);
                 openat2(root, path, how).map_err(Raw::from)
             }
-            Resolver::Walk => walk(root.as_fd(), rel, flags | OFlag::O_CLOEXEC, mode),
+            Resolver::Walk => walk(root.as_fd(), rel, flags | OFlag::O_CLOEXEC, mode, follow),
         }
     }
 }
@@ -98,7 +115,13 @@ fn components(path: &Path) -> Result<VecDeque<Option<OsString>>, Raw> {
     Ok(out)
 }
 
-fn walk(root: BorrowedFd<'_>, rel: &Path, flags: OFlag, mode: Mode) -> Result<OwnedFd, Raw> {
+fn walk(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlag,
+    mode: Mode,
+    follow: bool,
+) -> Result<OwnedFd, Raw> {
     let mut queue = components(rel)?;
     let mut stack: Vec<OwnedFd> = Vec::new();
     let mut followed = 0;
@@ -116,6 +139,7 @@ fn walk(root: BorrowedFd<'_>, rel: &Path, flags: OFlag, mode: Mode) -> Result<Ow
             continue;
         };
         match is_symlink(current, &name) {
+            Ok(true) if !follow => return Err(Raw::Loop),
             Ok(true) => {
                 followed += 1;
                 if followed > MAX_SYMLINKS {

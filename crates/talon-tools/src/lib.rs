@@ -40,6 +40,18 @@ pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(
     registry.register(fs::list_files::ListFiles {
         fs: Arc::clone(&fs),
     })?;
+    registry.register(fs::glob::GlobTool {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(fs::search::Search {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(claude_code::glob::GlobTool {
+        fs: Arc::clone(&fs),
+    })?;
+    registry.register(claude_code::grep::GrepTool {
+        fs: Arc::clone(&fs),
+    })?;
     registry.register(claude_code::read::Read {
         fs: Arc::clone(&fs),
         state: Arc::clone(&state),

@@ -2,6 +2,8 @@
 //! trained on them), over the same implementations as the GoClaw dialect.
 
 pub mod edit;
+pub mod glob;
+pub mod grep;
 pub mod read;
 pub mod todo_write;
 pub mod write;

@@ -5,9 +5,12 @@
 
 pub mod edit;
 pub mod edit_core;
+pub mod find;
+pub mod glob;
 pub mod list_files;
 pub mod read_file;
 pub mod read_state;
+pub mod search;
 pub mod text;
 pub mod workspace;
 pub mod write_file;

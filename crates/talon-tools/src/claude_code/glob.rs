@@ -1,0 +1,94 @@
+//! `Glob` (Claude Code dialect): absolute paths by modification time, at most 100.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+
+use crate::fs::find::{WalkOptions, find_files};
+use crate::fs::workspace::FsConfig;
+
+/// Claude Code's cap.
+pub const LIMIT: usize = 100;
+pub const TRUNCATED: &str =
+    "(Results are truncated. Consider using a more specific path or pattern.)";
+
+/// Input of [`GlobTool`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobInput {
+    /// The glob pattern to match files against.
+    pub pattern: String,
+    /// The directory to search in. If not specified, the current working directory will be used. Omit this field to use the default directory; do not enter "undefined" or "null".
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// The `Glob` tool.
+#[derive(Debug, Clone)]
+pub struct GlobTool {
+    pub fs: Arc<FsConfig>,
+}
+
+impl Tool for GlobTool {
+    type Input = GlobInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "Glob",
+            "Fast file pattern matching that works with any codebase size. Supports glob patterns like \
+             \"**/*.js\" or \"src/**/*.ts\". Returns matching file paths sorted by modification time.",
+            SideEffect::None,
+        )
+        .in_group("claude_code")
+    }
+
+    async fn execute(&self, call: Authorized<GlobInput>) -> ToolOutput {
+        let input = call.input();
+        let jail = match self.fs.jail(call.ctx()) {
+            Ok(j) => j,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let path = input
+            .path
+            .as_deref()
+            .filter(|p| !p.is_empty() && *p != "undefined" && *p != "null");
+        let shown = path.unwrap_or(".");
+        let base = match jail.locate(shown).and_then(|l| jail.open_read(&l)) {
+            Ok(opened) if opened.is_dir() => opened.real_abs,
+            Ok(_) => return ToolOutput::error(format!("Path is not a directory: {shown}")),
+            Err(talon_fs::FsError::NotFound { .. }) => {
+                return ToolOutput::error(format!("Directory does not exist: {shown}"));
+            }
+            Err(e) => return ToolOutput::error(super::fs_message(&e, jail.root())),
+        };
+        let options = WalkOptions {
+            base,
+            hidden: true,
+            gitignore: false,
+            skip_vcs: false,
+            globs: vec![input.pattern.clone()],
+            types: Vec::new(),
+        };
+        let mut found = match find_files(&jail, &options) {
+            Ok(f) => f,
+            Err(e) => return ToolOutput::error(e),
+        };
+        if found.is_empty() {
+            return ToolOutput::text("No files found");
+        }
+        // rg --sort=modified: oldest first, ties by path.
+        found.sort_by(|a, b| a.mtime.cmp(&b.mtime).then_with(|| a.path.cmp(&b.path)));
+        let truncated = found.len() > LIMIT;
+        let mut lines: Vec<String> = found
+            .iter()
+            .take(LIMIT)
+            .map(|f| f.path.display().to_string())
+            .collect();
+        if truncated {
+            lines.push(TRUNCATED.to_string());
+        }
+        ToolOutput::text(lines.join("\n"))
+    }
+}

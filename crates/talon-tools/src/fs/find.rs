@@ -1,0 +1,393 @@
+//! The search engine behind `glob`/`Glob` and `search`/`Grep`: ripgrep's own library crates
+//! (`ignore` for the parallel, gitignore-aware walk; `globset`; `grep-regex` and `grep-searcher`
+//! for matching with binary detection and context), confined to the jail.
+//!
+//! The walk never follows symlinks and skips denied prefixes (and, when asked, VCS directories), so
+//! denied paths never appear in results. Each file found is then opened through the jail with
+//! symlinks forbidden ([`talon_fs::Jail::open_walked`]): a file swapped for a symlink after the
+//! walk saw it is skipped, not followed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
+use ignore::types::TypesBuilder;
+use ignore::{WalkBuilder, WalkState};
+use talon_fs::Jail;
+
+/// Directories of version-control systems, skipped by Claude Code's Grep.
+pub const VCS_DIRS: &[&str] = &[".git", ".svn", ".hg", ".bzr", ".jj"];
+
+/// How to walk.
+#[derive(Debug, Clone)]
+pub struct WalkOptions {
+    /// Directory to start from (absolute, inside the jail).
+    pub base: PathBuf,
+    /// Include hidden files and directories.
+    pub hidden: bool,
+    /// Honour .gitignore / .ignore files.
+    pub gitignore: bool,
+    /// Skip VCS directories.
+    pub skip_vcs: bool,
+    /// Only files matching these globs (relative to `base`); `!glob` excludes.
+    pub globs: Vec<String>,
+    /// Only files of these ripgrep types (`rust`, `py`, …).
+    pub types: Vec<String>,
+}
+
+/// A file found by a walk.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub path: PathBuf,
+    pub mtime: SystemTime,
+}
+
+fn compile_globs(patterns: &[String]) -> Result<(Option<GlobSet>, Option<GlobSet>), String> {
+    let (mut include, mut exclude) = (GlobSetBuilder::new(), GlobSetBuilder::new());
+    let (mut any_include, mut any_exclude) = (false, false);
+    for pattern in patterns {
+        let (negated, raw) = match pattern.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, pattern.as_str()),
+        };
+        // A pattern without a slash matches the file name anywhere, as rg does.
+        let effective = if raw.contains('/') {
+            raw.to_string()
+        } else {
+            format!("**/{raw}")
+        };
+        let glob = GlobBuilder::new(&effective)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| format!("invalid glob {pattern:?}: {e}"))?;
+        if negated {
+            exclude.add(glob);
+            any_exclude = true;
+        } else {
+            include.add(glob);
+            any_include = true;
+        }
+    }
+    let build = |b: GlobSetBuilder, any: bool| -> Result<Option<GlobSet>, String> {
+        if any {
+            b.build().map(Some).map_err(|e| e.to_string())
+        } else {
+            Ok(None)
+        }
+    };
+    Ok((build(include, any_include)?, build(exclude, any_exclude)?))
+}
+
+/// Splits Claude Code's `glob` parameter: whitespace and commas separate patterns, but brace
+/// groups (`*.{ts,tsx}`) stay whole.
+pub fn split_globs(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    for c in raw.chars() {
+        match c {
+            '{' => {
+                depth += 1;
+                current.push(c);
+            }
+            '}' => {
+                depth = depth.saturating_sub(1);
+                current.push(c);
+            }
+            ',' | ' ' | '\t' | '\n' if depth == 0 => {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+            }
+            _ => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Builds the parallel walker; the callback gets every regular file that passes the filters.
+fn walker(jail: &Jail, options: &WalkOptions) -> Result<ignore::WalkParallel, String> {
+    let mut builder = WalkBuilder::new(&options.base);
+    builder
+        .hidden(!options.hidden)
+        .git_ignore(options.gitignore)
+        .git_exclude(options.gitignore)
+        .git_global(false)
+        .ignore(options.gitignore)
+        .parents(options.gitignore)
+        .require_git(false)
+        .follow_links(false)
+        .threads(
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8),
+        );
+    if !options.types.is_empty() {
+        let mut types = TypesBuilder::new();
+        types.add_defaults();
+        for t in &options.types {
+            types.select(t);
+        }
+        let matcher = types.build().map_err(|e| {
+            format!("invalid type: {e}. Use ripgrep type names such as rust, py, js, ts, go, md")
+        })?;
+        builder.types(matcher);
+    }
+    let root = jail.root().to_path_buf();
+    let deny = jail.deny_prefixes().to_vec();
+    let skip_vcs = options.skip_vcs;
+    builder.filter_entry(move |entry| {
+        if skip_vcs
+            && entry.file_type().is_some_and(|t| t.is_dir())
+            && VCS_DIRS.iter().any(|d| entry.file_name() == *d)
+        {
+            return false;
+        }
+        match entry.path().strip_prefix(&root) {
+            Ok(rel) => !deny.iter().any(|d| rel.starts_with(d)),
+            Err(_) => true,
+        }
+    });
+    Ok(builder.build_parallel())
+}
+
+/// Every regular file under `options.base` that passes the filters, in no particular order.
+pub fn find_files(jail: &Jail, options: &WalkOptions) -> Result<Vec<Found>, String> {
+    let (include, exclude) = compile_globs(&options.globs)?;
+    let found = Mutex::new(Vec::new());
+    let base = options.base.clone();
+    walker(jail, options)?.run(|| {
+        let found = &found;
+        let (include, exclude, base) = (include.clone(), exclude.clone(), base.clone());
+        Box::new(move |entry| {
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let rel = entry.path().strip_prefix(&base).unwrap_or(entry.path());
+            if include.as_ref().is_some_and(|g| !g.is_match(rel))
+                || exclude.as_ref().is_some_and(|g| g.is_match(rel))
+            {
+                return WalkState::Continue;
+            }
+            let mtime = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            if let Ok(mut f) = found.lock() {
+                f.push(Found {
+                    path: entry.path().to_path_buf(),
+                    mtime,
+                });
+            }
+            WalkState::Continue
+        })
+    });
+    Ok(found.into_inner().unwrap_or_default())
+}
+
+/// A glob pattern for `Glob`/`glob`, matched against paths relative to the base.
+pub fn path_glob(pattern: &str) -> Result<GlobSet, String> {
+    let glob: Glob = GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| format!("invalid glob pattern {pattern:?}: {e}"))?;
+    GlobSetBuilder::new()
+        .add(glob)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// What to search for.
+#[derive(Debug, Clone)]
+pub struct GrepOptions {
+    pub pattern: String,
+    pub case_insensitive: bool,
+    pub multiline: bool,
+    pub before: usize,
+    pub after: usize,
+    /// Stop reading a file after its first match (files-with-matches mode).
+    pub first_match_only: bool,
+    /// Longest line shown (longer ones are elided), like rg's `--max-columns`.
+    pub max_columns: usize,
+}
+
+/// One output line of a file's matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepLine {
+    pub number: u64,
+    pub text: String,
+    /// A context line rather than a match.
+    pub context: bool,
+}
+
+/// Matches in one file.
+#[derive(Debug, Clone)]
+pub struct FileMatches {
+    pub path: PathBuf,
+    pub mtime: SystemTime,
+    pub matched_lines: u64,
+    pub lines: Vec<GrepLine>,
+}
+
+struct Collect<'a> {
+    lines: &'a mut Vec<GrepLine>,
+    matched: &'a mut u64,
+    first_only: bool,
+    max_columns: usize,
+}
+
+impl Collect<'_> {
+    fn push(&mut self, number: Option<u64>, bytes: &[u8], context: bool) {
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let text = if text.chars().count() > self.max_columns {
+            format!(
+                "[Omitted long line with {} characters]",
+                text.chars().count()
+            )
+        } else {
+            text.to_string()
+        };
+        self.lines.push(GrepLine {
+            number: number.unwrap_or(0),
+            text,
+            context,
+        });
+    }
+}
+
+impl Sink for Collect<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        *self.matched += 1;
+        if !self.first_only {
+            // A multi-line match is shown line by line.
+            let mut number = m.line_number();
+            for line in m.lines() {
+                self.push(number, line, false);
+                number = number.map(|n| n + 1);
+            }
+        }
+        Ok(!self.first_only)
+    }
+
+    fn context(&mut self, _searcher: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        if !matches!(c.kind(), SinkContextKind::Other) {
+            self.push(c.line_number(), c.bytes(), true);
+        }
+        Ok(true)
+    }
+}
+
+/// Builds the matcher; the error says what is wrong with the pattern.
+pub fn matcher(options: &GrepOptions) -> Result<RegexMatcher, String> {
+    let mut builder = RegexMatcherBuilder::new();
+    builder
+        .case_insensitive(options.case_insensitive)
+        .multi_line(true);
+    if options.multiline {
+        builder.dot_matches_new_line(true);
+    } else {
+        builder.line_terminator(Some(b'\n'));
+    }
+    builder
+        .build(&options.pattern)
+        .map_err(|e| format!("invalid regex {:?}: {e}", options.pattern))
+}
+
+/// Searches `files` in parallel; files that cannot be opened safely are skipped.
+pub fn grep(
+    jail: &Jail,
+    files: Vec<Found>,
+    options: &GrepOptions,
+) -> Result<Vec<FileMatches>, String> {
+    let matcher = matcher(options)?;
+    let results = Mutex::new(Vec::new());
+    let queue = Mutex::new(files);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(8);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut searcher = SearcherBuilder::new()
+                    .line_number(true)
+                    .before_context(options.before)
+                    .after_context(options.after)
+                    .multi_line(options.multiline)
+                    .binary_detection(BinaryDetection::quit(0))
+                    .build();
+                loop {
+                    let next = queue.lock().ok().and_then(|mut q| q.pop());
+                    let Some(found) = next else { break };
+                    let Some(path_str) = found.path.to_str() else {
+                        continue;
+                    };
+                    let Ok(located) = jail.locate(path_str) else {
+                        continue;
+                    };
+                    let Ok(file) = jail.open_walked(&located) else {
+                        continue;
+                    };
+                    let (mut lines, mut matched) = (Vec::new(), 0u64);
+                    let sink = Collect {
+                        lines: &mut lines,
+                        matched: &mut matched,
+                        first_only: options.first_match_only,
+                        max_columns: options.max_columns,
+                    };
+                    if searcher.search_file(&matcher, &file, sink).is_err() || matched == 0 {
+                        continue;
+                    }
+                    if let Ok(mut r) = results.lock() {
+                        r.push(FileMatches {
+                            path: found.path,
+                            mtime: found.mtime,
+                            matched_lines: matched,
+                            lines,
+                        });
+                    }
+                }
+            });
+        }
+    });
+    Ok(results.into_inner().unwrap_or_default())
+}
+
+/// Resolves a tool's `path` argument to an absolute directory (or file) inside the jail.
+pub fn base_dir(jail: &Jail, path: Option<&str>) -> Result<(PathBuf, bool), talon_fs::FsError> {
+    let located = jail.locate(path.unwrap_or("."))?;
+    let opened = jail.open_read(&located)?;
+    Ok((opened.real_abs.clone(), opened.is_dir()))
+}
+
+/// A path shown relative to the workspace root when inside it.
+pub fn relative_to<'a>(path: &'a Path, root: &Path) -> &'a Path {
+    path.strip_prefix(root).unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_splitting_keeps_braces() {
+        assert_eq!(
+            split_globs("*.rs, *.{ts,tsx} !target/**"),
+            vec!["*.rs", "*.{ts,tsx}", "!target/**"]
+        );
+    }
+}
