@@ -60,6 +60,10 @@ pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(
         fs: Arc::clone(&fs),
         state: Arc::clone(&state),
     })?;
+    registry.register(claude_code::notebook_edit::NotebookEdit {
+        fs: Arc::clone(&fs),
+        state: Arc::clone(&state),
+    })?;
     registry.register(claude_code::edit::Edit { fs, state })?;
     registry.register(claude_code::todo_write::TodoWrite::default())?;
     Ok(())

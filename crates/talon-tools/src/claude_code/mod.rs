@@ -4,6 +4,7 @@
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod notebook_edit;
 pub mod read;
 pub mod todo_write;
 pub mod write;
