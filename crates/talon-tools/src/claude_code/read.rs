@@ -30,6 +30,9 @@ pub struct ReadInput {
     /// The number of lines to read. Only provide if the file is too large to read at once.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Page range for PDF files (e.g. "1-5"). Only for PDFs; at most 20 pages per request.
+    #[serde(default)]
+    pub pages: Option<String>,
 }
 
 /// The `Read` tool.
@@ -122,7 +125,8 @@ impl Tool for Read {
             "Reads a file from the workspace. file_path should be an absolute path. By default up to 2000 lines \
              are read from the start; use offset and limit for long files. Lines longer than 2000 characters are \
              truncated. Output is in cat -n format, with line numbers starting at 1. Reads images (PNG, JPG, GIF, \
-             WEBP) and Jupyter notebooks (.ipynb, all cells with their outputs). Cannot read directories.",
+             WEBP), PDFs (text per page; use pages, e.g. \"1-5\", for PDFs over 10 pages, at most 20 per request) \
+             and Jupyter notebooks (.ipynb, all cells with their outputs). Cannot read directories.",
             SideEffect::None,
         )
         .in_group("claude_code")
@@ -201,11 +205,23 @@ impl Tool for Read {
                 Err(e) => ToolOutput::error(e),
             };
         }
+        if ext == "pdf" {
+            let result = read_all(&mut opened)
+                .map_err(|e| format!("cannot read {}: {e}", input.file_path))
+                .and_then(|bytes| crate::fs::pdf::read(&bytes, input.pages.as_deref()));
+            return match result {
+                Ok(text) => ToolOutput::text(text),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
+        if input.pages.is_some() {
+            return ToolOutput::error("The pages parameter is only for PDF files.");
+        }
         let head = match head(&mut opened) {
             Ok(h) => h,
             Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
         };
-        if crate::fs::text::is_binary(&head) || ext == "pdf" {
+        if crate::fs::text::is_binary(&head) {
             return ToolOutput::error(format!(
                 "This tool cannot read binary files. The file appears to be a binary .{ext} file. Please use appropriate tools for binary file analysis."
             ));

@@ -8,6 +8,7 @@ pub mod edit_core;
 pub mod find;
 pub mod glob;
 pub mod list_files;
+pub mod pdf;
 pub mod read_file;
 pub mod read_state;
 pub mod search;
