@@ -32,8 +32,6 @@ pub enum RegistryError {
     AliasTaken { alias: String, existing: String },
     #[error("tool name {0:?} is invalid: use 1-128 characters from A-Z a-z 0-9 _ - . :")]
     InvalidName(String),
-    #[error("the input schema of tool {tool:?} is not a valid JSON schema: {message}")]
-    InvalidSchema { tool: String, message: String },
 }
 
 /// The executor half of a tool, with its input type erased. Crate-private: nothing outside the
@@ -67,7 +65,8 @@ pub struct RegisteredTool {
     spec: ToolSpec,
     name: Arc<str>,
     schema: Arc<Value>,
-    validator: jsonschema::Validator,
+    /// Compiled on first use: registering hundreds of MCP tools must stay cheap.
+    validator: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
     pub(crate) exec: Arc<dyn ErasedTool>,
 }
 
@@ -95,8 +94,12 @@ impl RegisteredTool {
         &self.schema
     }
 
-    pub(crate) fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+    /// The compiled validator; an error means the tool's schema itself is broken.
+    pub(crate) fn validator(&self) -> Result<&jsonschema::Validator, String> {
+        self.validator
+            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -189,11 +192,6 @@ impl Registry {
         if !valid_name(&spec.name) {
             return Err(RegistryError::InvalidName(spec.name));
         }
-        let validator =
-            jsonschema::validator_for(&schema).map_err(|e| RegistryError::InvalidSchema {
-                tool: spec.name.clone(),
-                message: e.to_string(),
-            })?;
         let mut state = self.write();
         if state.tools.contains_key(&spec.name) {
             return Err(RegistryError::Duplicate(spec.name));
@@ -224,7 +222,7 @@ impl Registry {
                 spec,
                 name,
                 schema: Arc::new(schema),
-                validator,
+                validator: std::sync::OnceLock::new(),
                 exec,
             }),
         );

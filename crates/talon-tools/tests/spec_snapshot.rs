@@ -24,6 +24,13 @@ fn tool_specs_match_the_snapshot() {
             })
         })
         .collect();
+    for tool in registry.tools() {
+        assert!(
+            jsonschema::validator_for(tool.schema()).is_ok(),
+            "{} has an invalid schema",
+            tool.spec().name
+        );
+    }
     let actual = serde_json::to_string_pretty(&specs).unwrap() + "\n";
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tool_specs.json");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {

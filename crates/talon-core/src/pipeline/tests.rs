@@ -819,3 +819,32 @@ fn hooks_are_object_safe() {
     fn assert_hook<H: Hook>() {}
     assert_hook::<CommandHook>();
 }
+
+#[tokio::test]
+async fn a_broken_schema_is_reported_at_call_time() {
+    struct Broken;
+    impl crate::tool::Tool for Broken {
+        type Input = Value;
+        fn spec(&self) -> crate::tool::ToolSpec {
+            crate::tool::ToolSpec::new("broken", "bad schema", SideEffect::None)
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object", "properties": {"x": {"type": "no-such-type"}}})
+        }
+        async fn execute(&self, _call: crate::tool::Authorized<Value>) -> ToolOutput {
+            ToolOutput::text("unreachable")
+        }
+    }
+    let registry = registry();
+    registry
+        .register(Broken)
+        .expect("registration is cheap and lazy");
+    let p = Pipeline::builder(registry).build().expect("pipeline");
+    let out = call(&p, ctx(), "broken", json!({"x": 1})).await;
+    assert_eq!(out.failed_stage, Some(FailedStage::Validation));
+    assert!(
+        out.output.for_llm.contains("has an invalid input schema"),
+        "{}",
+        out.output.for_llm
+    );
+}

@@ -55,9 +55,12 @@ pub(crate) fn empty_args_guard(tool: &str, schema: &Value, args: &Value) -> Opti
 /// Validates against the compiled schema; lists every problem with its location.
 pub(crate) fn check_schema(
     tool: &str,
-    validator: &jsonschema::Validator,
+    validator: Result<&jsonschema::Validator, String>,
     args: &Value,
 ) -> Result<(), String> {
+    let validator = validator.map_err(|e| {
+        format!("tool {tool} has an invalid input schema, so it cannot be called (a bug in the tool, not in your call): {e}")
+    })?;
     let problems: Vec<String> = validator
         .iter_errors(args)
         .take(8)

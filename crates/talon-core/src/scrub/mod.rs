@@ -48,10 +48,31 @@ pub struct ScrubError {
 
 struct Compiled {
     id: &'static str,
-    regex: Regex,
-    secret_group: Option<usize>,
+    pattern: &'static str,
+    /// Compiled on first use: clean text never triggers most rules, and compiling all of them up
+    /// front would cost every short-lived process (`talon tool call`) milliseconds.
+    regex: std::sync::OnceLock<Option<(Regex, Option<usize>)>>,
     accept: Option<rules::Accept>,
     precheck: Option<rules::Precheck>,
+}
+
+impl Compiled {
+    /// The regex and the index of its `secret` group; `None` only if the built-in table is broken
+    /// (a test compiles every rule).
+    fn regex(&self) -> Option<&(Regex, Option<usize>)> {
+        self.regex
+            .get_or_init(|| match build_regex(self.id, self.pattern) {
+                Ok(regex) => {
+                    let group = regex.capture_names().position(|n| n == Some("secret"));
+                    Some((regex, group))
+                }
+                Err(e) => {
+                    tracing::error!(rule = self.id, error = %e, "credential rule does not compile");
+                    None
+                }
+            })
+            .as_ref()
+    }
 }
 
 #[derive(Default)]
@@ -104,15 +125,12 @@ pub fn rule_patterns() -> Vec<(&'static str, &'static str)> {
     rules::RULES.iter().map(|r| (r.id, r.pattern)).collect()
 }
 
-fn build_regex(rule: &rules::Rule) -> Result<Regex, ScrubError> {
-    RegexBuilder::new(rule.pattern)
+fn build_regex(id: &'static str, pattern: &str) -> Result<Regex, ScrubError> {
+    RegexBuilder::new(pattern)
         .unicode(false)
         .size_limit(32 << 20)
         .build()
-        .map_err(|source| ScrubError {
-            id: rule.id,
-            source,
-        })
+        .map_err(|source| ScrubError { id, source })
 }
 
 impl Scrubber {
@@ -149,18 +167,14 @@ impl Scrubber {
             .collect::<Result<Vec<_>, _>>()?;
         let rules = rules::RULES
             .iter()
-            .map(|rule| {
-                let regex = build_regex(rule)?;
-                let secret_group = regex.capture_names().position(|n| n == Some("secret"));
-                Ok(Compiled {
-                    id: rule.id,
-                    regex,
-                    secret_group,
-                    accept: rule.accept,
-                    precheck: rule.precheck,
-                })
+            .map(|rule| Compiled {
+                id: rule.id,
+                pattern: rule.pattern,
+                regex: std::sync::OnceLock::new(),
+                accept: rule.accept,
+                precheck: rule.precheck,
             })
-            .collect::<Result<Vec<_>, ScrubError>>()?;
+            .collect();
         Ok(Self {
             prefilter,
             triggers,
@@ -314,6 +328,9 @@ impl Scrubber {
             if mask & (1 << index) == 0 || rule.precheck.is_some_and(|check| !check(window)) {
                 continue;
             }
+            let Some((regex, secret_group)) = rule.regex() else {
+                continue;
+            };
             let mut redact = |secret: Range<usize>| {
                 tracing::trace!(rule = rule.id, "credential redacted");
                 let start = range.start + secret.start;
@@ -327,15 +344,14 @@ impl Scrubber {
                 }
                 spans.push((start..end, REDACTED));
             };
-            if rule.secret_group.is_none() && rule.accept.is_none() {
+            if secret_group.is_none() && rule.accept.is_none() {
                 // No groups needed: the cheaper find path.
-                rule.regex.find_iter(window).for_each(|m| redact(m.range()));
+                regex.find_iter(window).for_each(|m| redact(m.range()));
                 continue;
             }
-            for caps in rule.regex.captures_iter(window) {
+            for caps in regex.captures_iter(window) {
                 let Some(whole) = caps.get(0) else { continue };
-                let secret = rule
-                    .secret_group
+                let secret = secret_group
                     .and_then(|g| caps.get(g))
                     .map_or(whole.range(), |m| m.range());
                 if rule

@@ -69,6 +69,7 @@ impl Tool for GlobTool {
             gitignore: false,
             skip_vcs: false,
             globs: vec![input.pattern.clone()],
+            need_mtime: true,
             types: Vec::new(),
         };
         let mut found = match find_files(&jail, &options) {

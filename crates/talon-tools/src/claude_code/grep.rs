@@ -126,6 +126,7 @@ impl Tool for GrepTool {
                 gitignore: true,
                 skip_vcs: true,
                 globs: input.glob.as_deref().map(split_globs).unwrap_or_default(),
+                need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
             match find_files(&jail, &options) {
@@ -185,7 +186,10 @@ impl Tool for GrepTool {
                 if results.is_empty() {
                     return ToolOutput::text("No files found");
                 }
-                // Newest first, ties by path.
+                // Newest first, ties by path; only matched files are stat'ed.
+                for r in &mut results {
+                    r.mtime = crate::fs::find::mtime_of(&r.path);
+                }
                 results.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
                 let (paths, _) = page(
                     results

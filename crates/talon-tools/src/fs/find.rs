@@ -36,6 +36,8 @@ pub struct WalkOptions {
     pub skip_vcs: bool,
     /// Only files matching these globs (relative to `base`); `!glob` excludes.
     pub globs: Vec<String>,
+    /// Fill [`Found::mtime`] (one stat per file; only for callers that sort by time).
+    pub need_mtime: bool,
     /// Only files of these ripgrep types (`rust`, `py`, …).
     pub types: Vec<String>,
 }
@@ -164,6 +166,7 @@ pub fn find_files(jail: &Jail, options: &WalkOptions) -> Result<Vec<Found>, Stri
     let (include, exclude) = compile_globs(&options.globs)?;
     let found = Mutex::new(Vec::new());
     let base = options.base.clone();
+    let need_mtime = options.need_mtime;
     walker(jail, options)?.run(|| {
         let found = &found;
         let (include, exclude, base) = (include.clone(), exclude.clone(), base.clone());
@@ -180,11 +183,16 @@ pub fn find_files(jail: &Jail, options: &WalkOptions) -> Result<Vec<Found>, Stri
             {
                 return WalkState::Continue;
             }
-            let mtime = entry
-                .metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .unwrap_or(SystemTime::UNIX_EPOCH);
+            // A stat per file is only paid for by callers that sort by time.
+            let mtime = if need_mtime {
+                entry
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .unwrap_or(SystemTime::UNIX_EPOCH)
+            } else {
+                SystemTime::UNIX_EPOCH
+            };
             if let Ok(mut f) = found.lock() {
                 f.push(Found {
                     path: entry.path().to_path_buf(),
@@ -365,6 +373,13 @@ pub fn grep(
         }
     });
     Ok(results.into_inner().unwrap_or_default())
+}
+
+/// Modification time of a path (for sorting results; not a security decision).
+pub fn mtime_of(path: &Path) -> SystemTime {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// Resolves a tool's `path` argument to an absolute directory (or file) inside the jail.

@@ -9,8 +9,8 @@ use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use super::find::{WalkOptions, base_dir, find_files, relative_to};
 use super::workspace::FsConfig;
 
-/// Paths listed before the output says how many more there are.
-pub const LIMIT: usize = 1000;
+/// Paths listed by default before the output says how many more there are.
+pub const DEFAULT_LIMIT: usize = 1000;
 
 /// Input of [`GlobTool`].
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -21,6 +21,9 @@ pub struct GlobInput {
     /// Directory to search (default: the workspace root).
     #[serde(default)]
     pub path: Option<String>,
+    /// Maximum paths to list (default 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
 
 /// The `glob` tool.
@@ -61,6 +64,7 @@ impl Tool for GlobTool {
             gitignore: false,
             skip_vcs: true,
             globs: vec![input.pattern.clone()],
+            need_mtime: false,
             types: Vec::new(),
         };
         let mut found = match find_files(&jail, &options) {
@@ -72,15 +76,16 @@ impl Tool for GlobTool {
         }
         found.sort_by(|a, b| a.path.cmp(&b.path));
         let total = found.len();
+        let limit = input.limit.unwrap_or(DEFAULT_LIMIT).max(1);
         let mut text: Vec<String> = found
             .iter()
-            .take(LIMIT)
+            .take(limit)
             .map(|f| relative_to(&f.path, jail.root()).display().to_string())
             .collect();
-        if total > LIMIT {
+        if total > limit {
             text.push(format!(
                 "... {} more files not shown; use a more specific pattern or path",
-                total - LIMIT
+                total - limit
             ));
         }
         ToolOutput::silent(text.join("\n"))

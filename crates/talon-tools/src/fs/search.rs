@@ -93,6 +93,7 @@ impl Tool for Search {
                 gitignore: true,
                 skip_vcs: true,
                 globs: input.glob.as_deref().map(split_globs).unwrap_or_default(),
+                need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
             match find_files(&jail, &options) {
