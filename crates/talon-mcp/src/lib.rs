@@ -169,7 +169,7 @@ impl ServerHandler for TalonMcp {
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub async fn serve_stdio(handler: TalonMcp) -> Result<(), McpError> {
     let running = handler
-        .serve(rmcp::transport::stdio())
+        .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| McpError(format!("MCP initialization failed: {e}")))?;
     running

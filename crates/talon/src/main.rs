@@ -111,10 +111,15 @@ fn main() -> ExitCode {
     } else {
         "warn"
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `talon mcp` serves one client over stdio, one message at a time: a single-threaded runtime
+    // avoids a cross-thread hand-off per call. Tools that need parallelism (search) use their
+    // own threads.
+    let mut builder = if matches!(cli.command, Command::Mcp { .. }) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("talon: cannot start the async runtime: {e}");
