@@ -283,11 +283,29 @@ impl Jail {
         if located.root == 0 && self.is_denied(&located.rel) {
             return Err(FsError::Denied { path: shown });
         }
-        let fd = self
-            .resolver
-            .open(&root.fd, &located.rel, flags | OFlag::O_CLOEXEC, mode)
-            .map_err(|e| e.at(&shown, &root.path))?;
-        let (real_rel, real_abs) = self.real_rel(root, &fd)?;
+        // Fast path: with no symlink on the way, the path the kernel resolved is the lexical
+        // one, so no /proc lookup is needed. A symlink (ELOOP here) takes the general path.
+        let flags = flags | OFlag::O_CLOEXEC;
+        let (fd, real_rel, real_abs) =
+            match self
+                .resolver
+                .open_with(&root.fd, &located.rel, flags, mode, false)
+            {
+                Ok(fd) => {
+                    let rel = lexical(&located.rel);
+                    let abs = root.path.join(&rel);
+                    (fd, rel, abs)
+                }
+                Err(crate::error::Raw::Loop) => {
+                    let fd = self
+                        .resolver
+                        .open(&root.fd, &located.rel, flags, mode)
+                        .map_err(|e| e.at(&shown, &root.path))?;
+                    let (rel, abs) = self.real_rel(root, &fd)?;
+                    (fd, rel, abs)
+                }
+                Err(e) => return Err(e.at(&shown, &root.path)),
+            };
         if located.root == 0 && self.is_denied(&real_rel) {
             return Err(FsError::Denied { path: shown });
         }
@@ -302,6 +320,22 @@ impl Jail {
             real_abs,
         })
     }
+}
+
+/// Lexical normalisation of a relative path without symlinks (`.` dropped, `..` pops); the
+/// kernel already refused any `..` that would climb above the root.
+fn lexical(rel: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(part) => out.push(part),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    out
 }
 
 fn open_root(path: &Path, writable: bool) -> Result<Root, FsError> {

@@ -24,10 +24,7 @@ impl Env {
         std::fs::write(dir.path().join("outside/secret.txt"), "SECRET").unwrap();
         let registry = Arc::new(Registry::new());
         let config = BuiltinConfig {
-            fs: FsConfig {
-                deny: vec!["private".into()],
-                extra_roots: vec![],
-            },
+            fs: FsConfig::new(vec!["private".into()], vec![]),
         };
         talon_tools::register_builtin(&registry, &config).unwrap();
         let pipeline = Pipeline::builder(registry)
@@ -591,5 +588,25 @@ async fn no_workspace_is_a_clear_error() {
             .starts_with("no workspace is configured for this call"),
         "{}",
         out.output.for_llm
+    );
+}
+
+#[tokio::test]
+async fn a_workspace_replaced_on_disk_is_reopened() {
+    let env = Env::new();
+    env.write("a.txt", "old");
+    assert!(
+        env.ok("read_file", json!({"path": "a.txt"}))
+            .await
+            .contains("old")
+    );
+    let ws = env.ws();
+    std::fs::rename(&ws, env.dir.path().join("ws-moved")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "new").unwrap();
+    let text = env.ok("read_file", json!({"path": "a.txt"})).await;
+    assert!(
+        text.contains("new"),
+        "the cached jail of the old directory must not be used: {text}"
     );
 }

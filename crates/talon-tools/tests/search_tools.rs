@@ -53,10 +53,7 @@ fn env() -> Env {
     std::fs::write(ws.join(".gitignore"), "ignored/\n").unwrap();
     let registry = Arc::new(Registry::new());
     let config = BuiltinConfig {
-        fs: FsConfig {
-            deny: vec!["private".into()],
-            extra_roots: vec![],
-        },
+        fs: FsConfig::new(vec!["private".into()], vec![]),
     };
     talon_tools::register_builtin(&registry, &config).unwrap();
     let pipeline = Pipeline::builder(registry)

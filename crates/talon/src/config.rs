@@ -160,10 +160,7 @@ impl Config {
         let mut extra_roots = roots(&self.fs.read_roots, false);
         extra_roots.extend(roots(&self.fs.write_roots, true));
         talon_tools::BuiltinConfig {
-            fs: talon_tools::FsConfig {
-                deny: self.fs.deny.clone(),
-                extra_roots,
-            },
+            fs: talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots),
         }
     }
 

@@ -1,7 +1,10 @@
 //! From a call's context to its jail: the workspace root, the deny prefixes and the extra roots
 //! (skills directories) every file tool is confined to.
 
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use talon_core::CallContext;
 use talon_fs::{FsError, Jail};
@@ -13,21 +16,62 @@ pub struct ExtraRoot {
     pub writable: bool,
 }
 
+/// Workspaces seen so far: path → (device, inode, jail). Bounded; cleared when full.
+type JailCache = Arc<Mutex<HashMap<PathBuf, (u64, u64, Arc<Jail>)>>>;
+
+/// Workspaces remembered before the cache starts over.
+const MAX_CACHED_WORKSPACES: usize = 1024;
+
 /// File-tool settings shared by both dialects.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct FsConfig {
     /// Workspace-relative prefixes that are refused and hidden (`.talon` is always denied).
     pub deny: Vec<String>,
     /// Extra roots (seed 002's allowed prefixes for skills directories).
     pub extra_roots: Vec<ExtraRoot>,
+    /// Open jails by workspace, so a call does not re-open and canonicalise the root. An entry is
+    /// reused only while the path still names the same directory (device and inode), so a
+    /// workspace replaced on disk gets a fresh jail.
+    cache: JailCache,
+}
+
+impl FsConfig {
+    /// Settings with the given deny prefixes and extra roots.
+    pub fn new(deny: Vec<String>, extra_roots: Vec<ExtraRoot>) -> Self {
+        Self {
+            deny,
+            extra_roots,
+            cache: JailCache::default(),
+        }
+    }
 }
 
 impl FsConfig {
     /// The jail for one call. The workspace comes from the call context (per user, per agent).
-    pub fn jail(&self, ctx: &CallContext) -> Result<Jail, String> {
+    pub fn jail(&self, ctx: &CallContext) -> Result<Arc<Jail>, String> {
         let Some(workspace) = ctx.workspace.as_ref() else {
             return Err("no workspace is configured for this call, so file tools cannot run; start Talon with --workspace DIR".into());
         };
+        let identity = std::fs::metadata(workspace)
+            .map(|m| (m.dev(), m.ino()))
+            .ok();
+        if let (Some((dev, ino)), Ok(cache)) = (identity, self.cache.lock())
+            && let Some((d, i, jail)) = cache.get(workspace)
+            && (*d, *i) == (dev, ino)
+        {
+            return Ok(Arc::clone(jail));
+        }
+        let jail = Arc::new(self.open_jail(workspace)?);
+        if let (Some((dev, ino)), Ok(mut cache)) = (identity, self.cache.lock()) {
+            if cache.len() >= MAX_CACHED_WORKSPACES {
+                cache.clear();
+            }
+            cache.insert(workspace.clone(), (dev, ino, Arc::clone(&jail)));
+        }
+        Ok(jail)
+    }
+
+    fn open_jail(&self, workspace: &std::path::Path) -> Result<Jail, String> {
         let mut jail = Jail::new(workspace, &self.deny)
             .map_err(|e| format!("the workspace cannot be opened: {e}"))?;
         for root in &self.extra_roots {
