@@ -161,48 +161,102 @@ fn walker(jail: &Jail, options: &WalkOptions) -> Result<ignore::WalkParallel, St
     Ok(builder.build_parallel())
 }
 
+/// One walker thread's state: its results stay local and are merged once, when the thread ends.
+struct Collector<'a> {
+    shared: &'a Mutex<Vec<Found>>,
+    local: Vec<Found>,
+    include: Option<GlobSet>,
+    exclude: Option<GlobSet>,
+    base: &'a Path,
+    need_mtime: bool,
+}
+
+impl ignore::ParallelVisitor for Collector<'_> {
+    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+        let Ok(entry) = entry else {
+            return WalkState::Continue;
+        };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            return WalkState::Continue;
+        }
+        let rel = entry.path().strip_prefix(self.base).unwrap_or(entry.path());
+        if self.include.as_ref().is_some_and(|g| !g.is_match(rel))
+            || self.exclude.as_ref().is_some_and(|g| g.is_match(rel))
+        {
+            return WalkState::Continue;
+        }
+        // A stat per file is only paid for by callers that sort by time.
+        let mtime = if self.need_mtime {
+            entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        } else {
+            SystemTime::UNIX_EPOCH
+        };
+        self.local.push(Found {
+            path: entry.into_path(),
+            mtime,
+        });
+        WalkState::Continue
+    }
+}
+
+impl Drop for Collector<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut shared) = self.shared.lock() {
+            shared.append(&mut self.local);
+        }
+    }
+}
+
+struct Collectors<'a> {
+    shared: &'a Mutex<Vec<Found>>,
+    include: Option<GlobSet>,
+    exclude: Option<GlobSet>,
+    base: &'a Path,
+    need_mtime: bool,
+}
+
+impl<'s> ignore::ParallelVisitorBuilder<'s> for Collectors<'s> {
+    fn build(&mut self) -> Box<dyn ignore::ParallelVisitor + 's> {
+        Box::new(Collector {
+            shared: self.shared,
+            local: Vec::new(),
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+            base: self.base,
+            need_mtime: self.need_mtime,
+        })
+    }
+}
+
 /// Every regular file under `options.base` that passes the filters, in no particular order.
 pub fn find_files(jail: &Jail, options: &WalkOptions) -> Result<Vec<Found>, String> {
     let (include, exclude) = compile_globs(&options.globs)?;
-    let found = Mutex::new(Vec::new());
-    let base = options.base.clone();
-    let need_mtime = options.need_mtime;
-    walker(jail, options)?.run(|| {
-        let found = &found;
-        let (include, exclude, base) = (include.clone(), exclude.clone(), base.clone());
-        Box::new(move |entry| {
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let rel = entry.path().strip_prefix(&base).unwrap_or(entry.path());
-            if include.as_ref().is_some_and(|g| !g.is_match(rel))
-                || exclude.as_ref().is_some_and(|g| g.is_match(rel))
-            {
-                return WalkState::Continue;
-            }
-            // A stat per file is only paid for by callers that sort by time.
-            let mtime = if need_mtime {
-                entry
-                    .metadata()
-                    .ok()
-                    .and_then(|m| m.modified().ok())
-                    .unwrap_or(SystemTime::UNIX_EPOCH)
-            } else {
-                SystemTime::UNIX_EPOCH
-            };
-            if let Ok(mut f) = found.lock() {
-                f.push(Found {
-                    path: entry.path().to_path_buf(),
-                    mtime,
-                });
-            }
-            WalkState::Continue
-        })
+    let shared = Mutex::new(Vec::new());
+    let mut collectors = Collectors {
+        shared: &shared,
+        include,
+        exclude,
+        base: &options.base,
+        need_mtime: options.need_mtime,
+    };
+    walker(jail, options)?.visit(&mut collectors);
+    Ok(shared.into_inner().unwrap_or_default())
+}
+
+/// Sorts by path bytes (much cheaper than `Path`'s component-wise order, and the same order for
+/// the paths a walk produces under one base).
+pub fn sort_by_path(found: &mut [Found]) {
+    use std::os::unix::ffi::OsStrExt;
+    found.sort_unstable_by(|a, b| {
+        a.path
+            .as_os_str()
+            .as_bytes()
+            .cmp(b.path.as_os_str().as_bytes())
     });
-    Ok(found.into_inner().unwrap_or_default())
 }
 
 /// A glob pattern for `Glob`/`glob`, matched against paths relative to the base.

@@ -74,7 +74,7 @@ impl Tool for GlobTool {
         if found.is_empty() {
             return ToolOutput::silent(format!("No files match {:?}", input.pattern));
         }
-        found.sort_by(|a, b| a.path.cmp(&b.path));
+        super::find::sort_by_path(&mut found);
         let total = found.len();
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT).max(1);
         let mut text: Vec<String> = found
