@@ -148,6 +148,17 @@ impl Jail {
         })
     }
 
+    /// Also denies `abs` if it lies inside the workspace (Talon's data directory, say).
+    pub fn deny_absolute(mut self, abs: &Path) -> Self {
+        let canonical = std::fs::canonicalize(abs).unwrap_or_else(|_| abs.to_path_buf());
+        if let Ok(rel) = canonical.strip_prefix(&self.roots[0].path)
+            && !rel.as_os_str().is_empty()
+        {
+            self.deny.push(rel.to_path_buf());
+        }
+        self
+    }
+
     /// Adds an extra root reachable by absolute path (for example a skills directory).
     pub fn allow_root(mut self, path: &Path, writable: bool) -> Result<Self, FsError> {
         self.roots.push(open_root(path, writable)?);

@@ -195,3 +195,25 @@ pub fn http_service(
         config,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use talon_core::Media;
+
+    #[test]
+    fn images_become_image_content() {
+        let output = ToolOutput::text("Image file read: a.png").with_media(Media {
+            mime_type: "image/png".into(),
+            data: vec![1, 2, 3],
+            name: Some("a.png".into()),
+            prompt: None,
+        });
+        let result = serde_json::to_value(to_call_result(&output)).expect("serializes");
+        assert_eq!(result["content"][0]["type"], "text");
+        assert_eq!(result["content"][1]["type"], "image");
+        assert_eq!(result["content"][1]["mimeType"], "image/png");
+        assert_eq!(result["content"][1]["data"], "AQID");
+        assert_eq!(result["isError"], false);
+    }
+}

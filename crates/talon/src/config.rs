@@ -147,7 +147,8 @@ pub struct ConfigError(pub String);
 
 impl Config {
     /// What the built-in tools need.
-    pub fn builtin(&self) -> talon_tools::BuiltinConfig {
+    /// `data_dir` is denied to the file tools wherever a workspace contains it.
+    pub fn builtin(&self, data_dir: &Path) -> talon_tools::BuiltinConfig {
         let roots = |paths: &[PathBuf], writable: bool| {
             paths
                 .iter()
@@ -159,9 +160,9 @@ impl Config {
         };
         let mut extra_roots = roots(&self.fs.read_roots, false);
         extra_roots.extend(roots(&self.fs.write_roots, true));
-        talon_tools::BuiltinConfig {
-            fs: talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots),
-        }
+        let mut fs = talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots);
+        fs.deny_dirs.push(data_dir.to_path_buf());
+        talon_tools::BuiltinConfig { fs }
     }
 
     /// The policy engine's part of the configuration.

@@ -30,6 +30,8 @@ pub struct Overrides {
     /// their own users, so file edits are accepted and riskier tools still need approval
     /// (acceptEdits).
     pub default_mode: PermissionMode,
+    /// `--data-dir`, if given (denied to the file tools).
+    pub data_dir: Option<PathBuf>,
 }
 
 fn hooks(config: &Config) -> Hooks {
@@ -110,8 +112,11 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
     };
 
     let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(&registry, &config.builtin())
-        .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
+    talon_tools::register_builtin(
+        &registry,
+        &config.builtin(&crate::config::data_dir(overrides.data_dir.as_deref())),
+    )
+    .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
     let mut builder = Pipeline::builder(registry)
         .policy(policy)
         .rate_limiter(RateLimiter::new(

@@ -289,3 +289,73 @@ fn configured_server_ips_are_scrubbed() {
     assert!(stdout.contains("served by [SERVER_IP]"), "{stdout}");
     assert!(!stdout.contains("203.0.113.7"), "{stdout}");
 }
+
+#[test]
+fn dialect_is_chosen_by_policy() {
+    let only_goclaw = "[tools]\ndeny = [\"group:claude_code\"]\n";
+    let (code, stdout, _) = run(&["tools", "list", "--json"], &[], Some(only_goclaw));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("\"read_file\"") && !stdout.contains("\"Read\""),
+        "{stdout}"
+    );
+    let only_claude = "[tools]\nallow = [\"group:claude_code\"]\n";
+    let (_, stdout, _) = run(&["tools", "list", "--json"], &[], Some(only_claude));
+    assert!(
+        stdout.contains("\"Read\"")
+            && stdout.contains("\"Grep\"")
+            && !stdout.contains("\"read_file\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn file_tools_work_from_the_cli_and_hide_the_data_dir() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("data")).unwrap();
+    std::fs::write(home.path().join("data/secret.db"), "db").unwrap();
+    std::fs::write(home.path().join("notes.txt"), "hello\n").unwrap();
+    let ws = home.path().to_str().unwrap();
+    let call = |args: &[&str]| {
+        let out = command(home.path()).args(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, _) = call(&["tool", "call", "list_files", "--workspace", ws]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("notes.txt") && !stdout.contains("data"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = call(&[
+        "tool",
+        "call",
+        "read_file",
+        "--workspace",
+        ws,
+        "--args",
+        "{\"path\":\"data/secret.db\"}",
+    ]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("denied"), "{stderr}");
+    let (code, stdout, _) = call(&[
+        "tool",
+        "call",
+        "write_file",
+        "--workspace",
+        ws,
+        "--args",
+        "{\"path\":\"out/new.txt\",\"content\":\"x\"}",
+    ]);
+    assert_eq!(
+        code, 0,
+        "tool call runs write tools without asking: {stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("out/new.txt")).unwrap(),
+        "x"
+    );
+}

@@ -29,6 +29,8 @@ pub struct FsConfig {
     pub deny: Vec<String>,
     /// Extra roots (seed 002's allowed prefixes for skills directories).
     pub extra_roots: Vec<ExtraRoot>,
+    /// Absolute directories denied wherever a workspace contains them (Talon's data directory).
+    pub deny_dirs: Vec<PathBuf>,
     /// Open jails by workspace, so a call does not re-open and canonicalise the root. An entry is
     /// reused only while the path still names the same directory (device and inode), so a
     /// workspace replaced on disk gets a fresh jail.
@@ -41,6 +43,7 @@ impl FsConfig {
         Self {
             deny,
             extra_roots,
+            deny_dirs: Vec::new(),
             cache: JailCache::default(),
         }
     }
@@ -74,6 +77,9 @@ impl FsConfig {
     fn open_jail(&self, workspace: &std::path::Path) -> Result<Jail, String> {
         let mut jail = Jail::new(workspace, &self.deny)
             .map_err(|e| format!("the workspace cannot be opened: {e}"))?;
+        for dir in &self.deny_dirs {
+            jail = jail.deny_absolute(dir);
+        }
         for root in &self.extra_roots {
             jail = jail.allow_root(&root.path, root.writable).map_err(|e| {
                 format!(

@@ -12,6 +12,7 @@ pub async fn run(
     workspace: Option<PathBuf>,
     profile: Option<String>,
     agent: Option<String>,
+    data_dir: Option<PathBuf>,
 ) -> ExitCode {
     let rt = match runtime::build(
         config,
@@ -20,6 +21,7 @@ pub async fn run(
             profile,
             agent,
             workspace,
+            data_dir,
             ..Overrides::default()
         },
     ) {

@@ -33,7 +33,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             workspace,
             profile,
             agent,
-        } => mcp::run(config, workspace, profile, agent).await,
+        } => mcp::run(config, workspace, profile, agent, cli.data_dir).await,
         Command::Tools {
             command:
                 ToolsCommand::List {
@@ -52,6 +52,6 @@ pub async fn run(cli: Cli) -> ExitCode {
                     agent,
                     json,
                 },
-        } => tool::call(config, name, args, workspace, agent, json).await,
+        } => tool::call(config, name, args, workspace, agent, json, cli.data_dir).await,
     }
 }

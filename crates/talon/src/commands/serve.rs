@@ -39,6 +39,7 @@ pub async fn run(config: Config, bind: Option<String>, data_dir: Option<&Path>) 
         config,
         Overrides {
             default_mode: talon_core::permission::PermissionMode::AcceptEdits,
+            data_dir: Some(data_dir.clone()),
             ..Overrides::default()
         },
     ) {

@@ -18,6 +18,7 @@ pub async fn call(
     workspace: Option<PathBuf>,
     agent: Option<String>,
     as_json: bool,
+    data_dir: Option<PathBuf>,
 ) -> ExitCode {
     let arguments: Value = match serde_json::from_str(&args) {
         Ok(v @ Value::Object(_)) => v,
@@ -34,6 +35,7 @@ pub async fn call(
             default_mode: talon_core::permission::PermissionMode::BypassPermissions,
             agent,
             workspace,
+            data_dir,
             ..Overrides::default()
         },
     ) {

@@ -23,6 +23,7 @@ pub fn list(
             agent,
             provider,
             workspace: None,
+            data_dir: None,
         },
     ) {
         Ok(rt) => rt,
