@@ -63,6 +63,24 @@ fn python_sdk_over_stdio() {
     let talon = support::talon();
     let report = support::python_mcp_client(&["stdio", talon.to_str().unwrap(), "mcp"]);
     check_report(&report);
+    // The workspace is the client's working directory (this crate).
+    let calls = &report["calls"];
+    assert_eq!(calls["read_file"][0]["is_error"], false, "{report}");
+    assert!(
+        calls["read_file"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("     1\t[package]"),
+        "{report}"
+    );
+    assert_eq!(calls["Read"][0]["is_error"], true);
+    assert!(
+        calls["Read"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("outside the workspace"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -47,6 +47,8 @@ async def exercise(session):
         ("TodoWrite", {"todos": [{"content": "Test MCP", "status": "in_progress", "activeForm": "Testing MCP"}]}),
         ("TodoWrite", {"todos": [{"content": "x", "status": "bogus", "activeForm": "x"}]}),
         ("no_such_tool", {}),
+        ("read_file", {"path": "Cargo.toml", "limit": 3}),
+        ("Read", {"file_path": "../../../../etc/passwd"}),
     ]:
         result = await session.call_tool(name, args)
         calls.setdefault(name, []).append({"is_error": bool(attr(result, "is_error", "isError")), "text": text_of(result)})
