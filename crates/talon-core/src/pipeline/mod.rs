@@ -14,8 +14,13 @@
 //! 9. scrub credentials from `for_llm`, `for_user` and the deliverable;
 //! 10. audit record, tool events and the tracing span.
 
+mod builder;
 mod limits;
+mod post;
 mod validate;
+
+pub use builder::PipelineBuilder;
+use post::{digest, hook_input};
 
 use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
@@ -29,16 +34,16 @@ use tracing::Instrument;
 
 use crate::context::CallContext;
 use crate::events::{AuditRecord, AuditSink, EventBus, ToolEvent};
-use crate::hooks::{HookEvent, HookInput, HookOutcome, HookPermission, Hooks};
+use crate::hooks::{HookEvent, HookPermission, Hooks};
 use crate::output::ToolOutput;
 use crate::permission::{
-    Approval, Approver, DEFAULT_AUTO_ALLOW, Decision, DenyApprover, PermissionChecker,
-    PermissionMode, PermissionRequest, mode_decision,
+    Approval, Approver, Decision, PermissionChecker, PermissionMode, PermissionRequest,
+    mode_decision,
 };
 use crate::policy::{PolicyEngine, PolicyRequest};
 use crate::rate_limit::RateLimiter;
 use crate::registry::{RegisteredTool, Registry};
-use crate::scrub::{ScrubError, Scrubber};
+use crate::scrub::Scrubber;
 use crate::wire::{WireFormat, definition};
 
 /// Default per-call timeout when neither the tool nor the caller sets one.
@@ -133,148 +138,6 @@ struct PolicyCache {
 }
 
 const POLICY_CACHE_MAX: usize = 4096;
-
-/// Builds a [`Pipeline`]; every setting has a safe default.
-pub struct PipelineBuilder {
-    registry: Arc<Registry>,
-    policy: PolicyEngine,
-    rate_limiter: Option<RateLimiter>,
-    hooks: Hooks,
-    checker: Option<Arc<dyn PermissionChecker>>,
-    approver: Arc<dyn Approver>,
-    auto_allow: BTreeSet<String>,
-    scrubber: Option<Arc<Scrubber>>,
-    scrub_enabled: bool,
-    max_output_bytes: usize,
-    default_timeout: Duration,
-    audit: Option<Arc<dyn AuditSink>>,
-    events: EventBus,
-    deferred: Option<DeferredActivator>,
-}
-
-impl PipelineBuilder {
-    /// Defaults: profile `full`, GoClaw's rate limit (150/hour, burst 30), no hooks, the
-    /// deny-by-default approver, Claude Code's auto-allowed set, scrubbing on, 128 KiB output cap,
-    /// 120 s timeout.
-    pub fn new(registry: Arc<Registry>) -> Self {
-        Self {
-            registry,
-            policy: PolicyEngine::default(),
-            rate_limiter: RateLimiter::new(
-                crate::rate_limit::DEFAULT_PER_HOUR,
-                crate::rate_limit::DEFAULT_BURST,
-            ),
-            hooks: Hooks::default(),
-            checker: None,
-            approver: Arc::new(DenyApprover),
-            auto_allow: DEFAULT_AUTO_ALLOW
-                .iter()
-                .map(|s| (*s).to_string())
-                .collect(),
-            scrubber: None,
-            scrub_enabled: true,
-            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
-            default_timeout: DEFAULT_TIMEOUT,
-            audit: None,
-            events: EventBus::default(),
-            deferred: None,
-        }
-    }
-
-    pub fn policy(mut self, policy: PolicyEngine) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// `None` disables rate limiting.
-    pub fn rate_limiter(mut self, limiter: Option<RateLimiter>) -> Self {
-        self.rate_limiter = limiter;
-        self
-    }
-
-    pub fn hooks(mut self, hooks: Hooks) -> Self {
-        self.hooks = hooks;
-        self
-    }
-
-    pub fn permission_checker(mut self, checker: Arc<dyn PermissionChecker>) -> Self {
-        self.checker = Some(checker);
-        self
-    }
-
-    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = approver;
-        self
-    }
-
-    /// Tools allowed without asking in `default`, `acceptEdits` and `dontAsk` modes.
-    pub fn auto_allow<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
-        self.auto_allow = names.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Shares a scrubber (so credential values registered elsewhere apply here).
-    pub fn scrubber(mut self, scrubber: Arc<Scrubber>) -> Self {
-        self.scrubber = Some(scrubber);
-        self
-    }
-
-    pub fn scrub_enabled(mut self, enabled: bool) -> Self {
-        self.scrub_enabled = enabled;
-        self
-    }
-
-    pub fn max_output_bytes(mut self, max: usize) -> Self {
-        self.max_output_bytes = max.max(1024);
-        self
-    }
-
-    pub fn default_timeout(mut self, timeout: Duration) -> Self {
-        self.default_timeout = timeout;
-        self
-    }
-
-    pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
-        self.audit = Some(sink);
-        self
-    }
-
-    pub fn events(mut self, events: EventBus) -> Self {
-        self.events = events;
-        self
-    }
-
-    pub fn deferred_activator(mut self, activator: DeferredActivator) -> Self {
-        self.deferred = Some(activator);
-        self
-    }
-
-    /// Builds the pipeline; fails only if the built-in scrubber rules do not compile.
-    pub fn build(self) -> Result<Pipeline, ScrubError> {
-        let scrubber = match self.scrubber {
-            Some(s) => s,
-            None => Arc::new(Scrubber::new()?),
-        };
-        Ok(Pipeline {
-            registry: self.registry,
-            policy: self.policy,
-            policy_cache: Mutex::new(PolicyCache::default()),
-            rate_limiter: self.rate_limiter,
-            hooks: self.hooks,
-            checker: self.checker,
-            approver: self.approver,
-            auto_allow: self.auto_allow,
-            scrubber,
-            scrub_enabled: self.scrub_enabled,
-            max_output_bytes: self.max_output_bytes,
-            default_timeout: self.default_timeout,
-            audit: self.audit,
-            events: self.events,
-            deferred: self.deferred,
-            next_call_id: AtomicU64::new(1),
-        })
-    }
-}
 
 /// The pipeline. Share it (`Arc<Pipeline>`) across every entry point.
 pub struct Pipeline {
@@ -708,85 +571,6 @@ impl Pipeline {
             Ok(Ok(Ok(output))) => Ok(output),
         }
     }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn post_hooks(
-        &self,
-        ctx: &CallContext,
-        tool: &str,
-        requested: &str,
-        tool_use_id: &str,
-        progress: &Progress,
-        stage: Option<FailedStage>,
-        started: Instant,
-        output: &mut ToolOutput,
-    ) {
-        let event = if output.is_error {
-            HookEvent::PostToolUseFailure
-        } else {
-            HookEvent::PostToolUse
-        };
-        let mut outcome = HookOutcome::default();
-        if !self.hooks.is_empty(event) {
-            let mut input = hook_input(ctx, tool, tool_use_id, &progress.args);
-            input.duration_ms = Some(started.elapsed().as_millis() as u64);
-            if output.is_error {
-                input.error = Some(output.for_llm.clone());
-                input.is_interrupt = Some(stage == Some(FailedStage::Cancelled));
-            } else {
-                input.tool_response = Some(Value::String(output.for_llm.clone()));
-            }
-            outcome = self.hooks.fire(event, tool, requested, &mut input).await;
-        }
-        let mut notes: Vec<String> = progress.context.iter().cloned().collect();
-        if outcome.permission == Some(HookPermission::Deny) {
-            notes.push(format!(
-                "{event:?} hook: {}",
-                outcome
-                    .reason
-                    .as_deref()
-                    .unwrap_or("the hook flagged this result")
-            ));
-        }
-        notes.extend(outcome.additional_context);
-        if !notes.is_empty() {
-            output.for_llm.push_str("\n\n");
-            output.for_llm.push_str(&notes.join("\n"));
-        }
-        if outcome.suppress_output {
-            output.for_user = None;
-            output.silent = true;
-        }
-    }
-}
-
-fn hook_input(ctx: &CallContext, tool: &str, tool_use_id: &str, args: &Value) -> HookInput {
-    HookInput {
-        session_id: ctx.session_key.clone(),
-        transcript_path: ctx
-            .transcript_path
-            .as_ref()
-            .map(|p| p.display().to_string()),
-        cwd: ctx
-            .workspace
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        permission_mode: ctx.permission_mode.as_str().to_string(),
-        hook_event_name: "",
-        tool_name: tool.to_string(),
-        tool_input: args.clone(),
-        tool_use_id: tool_use_id.to_string(),
-        tool_response: None,
-        error: None,
-        is_interrupt: None,
-        duration_ms: None,
-    }
-}
-
-/// Digest of the final arguments for the audit record.
-fn digest(args: &Value) -> String {
-    crate::events::fingerprint(args.to_string().as_bytes())
 }
 
 #[cfg(test)]
