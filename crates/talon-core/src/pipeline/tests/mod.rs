@@ -3,7 +3,7 @@ use std::sync::Mutex;
 use serde_json::json;
 
 use super::*;
-use crate::hooks::{CommandHook, FnHook, Hook, HookMatcher};
+use crate::hooks::{CommandHook, FnHook, Hook, HookInput, HookMatcher, HookOutcome};
 use crate::permission::StaticApprover;
 use crate::policy::{PolicyConfig, ToolPolicy};
 use crate::test_tools::{Bad, Misbehave, Named, NeedsArgs};
