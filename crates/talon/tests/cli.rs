@@ -359,3 +359,47 @@ fn file_tools_work_from_the_cli_and_hide_the_data_dir() {
         "x"
     );
 }
+
+#[test]
+fn a_failed_write_leaves_the_file_and_no_temporary_behind() {
+    // A file-size limit makes the write fail part-way, as a full disk would.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("keep.txt"), "original").unwrap();
+    let big = "x".repeat(100_000);
+    let args = serde_json::json!({"path": "keep.txt", "content": big}).to_string();
+    let script = format!(
+        "trap '' XFSZ; exec prlimit --fsize=4096 {} tool call write_file --workspace {} --args '{}'",
+        support::talon().display(),
+        home.path().display(),
+        args
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("HOME", home.path())
+        .env("TALON_DATA_DIR", home.path().join("data"))
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("keep.txt"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("keep.txt")).unwrap(),
+        "original"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".talon-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
