@@ -37,6 +37,7 @@ fn crates_depend_only_on_lower_layers() {
     let allowed: &[(&str, &[&str])] = &[
         ("talon-core", &[]),
         ("talon-fs", &[]),
+        ("talon-store", &[]),
         ("talon-tools", &["talon-core", "talon-fs"]),
         ("talon-mcp", &["talon-core"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),

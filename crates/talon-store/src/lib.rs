@@ -1,0 +1,297 @@
+//! Talon's storage: one [`Store`] over two engines.
+//!
+//! * **SQLite** (the embedded default): a file in the data directory, WAL mode, created and
+//!   migrated on first start, nothing to install.
+//! * **PostgreSQL** (`TALON_DATABASE_URL=postgres://…`): for many Talon instances sharing one
+//!   database. Migrations take an advisory lock; every read-modify-write is a single conditional
+//!   statement or runs under a row lock, never read-then-write.
+//!
+//! Queries are written once against sqlx's `Any` driver with runtime SQL (no live database at
+//! build time). Only the schema files (`migrations/<engine>/`) and full-text search differ per
+//! engine. Integers are `i64` everywhere and times are Unix milliseconds, so one Rust type reads
+//! both engines.
+
+mod agents;
+mod crypto;
+mod migrate;
+mod secrets;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, ConnectOptions};
+
+pub use agents::{AgentRecord, AgentType};
+pub use crypto::{EncryptionKey, KeySource};
+pub use migrate::{MIGRATIONS, MigrationStatus};
+
+/// Why a store operation failed. Messages name what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot connect to the database ({target}): {source}")]
+    Connect {
+        target: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error(
+        "the database is at schema version {found}, newer than this Talon binary supports ({supported}); upgrade Talon instead of downgrading the database"
+    )]
+    TooNew { found: i64, supported: i64 },
+    #[error("migration {version} ({name}) failed: {source}")]
+    Migration {
+        version: i64,
+        name: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error(
+        "invalid database URL {0:?}: use sqlite:///path/to/talon.db or postgres://user@host/db"
+    )]
+    InvalidUrl(String),
+    #[error("{0}")]
+    Key(String),
+    #[error("secret {name:?} cannot be decrypted: {reason}")]
+    Decrypt { name: String, reason: String },
+    #[error("{what} {key:?} does not exist")]
+    NotFound { what: &'static str, key: String },
+    #[error("invalid {what}: {reason}")]
+    Invalid { what: &'static str, reason: String },
+    #[error("cannot access {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The two engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+impl Engine {
+    fn dir(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "sqlite",
+            Engine::Postgres => "postgres",
+        }
+    }
+}
+
+/// Where the store lives.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `sqlite://…` or `postgres://…`.
+    pub url: String,
+    /// PostgreSQL schema to use (created if missing); `None` for the default search path. Lets
+    /// several deployments, or parallel tests, share one database.
+    pub schema: Option<String>,
+    /// Pool size.
+    pub max_connections: u32,
+}
+
+impl StoreConfig {
+    /// The embedded default: `talon.db` in the data directory.
+    pub fn sqlite_in(data_dir: &Path) -> Self {
+        Self {
+            url: format!("sqlite://{}?mode=rwc", data_dir.join("talon.db").display()),
+            schema: None,
+            max_connections: 8,
+        }
+    }
+
+    /// A URL from `TALON_DATABASE_URL` or configuration.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            schema: None,
+            max_connections: 8,
+        }
+    }
+}
+
+/// The store: a connection pool, the engine, and the key for secrets.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    engine: Engine,
+    key: Option<EncryptionKey>,
+}
+
+fn valid_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// A connect target safe to print: the password, if any, replaced.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Current time in Unix milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Store {
+    /// Connects and applies pending migrations.
+    pub async fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+        let store = Self::connect(config).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects without migrating (for `talon migrate status`).
+    pub async fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let engine = if config.url.starts_with("sqlite:") {
+            Engine::Sqlite
+        } else if config.url.starts_with("postgres://") || config.url.starts_with("postgresql://") {
+            Engine::Postgres
+        } else {
+            return Err(StoreError::InvalidUrl(redact_url(&config.url)));
+        };
+        let target = redact_url(&config.url);
+        let options = AnyConnectOptions::from_str(&config.url)
+            .map_err(|source| StoreError::Connect {
+                target: target.clone(),
+                source,
+            })?
+            .log_statements(tracing::log::LevelFilter::Trace);
+        if let Some(schema) = &config.schema
+            && (engine != Engine::Postgres || !valid_identifier(schema))
+        {
+            return Err(StoreError::Invalid {
+                what: "schema",
+                reason: format!("{schema:?}: only for PostgreSQL, lowercase letters, digits and _"),
+            });
+        }
+        let schema = config.schema.clone();
+        let pool = AnyPoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _meta| {
+                let schema = schema.clone();
+                Box::pin(async move {
+                    match engine {
+                        Engine::Sqlite => {
+                            sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                        Engine::Postgres => {
+                            if let Some(schema) = schema {
+                                // Concurrent CREATE SCHEMA IF NOT EXISTS can collide; serialise it.
+                                let sql = format!(
+                                    "BEGIN; SELECT pg_advisory_xact_lock(7627194084462); CREATE SCHEMA IF NOT EXISTS {schema}; COMMIT; SET search_path TO {schema};"
+                                );
+                                // The schema name was validated as a plain identifier above.
+                                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut *conn).await?;
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Connect { target, source })?;
+        Ok(Self {
+            pool,
+            engine,
+            key: None,
+        })
+    }
+
+    /// The engine in use.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The pool, for modules of this crate.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Operations for administration and tests: raw statements and corruption injection.
+impl Store {
+    /// Runs an administrative statement (schema management, test setup).
+    pub async fn execute_admin(&self, sql: &str) -> Result<(), StoreError> {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The stored ciphertext of a secret (to show it is not plaintext).
+    pub async fn raw_secret_bytes(&self, name: &str) -> Result<Vec<u8>, StoreError> {
+        use sqlx::Row;
+        let row = sqlx::query("SELECT ciphertext FROM secrets WHERE name = $1")
+            .bind(name)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get("ciphertext")?)
+    }
+
+    /// Flips a byte of a secret's ciphertext, as disk corruption would.
+    pub async fn corrupt_secret_for_tests(&self, name: &str) -> Result<(), StoreError> {
+        let mut bytes = self.raw_secret_bytes(name).await?;
+        if let Some(b) = bytes.first_mut() {
+            *b ^= 0xff;
+        }
+        sqlx::query("UPDATE secrets SET ciphertext = $1 WHERE name = $2")
+            .bind(bytes)
+            .bind(name)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted_for_messages() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact_url("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+    }
+
+    #[test]
+    fn identifiers() {
+        assert!(valid_identifier("t_abc123"));
+        assert!(!valid_identifier("x; drop table y"));
+        assert!(!valid_identifier(""));
+    }
+}

@@ -1,0 +1,186 @@
+//! Versioned migrations: applied in order, recorded in `talon_migrations`, each in its own
+//! transaction, and never on a database newer than this binary.
+//!
+//! Concurrent starts are safe: PostgreSQL serialises migrators with an advisory lock; SQLite
+//! takes the write lock up front (`BEGIN IMMEDIATE`) and re-reads the version under it.
+
+use sqlx::{Acquire, Row};
+
+use crate::{Engine, Store, StoreError, now_ms};
+
+/// One schema change, in both dialects.
+#[derive(Debug)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+/// Every migration, in order.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+    postgres: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+/// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).
+const ADVISORY_LOCK: i64 = 0x74_61_6c_6f_6e;
+
+const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS talon_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+
+/// Where the database stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationStatus {
+    /// Highest applied version (0 for an empty database).
+    pub current: i64,
+    /// Highest version this binary knows.
+    pub latest: i64,
+    /// Versions and names still to apply.
+    pub pending: Vec<(i64, &'static str)>,
+}
+
+fn latest() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+async fn current_version(conn: &mut sqlx::AnyConnection) -> Result<i64, sqlx::Error> {
+    let row = sqlx::query("SELECT COALESCE(MAX(version), 0) AS v FROM talon_migrations")
+        .fetch_one(&mut *conn)
+        .await?;
+    row.try_get::<i64, _>("v")
+}
+
+impl Store {
+    /// The applied and pending migrations.
+    pub async fn migration_status(&self) -> Result<MigrationStatus, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        self.lock_migrations(&mut conn).await?;
+        let created = sqlx::query(BOOKKEEPING).execute(&mut *conn).await;
+        let current = match created {
+            Ok(_) => current_version(&mut conn).await,
+            Err(e) => Err(e),
+        };
+        self.unlock_migrations(&mut conn).await;
+        let current = current?;
+        Ok(MigrationStatus {
+            current,
+            latest: latest(),
+            pending: MIGRATIONS
+                .iter()
+                .filter(|m| m.version > current)
+                .map(|m| (m.version, m.name))
+                .collect(),
+        })
+    }
+
+    /// Applies pending migrations; returns the versions applied.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        // Lock first: even CREATE TABLE IF NOT EXISTS races between PostgreSQL sessions.
+        self.lock_migrations(&mut conn).await?;
+        let result = match sqlx::query(BOOKKEEPING).execute(&mut *conn).await {
+            Ok(_) => self.apply_pending(&mut conn).await,
+            Err(e) => Err(e.into()),
+        };
+        self.unlock_migrations(&mut conn).await;
+        result
+    }
+
+    /// Serialises migrators on PostgreSQL (SQLite serialises with `BEGIN IMMEDIATE`).
+    async fn lock_migrations(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+        if self.engine == Engine::Postgres {
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(ADVISORY_LOCK)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn unlock_migrations(&self, conn: &mut sqlx::AnyConnection) {
+        if self.engine == Engine::Postgres {
+            // Released on disconnect anyway; release now so the pooled connection is clean.
+            let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
+                .bind(ADVISORY_LOCK)
+                .execute(&mut *conn)
+                .await;
+        }
+    }
+
+    async fn apply_pending(&self, conn: &mut sqlx::AnyConnection) -> Result<Vec<i64>, StoreError> {
+        let mut applied = Vec::new();
+        for migration in MIGRATIONS {
+            let sql = match self.engine {
+                Engine::Sqlite => migration.sqlite,
+                Engine::Postgres => migration.postgres,
+            };
+            let fail = |source| StoreError::Migration {
+                version: migration.version,
+                name: migration.name,
+                source,
+            };
+            if self.engine == Engine::Sqlite {
+                sqlx::raw_sql("BEGIN IMMEDIATE")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            } else {
+                sqlx::raw_sql("BEGIN")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(fail)?;
+            }
+            let outcome: Result<bool, sqlx::Error> = async {
+                let current = current_version(conn).await?;
+                if current > latest() {
+                    return Ok(false);
+                }
+                if migration.version <= current {
+                    return Ok(false);
+                }
+                sqlx::raw_sql(sql).execute(&mut *conn).await?;
+                sqlx::query(
+                    "INSERT INTO talon_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+                )
+                .bind(migration.version)
+                .bind(migration.name)
+                .bind(now_ms())
+                .execute(&mut *conn)
+                .await?;
+                Ok(true)
+            }
+            .await;
+            match outcome {
+                Ok(did) => {
+                    sqlx::raw_sql("COMMIT")
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(fail)?;
+                    if did {
+                        tracing::info!(
+                            version = migration.version,
+                            name = migration.name,
+                            engine = self.engine.dir(),
+                            "migration applied"
+                        );
+                        applied.push(migration.version);
+                    }
+                }
+                Err(e) => {
+                    let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+                    return Err(fail(e));
+                }
+            }
+        }
+        let current = current_version(conn.acquire().await?).await?;
+        if current > latest() {
+            return Err(StoreError::TooNew {
+                found: current,
+                supported: latest(),
+            });
+        }
+        Ok(applied)
+    }
+}

@@ -1,0 +1,181 @@
+//! Secrets at rest. A wrong key is a clear error at unlock time (a key-check value is stored
+//! encrypted), and a corrupted secret fails alone, naming itself.
+
+use sqlx::Row;
+
+use crate::{EncryptionKey, Store, StoreError, now_ms};
+
+const KEY_CHECK: &str = "key_check";
+const KEY_CHECK_PLAINTEXT: &[u8] = b"talon key check v1";
+
+fn encode_check(key: &EncryptionKey) -> Result<String, StoreError> {
+    let (nonce, ct) = key.seal(KEY_CHECK.as_bytes(), KEY_CHECK_PLAINTEXT)?;
+    Ok(format!("{}:{}", hex::encode(nonce), hex::encode(ct)))
+}
+
+fn verify_check(key: &EncryptionKey, stored: &str) -> bool {
+    let Some((nonce, ct)) = stored.split_once(':') else {
+        return false;
+    };
+    match (hex::decode(nonce), hex::decode(ct)) {
+        (Ok(nonce), Ok(ct)) => key
+            .open(KEY_CHECK.as_bytes(), &nonce, &ct)
+            .is_ok_and(|p| p == KEY_CHECK_PLAINTEXT),
+        _ => false,
+    }
+}
+
+impl Store {
+    /// Attaches the encryption key after checking it is the one this database was created with
+    /// (the first key to unlock a database is recorded; concurrent first starts agree on one).
+    pub async fn unlock(mut self, key: EncryptionKey) -> Result<Self, StoreError> {
+        let check = encode_check(&key)?;
+        sqlx::query(
+            "INSERT INTO talon_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(KEY_CHECK)
+        .bind(&check)
+        .execute(self.pool())
+        .await?;
+        let stored: String = sqlx::query("SELECT value FROM talon_meta WHERE key = $1")
+            .bind(KEY_CHECK)
+            .fetch_one(self.pool())
+            .await?
+            .try_get("value")?;
+        if !verify_check(&key, &stored) {
+            return Err(StoreError::Key(
+                "the encryption key does not match the one this database's secrets were encrypted with; set TALON_ENCRYPTION_KEY (or the data directory's encryption.key) to the original key".into(),
+            ));
+        }
+        self.key = Some(key);
+        Ok(self)
+    }
+
+    fn key(&self) -> Result<&EncryptionKey, StoreError> {
+        self.key
+            .as_ref()
+            .ok_or_else(|| StoreError::Key("secrets are locked: no encryption key was provided, so nothing is stored in plaintext".into()))
+    }
+
+    /// Stores (or replaces) a secret, encrypted.
+    pub async fn set_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        if name.is_empty() || name.len() > 256 {
+            return Err(StoreError::Invalid {
+                what: "secret name",
+                reason: "must be 1-256 characters".into(),
+            });
+        }
+        let (nonce, ct) = self.key()?.seal(name.as_bytes(), value.as_bytes())?;
+        sqlx::query(
+            "INSERT INTO secrets (name, nonce, ciphertext, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (name) DO UPDATE SET nonce = excluded.nonce, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+        )
+        .bind(name)
+        .bind(nonce.to_vec())
+        .bind(ct)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// A secret's value, if it exists.
+    pub async fn secret(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let key = self.key()?;
+        let row = sqlx::query("SELECT nonce, ciphertext FROM secrets WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let nonce: Vec<u8> = row.try_get("nonce")?;
+        let ct: Vec<u8> = row.try_get("ciphertext")?;
+        let plain =
+            key.open(name.as_bytes(), &nonce, &ct)
+                .map_err(|reason| StoreError::Decrypt {
+                    name: name.to_string(),
+                    reason,
+                })?;
+        String::from_utf8(plain)
+            .map(Some)
+            .map_err(|_| StoreError::Decrypt {
+                name: name.to_string(),
+                reason: "not UTF-8".into(),
+            })
+    }
+
+    /// Names of all secrets, sorted.
+    pub async fn secret_names(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT name FROM secrets ORDER BY name")
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("name").map_err(StoreError::from))
+            .collect()
+    }
+
+    /// Deletes a secret; returns whether it existed.
+    pub async fn delete_secret(&self, name: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM secrets WHERE name = $1")
+            .bind(name)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Every secret value that decrypts (for the scrubber), with the names of those that do not.
+    pub async fn secret_values(
+        &self,
+    ) -> Result<(Vec<String>, Vec<(String, StoreError)>), StoreError> {
+        let mut values = Vec::new();
+        let mut broken = Vec::new();
+        for name in self.secret_names().await? {
+            match self.secret(&name).await {
+                Ok(Some(v)) => values.push(v),
+                Ok(None) => {}
+                Err(e) => broken.push((name, e)),
+            }
+        }
+        Ok((values, broken))
+    }
+
+    /// Re-encrypts every secret and the key check with `new` in one transaction; on success the
+    /// store uses `new`. Returns how many secrets were re-encrypted.
+    pub async fn rotate_key(&mut self, new: EncryptionKey) -> Result<usize, StoreError> {
+        let old = self.key()?.clone();
+        let mut tx = self.pool().begin().await?;
+        let rows = sqlx::query("SELECT name, nonce, ciphertext FROM secrets ORDER BY name")
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut count = 0;
+        for row in &rows {
+            let name: String = row.try_get("name")?;
+            let nonce: Vec<u8> = row.try_get("nonce")?;
+            let ct: Vec<u8> = row.try_get("ciphertext")?;
+            let plain =
+                old.open(name.as_bytes(), &nonce, &ct)
+                    .map_err(|reason| StoreError::Decrypt {
+                        name: name.clone(),
+                        reason,
+                    })?;
+            let (nonce, ct) = new.seal(name.as_bytes(), &plain)?;
+            sqlx::query(
+                "UPDATE secrets SET nonce = $1, ciphertext = $2, updated_at = $3 WHERE name = $4",
+            )
+            .bind(nonce.to_vec())
+            .bind(ct)
+            .bind(now_ms())
+            .bind(&name)
+            .execute(&mut *tx)
+            .await?;
+            count += 1;
+        }
+        sqlx::query("UPDATE talon_meta SET value = $1 WHERE key = $2")
+            .bind(encode_check(&new)?)
+            .bind(KEY_CHECK)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.key = Some(new);
+        Ok(count)
+    }
+}

@@ -1,0 +1,321 @@
+//! The shared store suite: every test runs against SQLite, and against PostgreSQL whenever
+//! `TALON_TEST_DATABASE_URL` is set (`.ci/run` sets it and fails if the server is unreachable).
+//! Each PostgreSQL test gets its own schema, so tests run in parallel.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use talon_store::{AgentType, EncryptionKey, Engine, Store, StoreConfig, StoreError};
+
+struct Target {
+    config: StoreConfig,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn sqlite_target() -> Target {
+    let dir = tempfile::tempdir().unwrap();
+    Target {
+        config: StoreConfig::sqlite_in(dir.path()),
+        _dir: Some(dir),
+    }
+}
+
+fn postgres_target() -> Option<Target> {
+    let url = std::env::var("TALON_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())?;
+    let schema = format!("t_{:016x}", rand_u64());
+    let mut config = StoreConfig::url(url);
+    config.schema = Some(schema);
+    Some(Target { config, _dir: None })
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+async fn drop_schema(target: &Target) {
+    if let Some(schema) = &target.config.schema {
+        let mut config = target.config.clone();
+        config.schema = None;
+        let store = Store::connect(&config).await.unwrap();
+        store
+            .execute_admin(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await
+            .unwrap();
+    }
+}
+
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let target = super::sqlite_target();
+                    super::$name(&target.config).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let Some(target) = super::postgres_target() else {
+                        eprintln!("TALON_TEST_DATABASE_URL is not set; PostgreSQL variant not run here");
+                        return;
+                    };
+                    super::$name(&target.config).await;
+                    super::drop_schema(&target).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    migrations_apply_once_and_are_recorded,
+    a_newer_database_is_refused,
+    concurrent_starts_migrate_once,
+    agents_and_users,
+    context_files_per_agent_and_user,
+    secrets_are_encrypted_and_need_the_right_key,
+    a_corrupted_secret_fails_alone,
+    key_rotation_reencrypts_everything,
+);
+
+async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
+    let store = Store::connect(config).await.unwrap();
+    let status = store.migration_status().await.unwrap();
+    assert_eq!(status.current, 0);
+    assert_eq!(status.pending.len(), talon_store::MIGRATIONS.len());
+    assert_eq!(store.migrate().await.unwrap(), vec![1]);
+    assert!(
+        store.migrate().await.unwrap().is_empty(),
+        "second run applies nothing"
+    );
+    let status = store.migration_status().await.unwrap();
+    assert_eq!((status.current, status.pending.len()), (status.latest, 0));
+}
+
+async fn a_newer_database_is_refused(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .execute_admin(
+            "INSERT INTO talon_migrations (version, name, applied_at) VALUES (999, 'future', 0)",
+        )
+        .await
+        .unwrap();
+    let err = Store::open(config).await.expect_err("too new");
+    assert!(
+        matches!(err, StoreError::TooNew { found: 999, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade Talon"), "{err}");
+}
+
+async fn concurrent_starts_migrate_once(config: &StoreConfig) {
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let config = config.clone();
+            tokio::spawn(async move { Store::open(&config).await.map(|_| ()) })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap().unwrap();
+    }
+    let store = Store::connect(config).await.unwrap();
+    assert_eq!(store.migration_status().await.unwrap().current, 1);
+}
+
+async fn agents_and_users(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .upsert_agent("helper", AgentType::Open, "{}")
+        .await
+        .unwrap();
+    store
+        .upsert_agent("bot", AgentType::Predefined, "{\"x\":1}")
+        .await
+        .unwrap();
+    store
+        .upsert_agent("bot", AgentType::Predefined, "{\"x\":2}")
+        .await
+        .unwrap();
+    let agents = store.agents().await.unwrap();
+    assert_eq!(
+        agents.iter().map(|a| a.key.as_str()).collect::<Vec<_>>(),
+        vec!["bot", "helper"]
+    );
+    assert_eq!(
+        store.agent("bot").await.unwrap().unwrap().settings,
+        "{\"x\":2}"
+    );
+    assert!(store.agent("nobody").await.unwrap().is_none());
+    assert!(matches!(
+        store.upsert_agent("bad key", AgentType::Open, "{}").await,
+        Err(StoreError::Invalid { .. })
+    ));
+    store.ensure_user("alice").await.unwrap();
+    store.ensure_user("alice").await.unwrap();
+}
+
+async fn context_files_per_agent_and_user(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .upsert_agent("helper", AgentType::Open, "{}")
+        .await
+        .unwrap();
+    store
+        .set_agent_file("helper", "SOUL.md", "be kind")
+        .await
+        .unwrap();
+    store
+        .set_agent_file("helper", "SOUL.md", "be very kind")
+        .await
+        .unwrap();
+    store
+        .set_user_file("helper", "alice", "SOUL.md", "alice's soul")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .agent_file("helper", "SOUL.md")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("be very kind")
+    );
+    assert_eq!(
+        store
+            .user_file("helper", "alice", "SOUL.md")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("alice's soul")
+    );
+    assert!(
+        store
+            .user_file("helper", "bob", "SOUL.md")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(store.agent_files("helper").await.unwrap(), vec!["SOUL.md"]);
+    assert!(
+        store
+            .delete_user_file("helper", "alice", "SOUL.md")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete_user_file("helper", "alice", "SOUL.md")
+            .await
+            .unwrap()
+    );
+    let err = store
+        .set_agent_file("ghost", "SOUL.md", "x")
+        .await
+        .expect_err("no agent");
+    assert_eq!(err.to_string(), "agent \"ghost\" does not exist");
+}
+
+async fn secrets_are_encrypted_and_need_the_right_key(config: &StoreConfig) {
+    let key = EncryptionKey::generate();
+    let store = Store::open(config).await.unwrap();
+    let locked = store.set_secret("x", "y").await.expect_err("locked");
+    assert!(
+        locked
+            .to_string()
+            .contains("nothing is stored in plaintext"),
+        "{locked}"
+    );
+    let store = store.unlock(key.clone()).await.unwrap();
+    store.set_secret("github_token", "ghp_value").await.unwrap();
+    assert_eq!(
+        store.secret("github_token").await.unwrap().as_deref(),
+        Some("ghp_value")
+    );
+    assert!(store.secret("missing").await.unwrap().is_none());
+    let raw = store.raw_secret_bytes("github_token").await.unwrap();
+    assert!(
+        !raw.windows(9).any(|w| w == b"ghp_value"),
+        "stored encrypted"
+    );
+
+    let wrong = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(EncryptionKey::generate())
+        .await
+        .expect_err("wrong key");
+    assert!(wrong.to_string().contains("does not match"), "{wrong}");
+    let again = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(key)
+        .await
+        .unwrap();
+    assert_eq!(again.secret_names().await.unwrap(), vec!["github_token"]);
+}
+
+async fn a_corrupted_secret_fails_alone(config: &StoreConfig) {
+    let store = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(EncryptionKey::generate())
+        .await
+        .unwrap();
+    store.set_secret("good", "fine").await.unwrap();
+    store.set_secret("bad", "value").await.unwrap();
+    store.corrupt_secret_for_tests("bad").await.unwrap();
+    let err = store.secret("bad").await.expect_err("corrupted");
+    assert!(
+        err.to_string()
+            .starts_with("secret \"bad\" cannot be decrypted"),
+        "{err}"
+    );
+    assert_eq!(store.secret("good").await.unwrap().as_deref(), Some("fine"));
+    let (values, broken) = store.secret_values().await.unwrap();
+    assert_eq!(values, vec!["fine"]);
+    assert_eq!(broken.len(), 1);
+}
+
+async fn key_rotation_reencrypts_everything(config: &StoreConfig) {
+    let old = EncryptionKey::generate();
+    let mut store = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(old.clone())
+        .await
+        .unwrap();
+    for i in 0..5 {
+        store
+            .set_secret(&format!("s{i}"), &format!("v{i}"))
+            .await
+            .unwrap();
+    }
+    let new = EncryptionKey::generate();
+    assert_eq!(store.rotate_key(new.clone()).await.unwrap(), 5);
+    assert_eq!(store.secret("s3").await.unwrap().as_deref(), Some("v3"));
+    assert!(
+        Store::open(config)
+            .await
+            .unwrap()
+            .unlock(old)
+            .await
+            .is_err(),
+        "the old key no longer unlocks"
+    );
+    let reopened = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(new)
+        .await
+        .unwrap();
+    assert_eq!(reopened.secret("s0").await.unwrap().as_deref(), Some("v0"));
+    assert_eq!(
+        reopened.engine() == Engine::Postgres,
+        config.url.starts_with("postgres")
+    );
+}
