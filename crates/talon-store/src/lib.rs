@@ -24,7 +24,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions};
 
 pub use agents::{AgentRecord, AgentType};
-pub use crypto::{EncryptionKey, KeySource};
+pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use migrate::{MIGRATIONS, MigrationStatus};
 
 /// Why a store operation failed. Messages name what to fix.

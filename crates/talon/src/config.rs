@@ -25,6 +25,17 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub scrub: ScrubConfig,
     pub fs: FsSection,
+    pub database: DatabaseSection,
+}
+
+/// `[database]`: where state lives (SQLite in the data directory when unset).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// `postgres://…` to share state between instances (`TALON_DATABASE_URL` wins).
+    pub url: Option<String>,
+    /// PostgreSQL schema to use.
+    pub schema: Option<String>,
 }
 
 /// `[fs]`: file-tool confinement.

@@ -4,6 +4,7 @@ mod commands;
 mod config;
 mod runtime;
 mod server_ips;
+mod store;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -55,6 +56,69 @@ enum Command {
         #[command(subcommand)]
         command: ToolCommand,
     },
+    /// Database schema: show the version (status, the default) or apply migrations (up).
+    Migrate {
+        #[command(subcommand)]
+        command: Option<MigrateCommand>,
+    },
+    /// Manage agents and their context files (SOUL.md, USER.md, …).
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
+    /// Manage secrets encrypted at rest.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MigrateCommand {
+    /// Show the schema version and pending migrations.
+    Status,
+    /// Apply pending migrations.
+    Up,
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentsCommand {
+    /// Create an agent, or update its type and settings.
+    Create {
+        key: String,
+        /// open (context files per user) or predefined (shared files; only USER.md per user).
+        #[arg(long = "type", default_value = "open")]
+        agent_type: String,
+        /// Settings as JSON.
+        #[arg(long, default_value = "{}")]
+        settings: String,
+    },
+    /// List agents.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a context file (e.g. SOUL.md) from a file, or from stdin with `--from -`.
+    SetFile {
+        key: String,
+        /// File name, e.g. SOUL.md.
+        file: String,
+        #[arg(long)]
+        from: PathBuf,
+        /// Set the user's own copy instead of the agent's.
+        #[arg(long)]
+        user: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretsCommand {
+    /// Store a secret; the value is read from stdin.
+    Set { name: String },
+    /// List secret names.
+    List,
+    /// Generate a new key and re-encrypt every secret with it.
+    RotateKey,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod admin;
 mod mcp;
 mod serve;
 mod tool;
@@ -53,5 +54,18 @@ pub async fn run(cli: Cli) -> ExitCode {
                     json,
                 },
         } => tool::call(config, name, args, workspace, agent, json, cli.data_dir).await,
+        Command::Migrate { command } => {
+            admin::migrate(config, &data_dir(&cli.data_dir), command).await
+        }
+        Command::Agents { command } => {
+            admin::agents(config, &data_dir(&cli.data_dir), command).await
+        }
+        Command::Secrets { command } => {
+            admin::secrets(config, &data_dir(&cli.data_dir), command).await
+        }
     }
+}
+
+fn data_dir(explicit: &Option<std::path::PathBuf>) -> std::path::PathBuf {
+    config::data_dir(explicit.as_deref())
 }

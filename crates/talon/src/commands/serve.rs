@@ -35,6 +35,14 @@ pub async fn run(config: Config, bind: Option<String>, data_dir: Option<&Path>) 
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
         allowed_hosts: config.gateway.allowed_hosts.clone(),
     };
+    // State: the database (created and migrated on first start) and the secrets key.
+    let store = match crate::store::open(&config, &data_dir).await {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("talon serve: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let rt = match runtime::build(
         config,
         Overrides {
@@ -46,7 +54,22 @@ pub async fn run(config: Config, bind: Option<String>, data_dir: Option<&Path>) 
         Ok(rt) => rt,
         Err(e) => return usage_error(e),
     };
-    tracing::info!(data_dir = %data_dir.display(), tools = rt.pipeline.registry().len(), "talon starting");
+    // Stored secrets are scrubbed from every tool output.
+    match store.secret_values().await {
+        Ok((values, broken)) => {
+            rt.pipeline.scrubber().add_credentials(values);
+            for (name, error) in broken {
+                tracing::error!(secret = %name, %error, "secret cannot be decrypted; it is skipped");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "cannot load secrets for scrubbing"),
+    }
+    tracing::info!(
+        data_dir = %data_dir.display(),
+        database = ?store.engine(),
+        tools = rt.pipeline.registry().len(),
+        "talon starting"
+    );
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
     tokio::spawn(async move {

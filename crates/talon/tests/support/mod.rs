@@ -57,10 +57,34 @@ impl Drop for Server {
 /// Starts `talon serve --bind 127.0.0.1:0` with extra env and waits for its listening line.
 pub fn serve(env: &[(&str, &str)], config: Option<&str>) -> Server {
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = command(home.path());
     if let Some(toml) = config {
         std::fs::write(home.path().join("talon.toml"), toml).unwrap();
     }
+    let (child, addr) = spawn_serve(home.path(), env);
+    Server { child, addr, home }
+}
+
+/// Like [`serve`], in an existing home directory (the caller keeps it).
+pub fn serve_in(home: &Path, env: &[(&str, &str)]) -> Running {
+    let (child, addr) = spawn_serve(home, env);
+    Running { child, addr }
+}
+
+/// A `talon serve` in a caller-owned directory, killed on drop.
+pub struct Running {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_serve(home: &Path, env: &[(&str, &str)]) -> (Child, String) {
+    let mut cmd = command(home);
     cmd.args(["serve", "--bind", "127.0.0.1:0"])
         .env("TALON_LOG", "info");
     for (k, v) in env {
@@ -98,5 +122,5 @@ pub fn serve(env: &[(&str, &str)], config: Option<&str>) -> Server {
             "talon serve did not report its address"
         );
     };
-    Server { child, addr, home }
+    (child, addr)
 }

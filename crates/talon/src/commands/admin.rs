@@ -1,0 +1,216 @@
+//! `talon migrate`, `talon agents`, `talon secrets`: managing state without SQL.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+use talon_store::{AgentType, EncryptionKey, Store};
+
+use super::usage_error;
+use crate::config::Config;
+use crate::store;
+use crate::{AgentsCommand, MigrateCommand, SecretsCommand};
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("talon: {e}");
+    ExitCode::from(1)
+}
+
+pub async fn migrate(config: Config, data_dir: &Path, command: Option<MigrateCommand>) -> ExitCode {
+    let store_config = store::store_config(&config, data_dir);
+    if let Err(e) = std::fs::create_dir_all(data_dir) {
+        return fail(format!("cannot create {}: {e}", data_dir.display()));
+    }
+    let store = match Store::connect(&store_config).await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match command.unwrap_or(MigrateCommand::Status) {
+        MigrateCommand::Status => match store.migration_status().await {
+            Ok(status) => {
+                println!(
+                    "engine: {:?}\nschema version: {} (latest known: {})",
+                    store.engine(),
+                    status.current,
+                    status.latest
+                );
+                if status.current > status.latest {
+                    println!("the database is newer than this binary; upgrade Talon");
+                    return ExitCode::from(1);
+                }
+                for (version, name) in &status.pending {
+                    println!("pending: {version} {name}");
+                }
+                if status.pending.is_empty() {
+                    println!("up to date");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        MigrateCommand::Up => match store.migrate().await {
+            Ok(applied) if applied.is_empty() => {
+                println!("up to date");
+                ExitCode::SUCCESS
+            }
+            Ok(applied) => {
+                for version in applied {
+                    println!("applied: {version}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+    }
+}
+
+pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> ExitCode {
+    let store = match store::open(&config, data_dir).await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match command {
+        AgentsCommand::Create {
+            key,
+            agent_type,
+            settings,
+        } => {
+            let agent_type: AgentType = match agent_type.parse() {
+                Ok(t) => t,
+                Err(e) => return usage_error(e),
+            };
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&settings) {
+                return usage_error(format!("--settings is not valid JSON: {e}"));
+            }
+            match store.upsert_agent(&key, agent_type, &settings).await {
+                Ok(()) => {
+                    println!("agent {key} ({})", agent_type.as_str());
+                    ExitCode::SUCCESS
+                }
+                Err(e @ talon_store::StoreError::Invalid { .. }) => usage_error(e),
+                Err(e) => fail(e),
+            }
+        }
+        AgentsCommand::List { json } => match store.agents().await {
+            Ok(agents) => {
+                if json {
+                    let items: Vec<_> = agents
+                        .iter()
+                        .map(|a| serde_json::json!({"key": a.key, "type": a.agent_type.as_str(), "settings": a.settings}))
+                        .collect();
+                    println!("{}", serde_json::Value::Array(items));
+                } else {
+                    for a in &agents {
+                        println!("{}\t{}", a.key, a.agent_type.as_str());
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        AgentsCommand::SetFile {
+            key,
+            file,
+            from,
+            user,
+        } => {
+            let content = if from.as_os_str() == "-" {
+                let mut s = String::new();
+                if let Err(e) = std::io::stdin().read_to_string(&mut s) {
+                    return fail(format!("cannot read stdin: {e}"));
+                }
+                s
+            } else {
+                match std::fs::read_to_string(&from) {
+                    Ok(s) => s,
+                    Err(e) => return usage_error(format!("cannot read {}: {e}", from.display())),
+                }
+            };
+            let result = match &user {
+                Some(user) => store.set_user_file(&key, user, &file, &content).await,
+                None => store.set_agent_file(&key, &file, &content).await,
+            };
+            match result {
+                Ok(()) => {
+                    println!(
+                        "{file} set for agent {key}{}",
+                        user.map(|u| format!(" and user {u}")).unwrap_or_default()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e @ talon_store::StoreError::NotFound { .. }) => usage_error(e),
+                Err(e) => fail(e),
+            }
+        }
+    }
+}
+
+pub async fn secrets(config: Config, data_dir: &Path, command: SecretsCommand) -> ExitCode {
+    let mut store = match store::open(&config, data_dir).await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match command {
+        SecretsCommand::Set { name } => {
+            let mut value = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut value) {
+                return fail(format!("cannot read the value from stdin: {e}"));
+            }
+            let value = value.trim_end_matches(['\n', '\r']);
+            match store.set_secret(&name, value).await {
+                Ok(()) => {
+                    println!("secret {name} stored (encrypted)");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        SecretsCommand::List => match store.secret_names().await {
+            Ok(names) => {
+                for n in names {
+                    println!("{n}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        SecretsCommand::RotateKey => {
+            let key_file = data_dir.join(talon_store::KEY_FILE);
+            let from_env = std::env::var(talon_store::KEY_ENV).is_ok_and(|v| !v.is_empty());
+            let new = EncryptionKey::generate();
+            // Write the new key first (beside the old one), so a crash never leaves secrets
+            // encrypted with a key that exists nowhere.
+            let staged = key_file.with_extension("key.new");
+            let _ = std::fs::remove_file(&staged);
+            if let Err(e) = new.write_new(&staged) {
+                return fail(e);
+            }
+            let count = match store.rotate_key(new.clone()).await {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&staged);
+                    return fail(e);
+                }
+            };
+            if from_env {
+                println!(
+                    "re-encrypted {count} secrets. The new key is in {}; set {} to its contents before the next start.",
+                    staged.display(),
+                    talon_store::KEY_ENV
+                );
+            } else if let Err(e) = std::fs::rename(&staged, &key_file) {
+                return fail(format!(
+                    "secrets were re-encrypted but the new key could not replace {}: {e}; the new key is in {}",
+                    key_file.display(),
+                    staged.display()
+                ));
+            } else {
+                println!(
+                    "re-encrypted {count} secrets; {} holds the new key",
+                    key_file.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Opening the store for a command: the database (SQLite in the data directory unless
+//! `TALON_DATABASE_URL` or `database.url` names PostgreSQL), migrated, with the secrets key.
+
+use std::path::Path;
+
+use talon_store::{EncryptionKey, KeySource, Store, StoreConfig};
+
+use crate::config::Config;
+
+/// The store configuration for this process.
+pub fn store_config(config: &Config, data_dir: &Path) -> StoreConfig {
+    let url = std::env::var("TALON_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| config.database.url.clone().filter(|u| !u.is_empty()));
+    match url {
+        Some(url) => {
+            let mut store = StoreConfig::url(url);
+            store.schema = config.database.schema.clone();
+            store
+        }
+        None => StoreConfig::sqlite_in(data_dir),
+    }
+}
+
+/// Opens, migrates and unlocks the store, creating the data directory and the key on first start.
+pub async fn open(config: &Config, data_dir: &Path) -> Result<Store, String> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        format!(
+            "cannot create the data directory {}: {e}",
+            data_dir.display()
+        )
+    })?;
+    let store = Store::open(&store_config(config, data_dir))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (key, source) = EncryptionKey::load_or_create(data_dir).map_err(|e| e.to_string())?;
+    if let KeySource::Generated(path) = &source {
+        tracing::warn!(
+            path = %path.display(),
+            "generated a new encryption key for secrets (mode 0600); back it up: without it stored secrets cannot be read"
+        );
+    }
+    store.unlock(key).await.map_err(|e| e.to_string())
+}
