@@ -43,7 +43,13 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         (
             "talon",
-            &["talon-core", "talon-tools", "talon-mcp", "talon-gateway"],
+            &[
+                "talon-core",
+                "talon-tools",
+                "talon-mcp",
+                "talon-gateway",
+                "talon-store",
+            ],
         ),
     ];
     for (krate, permitted) in allowed {
