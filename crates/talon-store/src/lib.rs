@@ -13,6 +13,7 @@
 
 mod agents;
 mod crypto;
+mod memory;
 mod migrate;
 mod secrets;
 
@@ -25,6 +26,9 @@ use sqlx::{AnyPool, ConnectOptions};
 
 pub use agents::{AgentRecord, AgentType};
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
+pub use memory::{
+    CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,
+};
 pub use migrate::{MIGRATIONS, MigrationStatus};
 
 /// Why a store operation failed. Messages name what to fix.

@@ -81,6 +81,10 @@ suite!(
     secrets_are_encrypted_and_need_the_right_key,
     a_corrupted_secret_fails_alone,
     key_rotation_reencrypts_everything,
+    memory_per_user_with_global_fallback,
+    memory_search_ranks_and_scopes,
+    memory_rewrite_reindexes,
+    concurrent_memory_updates_lose_nothing,
 );
 
 async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
@@ -318,4 +322,212 @@ async fn key_rotation_reencrypts_everything(config: &StoreConfig) {
         reopened.engine() == Engine::Postgres,
         config.url.starts_with("postgres")
     );
+}
+
+async fn memory_per_user_with_global_fallback(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    assert_eq!(
+        store
+            .put_memory("helper", "", "MEMORY.md", "global facts")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .put_memory("helper", "", "MEMORY.md", "global facts v2")
+            .await
+            .unwrap(),
+        2
+    );
+    store
+        .put_memory("helper", "alice", "MEMORY.md", "alice facts")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .memory("helper", "alice", "MEMORY.md")
+            .await
+            .unwrap()
+            .unwrap()
+            .content,
+        "alice facts"
+    );
+    let bob = store
+        .memory("helper", "bob", "MEMORY.md")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (bob.content.as_str(), bob.version, bob.user.as_str()),
+        ("global facts v2", 2, "")
+    );
+    assert!(
+        store
+            .memory("other-agent", "alice", "MEMORY.md")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store
+        .put_memory("helper", "alice", "memory/2026-11-22.md", "notes")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.memory_paths("helper", "alice").await.unwrap(),
+        vec!["MEMORY.md", "memory/2026-11-22.md"]
+    );
+    assert_eq!(
+        store.memory_paths("helper", "bob").await.unwrap(),
+        vec!["MEMORY.md"]
+    );
+}
+
+async fn memory_search_ranks_and_scopes(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .put_memory(
+            "helper",
+            "",
+            "memory/pets.md",
+            "The cat is named Miso.\nThe cat likes tuna.",
+        )
+        .await
+        .unwrap();
+    store
+        .put_memory(
+            "helper",
+            "",
+            "memory/work.md",
+            "Deploys happen on Tuesday.\nThe cat sat on the keyboard once.",
+        )
+        .await
+        .unwrap();
+    store
+        .put_memory("helper", "bob", "memory/private.md", "Bob's cat is secret")
+        .await
+        .unwrap();
+    let hits = store
+        .search_memory("helper", "alice", "cat tuna", 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert_eq!(
+        hits[0].path, "memory/pets.md",
+        "the chunk with both words ranks first: {hits:?}"
+    );
+    assert!(
+        hits.iter().all(|h| h.user.is_empty()),
+        "bob's memory is not visible to alice"
+    );
+    assert_eq!(
+        store
+            .search_memory("helper", "bob", "secret", 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .search_memory("helper", "alice", "\"cat\" AND (tuna* OR", 10)
+            .await
+            .unwrap()
+            .len()
+            == 2,
+        "query syntax is data"
+    );
+    assert!(
+        store
+            .search_memory("helper", "alice", "   ", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_memory("helper", "alice", "tuesday", 10)
+            .await
+            .unwrap()[0]
+            .start_line,
+        1
+    );
+}
+
+async fn memory_rewrite_reindexes(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .put_memory("helper", "", "MEMORY.md", "alpha bravo")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .search_memory("helper", "", "alpha", 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    store
+        .put_memory("helper", "", "MEMORY.md", "charlie delta")
+        .await
+        .unwrap();
+    assert!(
+        store
+            .search_memory("helper", "", "alpha", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_memory("helper", "", "charlie", 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn concurrent_memory_updates_lose_nothing(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .update_memory::<std::convert::Infallible, _>(
+                        "helper",
+                        "",
+                        "MEMORY.md",
+                        |current| Ok(format!("{current}entry {i}\n")),
+                    )
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+    let doc = store
+        .memory("helper", "", "MEMORY.md")
+        .await
+        .unwrap()
+        .unwrap();
+    for i in 0..16 {
+        assert!(
+            doc.content.contains(&format!("entry {i}\n")),
+            "entry {i} lost: {}",
+            doc.content
+        );
+    }
+    assert_eq!(doc.version, 16);
+    let rejected = store
+        .update_memory("helper", "", "MEMORY.md", |_| {
+            Err::<String, _>("old_string not found")
+        })
+        .await
+        .expect_err("rejected");
+    assert_eq!(rejected.to_string(), "old_string not found");
 }
