@@ -9,6 +9,7 @@
 pub mod automation;
 pub mod claude_code;
 pub mod fs;
+pub mod memory;
 
 use std::sync::Arc;
 
@@ -21,6 +22,8 @@ pub use fs::workspace::{ExtraRoot, FsConfig};
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinConfig {
     pub fs: FsConfig,
+    /// The store; the memory tools are registered only when there is one.
+    pub store: Option<talon_store::Store>,
 }
 
 /// Registers every built-in tool this build provides.
@@ -65,6 +68,14 @@ pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(
         state: Arc::clone(&state),
     })?;
     registry.register(claude_code::edit::Edit { fs, state })?;
+    if let Some(store) = &config.store {
+        registry.register(memory::memory_get::MemoryGet {
+            store: store.clone(),
+        })?;
+        registry.register(memory::memory_search::MemorySearch {
+            store: store.clone(),
+        })?;
+    }
     registry.register(claude_code::todo_write::TodoWrite::default())?;
     Ok(())
 }

@@ -25,6 +25,7 @@ impl Env {
         let registry = Arc::new(Registry::new());
         let config = BuiltinConfig {
             fs: FsConfig::new(vec!["private".into()], vec![]),
+            store: None,
         };
         talon_tools::register_builtin(&registry, &config).unwrap();
         let pipeline = Pipeline::builder(registry)

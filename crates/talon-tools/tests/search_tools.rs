@@ -54,6 +54,7 @@ fn env() -> Env {
     let registry = Arc::new(Registry::new());
     let config = BuiltinConfig {
         fs: FsConfig::new(vec!["private".into()], vec![]),
+        store: None,
     };
     talon_tools::register_builtin(&registry, &config).unwrap();
     let pipeline = Pipeline::builder(registry)

@@ -173,7 +173,7 @@ impl Config {
         extra_roots.extend(roots(&self.fs.write_roots, true));
         let mut fs = talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots);
         fs.deny_dirs.push(data_dir.to_path_buf());
-        talon_tools::BuiltinConfig { fs }
+        talon_tools::BuiltinConfig { fs, store: None }
     }
 
     /// The policy engine's part of the configuration.

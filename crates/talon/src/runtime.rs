@@ -32,6 +32,8 @@ pub struct Overrides {
     pub default_mode: PermissionMode,
     /// `--data-dir`, if given (denied to the file tools).
     pub data_dir: Option<PathBuf>,
+    /// The store, for the tools that keep state (memory).
+    pub store: Option<talon_store::Store>,
 }
 
 fn hooks(config: &Config) -> Hooks {
@@ -112,11 +114,12 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
     };
 
     let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(
-        &registry,
-        &config.builtin(&crate::config::data_dir(overrides.data_dir.as_deref())),
-    )
-    .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
+    let builtin = talon_tools::BuiltinConfig {
+        store: overrides.store.clone(),
+        ..config.builtin(&crate::config::data_dir(overrides.data_dir.as_deref()))
+    };
+    talon_tools::register_builtin(&registry, &builtin)
+        .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
     let mut builder = Pipeline::builder(registry)
         .policy(policy)
         .rate_limiter(RateLimiter::new(

@@ -190,3 +190,58 @@ async fn serve_creates_its_database_and_key_and_scrubs_stored_secrets() {
         "and its key"
     );
 }
+
+#[tokio::test]
+async fn memory_tools_through_the_gateway() {
+    let home = tempfile::tempdir().unwrap();
+    let server = support::serve_in(home.path(), &[("TALON_TOOLS__RATE_LIMIT_PER_HOUR", "0")]);
+    // Seed memory through the store the server uses (same SQLite file).
+    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(
+        &home.path().join("data"),
+    ))
+    .await
+    .unwrap();
+    store
+        .put_memory(
+            "default",
+            "",
+            "MEMORY.md",
+            "The deploy window is Tuesday 10:00.\nThe cat is called Miso.",
+        )
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let call = |tool: &'static str, args: serde_json::Value| {
+        let client = client.clone();
+        let url = format!("http://{}/v1/tools/invoke", server.addr);
+        async move {
+            let body: serde_json::Value = client
+                .post(url)
+                .json(&serde_json::json!({"tool": tool, "args": args}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (
+                body["ok"].as_bool().unwrap(),
+                body["result"]["for_llm"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let (ok, text) = call("memory_search", serde_json::json!({"query": "deploy"})).await;
+    assert!(ok && text.starts_with("MEMORY.md:1-2"), "{text}");
+    let (ok, text) = call(
+        "memory_get",
+        serde_json::json!({"path": "MEMORY.md", "start_line": 2}),
+    )
+    .await;
+    assert!(ok, "{text}");
+    assert_eq!(text, "     2\tThe cat is called Miso.\n");
+    let (ok, text) = call("memory_get", serde_json::json!({"path": "memory/none.md"})).await;
+    assert!(
+        !ok && text.contains("Existing documents: MEMORY.md"),
+        "{text}"
+    );
+}

@@ -48,6 +48,7 @@ pub async fn run(config: Config, bind: Option<String>, data_dir: Option<&Path>) 
         Overrides {
             default_mode: talon_core::permission::PermissionMode::AcceptEdits,
             data_dir: Some(data_dir.clone()),
+            store: Some(store.clone()),
             ..Overrides::default()
         },
     ) {

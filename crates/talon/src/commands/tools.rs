@@ -24,6 +24,7 @@ pub fn list(
             provider,
             workspace: None,
             data_dir: None,
+            store: None,
         },
     ) {
         Ok(rt) => rt,
