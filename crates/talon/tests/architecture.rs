@@ -38,7 +38,7 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-core", &[]),
         ("talon-fs", &[]),
         ("talon-store", &[]),
-        ("talon-tools", &["talon-core", "talon-fs"]),
+        ("talon-tools", &["talon-core", "talon-fs", "talon-store"]),
         ("talon-mcp", &["talon-core"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         (
