@@ -28,7 +28,9 @@ pub struct BuiltinConfig {
 
 /// Registers every built-in tool this build provides.
 pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(), RegistryError> {
-    let fs = Arc::new(config.fs.clone());
+    let mut fs_config = config.fs.clone();
+    fs_config.store = config.store.clone();
+    let fs = Arc::new(fs_config);
     let state = Arc::new(fs::read_state::ReadState::default());
     registry.register(automation::datetime::Datetime)?;
     registry.register(fs::read_file::ReadFile {

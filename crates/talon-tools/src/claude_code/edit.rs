@@ -60,6 +60,28 @@ impl Tool for Edit {
                 "No changes to make: old_string and new_string are exactly the same.",
             );
         }
+        let (old, new, all) = (
+            input.old_string.clone(),
+            input.new_string.clone(),
+            input.replace_all == Some(true),
+        );
+        let shown_old = input.old_string.clone();
+        let routed = crate::fs::virtual_files::edit(self.fs.store.as_ref(), ctx, &input.file_path, move |current| {
+            replace(current, &old, &new, all).map(|(text, _)| text).map_err(|e| match e {
+                EditError::Identical => "No changes to make: old_string and new_string are exactly the same.".to_string(),
+                EditError::NotFound => format!("String to replace not found in file.\nString: {shown_old}"),
+                EditError::Ambiguous(n) => format!(
+                    "Found {n} matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: {shown_old}"
+                ),
+            })
+        })
+        .await;
+        if let Some(result) = routed {
+            return match result {
+                Ok(message) => ToolOutput::text(message),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
         let jail = match self.fs.jail(ctx) {
             Ok(j) => j,
             Err(e) => return ToolOutput::error(e),

@@ -135,6 +135,22 @@ impl Tool for Read {
     async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
+        if let Some(routed) =
+            crate::fs::virtual_files::read(self.fs.store.as_ref(), ctx, &input.file_path).await
+        {
+            let offset = input.offset.unwrap_or(1).max(1);
+            let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
+            return match routed.and_then(|text| {
+                read_range(text.as_bytes(), offset - 1, limit, usize::MAX)
+                    .map_err(|e| e.to_string())
+            }) {
+                Ok(range) if range.total == Some(0) => ToolOutput::text(
+                    "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
+                ),
+                Ok(range) => ToolOutput::text(range.body),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
         let jail = match self.fs.jail(ctx) {
             Ok(j) => j,
             Err(e) => return ToolOutput::error(e),

@@ -50,6 +50,19 @@ impl Tool for Write {
     async fn execute(&self, call: Authorized<WriteInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
+        if let Some(routed) = crate::fs::virtual_files::write(
+            self.fs.store.as_ref(),
+            ctx,
+            &input.file_path,
+            &input.content,
+        )
+        .await
+        {
+            return match routed {
+                Ok(message) => ToolOutput::text(message),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
         let jail = match self.fs.jail(ctx) {
             Ok(j) => j,
             Err(e) => return ToolOutput::error(e),

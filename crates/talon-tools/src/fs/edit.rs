@@ -111,6 +111,26 @@ impl Tool for Edit {
 
     async fn execute(&self, call: Authorized<EditInput>) -> ToolOutput {
         let input = call.input();
+        let (old, new, all) = (
+            input.old_string.clone(),
+            input.new_string.clone(),
+            input.replace_all == Some(true),
+        );
+        let path = input.path.clone();
+        let routed = super::virtual_files::edit(self.fs.store.as_ref(), call.ctx(), &input.path, move |current| {
+            replace(current, &old, &new, all).map(|(text, _)| text).map_err(|e| match e {
+                EditError::Identical => "old_string and new_string are identical; there is nothing to change".to_string(),
+                EditError::NotFound => format!("old_string not found in {path}; read it and copy the exact text"),
+                EditError::Ambiguous(n) => format!("old_string found {n} times in {path}; set replace_all=true or include more context"),
+            })
+        })
+        .await;
+        if let Some(result) = routed {
+            return match result {
+                Ok(message) => ToolOutput::silent(message),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
         let jail = match self.fs.jail(call.ctx()) {
             Ok(j) => j,
             Err(e) => return ToolOutput::error(e),

@@ -13,6 +13,7 @@ pub mod read_file;
 pub mod read_state;
 pub mod search;
 pub mod text;
+pub mod virtual_files;
 pub mod workspace;
 pub mod write_file;
 

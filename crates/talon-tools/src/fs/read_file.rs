@@ -50,6 +50,19 @@ impl Tool for ReadFile {
 
     async fn execute(&self, call: Authorized<ReadFileInput>) -> ToolOutput {
         let input = call.input();
+        let offset = input.offset.unwrap_or(0);
+        let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
+        if let Some(routed) =
+            super::virtual_files::read(self.fs.store.as_ref(), call.ctx(), &input.path).await
+        {
+            return match routed.and_then(|text| {
+                read_range(text.as_bytes(), offset, limit, MAX_OUTPUT_CHARS)
+                    .map_err(|e| e.to_string())
+            }) {
+                Ok(range) => render(range, &input.path, offset),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
         let jail = match self.fs.jail(call.ctx()) {
             Ok(j) => j,
             Err(e) => return ToolOutput::error(e),
@@ -76,46 +89,48 @@ impl Tool for ReadFile {
                 shown.display()
             ));
         }
-        let offset = input.offset.unwrap_or(0);
-        let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
-        let range = match read_range(&opened.file, offset, limit, MAX_OUTPUT_CHARS) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", shown.display())),
-        };
-        let total = range.total;
-        let total_text = total.map_or_else(|| "many".to_string(), |t| t.to_string());
-        if total == Some(0) {
-            return ToolOutput::silent(format!("(empty file: {})", shown.display()));
+        match read_range(&opened.file, offset, limit, MAX_OUTPUT_CHARS) {
+            Ok(range) => render(range, &shown.display().to_string(), offset),
+            Err(e) => ToolOutput::error(format!("cannot read {}: {e}", shown.display())),
         }
-        if range.first == 0 {
-            return ToolOutput::error(format!(
-                "offset {offset} is past the end of {}: the file has {total_text} lines (offsets are 0-based)",
-                shown.display()
-            ));
-        }
-        let mut text = range.body;
-        if range.lossy {
-            text.push_str("\n[The file is not valid UTF-8; invalid bytes are shown as U+FFFD.]\n");
-        }
-        let more = total.is_none_or(|t| range.last < t);
-        if range.capped {
-            text.push_str(&format!(
+    }
+}
+
+/// The numbered lines with the footer saying where to continue.
+fn render(range: super::text::LineRange, shown: &str, offset: usize) -> ToolOutput {
+    let total = range.total;
+    let total_text = total.map_or_else(|| "many".to_string(), |t| t.to_string());
+    if total == Some(0) {
+        return ToolOutput::silent(format!("(empty file: {})", shown));
+    }
+    if range.first == 0 {
+        return ToolOutput::error(format!(
+            "offset {offset} is past the end of {}: the file has {total_text} lines (offsets are 0-based)",
+            shown
+        ));
+    }
+    let mut text = range.body;
+    if range.lossy {
+        text.push_str("\n[The file is not valid UTF-8; invalid bytes are shown as U+FFFD.]\n");
+    }
+    let more = total.is_none_or(|t| range.last < t);
+    if range.capped {
+        text.push_str(&format!(
                 "\n[Output capped. File has {total_text} lines, showed {} (lines {}-{}). Continue at offset={}.]",
                 range.last - range.first + 1,
                 range.first,
                 range.last,
                 range.last
             ));
-        } else if more || offset > 0 {
-            text.push_str(&format!(
-                "\n[Showing lines {}-{} of {total_text} total.",
-                range.first, range.last
-            ));
-            if more {
-                text.push_str(&format!(" Continue at offset={}.", range.last));
-            }
-            text.push(']');
+    } else if more || offset > 0 {
+        text.push_str(&format!(
+            "\n[Showing lines {}-{} of {total_text} total.",
+            range.first, range.last
+        ));
+        if more {
+            text.push_str(&format!(" Continue at offset={}.", range.last));
         }
-        ToolOutput::silent(text)
+        text.push(']');
     }
+    ToolOutput::silent(text)
 }

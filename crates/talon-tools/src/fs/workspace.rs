@@ -31,6 +31,8 @@ pub struct FsConfig {
     pub extra_roots: Vec<ExtraRoot>,
     /// Absolute directories denied wherever a workspace contains them (Talon's data directory).
     pub deny_dirs: Vec<PathBuf>,
+    /// The store behind the virtual files (context files, memory); none: everything is on disk.
+    pub store: Option<talon_store::Store>,
     /// Open jails by workspace, so a call does not re-open and canonicalise the root. An entry is
     /// reused only while the path still names the same directory (device and inode), so a
     /// workspace replaced on disk gets a fresh jail.
@@ -44,6 +46,7 @@ impl FsConfig {
             deny,
             extra_roots,
             deny_dirs: Vec::new(),
+            store: None,
             cache: JailCache::default(),
         }
     }

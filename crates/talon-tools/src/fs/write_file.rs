@@ -44,6 +44,22 @@ impl Tool for WriteFile {
 
     async fn execute(&self, call: Authorized<WriteFileInput>) -> ToolOutput {
         let input = call.input();
+        let store = self.fs.store.as_ref();
+        let routed = if input.append == Some(true) {
+            let tail = input.content.clone();
+            super::virtual_files::edit(store, call.ctx(), &input.path, move |current| {
+                Ok(format!("{current}{tail}"))
+            })
+            .await
+        } else {
+            super::virtual_files::write(store, call.ctx(), &input.path, &input.content).await
+        };
+        if let Some(result) = routed {
+            return match result {
+                Ok(message) => ToolOutput::silent(message),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
         let jail = match self.fs.jail(call.ctx()) {
             Ok(j) => j,
             Err(e) => return ToolOutput::error(e),

@@ -1,0 +1,293 @@
+//! The virtual filesystem of seed 002 §3: some paths are not files on disk but rows in the store.
+//!
+//! * Context files — `SOUL.md`, `IDENTITY.md`, `AGENTS.md`, `TOOLS.md`, `HEARTBEAT.md`, `USER.md`,
+//!   `USER_PREDEFINED.md`, `BOOTSTRAP.md` at the workspace root — belong to the call's agent. For
+//!   an open agent every file is per user, with the agent's own file as the template; for a
+//!   predefined agent only `USER.md` is per user. Writing an empty `BOOTSTRAP.md` deletes it.
+//!   Protected files (`SOUL`, `IDENTITY`, `AGENTS`, `USER`, `USER_PREDEFINED`, `CAPABILITIES`)
+//!   are written only when the agent's settings say `"protected_files_writable": true`.
+//! * Memory — `MEMORY.md`, `memory.md`, `memory/*` — are memory documents: the user's own first,
+//!   then the agent's global ones; every write re-chunks and re-indexes.
+//!
+//! Routing applies only when the call has an agent that exists in the store; otherwise the paths
+//! are ordinary files. The tools call these functions before the jail, so routed reads and writes
+//! pass the same pipeline (policy, hooks, permission, scrubbing) as disk files.
+
+use std::path::{Component, Path};
+
+use talon_core::CallContext;
+use talon_store::{AgentType, Store, UpdateError};
+
+/// Files routed to the agent's context store.
+pub const CONTEXT_FILES: &[&str] = &[
+    "SOUL.md",
+    "IDENTITY.md",
+    "AGENTS.md",
+    "TOOLS.md",
+    "HEARTBEAT.md",
+    "USER.md",
+    "USER_PREDEFINED.md",
+    "BOOTSTRAP.md",
+];
+
+/// Context files that need the agent's permission to change.
+pub const PROTECTED_FILES: &[&str] = &[
+    "SOUL.md",
+    "IDENTITY.md",
+    "AGENTS.md",
+    "USER.md",
+    "USER_PREDEFINED.md",
+    "CAPABILITIES.md",
+];
+
+/// Where a path goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Context(String),
+    Memory(String),
+}
+
+/// Classifies a path given to a file tool (relative, or absolute inside the workspace).
+pub fn classify(ctx: &CallContext, input: &str) -> Option<Route> {
+    let path = Path::new(input);
+    let rel = if path.is_absolute() {
+        let workspace = ctx.workspace.as_ref()?;
+        let canonical = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.clone());
+        path.strip_prefix(&canonical)
+            .or_else(|_| path.strip_prefix(workspace))
+            .ok()?
+            .to_path_buf()
+    } else {
+        path.to_path_buf()
+    };
+    let parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    if rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        return None;
+    }
+    match parts.as_slice() {
+        [name] if CONTEXT_FILES.contains(&name.as_str()) => Some(Route::Context(name.clone())),
+        [name] if name == "MEMORY.md" || name == "memory.md" => Some(Route::Memory(name.clone())),
+        [dir, rest @ ..] if dir == "memory" && !rest.is_empty() => {
+            Some(Route::Memory(parts.join("/")))
+        }
+        _ => None,
+    }
+}
+
+/// The agent (and its type) and user of a call, if the agent exists in the store.
+async fn agent_of(
+    store: &Store,
+    ctx: &CallContext,
+) -> Result<Option<(String, AgentType, String, bool)>, String> {
+    let Some(key) = ctx.agent_key.as_deref() else {
+        return Ok(None);
+    };
+    match store.agent(key).await {
+        Ok(Some(agent)) => {
+            let protected_ok = serde_json::from_str::<serde_json::Value>(&agent.settings)
+                .ok()
+                .and_then(|v| {
+                    v.get("protected_files_writable")
+                        .and_then(serde_json::Value::as_bool)
+                })
+                .unwrap_or(false);
+            Ok(Some((
+                agent.key,
+                agent.agent_type,
+                ctx.user.clone().unwrap_or_default(),
+                protected_ok,
+            )))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("the agent store is unavailable: {e}")),
+    }
+}
+
+/// Whether a context file is per user for this agent type.
+fn per_user(agent_type: AgentType, file: &str) -> bool {
+    agent_type == AgentType::Open || file == "USER.md"
+}
+
+/// Reads a routed path. `None`: not routed (use the disk).
+pub async fn read(
+    store: Option<&Store>,
+    ctx: &CallContext,
+    input: &str,
+) -> Option<Result<String, String>> {
+    let store = store?;
+    let route = classify(ctx, input)?;
+    let (agent, agent_type, user, _) = match agent_of(store, ctx).await {
+        Ok(Some(a)) => a,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(match route {
+        Route::Context(file) => {
+            let own = if per_user(agent_type, &file) && !user.is_empty() {
+                store.user_file(&agent, &user, &file).await
+            } else {
+                Ok(None)
+            };
+            let found = match own {
+                Ok(Some(content)) => Ok(Some(content)),
+                Ok(None) => store.agent_file(&agent, &file).await,
+                Err(e) => Err(e),
+            };
+            match found {
+                Ok(Some(content)) => Ok(content),
+                Ok(None) => Err(format!(
+                    "{file} does not exist yet for agent {agent}; write it to create it"
+                )),
+                Err(e) => Err(format!("the agent store is unavailable: {e}")),
+            }
+        }
+        Route::Memory(path) => match store.memory(&agent, &user, &path).await {
+            Ok(Some(doc)) => Ok(doc.content),
+            Ok(None) => Err(format!(
+                "memory document {path} does not exist yet; write it to create it"
+            )),
+            Err(e) => Err(format!("memory is unavailable: {e}")),
+        },
+    })
+}
+
+/// Writes a routed path; returns a short description of what happened.
+pub async fn write(
+    store: Option<&Store>,
+    ctx: &CallContext,
+    input: &str,
+    content: &str,
+) -> Option<Result<String, String>> {
+    let store = store?;
+    let route = classify(ctx, input)?;
+    let (agent, agent_type, user, protected_ok) = match agent_of(store, ctx).await {
+        Ok(Some(a)) => a,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(match route {
+        Route::Context(file) => {
+            if PROTECTED_FILES.contains(&file.as_str()) && !protected_ok {
+                return Some(Err(format!(
+                    "{file} is a protected context file of agent {agent}; it can only be changed when the agent's settings allow it (protected_files_writable)"
+                )));
+            }
+            let for_user = per_user(agent_type, &file) && !user.is_empty();
+            if file == "BOOTSTRAP.md" && content.trim().is_empty() {
+                let deleted = if for_user {
+                    store.delete_user_file(&agent, &user, &file).await
+                } else {
+                    store.delete_agent_file(&agent, &file).await
+                };
+                return Some(
+                    deleted
+                        .map(|_| format!("{file} deleted (bootstrap finished)"))
+                        .map_err(|e| e.to_string()),
+                );
+            }
+            let result = if for_user {
+                store.set_user_file(&agent, &user, &file, content).await
+            } else {
+                store.set_agent_file(&agent, &file, content).await
+            };
+            result
+                .map(|()| {
+                    format!(
+                        "{file} saved for agent {agent}{}",
+                        if for_user {
+                            format!(" and user {user}")
+                        } else {
+                            String::new()
+                        }
+                    )
+                })
+                .map_err(|e| e.to_string())
+        }
+        Route::Memory(path) => store
+            .put_memory(&agent, &user, &path, content)
+            .await
+            .map(|version| format!("memory document {path} saved (version {version}) and indexed"))
+            .map_err(|e| format!("memory is unavailable: {e}")),
+    })
+}
+
+/// Applies an edit to a routed path atomically (memory documents with compare-and-set).
+pub async fn edit<F>(
+    store: Option<&Store>,
+    ctx: &CallContext,
+    input: &str,
+    change: F,
+) -> Option<Result<String, String>>
+where
+    F: Fn(&str) -> Result<String, String>,
+{
+    let store_ref = store?;
+    let route = classify(ctx, input)?;
+    let (agent, _, user, _) = match agent_of(store_ref, ctx).await {
+        Ok(Some(a)) => a,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(match route {
+        Route::Memory(path) => match store_ref.update_memory(&agent, &user, &path, &change).await {
+            Ok((version, _)) => Ok(format!(
+                "memory document {path} updated (version {version}) and indexed"
+            )),
+            Err(UpdateError::Rejected(message)) => Err(message),
+            Err(UpdateError::Store(e)) => Err(format!("memory is unavailable: {e}")),
+        },
+        Route::Context(_) => {
+            let current = match read(store, ctx, input).await {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => return Some(Err(e)),
+                None => return None,
+            };
+            let next = match change(&current) {
+                Ok(n) => n,
+                Err(e) => return Some(Err(e)),
+            };
+            return write(store, ctx, input, &next).await;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let mut ctx = CallContext::new("s");
+        ctx.workspace = Some("/ws".into());
+        assert_eq!(
+            classify(&ctx, "SOUL.md"),
+            Some(Route::Context("SOUL.md".into()))
+        );
+        assert_eq!(
+            classify(&ctx, "/ws/USER.md"),
+            Some(Route::Context("USER.md".into()))
+        );
+        assert_eq!(
+            classify(&ctx, "./MEMORY.md"),
+            Some(Route::Memory("MEMORY.md".into()))
+        );
+        assert_eq!(
+            classify(&ctx, "memory/2026/a.md"),
+            Some(Route::Memory("memory/2026/a.md".into()))
+        );
+        assert_eq!(
+            classify(&ctx, "docs/SOUL.md"),
+            None,
+            "only at the workspace root"
+        );
+        assert_eq!(classify(&ctx, "memory"), None);
+        assert_eq!(classify(&ctx, "../SOUL.md"), None);
+        assert_eq!(classify(&ctx, "/elsewhere/SOUL.md"), None);
+    }
+}

@@ -1,0 +1,371 @@
+//! The virtual filesystem: context files and memory routed to the store, for open and predefined
+//! agents, through read_file / write_file / edit and Read / Write / Edit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use talon_core::permission::PermissionMode;
+use talon_core::{CallContext, Pipeline, Registry, ToolCall};
+use talon_store::{AgentType, Store, StoreConfig};
+use talon_tools::{BuiltinConfig, FsConfig};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    store: Store,
+    pipeline: Pipeline,
+}
+
+async fn env(with_store: bool) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let store = Store::open(&StoreConfig::sqlite_in(dir.path()))
+        .await
+        .unwrap();
+    store
+        .upsert_agent("open", AgentType::Open, "{}")
+        .await
+        .unwrap();
+    store
+        .upsert_agent(
+            "open_rw",
+            AgentType::Open,
+            "{\"protected_files_writable\": true}",
+        )
+        .await
+        .unwrap();
+    store
+        .upsert_agent(
+            "pre",
+            AgentType::Predefined,
+            "{\"protected_files_writable\": true}",
+        )
+        .await
+        .unwrap();
+    for agent in ["open", "open_rw", "pre"] {
+        store
+            .set_agent_file(agent, "SOUL.md", &format!("{agent} soul"))
+            .await
+            .unwrap();
+        store
+            .set_agent_file(agent, "TOOLS.md", &format!("{agent} tools"))
+            .await
+            .unwrap();
+    }
+    let registry = Arc::new(Registry::new());
+    let config = BuiltinConfig {
+        fs: FsConfig::new(vec![], vec![]),
+        store: with_store.then(|| store.clone()),
+    };
+    talon_tools::register_builtin(&registry, &config).unwrap();
+    let pipeline = Pipeline::builder(registry)
+        .rate_limiter(None)
+        .build()
+        .unwrap();
+    Env {
+        _dir: dir,
+        ws,
+        store,
+        pipeline,
+    }
+}
+
+impl Env {
+    async fn call(
+        &self,
+        agent: Option<&str>,
+        user: Option<&str>,
+        tool: &str,
+        args: Value,
+    ) -> (bool, String) {
+        let mut ctx = CallContext::new("s");
+        ctx.workspace = Some(self.ws.clone());
+        ctx.agent_key = agent.map(str::to_string);
+        ctx.user = user.map(str::to_string);
+        ctx.permission_mode = PermissionMode::BypassPermissions;
+        let out = self
+            .pipeline
+            .call(Arc::new(ctx), ToolCall::new(tool, args))
+            .await;
+        (out.output.is_error, out.output.for_llm)
+    }
+}
+
+#[tokio::test]
+async fn context_files_table() {
+    let e = env(true).await;
+    // (agent, user, tool, args, expect_error, expected substring)
+    let cases: Vec<(&str, &str, &str, Value, bool, &str)> = vec![
+        (
+            "open",
+            "alice",
+            "read_file",
+            json!({"path": "SOUL.md"}),
+            false,
+            "open soul",
+        ),
+        (
+            "open",
+            "alice",
+            "write_file",
+            json!({"path": "SOUL.md", "content": "mine"}),
+            true,
+            "protected context file",
+        ),
+        (
+            "open",
+            "alice",
+            "write_file",
+            json!({"path": "TOOLS.md", "content": "alice tools"}),
+            false,
+            "saved for agent open and user alice",
+        ),
+        (
+            "open",
+            "alice",
+            "read_file",
+            json!({"path": "TOOLS.md"}),
+            false,
+            "alice tools",
+        ),
+        (
+            "open",
+            "bob",
+            "read_file",
+            json!({"path": "TOOLS.md"}),
+            false,
+            "open tools",
+        ),
+        (
+            "open_rw",
+            "alice",
+            "Write",
+            json!({"file_path": "SOUL.md", "content": "alice soul"}),
+            false,
+            "saved for agent open_rw and user alice",
+        ),
+        (
+            "open_rw",
+            "alice",
+            "Read",
+            json!({"file_path": "SOUL.md"}),
+            false,
+            "     1\talice soul",
+        ),
+        (
+            "open_rw",
+            "bob",
+            "Read",
+            json!({"file_path": "SOUL.md"}),
+            false,
+            "open_rw soul",
+        ),
+        (
+            "pre",
+            "alice",
+            "write_file",
+            json!({"path": "TOOLS.md", "content": "shared tools"}),
+            false,
+            "saved for agent pre",
+        ),
+        (
+            "pre",
+            "bob",
+            "read_file",
+            json!({"path": "TOOLS.md"}),
+            false,
+            "shared tools",
+        ),
+        (
+            "pre",
+            "alice",
+            "write_file",
+            json!({"path": "USER.md", "content": "alice is a user"}),
+            false,
+            "and user alice",
+        ),
+        (
+            "pre",
+            "bob",
+            "read_file",
+            json!({"path": "USER.md"}),
+            true,
+            "USER.md does not exist yet",
+        ),
+        (
+            "open",
+            "alice",
+            "write_file",
+            json!({"path": "BOOTSTRAP.md", "content": "first steps"}),
+            false,
+            "saved",
+        ),
+        (
+            "open",
+            "alice",
+            "read_file",
+            json!({"path": "BOOTSTRAP.md"}),
+            false,
+            "first steps",
+        ),
+        (
+            "open",
+            "alice",
+            "write_file",
+            json!({"path": "BOOTSTRAP.md", "content": ""}),
+            false,
+            "deleted",
+        ),
+        (
+            "open",
+            "alice",
+            "read_file",
+            json!({"path": "BOOTSTRAP.md"}),
+            true,
+            "does not exist yet",
+        ),
+        (
+            "open",
+            "alice",
+            "edit",
+            json!({"path": "TOOLS.md", "old_string": "alice", "new_string": "ALICE"}),
+            false,
+            "saved",
+        ),
+        (
+            "open",
+            "alice",
+            "read_file",
+            json!({"path": "TOOLS.md"}),
+            false,
+            "ALICE tools",
+        ),
+    ];
+    for (agent, user, tool, args, expect_error, expected) in cases {
+        let (is_error, text) = e.call(Some(agent), Some(user), tool, args.clone()).await;
+        assert_eq!(
+            is_error, expect_error,
+            "{agent}/{user} {tool} {args}: {text}"
+        );
+        assert!(
+            text.contains(expected),
+            "{agent}/{user} {tool} {args}: expected {expected:?} in {text:?}"
+        );
+    }
+    assert!(
+        !e.ws.join("TOOLS.md").exists(),
+        "routed writes never touch the disk"
+    );
+}
+
+#[tokio::test]
+async fn memory_paths_route_to_memory_documents() {
+    let e = env(true).await;
+    let (err, text) = e
+        .call(
+            Some("open"),
+            None,
+            "write_file",
+            json!({"path": "MEMORY.md", "content": "global: the sky is blue"}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    e.call(
+        Some("open"),
+        Some("alice"),
+        "write_file",
+        json!({"path": "memory/notes.md", "content": "alice likes tea"}),
+    )
+    .await;
+    assert!(
+        e.call(
+            Some("open"),
+            Some("bob"),
+            "read_file",
+            json!({"path": "MEMORY.md"})
+        )
+        .await
+        .1
+        .contains("the sky is blue"),
+        "global fallback"
+    );
+    let (err, text) = e
+        .call(
+            Some("open"),
+            Some("bob"),
+            "read_file",
+            json!({"path": "memory/notes.md"}),
+        )
+        .await;
+    assert!(
+        err && text.contains("does not exist yet"),
+        "alice's memory is hers: {text}"
+    );
+    let (err, text) = e
+        .call(
+            Some("open"),
+            Some("alice"),
+            "Edit",
+            json!({"file_path": "memory/notes.md", "old_string": "tea", "new_string": "green tea"}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    let hits = e
+        .store
+        .search_memory("open", "alice", "green", 5)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1, "writes re-index: {hits:?}");
+    let (err, text) = e
+        .call(
+            Some("open"),
+            Some("alice"),
+            "write_file",
+            json!({"path": "memory/notes.md", "content": "\nmore", "append": true}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    assert_eq!(
+        e.store
+            .memory("open", "alice", "memory/notes.md")
+            .await
+            .unwrap()
+            .unwrap()
+            .content,
+        "alice likes green tea\nmore"
+    );
+}
+
+#[tokio::test]
+async fn unknown_agents_and_missing_stores_use_the_disk() {
+    let e = env(true).await;
+    std::fs::write(e.ws.join("SOUL.md"), "disk soul").unwrap();
+    assert!(
+        e.call(
+            Some("nobody"),
+            None,
+            "read_file",
+            json!({"path": "SOUL.md"})
+        )
+        .await
+        .1
+        .contains("disk soul")
+    );
+    assert!(
+        e.call(None, None, "read_file", json!({"path": "SOUL.md"}))
+            .await
+            .1
+            .contains("disk soul")
+    );
+    let without = env(false).await;
+    std::fs::write(without.ws.join("SOUL.md"), "disk soul 2").unwrap();
+    assert!(
+        without
+            .call(Some("open"), None, "read_file", json!({"path": "SOUL.md"}))
+            .await
+            .1
+            .contains("disk soul 2")
+    );
+}
