@@ -259,3 +259,48 @@ fn record(row: &sqlx::any::AnyRow) -> Result<AgentRecord, StoreError> {
         updated_at: row.try_get("updated_at")?,
     })
 }
+
+impl Store {
+    /// The context files an agent sees for a user, merged in this order: `base` files injected by
+    /// the resolver (such as `DELEGATION.md`), then the agent's own files, then — for open agents
+    /// every file, for predefined agents only `USER.md` — the user's own copies. A later layer
+    /// replaces a file of the same name; files only in an earlier layer are kept, so a base-only
+    /// file like `DELEGATION.md` survives per-user overrides. Sorted by name.
+    pub async fn context_files(
+        &self,
+        agent: &str,
+        user: &str,
+        base: &[(String, String)],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let record = self
+            .agent(agent)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "agent",
+                key: agent.to_string(),
+            })?;
+        let mut merged: std::collections::BTreeMap<String, String> = base.iter().cloned().collect();
+        let rows =
+            sqlx::query("SELECT file_name, content FROM agent_context_files WHERE agent_key = $1")
+                .bind(agent)
+                .fetch_all(self.pool())
+                .await?;
+        for row in &rows {
+            merged.insert(row.try_get("file_name")?, row.try_get("content")?);
+        }
+        if !user.is_empty() {
+            let rows = sqlx::query("SELECT file_name, content FROM user_context_files WHERE agent_key = $1 AND user_id = $2")
+                .bind(agent)
+                .bind(user)
+                .fetch_all(self.pool())
+                .await?;
+            for row in &rows {
+                let name: String = row.try_get("file_name")?;
+                if record.agent_type == AgentType::Open || name == "USER.md" {
+                    merged.insert(name, row.try_get("content")?);
+                }
+            }
+        }
+        Ok(merged.into_iter().collect())
+    }
+}

@@ -204,6 +204,12 @@ impl Store {
                                 .await?;
                         }
                         Engine::Postgres => {
+                            // Named sessions: operators see Talon in pg_stat_activity.
+                            let name = match &schema {
+                                Some(schema) => format!("SET application_name = 'talon/{schema}'"),
+                                None => "SET application_name = 'talon'".to_string(),
+                            };
+                            sqlx::raw_sql(sqlx::AssertSqlSafe(name)).execute(&mut *conn).await?;
                             if let Some(schema) = schema {
                                 // Concurrent CREATE SCHEMA IF NOT EXISTS can collide; serialise it.
                                 let sql = format!(

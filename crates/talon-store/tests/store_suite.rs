@@ -85,6 +85,8 @@ suite!(
     memory_search_ranks_and_scopes,
     memory_rewrite_reindexes,
     concurrent_memory_updates_lose_nothing,
+    base_context_files_survive_user_overrides,
+    the_pool_recovers_when_connections_drop,
 );
 
 async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
@@ -530,4 +532,76 @@ async fn concurrent_memory_updates_lose_nothing(config: &StoreConfig) {
         .await
         .expect_err("rejected");
     assert_eq!(rejected.to_string(), "old_string not found");
+}
+
+async fn base_context_files_survive_user_overrides(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .upsert_agent("open", AgentType::Open, "{}")
+        .await
+        .unwrap();
+    store
+        .upsert_agent("pre", AgentType::Predefined, "{}")
+        .await
+        .unwrap();
+    for agent in ["open", "pre"] {
+        store
+            .set_agent_file(agent, "SOUL.md", "agent soul")
+            .await
+            .unwrap();
+        store
+            .set_user_file(agent, "alice", "SOUL.md", "alice soul")
+            .await
+            .unwrap();
+        store
+            .set_user_file(agent, "alice", "USER.md", "alice user")
+            .await
+            .unwrap();
+    }
+    let base = vec![
+        ("DELEGATION.md".to_string(), "delegate to x".to_string()),
+        ("SOUL.md".to_string(), "base soul".to_string()),
+    ];
+    let open = store.context_files("open", "alice", &base).await.unwrap();
+    assert_eq!(
+        open,
+        vec![
+            ("DELEGATION.md".to_string(), "delegate to x".to_string()),
+            ("SOUL.md".to_string(), "alice soul".to_string()),
+            ("USER.md".to_string(), "alice user".to_string()),
+        ]
+    );
+    let pre = store.context_files("pre", "alice", &base).await.unwrap();
+    assert_eq!(
+        pre[1],
+        ("SOUL.md".to_string(), "agent soul".to_string()),
+        "predefined: only USER.md is per user"
+    );
+    assert_eq!(pre[2], ("USER.md".to_string(), "alice user".to_string()));
+    let bob = store.context_files("open", "bob", &base).await.unwrap();
+    assert_eq!(bob[1].1, "agent soul");
+}
+
+async fn the_pool_recovers_when_connections_drop(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .upsert_agent("a", AgentType::Open, "{}")
+        .await
+        .unwrap();
+    if store.engine() == Engine::Postgres {
+        // Kill this pool's server sessions (they are named after the schema), as a restart would.
+        let mut admin_config = config.clone();
+        admin_config.schema = None;
+        let admin = Store::connect(&admin_config).await.unwrap();
+        let sql = format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'talon/{}'",
+            config.schema.as_deref().unwrap()
+        );
+        admin.execute_admin(&sql).await.unwrap();
+    }
+    // The pool tests connections before handing them out, so the next call reconnects.
+    assert!(
+        store.agent("a").await.unwrap().is_some(),
+        "the store recovers after its connections are dropped"
+    );
 }
