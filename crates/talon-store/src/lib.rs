@@ -12,6 +12,7 @@
 //! both engines.
 
 mod agents;
+mod audit;
 mod crypto;
 mod memory;
 mod migrate;
@@ -25,6 +26,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions};
 
 pub use agents::{AgentRecord, AgentType};
+pub use audit::AuditEntry;
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,

@@ -87,6 +87,7 @@ suite!(
     concurrent_memory_updates_lose_nothing,
     base_context_files_survive_user_overrides,
     the_pool_recovers_when_connections_drop,
+    audit_entries_round_trip,
 );
 
 async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
@@ -603,5 +604,32 @@ async fn the_pool_recovers_when_connections_drop(config: &StoreConfig) {
     assert!(
         store.agent("a").await.unwrap().is_some(),
         "the store recovers after its connections are dropped"
+    );
+}
+
+async fn audit_entries_round_trip(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    let entry = |tool: &str, is_error: bool| talon_store::AuditEntry {
+        tool: tool.to_string(),
+        session_key: "s1".into(),
+        agent_key: Some("a".into()),
+        user_id: None,
+        args_digest: "00ff".into(),
+        is_error,
+        duration_us: 42,
+        stage: is_error.then(|| "policy".to_string()),
+    };
+    store
+        .record_audit(&[entry("read_file", false), entry("exec", true)])
+        .await
+        .unwrap();
+    let got = store.audit_for_session("s1", 10).await.unwrap();
+    assert_eq!(got, vec![entry("exec", true), entry("read_file", false)]);
+    assert!(
+        store
+            .audit_for_session("other", 10)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }

@@ -1,5 +1,6 @@
 //! `talon`: the CLI that wires Talon's crates together.
 
+mod audit;
 mod commands;
 mod config;
 mod runtime;

@@ -130,6 +130,11 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
         .scrub_enabled(config.tools.scrub_credentials)
         .max_output_bytes(config.tools.max_output_bytes)
         .default_timeout(Duration::from_secs(config.tools.timeout_secs.max(1)));
+    if let Some(store) = &overrides.store {
+        builder = builder.audit(std::sync::Arc::new(crate::audit::StoreAudit::start(
+            store.clone(),
+        )));
+    }
     if let Some(auto) = &config.tools.auto_allow {
         builder = builder.auto_allow(auto.iter().cloned());
     }

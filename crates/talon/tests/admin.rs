@@ -244,4 +244,20 @@ async fn memory_tools_through_the_gateway() {
         !ok && text.contains("Existing documents: MEMORY.md"),
         "{text}"
     );
+    // Every call was audited (written in the background).
+    let mut audited = Vec::new();
+    for _ in 0..50 {
+        audited = store.audit_for_session("http:anonymous", 10).await.unwrap();
+        if audited.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let tools: Vec<&str> = audited.iter().map(|a| a.tool.as_str()).collect();
+    assert_eq!(
+        tools,
+        vec!["memory_get", "memory_get", "memory_search"],
+        "{audited:?}"
+    );
+    assert!(audited[0].is_error && !audited[2].is_error);
 }
