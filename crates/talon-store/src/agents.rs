@@ -304,3 +304,69 @@ impl Store {
         Ok(merged.into_iter().collect())
     }
 }
+
+impl Store {
+    /// Replaces a context file only if it still holds `expected` (`None`: must not exist) —
+    /// compare-and-set on the content, so concurrent edits never overwrite one another. Returns
+    /// whether the write happened. `user` empty means the agent-level file.
+    pub async fn replace_context_file(
+        &self,
+        agent: &str,
+        user: &str,
+        file: &str,
+        expected: Option<&str>,
+        content: &str,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let done = match (user.is_empty(), expected) {
+            (true, Some(old)) => {
+                sqlx::query("UPDATE agent_context_files SET content = $1, updated_at = $2 WHERE agent_key = $3 AND file_name = $4 AND content = $5")
+                    .bind(content)
+                    .bind(now)
+                    .bind(agent)
+                    .bind(file)
+                    .bind(old)
+                    .execute(self.pool())
+                    .await?
+            }
+            (false, Some(old)) => {
+                sqlx::query(
+                    "UPDATE user_context_files SET content = $1, updated_at = $2 WHERE agent_key = $3 AND user_id = $4 AND file_name = $5 AND content = $6",
+                )
+                .bind(content)
+                .bind(now)
+                .bind(agent)
+                .bind(user)
+                .bind(file)
+                .bind(old)
+                .execute(self.pool())
+                .await?
+            }
+            (true, None) => {
+                sqlx::query(
+                    "INSERT INTO agent_context_files (agent_key, file_name, content, updated_at) VALUES ($1, $2, $3, $4) ON CONFLICT (agent_key, file_name) DO NOTHING",
+                )
+                .bind(agent)
+                .bind(file)
+                .bind(content)
+                .bind(now)
+                .execute(self.pool())
+                .await?
+            }
+            (false, None) => {
+                sqlx::query(
+                    "INSERT INTO user_context_files (agent_key, user_id, file_name, content, updated_at) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (agent_key, user_id, file_name) DO NOTHING",
+                )
+                .bind(agent)
+                .bind(user)
+                .bind(file)
+                .bind(content)
+                .bind(now)
+                .execute(self.pool())
+                .await?
+            }
+        };
+        Ok(done.rows_affected() == 1)
+    }
+}

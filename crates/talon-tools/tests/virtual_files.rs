@@ -369,3 +369,37 @@ async fn unknown_agents_and_missing_stores_use_the_disk() {
             .contains("disk soul 2")
     );
 }
+
+#[tokio::test]
+async fn concurrent_context_file_edits_all_land() {
+    let e = Arc::new(env(true).await);
+    e.store
+        .set_agent_file("open", "TOOLS.md", "start\n")
+        .await
+        .unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let e = Arc::clone(&e);
+            tokio::spawn(async move {
+                let args = json!({"path": "TOOLS.md", "old_string": "start\n", "new_string": format!("start\nline {i}\n")});
+                e.call(Some("open"), None, "edit", args).await
+            })
+        })
+        .collect();
+    for h in handles {
+        let (err, text) = h.await.unwrap();
+        assert!(!err, "{text}");
+    }
+    let content = e
+        .store
+        .agent_file("open", "TOOLS.md")
+        .await
+        .unwrap()
+        .unwrap();
+    for i in 0..8 {
+        assert!(
+            content.contains(&format!("line {i}\n")),
+            "edit {i} lost: {content}"
+        );
+    }
+}

@@ -242,19 +242,78 @@ where
             Err(UpdateError::Rejected(message)) => Err(message),
             Err(UpdateError::Store(e)) => Err(format!("memory is unavailable: {e}")),
         },
-        Route::Context(_) => {
-            let current = match read(store, ctx, input).await {
-                Some(Ok(c)) => c,
-                Some(Err(e)) => return Some(Err(e)),
-                None => return None,
-            };
-            let next = match change(&current) {
-                Ok(n) => n,
-                Err(e) => return Some(Err(e)),
-            };
-            return write(store, ctx, input, &next).await;
-        }
+        Route::Context(file) => edit_context(store_ref, ctx, &agent, &user, &file, &change).await,
     })
+}
+
+/// Edits a context file with compare-and-set on its content, retrying when another writer got in
+/// between: concurrent edits all land. An open agent's user edits start from the agent's template.
+async fn edit_context<F>(
+    store: &Store,
+    ctx: &CallContext,
+    agent: &str,
+    user: &str,
+    file: &str,
+    change: &F,
+) -> Result<String, String>
+where
+    F: Fn(&str) -> Result<String, String>,
+{
+    let (agent_key, agent_type, _, protected_ok) = match agent_of(store, ctx).await {
+        Ok(Some(a)) => a,
+        Ok(None) => return Err(format!("agent {agent} does not exist")),
+        Err(e) => return Err(e),
+    };
+    if PROTECTED_FILES.contains(&file) && !protected_ok {
+        return Err(format!(
+            "{file} is a protected context file of agent {agent_key}; it can only be changed when the agent's settings allow it (protected_files_writable)"
+        ));
+    }
+    let for_user = per_user(agent_type, file) && !user.is_empty();
+    let target_user = if for_user { user } else { "" };
+    for _ in 0..32 {
+        let own = if for_user {
+            store.user_file(&agent_key, user, file).await
+        } else {
+            store.agent_file(&agent_key, file).await
+        }
+        .map_err(|e| format!("the agent store is unavailable: {e}"))?;
+        let base = match &own {
+            Some(content) => content.clone(),
+            None if for_user => store
+                .agent_file(&agent_key, file)
+                .await
+                .map_err(|e| format!("the agent store is unavailable: {e}"))?
+                .ok_or_else(|| {
+                    format!(
+                        "{file} does not exist yet for agent {agent_key}; write it to create it"
+                    )
+                })?,
+            None => {
+                return Err(format!(
+                    "{file} does not exist yet for agent {agent_key}; write it to create it"
+                ));
+            }
+        };
+        let next = change(&base)?;
+        let done = store
+            .replace_context_file(&agent_key, target_user, file, own.as_deref(), &next)
+            .await
+            .map_err(|e| format!("the agent store is unavailable: {e}"))?;
+        if done {
+            return Ok(format!(
+                "{file} saved for agent {agent_key}{}",
+                if for_user {
+                    format!(" and user {user}")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    Err(format!(
+        "{file} kept changing under concurrent writers; read it again and retry"
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,192 @@
+//! Store latencies on both engines, in one run (docs/BENCHMARKS.md):
+//! context-file read (per-user miss, then the agent's file), memory write + re-chunk + re-index,
+//! and full-text memory search over 100,000 chunks.
+//!
+//! `TALON_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --release -p talon-store --example store_bench`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use talon_store::{AgentType, Store, StoreConfig};
+
+const WORDS: &[&str] = &[
+    "deploy",
+    "window",
+    "tuesday",
+    "database",
+    "migration",
+    "kitten",
+    "invoice",
+    "budget",
+    "release",
+    "rollback",
+    "latency",
+    "incident",
+    "customer",
+    "contract",
+    "renewal",
+    "feature",
+    "roadmap",
+    "sprint",
+    "review",
+    "design",
+    "garden",
+    "recipe",
+    "travel",
+    "flight",
+    "hotel",
+    "meeting",
+    "agenda",
+    "notes",
+    "backup",
+    "restore",
+    "server",
+    "cluster",
+    "network",
+    "firewall",
+    "certificate",
+    "password",
+    "policy",
+    "report",
+    "quarter",
+    "forecast",
+];
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn word(&mut self) -> &'static str {
+        WORDS[(self.next() % WORDS.len() as u64) as usize]
+    }
+    fn line(&mut self) -> String {
+        (0..12).map(|_| self.word()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let p95 = samples[samples.len() * 95 / 100];
+    (median, p95)
+}
+
+fn fmt(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
+    let store = Store::open(config).await.unwrap();
+    store
+        .upsert_agent("bench", AgentType::Open, "{}")
+        .await
+        .unwrap();
+    let soul: String = "You are a careful assistant.\n".repeat(70);
+    store
+        .set_agent_file("bench", "SOUL.md", &soul)
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+
+    let mut samples = Vec::new();
+    for _ in 0..2000 {
+        let t = Instant::now();
+        let own = store.user_file("bench", "alice", "SOUL.md").await.unwrap();
+        let content = match own {
+            Some(c) => c,
+            None => store.agent_file("bench", "SOUL.md").await.unwrap().unwrap(),
+        };
+        samples.push(t.elapsed());
+        assert!(!content.is_empty());
+    }
+    let (m, p) = stats(samples);
+    rows.push(format!(
+        "| {name} | context-file read (user miss → agent file) | {} | {} |",
+        fmt(m),
+        fmt(p)
+    ));
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let doc: String = (0..80).map(|_| rng.line() + "\n").collect();
+    let mut samples = Vec::new();
+    for i in 0..300 {
+        let t = Instant::now();
+        store
+            .put_memory("bench", "alice", &format!("memory/w{}.md", i % 10), &doc)
+            .await
+            .unwrap();
+        samples.push(t.elapsed());
+    }
+    let (m, p) = stats(samples);
+    rows.push(format!(
+        "| {name} | memory write + re-chunk + re-index (~7 KiB, 8 chunks) | {} | {} |",
+        fmt(m),
+        fmt(p)
+    ));
+
+    // 2,500 documents of 40 chunks each: 100,000 chunks.
+    let t = Instant::now();
+    for d in 0..2500 {
+        let text: String = (0..40)
+            .map(|_| (0..13).map(|_| rng.line()).collect::<Vec<_>>().join(" ") + "\n")
+            .collect();
+        store
+            .put_memory("bench", "", &format!("memory/corpus/{d}.md"), &text)
+            .await
+            .unwrap();
+    }
+    let load = t.elapsed();
+    let mut samples = Vec::new();
+    let mut hits = 0usize;
+    for _ in 0..300 {
+        let q = format!("{} {}", rng.word(), rng.word());
+        let t = Instant::now();
+        hits += store
+            .search_memory("bench", "alice", &q, 10)
+            .await
+            .unwrap()
+            .len();
+        samples.push(t.elapsed());
+    }
+    assert!(hits > 0);
+    let (m, p) = stats(samples);
+    rows.push(format!(
+        "| {name} | memory search, top 10 of 100,000 chunks (two-word queries) | {} | {} |",
+        fmt(m),
+        fmt(p)
+    ));
+    eprintln!(
+        "{name}: loaded 100,000 chunks in {:.1}s",
+        load.as_secs_f64()
+    );
+    store.close().await;
+    rows
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = bench("SQLite", &StoreConfig::sqlite_in(dir.path())).await;
+    let url = std::env::var("TALON_BENCH_DATABASE_URL")
+        .or_else(|_| std::env::var("TALON_TEST_DATABASE_URL"));
+    if let Ok(url) = url {
+        let mut config = StoreConfig::url(url.clone());
+        config.schema = Some(format!("bench_{}", std::process::id()));
+        rows.extend(bench("PostgreSQL", &config).await);
+        let admin = Store::connect(&StoreConfig::url(url)).await.unwrap();
+        admin
+            .execute_admin(&format!("DROP SCHEMA {} CASCADE", config.schema.unwrap()))
+            .await
+            .unwrap();
+    } else {
+        eprintln!("set TALON_BENCH_DATABASE_URL to include PostgreSQL");
+    }
+    println!("| engine | operation | median | p95 |\n| --- | --- | --- | --- |");
+    for row in rows {
+        println!("{row}");
+    }
+}
