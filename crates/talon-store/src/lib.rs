@@ -201,7 +201,7 @@ impl Store {
                 Box::pin(async move {
                     match engine {
                         Engine::Sqlite => {
-                            sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
+                            sqlx::raw_sql("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
                                 .execute(&mut *conn)
                                 .await?;
                         }

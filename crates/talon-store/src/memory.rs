@@ -296,12 +296,15 @@ impl Store {
                     .map(|t| format!("\"{t}\""))
                     .collect::<Vec<_>>()
                     .join(" OR ");
+                // The full-text match runs first, once (materialised); scoping joins come after.
+                // Letting the planner start from the documents runs the MATCH per document.
                 sqlx::query(
-                    "SELECT d.path AS path, d.user_id AS user_id, c.start_line AS start_line, c.end_line AS end_line, c.content AS content, \
-                     -bm25(memory_chunks_fts) AS score FROM memory_chunks_fts f JOIN memory_chunks c ON c.id = f.rowid \
+                    "WITH m AS MATERIALIZED (SELECT rowid AS id, -bm25(memory_chunks_fts) AS score FROM memory_chunks_fts \
+                     WHERE memory_chunks_fts MATCH $1) \
+                     SELECT d.path AS path, d.user_id AS user_id, c.start_line AS start_line, c.end_line AS end_line, \
+                     c.content AS content, m.score AS score FROM m JOIN memory_chunks c ON c.id = m.id \
                      JOIN memory_documents d ON d.id = c.document_id \
-                     WHERE memory_chunks_fts MATCH $1 AND d.agent_key = $2 AND (d.user_id = $3 OR d.user_id = '') \
-                     ORDER BY score DESC LIMIT $4",
+                     WHERE d.agent_key = $2 AND (d.user_id = $3 OR d.user_id = '') ORDER BY m.score DESC LIMIT $4",
                 )
                 .bind(fts)
                 .bind(agent)
