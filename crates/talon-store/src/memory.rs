@@ -315,12 +315,15 @@ impl Store {
             }
             Engine::Postgres => {
                 let tsquery = terms.join(" | ");
+                // As on SQLite: match first (the GIN index), then scope, so a planner working from
+                // stale statistics cannot start from the documents and probe the index per row.
                 sqlx::query(
-                    "SELECT d.path AS path, d.user_id AS user_id, c.start_line AS start_line, c.end_line AS end_line, c.content AS content, \
-                     CAST(ts_rank(c.tsv, to_tsquery('simple', $1)) AS DOUBLE PRECISION) AS score FROM memory_chunks c \
-                     JOIN memory_documents d ON d.id = c.document_id \
-                     WHERE c.tsv @@ to_tsquery('simple', $1) AND d.agent_key = $2 AND (d.user_id = $3 OR d.user_id = '') \
-                     ORDER BY score DESC LIMIT $4",
+                    "WITH m AS MATERIALIZED (SELECT id, document_id, start_line, end_line, content, \
+                     CAST(ts_rank(tsv, to_tsquery('simple', $1)) AS DOUBLE PRECISION) AS score FROM memory_chunks \
+                     WHERE tsv @@ to_tsquery('simple', $1)) \
+                     SELECT d.path AS path, d.user_id AS user_id, m.start_line AS start_line, m.end_line AS end_line, \
+                     m.content AS content, m.score AS score FROM m JOIN memory_documents d ON d.id = m.document_id \
+                     WHERE d.agent_key = $2 AND (d.user_id = $3 OR d.user_id = '') ORDER BY m.score DESC LIMIT $4",
                 )
                 .bind(tsquery)
                 .bind(agent)
