@@ -6,6 +6,17 @@
 //! client sees is policy: the `fs` group is GoClaw's, the `claude_code` group is Claude Code's, and
 //! a profile or allow/deny list picks one or both.
 
+/// Unwraps a `Result` whose error displays as a message for the model, or returns that message
+/// as the tool's error result.
+macro_rules! or_error {
+    ($result:expr) => {
+        match $result {
+            Ok(value) => value,
+            Err(e) => return talon_core::ToolOutput::error(e.to_string()),
+        }
+    };
+}
+
 pub mod automation;
 pub mod claude_code;
 pub mod fs;

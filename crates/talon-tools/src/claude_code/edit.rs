@@ -82,10 +82,7 @@ impl Tool for Edit {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = match self.fs.jail(ctx) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let jail = or_error!(self.fs.jail(ctx));
         let root = jail.root().to_path_buf();
         let located = match jail.locate(&input.file_path) {
             Ok(l) => l,

@@ -46,10 +46,7 @@ impl Tool for GlobTool {
 
     async fn execute(&self, call: Authorized<GlobInput>) -> ToolOutput {
         let input = call.input();
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
         let path = input
             .path
             .as_deref()
@@ -72,10 +69,7 @@ impl Tool for GlobTool {
             need_mtime: true,
             types: Vec::new(),
         };
-        let mut found = match find_files(&jail, &options) {
-            Ok(f) => f,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let mut found = or_error!(find_files(&jail, &options));
         if found.is_empty() {
             return ToolOutput::text("No files found");
         }

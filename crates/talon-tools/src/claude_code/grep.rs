@@ -109,10 +109,7 @@ impl Tool for GrepTool {
 
     async fn execute(&self, call: Authorized<GrepInput>) -> ToolOutput {
         let input = call.input();
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
         let shown = input.path.as_deref().unwrap_or(".");
         let opened = match jail.locate(shown).and_then(|l| jail.open_read(&l)) {
             Ok(o) => o,
@@ -129,10 +126,7 @@ impl Tool for GrepTool {
                 need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
-            match find_files(&jail, &options) {
-                Ok(f) => f,
-                Err(e) => return ToolOutput::error(e),
-            }
+            or_error!(find_files(&jail, &options))
         } else {
             let mtime = opened
                 .file
@@ -164,10 +158,7 @@ impl Tool for GrepTool {
             first_match_only: mode == OutputMode::FilesWithMatches,
             max_columns: 500,
         };
-        let mut results = match grep(&jail, files, &options) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let mut results = or_error!(grep(&jail, files, &options));
         let offset = input.offset.unwrap_or(0);
         let limit = match input.head_limit {
             Some(0) => usize::MAX,

@@ -207,10 +207,7 @@ impl Tool for NotebookEdit {
     async fn execute(&self, call: Authorized<NotebookEditInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
-        let jail = match self.fs.jail(ctx) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let jail = or_error!(self.fs.jail(ctx));
         let root = jail.root().to_path_buf();
         let (located, mut opened) = match open_existing(&jail, &input.notebook_path) {
             Ok(v) => v,
@@ -245,14 +242,8 @@ impl Tool for NotebookEdit {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(format!("Notebook is not valid JSON: {e}")),
         };
-        let message = match apply(&mut notebook, input) {
-            Ok(m) => m,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let bytes = match serialize(&notebook) {
-            Ok(b) => b,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let message = or_error!(apply(&mut notebook, input));
+        let bytes = or_error!(serialize(&notebook));
         match jail.write(&located, &bytes, WriteMode::ParentMustExist) {
             Ok(report) => {
                 if let Ok((_, reopened)) = open_existing(&jail, &input.notebook_path) {

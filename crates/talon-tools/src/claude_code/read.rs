@@ -151,10 +151,7 @@ impl Tool for Read {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = match self.fs.jail(ctx) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let jail = or_error!(self.fs.jail(ctx));
         let root = jail.root().to_path_buf();
         let (_, mut opened) = match open_existing(&jail, &input.file_path) {
             Ok(v) => v,

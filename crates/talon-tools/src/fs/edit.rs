@@ -131,14 +131,8 @@ impl Tool for Edit {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let file = match load(&jail, &input.path) {
-            Ok(f) => f,
-            Err(e) => return ToolOutput::error(e.to_string()),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
+        let file = or_error!(load(&jail, &input.path));
         let shown = jail.display(&file.located);
         let old = input.old_string.replace("\r\n", "\n");
         let new = input.new_string.replace("\r\n", "\n");

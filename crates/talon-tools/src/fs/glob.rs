@@ -47,14 +47,8 @@ impl Tool for GlobTool {
 
     async fn execute(&self, call: Authorized<GlobInput>) -> ToolOutput {
         let input = call.input();
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let (base, is_dir) = match base_dir(&jail, input.path.as_deref()) {
-            Ok(b) => b,
-            Err(e) => return ToolOutput::error(e.to_string()),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
+        let (base, is_dir) = or_error!(base_dir(&jail, input.path.as_deref()));
         if !is_dir {
             return ToolOutput::error(format!("{} is not a directory", base.display()));
         }
@@ -67,10 +61,7 @@ impl Tool for GlobTool {
             need_mtime: false,
             types: Vec::new(),
         };
-        let mut found = match find_files(&jail, &options) {
-            Ok(f) => f,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let mut found = or_error!(find_files(&jail, &options));
         if found.is_empty() {
             return ToolOutput::silent(format!("No files match {:?}", input.pattern));
         }

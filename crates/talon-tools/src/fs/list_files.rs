@@ -97,15 +97,9 @@ impl Tool for ListFiles {
 
     async fn execute(&self, call: Authorized<ListFilesInput>) -> ToolOutput {
         let input = call.input();
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
         let path = input.path.clone().unwrap_or_else(|| ".".into());
-        let located = match jail.locate(&path) {
-            Ok(l) => l,
-            Err(e) => return ToolOutput::error(e.to_string()),
-        };
+        let located = or_error!(jail.locate(&path));
         let depth = if input.recursive == Some(true) {
             input.depth.unwrap_or(DEFAULT_DEPTH)
         } else {

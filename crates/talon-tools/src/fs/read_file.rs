@@ -63,14 +63,8 @@ impl Tool for ReadFile {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let (located, mut opened) = match open_existing(&jail, &input.path) {
-            Ok(v) => v,
-            Err(e) => return ToolOutput::error(e.to_string()),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
+        let (located, mut opened) = or_error!(open_existing(&jail, &input.path));
         let shown = jail.display(&located);
         if opened.is_dir() {
             return ToolOutput::error(format!(

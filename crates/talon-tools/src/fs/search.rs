@@ -77,14 +77,8 @@ impl Tool for Search {
 
     async fn execute(&self, call: Authorized<SearchInput>) -> ToolOutput {
         let input = call.input();
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let (base, is_dir) = match base_dir(&jail, input.path.as_deref()) {
-            Ok(b) => b,
-            Err(e) => return ToolOutput::error(e.to_string()),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
+        let (base, is_dir) = or_error!(base_dir(&jail, input.path.as_deref()));
         let mode = input.output_mode.unwrap_or_default();
         let files = if is_dir {
             let options = WalkOptions {
@@ -96,10 +90,7 @@ impl Tool for Search {
                 need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
-            match find_files(&jail, &options) {
-                Ok(f) => f,
-                Err(e) => return ToolOutput::error(e),
-            }
+            or_error!(find_files(&jail, &options))
         } else {
             vec![super::find::Found {
                 path: base,
@@ -124,10 +115,7 @@ impl Tool for Search {
             first_match_only: mode == OutputMode::FilesWithMatches,
             max_columns: 500,
         };
-        let mut results = match grep(&jail, files, &options) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(e),
-        };
+        let mut results = or_error!(grep(&jail, files, &options));
         if results.is_empty() {
             return ToolOutput::silent(format!("No matches for {:?}", input.pattern));
         }

@@ -60,14 +60,8 @@ impl Tool for WriteFile {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = match self.fs.jail(call.ctx()) {
-            Ok(j) => j,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let located = match jail.locate(&input.path) {
-            Ok(l) => l,
-            Err(e) => return ToolOutput::error(e.to_string()),
-        };
+        let jail = or_error!(self.fs.jail(call.ctx()));
+        let located = or_error!(jail.locate(&input.path));
         let mut data = Vec::new();
         if input.append == Some(true) {
             match open_existing(&jail, &input.path) {
