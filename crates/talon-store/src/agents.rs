@@ -65,6 +65,22 @@ fn valid_key(what: &'static str, key: &str) -> Result<(), StoreError> {
     }
 }
 
+/// Context file names are plain file names (`SOUL.md`), never paths.
+fn valid_file_name(file: &str) -> Result<(), StoreError> {
+    let ok = (1..=128).contains(&file.len())
+        && !file.contains(['/', '\\', '\0'])
+        && file != "."
+        && file != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            what: "context file name",
+            reason: format!("{file:?}: use a plain file name such as SOUL.md (no directories)"),
+        })
+    }
+}
+
 impl Store {
     /// Creates an agent, or updates its type and settings if it exists (one statement).
     pub async fn upsert_agent(
@@ -130,6 +146,7 @@ impl Store {
         file: &str,
         content: &str,
     ) -> Result<(), StoreError> {
+        valid_file_name(file)?;
         self.require_agent(agent).await?;
         sqlx::query(
             "INSERT INTO agent_context_files (agent_key, file_name, content, updated_at) VALUES ($1, $2, $3, $4) \
@@ -152,6 +169,7 @@ impl Store {
         file: &str,
         content: &str,
     ) -> Result<(), StoreError> {
+        valid_file_name(file)?;
         self.require_agent(agent).await?;
         valid_key("user id", user)?;
         sqlx::query(

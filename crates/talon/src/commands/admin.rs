@@ -138,7 +138,10 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                     );
                     ExitCode::SUCCESS
                 }
-                Err(e @ talon_store::StoreError::NotFound { .. }) => usage_error(e),
+                Err(
+                    e @ (talon_store::StoreError::NotFound { .. }
+                    | talon_store::StoreError::Invalid { .. }),
+                ) => usage_error(e),
                 Err(e) => fail(e),
             }
         }
