@@ -322,29 +322,33 @@ impl Pipeline {
             span.record("is_error", output.is_error);
             span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
             tracing::debug!(stage = stage.map(FailedStage::as_str), "tool call finished");
-            let session_key: Arc<str> = Arc::from(ctx.session_key.as_str());
-            let agent_key: Option<Arc<str>> = ctx.agent_key.as_deref().map(Arc::from);
-            if let Some(audit) = &self.audit {
-                audit.record(AuditRecord {
-                    tool: Arc::clone(&tool_name),
-                    session_key: Arc::clone(&session_key),
-                    agent_key: agent_key.clone(),
-                    user: ctx.user.clone(),
-                    args_digest: digest(&progress.args),
-                    is_error: output.is_error,
-                    duration: elapsed,
-                    stage: stage.map(FailedStage::as_str),
-                });
-            }
-            if self.events.has_subscribers() {
-                self.events.publish(ToolEvent::Finished {
-                    call_id,
-                    tool: Arc::clone(&tool_name),
-                    session_key,
-                    agent_key,
-                    is_error: output.is_error,
-                    elapsed,
-                });
+            let publish = self.events.has_subscribers();
+            // Shared copies of the keys are made only when someone receives them.
+            if self.audit.is_some() || publish {
+                let session_key: Arc<str> = Arc::from(ctx.session_key.as_str());
+                let agent_key: Option<Arc<str>> = ctx.agent_key.as_deref().map(Arc::from);
+                if let Some(audit) = &self.audit {
+                    audit.record(AuditRecord {
+                        tool: Arc::clone(&tool_name),
+                        session_key: Arc::clone(&session_key),
+                        agent_key: agent_key.clone(),
+                        user: ctx.user.clone(),
+                        args_digest: digest(&progress.args),
+                        is_error: output.is_error,
+                        duration: elapsed,
+                        stage: stage.map(FailedStage::as_str),
+                    });
+                }
+                if publish {
+                    self.events.publish(ToolEvent::Finished {
+                        call_id,
+                        tool: Arc::clone(&tool_name),
+                        session_key,
+                        agent_key,
+                        is_error: output.is_error,
+                        elapsed,
+                    });
+                }
             }
             CallOutcome {
                 tool: tool_name.to_string(),
