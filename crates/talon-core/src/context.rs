@@ -13,6 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::permission::PermissionMode;
 
+/// The agent a call runs as when its entry point names none. Talon creates it in the store on
+/// first start, so memory and context files always have an owner (`[agents] default` in the
+/// binary's configuration can name another).
+pub const DEFAULT_AGENT: &str = "default";
+
 /// Why a run exists; tools and policy may behave differently for background runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

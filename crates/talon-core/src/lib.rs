@@ -9,9 +9,13 @@
 //! * [`scrub`] — credential scrubbing with a keyword prefilter.
 //! * [`rate_limit`] — per-session GCRA limiter with bounded memory.
 //!
-//! This crate does no I/O beyond running shell-command hooks; storage, network and tools live
-//! in the crates above it.
+//! * [`workspace`] — each call's workspace: shared, or one per agent and user.
+//! * [`caller`] — the agent, user and workspace every entry point binds a call to.
+//!
+//! This crate does no I/O beyond running shell-command hooks and creating per-agent workspace
+//! directories; storage, network and tools live in the crates above it.
 
+pub mod caller;
 pub mod context;
 pub mod events;
 pub mod hooks;
@@ -25,12 +29,15 @@ pub mod schema;
 pub mod scrub;
 pub mod tool;
 pub mod wire;
+pub mod workspace;
 
 #[cfg(test)]
 mod test_tools;
 
-pub use context::{CallContext, RunKind};
+pub use caller::{AgentDirectory, CallerError, Callers};
+pub use context::{CallContext, DEFAULT_AGENT, RunKind};
 pub use output::{Media, ToolOutput, Usage};
 pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};
 pub use registry::Registry;
 pub use tool::{Authorized, Risk, SideEffect, Tool, ToolSpec};
+pub use workspace::Workspaces;

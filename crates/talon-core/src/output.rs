@@ -69,6 +69,11 @@ pub struct ToolOutput {
     pub deliverable: Option<String>,
     /// Tokens used by an LLM the tool called.
     pub usage: Option<Usage>,
+    /// Things the caller should know that did not fail the call (files a search skipped, say).
+    /// The text for the model already mentions them; entry points also surface them as log
+    /// messages (MCP `notifications/message` at level warning).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl ToolOutput {
@@ -128,6 +133,12 @@ impl ToolOutput {
     /// Sets the deliverable.
     pub fn with_deliverable(mut self, deliverable: impl Into<String>) -> Self {
         self.deliverable = Some(deliverable.into());
+        self
+    }
+
+    /// Adds a warning (see [`ToolOutput::warnings`]).
+    pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
+        self.warnings.push(warning.into());
         self
     }
 

@@ -18,7 +18,7 @@ pub enum FsError {
     IsADirectory { path: PathBuf },
     #[error("{} is not a directory", path.display())]
     NotADirectory { path: PathBuf },
-    #[error("{} is a hard link; hard links are refused because their other names may be outside the workspace", path.display())]
+    #[error("{} is a hard link; hard links are refused because their other names may be outside the workspace (set [fs] allow_hard_links = true if this workspace holds them on purpose)", path.display())]
     HardLink { path: PathBuf },
     #[error("{} is a symbolic link whose target does not exist; refusing to write through it", path.display())]
     DanglingSymlink { path: PathBuf },

@@ -10,8 +10,13 @@
 //!
 //! What is refused: absolute paths outside every root, `..` that climbs out, symlinks (file or
 //! directory, absolute or relative) that leave the root, dangling symlinks on write, hard links to
-//! regular files (a link's other name may be outside), `/proc/self/root`-style magic links, NUL
-//! bytes, and configured deny prefixes, which are checked on the path the kernel actually opened.
+//! regular files (a link's other name may be outside; see [`Jail::allow_hard_links`]),
+//! `/proc/self/root`-style magic links, NUL bytes, and configured deny prefixes, which are checked
+//! on the path the kernel actually opened.
+//!
+//! Every operation on file content goes through one of three doors — [`Jail::open_read`],
+//! [`Jail::open_walked`] and [`Jail::write`] — and each applies the same checks (deny prefixes,
+//! the hard-link policy), so a file refused by one tool is refused by every tool.
 //!
 //! Writes are atomic ([`Jail::write`]): a temporary file in the same directory, `fsync`, then
 //! `renameat` over the target; the file's permission bits are kept; a crash or a full disk never
@@ -89,6 +94,8 @@ pub struct Jail {
     roots: Vec<Root>,
     deny: Vec<PathBuf>,
     resolver: Resolver,
+    /// Open regular files with more than one name (see [`Jail::allow_hard_links`]).
+    hard_links: bool,
 }
 
 /// Prefixes denied in every workspace: Talon's own state.
@@ -145,7 +152,28 @@ impl Jail {
             roots: vec![root],
             deny: denied,
             resolver,
+            hard_links: false,
         })
+    }
+
+    /// Lets tools open regular files that have other names (hard links). Off by default: a
+    /// hard link's other name may lie outside the workspace, so reading it would read a file the
+    /// jail never granted. Turn it on for workspaces that legitimately hold hard links (pnpm's
+    /// `node_modules` links into its store). Writes stay safe either way: they replace the
+    /// workspace's name atomically, so the other names keep their content.
+    pub fn allow_hard_links(mut self, allow: bool) -> Self {
+        self.hard_links = allow;
+        self
+    }
+
+    /// The hard-link policy, in one place for every door (read, walked read, write).
+    fn check_links(&self, stat: &FileStat, shown: &Path) -> Result<(), FsError> {
+        if !self.hard_links && is_regular(stat) && stat.st_nlink > 1 {
+            return Err(FsError::HardLink {
+                path: shown.to_path_buf(),
+            });
+        }
+        Ok(())
     }
 
     /// Also denies `abs` if it lies inside the workspace (Talon's data directory, say).
@@ -263,7 +291,8 @@ impl Jail {
 
     /// Opens a regular file found by a walk that did not follow symlinks: any symlink on the path
     /// now (a swap since the walk) fails the open, so the lexical deny check is exact and no
-    /// `/proc` lookup is needed. This is the fast path for search tools.
+    /// `/proc` lookup is needed. This is the fast path for search tools; the hard-link policy is
+    /// checked on the opened file, as for [`Jail::open_read`].
     pub fn open_walked(&self, located: &Located) -> Result<File, FsError> {
         let root = self.root_of(located);
         let shown = self.display(located);
@@ -280,6 +309,8 @@ impl Jail {
                 false,
             )
             .map_err(|e| e.at(&shown, &root.path))?;
+        let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown, &root.path))?;
+        self.check_links(&stat, &shown)?;
         Ok(File::from(fd))
     }
 
@@ -321,9 +352,7 @@ impl Jail {
             return Err(FsError::Denied { path: shown });
         }
         let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown, &root.path))?;
-        if is_regular(&stat) && stat.st_nlink > 1 {
-            return Err(FsError::HardLink { path: shown });
-        }
+        self.check_links(&stat, &shown)?;
         Ok(Opened {
             file: File::from(fd),
             stat,

@@ -11,7 +11,7 @@ use nix::sys::stat::{Mode, SFlag, fchmod, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, fsync, unlinkat};
 
 use crate::error::Raw;
-use crate::{FsError, Jail, Located, Root, file_name, is_regular};
+use crate::{FsError, Jail, Located, Root, file_name};
 
 /// Whether a write may create missing parent directories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,9 +99,7 @@ impl Jail {
                 if kind == SFlag::S_IFDIR {
                     return Err(FsError::IsADirectory { path: shown });
                 }
-                if is_regular(&stat) && stat.st_nlink > 1 {
-                    return Err(FsError::HardLink { path: shown });
-                }
+                self.check_links(&stat, &shown)?;
                 (false, Mode::from_bits_truncate(stat.st_mode & 0o7777))
             }
             Err(Errno::ENOENT) => (true, Mode::from_bits_truncate(0o644)),

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use talon_core::wire::{WireFormat, definition};
-use talon_core::{CallContext, FailedStage, RunKind, ToolCall, ToolOutput};
+use talon_core::{CallContext, CallerError, FailedStage, RunKind, ToolCall, ToolOutput};
 
 use crate::AppState;
 
@@ -22,9 +22,12 @@ pub(crate) struct InvokeRequest {
     /// Arguments object.
     #[serde(default)]
     args: Value,
-    /// Agent whose policy applies (defaults to the gateway's).
+    /// Agent the call runs as (defaults to the configured default agent); must exist.
     #[serde(default)]
     agent: Option<String>,
+    /// End user the agent serves: selects the user's memory, context files and workspace.
+    #[serde(default)]
+    user: Option<String>,
     /// Return the tool's definition instead of running it.
     #[serde(default)]
     dry_run: bool,
@@ -55,15 +58,28 @@ fn status_for(stage: Option<FailedStage>) -> StatusCode {
     }
 }
 
-fn context(state: &AppState, agent: Option<String>) -> CallContext {
+/// The call's context: bound to its agent, user and workspace, or the error response saying why
+/// it cannot be.
+async fn context(
+    state: &AppState,
+    agent: Option<&str>,
+    user: Option<&str>,
+) -> Result<CallContext, Response> {
     let mut ctx = (*state.template).clone();
     ctx.session_key = state.session_key.to_string();
     ctx.channel_type = Some("http".into());
     ctx.run_kind = RunKind::Api;
-    if agent.is_some() {
-        ctx.agent_key = agent;
+    match state.callers.bind(&mut ctx, agent, user).await {
+        Ok(()) => Ok(ctx),
+        Err(e) => {
+            let status = match e {
+                CallerError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+                CallerError::Directory { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                CallerError::Workspace { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            Err((status, Json(json!({"ok": false, "error": e.to_string()}))).into_response())
+        }
     }
-    ctx
 }
 
 fn bad_request(message: String) -> Response {
@@ -79,11 +95,14 @@ pub(crate) async fn invoke(State(state): State<AppState>, body: axum::body::Byte
         Ok(r) => r,
         Err(e) => {
             return bad_request(format!(
-                "invalid request body: {e}; expected {{\"tool\": \"name\", \"args\": {{...}}, \"agent\"?: \"key\", \"dry_run\"?: false}}"
+                "invalid request body: {e}; expected {{\"tool\": \"name\", \"args\": {{...}}, \"agent\"?: \"key\", \"user\"?: \"id\", \"dry_run\"?: false}}"
             ));
         }
     };
-    let ctx = context(&state, request.agent);
+    let ctx = match context(&state, request.agent.as_deref(), request.user.as_deref()).await {
+        Ok(ctx) => ctx,
+        Err(response) => return response,
+    };
     if request.dry_run {
         let offered = state.pipeline.offered(&ctx);
         let canonical = state.pipeline.registry().canonical_name(&request.tool);
@@ -118,7 +137,10 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Response {
-    let ctx = context(&state, query.agent);
+    let ctx = match context(&state, query.agent.as_deref(), None).await {
+        Ok(ctx) => ctx,
+        Err(response) => return response,
+    };
     let format = query.format.unwrap_or(WireFormat::Mcp);
     Json(json!({"tools": state.pipeline.definitions(&ctx, format)})).into_response()
 }

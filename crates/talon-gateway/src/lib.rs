@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
-use talon_core::{CallContext, Pipeline};
+use talon_core::{CallContext, Callers, Pipeline};
 use talon_mcp::TalonMcp;
 use tokio_util::sync::CancellationToken;
 
@@ -53,6 +53,8 @@ pub enum GatewayError {
 pub(crate) struct AppState {
     pub pipeline: Arc<Pipeline>,
     pub template: Arc<CallContext>,
+    /// Binds each call to its agent, user and workspace.
+    pub callers: Callers,
     pub session_key: Arc<str>,
 }
 
@@ -68,11 +70,13 @@ fn http_session_key(token: Option<&str>) -> String {
     }
 }
 
-/// Builds the router (exposed for tests that serve it on their own listener).
+/// Builds the router (exposed for tests that serve it on their own listener). `callers` gives
+/// every call, HTTP or MCP, its agent and workspace.
 pub fn router(
     config: &GatewayConfig,
     pipeline: Arc<Pipeline>,
     template: CallContext,
+    callers: Callers,
     shutdown: CancellationToken,
 ) -> Router {
     let allowed_hosts = if !config.allowed_hosts.is_empty() {
@@ -89,13 +93,19 @@ pub fn router(
         ]
     };
     let mcp = talon_mcp::http_service(
-        TalonMcp::new(Arc::clone(&pipeline), template.clone(), "http"),
+        TalonMcp::new(
+            Arc::clone(&pipeline),
+            template.clone(),
+            callers.clone(),
+            "http",
+        ),
         allowed_hosts,
         shutdown,
     );
     let state = AppState {
         pipeline,
         template: Arc::new(template),
+        callers,
         session_key: Arc::from(http_session_key(config.token.as_deref())),
     };
     let protected = Router::new()
@@ -117,6 +127,7 @@ pub async fn serve(
     config: GatewayConfig,
     pipeline: Arc<Pipeline>,
     template: CallContext,
+    callers: Callers,
     shutdown: CancellationToken,
 ) -> Result<(), GatewayError> {
     if config.token.is_none() && !config.bind.ip().is_loopback() {
@@ -130,7 +141,7 @@ pub async fn serve(
         })?;
     let local = listener.local_addr().unwrap_or(config.bind);
     tracing::info!(addr = %local, auth = config.token.is_some(), "gateway listening");
-    let app = router(&config, pipeline, template, shutdown.clone());
+    let app = router(&config, pipeline, template, callers, shutdown.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
         .await

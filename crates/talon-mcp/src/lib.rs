@@ -4,7 +4,11 @@
 //! `talon mcp`) and over streamable HTTP ([`http_service`], mounted at `/mcp` by the gateway).
 //! An MCP client session is the pipeline's session key, so rate limits and per-session tool state
 //! (TodoWrite) are per client session: one key per stdio process, and for HTTP the
-//! `Mcp-Session-Id` the transport assigned.
+//! `Mcp-Session-Id` the transport assigned. Each call is bound to its agent and workspace by
+//! [`Callers`], like every other entry point's, and the session can follow calls through MCP
+//! logging (see [`logging`]).
+
+mod logging;
 
 use std::sync::Arc;
 
@@ -19,7 +23,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
-use talon_core::{CallContext, Pipeline, RunKind, ToolCall, ToolOutput};
+use talon_core::{CallContext, Callers, Pipeline, RunKind, ToolCall, ToolOutput};
+
+use crate::logging::LogLevel;
 use tokio_util::sync::CancellationToken;
 
 /// Errors starting or running the MCP server.
@@ -39,7 +45,9 @@ impl std::error::Error for McpError {}
 pub struct TalonMcp {
     pipeline: Arc<Pipeline>,
     template: Arc<CallContext>,
+    callers: Callers,
     session_key: String,
+    log_level: LogLevel,
 }
 
 impl std::fmt::Debug for TalonMcp {
@@ -51,21 +59,32 @@ impl std::fmt::Debug for TalonMcp {
 }
 
 impl TalonMcp {
-    /// A handler calling through `pipeline`. `template` supplies the workspace, agent, permission
-    /// mode and the rest; its session key is replaced per client session.
-    pub fn new(pipeline: Arc<Pipeline>, template: CallContext, transport: &str) -> Self {
+    /// A handler calling through `pipeline`. `template` supplies the agent, permission mode and
+    /// the rest; `callers` binds each call to its agent and workspace; the session key is
+    /// replaced per client session.
+    pub fn new(
+        pipeline: Arc<Pipeline>,
+        template: CallContext,
+        callers: Callers,
+        transport: &str,
+    ) -> Self {
         Self {
             pipeline,
             template: Arc::new(template),
+            callers,
             session_key: format!("mcp:{transport}:{}", uuid::Uuid::new_v4()),
+            log_level: LogLevel::default(),
         }
     }
 
+    /// A handler for a new client session: its own key and its own log level.
     fn fresh_session(&self, transport: &str) -> Self {
         Self {
             pipeline: Arc::clone(&self.pipeline),
             template: Arc::clone(&self.template),
+            callers: self.callers.clone(),
             session_key: format!("mcp:{transport}:{}", uuid::Uuid::new_v4()),
+            log_level: LogLevel::default(),
         }
     }
 
@@ -133,8 +152,14 @@ pub fn to_call_result(output: &ToolOutput) -> CallToolResult {
 }
 
 impl ServerHandler for TalonMcp {
+    #[allow(deprecated)] // enable_logging: see the `logging` module
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
             .with_server_info(Implementation::new("talon", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Talon tools. Every call passes Talon's policy, validation, rate limit, hooks, permission \
@@ -156,13 +181,30 @@ impl ServerHandler for TalonMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let session = self.session_for(&context);
-        let ctx = Arc::new(self.context(session, context.ct.clone()));
+        let mut ctx = self.context(session, context.ct.clone());
+        if let Err(e) = self.callers.bind(&mut ctx, None, None).await {
+            let output = ToolOutput::error(e.to_string());
+            return Ok(to_call_result(&output).into());
+        }
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
+        let name = request.name.to_string();
+        self.log_level.call_started(&context.peer, &name).await;
         let outcome = self
             .pipeline
-            .call(ctx, ToolCall::new(request.name.to_string(), arguments))
+            .call(Arc::new(ctx), ToolCall::new(name, arguments))
             .await;
+        self.log_level.call_ended(&context.peer, &outcome).await;
         Ok(to_call_result(&outcome.output).into())
+    }
+
+    #[allow(deprecated)] // logging: see the `logging` module
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
     }
 }
 

@@ -105,6 +105,29 @@ impl Store {
         Ok(())
     }
 
+    /// Creates an open agent with empty settings unless one with this key exists; an existing
+    /// agent is left as it is. Returns true if it was created. One conditional statement, so
+    /// concurrent starts of many instances are safe. An existing agent costs one read (no write
+    /// lock), which keeps every start after the first fast.
+    pub async fn ensure_agent(&self, key: &str) -> Result<bool, StoreError> {
+        valid_key("agent key", key)?;
+        if self.agent(key).await?.is_some() {
+            return Ok(false);
+        }
+        let now = now_ms();
+        let done = sqlx::query(
+            "INSERT INTO agents (key, agent_type, settings, created_at, updated_at) VALUES ($1, $2, '{}', $3, $4) \
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(key)
+        .bind(AgentType::Open.as_str())
+        .bind(now)
+        .bind(now)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// One agent.
     pub async fn agent(&self, key: &str) -> Result<Option<AgentRecord>, StoreError> {
         let row = sqlx::query(

@@ -40,6 +40,12 @@ pub enum KeySource {
     Generated(PathBuf),
 }
 
+fn random_suffix() -> [u8; 8] {
+    let mut bytes = [0u8; 8];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes
+}
+
 impl EncryptionKey {
     /// Parses 64 hex digits, base64 of 32 bytes, or exactly 32 raw bytes.
     pub fn parse(raw: &str) -> Result<Self, StoreError> {
@@ -95,8 +101,16 @@ impl EncryptionKey {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let key = Self::generate();
-                key.write_new(&path)?;
-                Ok((key, KeySource::Generated(path)))
+                match key.write_new(&path) {
+                    Ok(()) => Ok((key, KeySource::Generated(path))),
+                    // Another process created the key first: use theirs.
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                    {
+                        Self::load_or_create(data_dir)
+                    }
+                    Err(e) => Err(e),
+                }
             }
             Err(source) => Err(StoreError::Io {
                 path: path.display().to_string(),
@@ -106,23 +120,42 @@ impl EncryptionKey {
     }
 
     /// Writes the key to a new file with mode 0600 (refuses to overwrite).
+    ///
+    /// The key is written and synced under a temporary name, then linked into place, so another
+    /// process starting at the same moment sees either no key file or a complete one, never an
+    /// empty file it would reject. When two processes race, the second gets
+    /// [`std::io::ErrorKind::AlreadyExists`] and [`EncryptionKey::load_or_create`] reads the winner's key.
     pub fn write_new(&self, path: &Path) -> Result<(), StoreError> {
         let io = |source| StoreError::Io {
             path: path.display().to_string(),
             source,
         };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io)?;
-        file.write_all(format!("{}\n", self.to_hex()).as_bytes())
-            .map_err(io)?;
-        file.sync_all().map_err(io)
+        let parent = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io)?;
+        let name = path.file_name().map_or_else(
+            || std::ffi::OsString::from("key"),
+            std::ffi::OsStr::to_os_string,
+        );
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(&name);
+        temp_name.push(format!(
+            ".{}.{}.tmp",
+            std::process::id(),
+            hex::encode(random_suffix())
+        ));
+        let temp = parent.join(temp_name);
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)?;
+            file.write_all(format!("{}\n", self.to_hex()).as_bytes())?;
+            file.sync_all()?;
+            std::fs::hard_link(&temp, path)
+        })();
+        let _ = std::fs::remove_file(&temp);
+        written.map_err(io)
     }
 
     fn cipher(&self) -> Aes256Gcm {

@@ -78,6 +78,11 @@ impl Store {
     /// Applies pending migrations; returns the versions applied.
     pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         let mut conn = self.pool().acquire().await?;
+        // Fast path for every start but the first: an up-to-date schema needs no lock and no
+        // write (one read; `talon mcp` starts in milliseconds).
+        if matches!(current_version(&mut conn).await, Ok(v) if v == latest()) {
+            return Ok(Vec::new());
+        }
         // Lock first: even CREATE TABLE IF NOT EXISTS races between PostgreSQL sessions.
         self.lock_migrations(&mut conn).await?;
         let result = match sqlx::query(BOOKKEEPING).execute(&mut *conn).await {

@@ -339,26 +339,56 @@ async fn memory_paths_route_to_memory_documents() {
 }
 
 #[tokio::test]
-async fn unknown_agents_and_missing_stores_use_the_disk() {
+async fn unknown_agents_are_refused_and_missing_stores_use_the_disk() {
     let e = env(true).await;
     std::fs::write(e.ws.join("SOUL.md"), "disk soul").unwrap();
-    assert!(
-        e.call(
+    // A context file of an agent the store does not know is an error, never the disk's copy.
+    let (err, text) = e
+        .call(
             Some("nobody"),
             None,
             "read_file",
-            json!({"path": "SOUL.md"})
+            json!({"path": "SOUL.md"}),
         )
-        .await
-        .1
-        .contains("disk soul")
-    );
+        .await;
+    assert!(err, "{text}");
     assert!(
-        e.call(None, None, "read_file", json!({"path": "SOUL.md"}))
-            .await
-            .1
-            .contains("disk soul")
+        text.contains("\"nobody\" does not exist") && text.contains("talon agents create nobody"),
+        "{text}"
     );
+    // No agent means the default agent; once it exists, its (empty) store copy is used.
+    let (err, text) = e
+        .call(
+            None,
+            None,
+            "write_file",
+            json!({"path": "MEMORY.md", "content": "x"}),
+        )
+        .await;
+    assert!(err && text.contains("\"default\" does not exist"), "{text}");
+    e.store.ensure_agent("default").await.unwrap();
+    let (err, text) = e
+        .call(
+            None,
+            None,
+            "write_file",
+            json!({"path": "MEMORY.md", "content": "kept"}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    assert!(
+        !e.ws.join("MEMORY.md").exists(),
+        "MEMORY.md went to the store"
+    );
+    assert_eq!(
+        e.store
+            .memory("default", "", "MEMORY.md")
+            .await
+            .unwrap()
+            .map(|m| m.content),
+        Some("kept".to_string())
+    );
+    // Without a store (a library user wiring tools by hand), files are plain files.
     let without = env(false).await;
     std::fs::write(without.ws.join("SOUL.md"), "disk soul 2").unwrap();
     assert!(

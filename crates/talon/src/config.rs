@@ -19,7 +19,7 @@ use talon_core::policy::{
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub tools: ToolsConfig,
-    pub agents: BTreeMap<String, AgentConfig>,
+    pub agents: AgentsSection,
     pub subagents: SubagentPolicy,
     pub gateway: GatewayConfig,
     pub hooks: HooksConfig,
@@ -48,6 +48,10 @@ pub struct FsSection {
     pub read_roots: Vec<PathBuf>,
     /// Extra directories reachable by absolute path, writable.
     pub write_roots: Vec<PathBuf>,
+    /// Let content tools open regular files that have more than one name. Off by default: a
+    /// hard link's other name can be outside the workspace, so its content is not the
+    /// workspace's to hand out.
+    pub allow_hard_links: bool,
 }
 
 /// `[tools]`: the global policy and pipeline limits.
@@ -98,6 +102,53 @@ pub struct AgentConfig {
     pub tools: AgentToolPolicy,
 }
 
+/// `[agents]`: `default = "KEY"` (the agent calls run as when they name none; created in the
+/// store at first start) and one `[agents.<key>]` table per agent with its own tool policy.
+/// A table named `default` configures an agent called `default`.
+#[derive(Debug, Clone)]
+pub struct AgentsSection {
+    pub default: String,
+    pub entries: BTreeMap<String, AgentConfig>,
+}
+
+impl Default for AgentsSection {
+    fn default() -> Self {
+        Self {
+            default: talon_core::DEFAULT_AGENT.to_string(),
+            entries: BTreeMap::new(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentsSection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let raw = BTreeMap::<String, serde_json::Value>::deserialize(deserializer)?;
+        let mut section = AgentsSection::default();
+        for (key, value) in raw {
+            match value {
+                serde_json::Value::String(name) if key == "default" => {
+                    if name.trim().is_empty() {
+                        return Err(D::Error::custom("agents.default: must name an agent"));
+                    }
+                    section.default = name;
+                }
+                value @ serde_json::Value::Object(_) => {
+                    let agent = serde_json::from_value(value)
+                        .map_err(|e| D::Error::custom(format!("agents.{key}: {e}")))?;
+                    section.entries.insert(key, agent);
+                }
+                other => {
+                    return Err(D::Error::custom(format!(
+                        "agents.{key}: expected a table like [agents.{key}] (or, for agents.default, an agent key), found {other}"
+                    )));
+                }
+            }
+        }
+        Ok(section)
+    }
+}
+
 /// `[gateway]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -108,6 +159,9 @@ pub struct GatewayConfig {
     pub token: Option<String>,
     /// Accepted `Host` values on /mcp.
     pub allowed_hosts: Vec<String>,
+    /// One workspace for every caller (`talon serve --workspace` wins). Unset, each agent and
+    /// user gets `<data-dir>/workspaces/<agent>/<user>`.
+    pub workspace: Option<PathBuf>,
 }
 
 /// One shell-command hook.
@@ -173,6 +227,7 @@ impl Config {
         extra_roots.extend(roots(&self.fs.write_roots, true));
         let mut fs = talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots);
         fs.deny_dirs.push(data_dir.to_path_buf());
+        fs.allow_hard_links = self.fs.allow_hard_links;
         talon_tools::BuiltinConfig { fs, store: None }
     }
 
@@ -188,6 +243,7 @@ impl Config {
             },
             agents: self
                 .agents
+                .entries
                 .iter()
                 .map(|(k, a)| (k.clone(), a.tools.clone()))
                 .collect(),

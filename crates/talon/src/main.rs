@@ -34,6 +34,10 @@ enum Command {
         /// Listen address (default 127.0.0.1:8790, or gateway.bind).
         #[arg(long, value_name = "ADDR")]
         bind: Option<String>,
+        /// One workspace for every caller (default: gateway.workspace, else
+        /// <data-dir>/workspaces/<agent>/<user>, one per agent and user).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
     /// Serve the effective tool set over MCP on stdin/stdout.
     Mcp {
@@ -43,7 +47,7 @@ enum Command {
         /// Tool profile: full, coding, messaging or minimal (overrides tools.profile).
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
-        /// Agent whose tool policy applies.
+        /// Agent the calls run as (default: [agents] default, "default" unless configured).
         #[arg(long, value_name = "KEY")]
         agent: Option<String>,
     },
@@ -145,7 +149,7 @@ enum ToolCommand {
     Call {
         /// Tool name (aliases work).
         name: String,
-        /// Arguments as a JSON object.
+        /// Arguments as a JSON object; `-` reads it from stdin.
         #[arg(long, value_name = "JSON", default_value = "{}")]
         args: String,
         #[arg(long, value_name = "DIR")]

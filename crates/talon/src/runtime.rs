@@ -1,6 +1,7 @@
 //! Wires the configuration into one pipeline shared by every entry point.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,23 +9,35 @@ use talon_core::hooks::{CommandHook, HookEvent, HookMatcher, Hooks};
 use talon_core::permission::PermissionMode;
 use talon_core::policy::PolicyEngine;
 use talon_core::rate_limit::RateLimiter;
-use talon_core::{CallContext, Pipeline, Registry};
+use talon_core::{CallContext, Callers, Pipeline, Registry, Workspaces};
+use talon_store::Store;
 
+use crate::commands::usage_error;
 use crate::config::{Config, ConfigError, HookEntry};
 
-/// What the commands need: the pipeline and the context template for their calls.
+/// What the commands need: the pipeline, the context template for their calls, the store, and
+/// the one place that binds a call to its agent and workspace.
 pub struct Runtime {
     pub pipeline: Arc<Pipeline>,
     pub template: CallContext,
+    pub store: Store,
+    pub callers: Callers,
+    pub data_dir: PathBuf,
 }
 
 /// Per-command choices layered over the configuration.
 #[derive(Debug, Default)]
 pub struct Overrides {
     pub profile: Option<String>,
+    /// `--agent`: must exist in the store; unset, calls run as `[agents] default`.
     pub agent: Option<String>,
     pub provider: Option<String>,
+    /// `--workspace`: one directory for every call.
     pub workspace: Option<PathBuf>,
+    /// Without `--workspace`, give each agent and user its own directory under the data
+    /// directory (the gateway) instead of sharing the current directory (`talon mcp`, whose
+    /// client starts it in the project; `talon tool call`).
+    pub per_agent_workspaces: bool,
     /// Permission mode when `tools.permission_mode` is not configured: `talon tool call` is a
     /// person running one tool on purpose (bypassPermissions); MCP clients and API callers ask
     /// their own users, so file edits are accepted and riskier tools still need approval
@@ -32,8 +45,30 @@ pub struct Overrides {
     pub default_mode: PermissionMode,
     /// `--data-dir`, if given (denied to the file tools).
     pub data_dir: Option<PathBuf>,
-    /// The store, for the tools that keep state (memory).
-    pub store: Option<talon_store::Store>,
+}
+
+/// Why the runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The configuration or a flag is wrong (exit status 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store could not be opened or prepared (exit status 1).
+    #[error("{0}")]
+    Store(String),
+}
+
+impl BuildError {
+    /// Reports the error on stderr and returns the matching exit status.
+    pub fn report(self) -> ExitCode {
+        match self {
+            BuildError::Config(e) => usage_error(e),
+            BuildError::Store(e) => {
+                eprintln!("talon: {e}");
+                ExitCode::from(1)
+            }
+        }
+    }
 }
 
 fn hooks(config: &Config) -> Hooks {
@@ -59,16 +94,117 @@ fn hooks(config: &Config) -> Hooks {
     hooks
 }
 
-/// Builds the registry, policy and pipeline; every configuration mistake is reported at once.
-pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, ConfigError> {
-    if let Some(profile) = overrides.profile {
-        config.tools.profile = Some(profile);
+/// Opens the store and builds the registry, policy and pipeline; every configuration mistake is
+/// reported at once.
+pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, BuildError> {
+    if let Some(profile) = &overrides.profile {
+        config.tools.profile = Some(profile.clone());
     }
+    let (mode, policy) = validate(&config, &overrides)?;
+    let data_dir = crate::config::data_dir(overrides.data_dir.as_deref());
+    let store = crate::store::open(&config, &data_dir)
+        .await
+        .map_err(BuildError::Store)?;
+    let agent = ensure_agents(&config, &store, overrides.agent.as_deref()).await?;
+
+    let registry = Arc::new(Registry::new());
+    let builtin = talon_tools::BuiltinConfig {
+        store: Some(store.clone()),
+        ..config.builtin(&data_dir)
+    };
+    talon_tools::register_builtin(&registry, &builtin)
+        .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
+    let mut builder = Pipeline::builder(registry)
+        .policy(policy)
+        .rate_limiter(RateLimiter::new(
+            config.tools.rate_limit_per_hour,
+            config.tools.rate_limit_burst,
+        ))
+        .hooks(hooks(&config))
+        .scrub_enabled(config.tools.scrub_credentials)
+        .max_output_bytes(config.tools.max_output_bytes)
+        .default_timeout(Duration::from_secs(config.tools.timeout_secs.max(1)))
+        .audit(Arc::new(crate::audit::StoreAudit::start(store.clone())));
+    if let Some(auto) = &config.tools.auto_allow {
+        builder = builder.auto_allow(auto.iter().cloned());
+    }
+    let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
+    let mut ips = config.scrub.server_ips.clone();
+    if config.scrub.detect_server_ips {
+        ips.extend(crate::server_ips::detect());
+    }
+    pipeline.scrubber().add_server_ips(ips);
+    // Stored secrets are scrubbed from every tool output, whichever entry point runs the call.
+    match store.secret_values().await {
+        Ok((values, broken)) => {
+            pipeline.scrubber().add_credentials(values);
+            for (name, error) in broken {
+                tracing::error!(secret = %name, %error, "secret cannot be decrypted; it is skipped");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "cannot load secrets for scrubbing"),
+    }
+
+    let workspaces = if overrides.per_agent_workspaces {
+        match overrides
+            .workspace
+            .or_else(|| config.gateway.workspace.clone())
+        {
+            Some(dir) => Workspaces::Shared(dir),
+            None => Workspaces::PerAgentUser(data_dir.join("workspaces")),
+        }
+    } else {
+        match overrides.workspace {
+            Some(dir) => Workspaces::Shared(dir),
+            None => Workspaces::Shared(std::env::current_dir().map_err(|e| {
+                ConfigError(format!(
+                    "the current directory is not usable as the workspace ({e}); pass --workspace DIR"
+                ))
+            })?),
+        }
+    };
+    let callers = Callers::new(
+        workspaces,
+        config.agents.default.clone(),
+        Arc::new(crate::store::StoreAgents(store.clone())),
+    );
+    let mut template = CallContext::new("");
+    template.workspace = callers.workspaces().shared().map(PathBuf::from);
+    template.agent_key = Some(agent);
+    template.provider = overrides.provider;
+    template.permission_mode = mode;
+    Ok(Runtime {
+        pipeline: Arc::new(pipeline),
+        template,
+        store,
+        callers,
+        data_dir,
+    })
+}
+
+/// Checks everything that needs no I/O beyond the file system: the permission mode, the policy,
+/// hooks and `--workspace`.
+fn validate(
+    config: &Config,
+    overrides: &Overrides,
+) -> Result<(PermissionMode, PolicyEngine), ConfigError> {
     let mut problems = Vec::new();
-    if let Some(dir) = &overrides.workspace
-        && !dir.is_dir()
-    {
-        problems.push(format!("--workspace {} is not a directory", dir.display()));
+    for (flag, dir) in [
+        ("--workspace", overrides.workspace.as_ref()),
+        (
+            "gateway.workspace",
+            config
+                .gateway
+                .workspace
+                .as_ref()
+                .filter(|_| overrides.per_agent_workspaces && overrides.workspace.is_none()),
+        ),
+    ] {
+        if let Some(dir) = dir
+            && !dir.is_dir()
+        {
+            problems.push(format!("{flag} {} is not a directory", dir.display()));
+        }
     }
     let mode: Option<PermissionMode> = match config.tools.permission_mode.as_deref().map(str::parse)
     {
@@ -86,19 +222,6 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
             None
         }
     };
-    if let Some(agent) = &overrides.agent
-        && !config.agents.contains_key(agent)
-    {
-        let known: Vec<&str> = config.agents.keys().map(String::as_str).collect();
-        problems.push(format!(
-            "unknown agent {agent:?}; configured agents: {}",
-            if known.is_empty() {
-                "(none)".to_string()
-            } else {
-                known.join(", ")
-            }
-        ));
-    }
     for (i, entry) in config.hooks.pre_tool_use.iter().enumerate() {
         if entry.command.trim().is_empty() {
             problems.push(format!(
@@ -106,52 +229,62 @@ pub fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, Config
             ));
         }
     }
-    let (Some(mode), Some(policy), true) = (mode, policy, problems.is_empty()) else {
-        return Err(ConfigError(format!(
+    match (mode, policy, problems.is_empty()) {
+        (Some(mode), Some(policy), true) => Ok((mode, policy)),
+        _ => Err(ConfigError(format!(
             "invalid configuration: {}",
             problems.join("; ")
-        )));
-    };
+        ))),
+    }
+}
 
-    let registry = Arc::new(Registry::new());
-    let builtin = talon_tools::BuiltinConfig {
-        store: overrides.store.clone(),
-        ..config.builtin(&crate::config::data_dir(overrides.data_dir.as_deref()))
+/// Creates the default agent and the configured ones on first start, and checks `--agent`.
+/// Returns the agent calls run as unless they name another.
+async fn ensure_agents(
+    config: &Config,
+    store: &Store,
+    requested: Option<&str>,
+) -> Result<String, BuildError> {
+    let default = config.agents.default.as_str();
+    let configured =
+        std::iter::once(default).chain(config.agents.entries.keys().map(String::as_str));
+    for key in configured {
+        match store.ensure_agent(key).await {
+            Ok(_) => {}
+            Err(e @ talon_store::StoreError::Invalid { .. }) => {
+                return Err(ConfigError(format!("agents: {e}")).into());
+            }
+            Err(e) => {
+                return Err(BuildError::Store(format!(
+                    "cannot create agent {key:?}: {e}"
+                )));
+            }
+        }
+    }
+    let Some(agent) = requested.filter(|a| !a.is_empty()) else {
+        return Ok(default.to_string());
     };
-    talon_tools::register_builtin(&registry, &builtin)
-        .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
-    let mut builder = Pipeline::builder(registry)
-        .policy(policy)
-        .rate_limiter(RateLimiter::new(
-            config.tools.rate_limit_per_hour,
-            config.tools.rate_limit_burst,
-        ))
-        .hooks(hooks(&config))
-        .scrub_enabled(config.tools.scrub_credentials)
-        .max_output_bytes(config.tools.max_output_bytes)
-        .default_timeout(Duration::from_secs(config.tools.timeout_secs.max(1)));
-    if let Some(store) = &overrides.store {
-        builder = builder.audit(std::sync::Arc::new(crate::audit::StoreAudit::start(
-            store.clone(),
-        )));
+    match store.agent(agent).await {
+        Ok(Some(_)) => Ok(agent.to_string()),
+        Ok(None) => {
+            let known = store
+                .agents()
+                .await
+                .map(|agents| {
+                    agents
+                        .into_iter()
+                        .map(|a| a.key)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            Err(ConfigError(format!(
+                "unknown agent {agent:?}; known agents: {known}. Create it with `talon agents create {agent}` or add [agents.{agent}] to talon.toml"
+            ))
+            .into())
+        }
+        Err(e) => Err(BuildError::Store(format!(
+            "cannot look up agent {agent:?}: {e}"
+        ))),
     }
-    if let Some(auto) = &config.tools.auto_allow {
-        builder = builder.auto_allow(auto.iter().cloned());
-    }
-    let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
-    let mut ips = config.scrub.server_ips.clone();
-    if config.scrub.detect_server_ips {
-        ips.extend(crate::server_ips::detect());
-    }
-    pipeline.scrubber().add_server_ips(ips);
-
-    let mut template = CallContext::new("");
-    template.workspace = overrides.workspace.or_else(|| std::env::current_dir().ok());
-    template.agent_key = overrides.agent;
-    template.provider = overrides.provider;
-    template.permission_mode = mode;
-    Ok(Runtime {
-        pipeline: Arc::new(pipeline),
-        template,
-    })
 }

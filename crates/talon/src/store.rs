@@ -43,3 +43,18 @@ pub async fn open(config: &Config, data_dir: &Path) -> Result<Store, String> {
     }
     store.unlock(key).await.map_err(|e| e.to_string())
 }
+
+/// The store as the agent directory every entry point checks agents against.
+pub struct StoreAgents(pub Store);
+
+impl talon_core::AgentDirectory for StoreAgents {
+    fn exists<'a>(&'a self, key: &'a str) -> futures::future::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            self.0
+                .agent(key)
+                .await
+                .map(|a| a.is_some())
+                .map_err(|e| e.to_string())
+        })
+    }
+}

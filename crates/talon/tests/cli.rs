@@ -105,7 +105,8 @@ fn agent_policy_from_config() {
     let (code, _, stderr) = run(&["tools", "list", "--agent", "nobody"], &[], Some(config));
     assert_eq!(code, 2);
     assert!(
-        stderr.contains("unknown agent \"nobody\"; configured agents: clock"),
+        stderr.contains("unknown agent \"nobody\"; known agents: clock, default")
+            && stderr.contains("talon agents create nobody"),
         "{stderr}"
     );
     let (code, _, stderr) = run(
@@ -365,14 +366,22 @@ fn a_failed_write_leaves_the_file_and_no_temporary_behind() {
     // A file-size limit makes the write fail part-way, as a full disk would.
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("keep.txt"), "original").unwrap();
-    let big = "x".repeat(100_000);
+    let big = "x".repeat(4_000_000);
     let args = serde_json::json!({"path": "keep.txt", "content": big}).to_string();
+    // First start creates the store; the limit (1 MiB) leaves the database room to work, so only
+    // the 4 MB file write fails.
+    let status = support::command(home.path())
+        .args(["tools", "list"])
+        .output()
+        .unwrap()
+        .status;
+    assert!(status.success());
     let script = format!(
-        "trap '' XFSZ; exec prlimit --fsize=4096 {} tool call write_file --workspace {} --args '{}'",
+        "trap '' XFSZ; exec prlimit --fsize=1048576 {} tool call write_file --workspace {} --args - < args.json",
         support::talon().display(),
         home.path().display(),
-        args
     );
+    std::fs::write(home.path().join("args.json"), &args).unwrap();
     let out = std::process::Command::new("sh")
         .args(["-c", &script])
         .env("HOME", home.path())

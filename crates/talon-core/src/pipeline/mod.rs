@@ -11,7 +11,7 @@
 //! 6. permission by mode and risk, asking the approver when needed;
 //! 7. execute with a deadline and cancellation, panics caught, output capped;
 //! 8. PostToolUse, or PostToolUseFailure for *every* error result (including refusals above);
-//! 9. scrub credentials from `for_llm`, `for_user` and the deliverable;
+//! 9. scrub credentials from `for_llm`, `for_user`, the deliverable and warnings;
 //! 10. audit record, tool events and the tracing span.
 
 mod builder;
@@ -312,6 +312,9 @@ impl Pipeline {
                     self.scrubber.scrub_string(text, bag);
                 }
                 if let Some(text) = output.deliverable.as_mut() {
+                    self.scrubber.scrub_string(text, bag);
+                }
+                for text in &mut output.warnings {
                     self.scrubber.scrub_string(text, bag);
                 }
             }

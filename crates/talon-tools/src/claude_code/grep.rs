@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use crate::fs::find::{Found, GrepOptions, WalkOptions, find_files, grep, split_globs};
+use crate::fs::find::{Found, GrepOptions, GrepReport, WalkOptions, find_files, grep, split_globs};
 use crate::fs::workspace::FsConfig;
 
 /// Claude Code's default `head_limit`.
@@ -158,7 +158,10 @@ impl Tool for GrepTool {
             first_match_only: mode == OutputMode::FilesWithMatches,
             max_columns: 500,
         };
-        let mut results = or_error!(grep(&jail, files, &options));
+        let GrepReport {
+            matches: mut results,
+            skipped,
+        } = or_error!(grep(&jail, files, &options));
         let offset = input.offset.unwrap_or(0);
         let limit = match input.head_limit {
             Some(0) => usize::MAX,
@@ -175,7 +178,7 @@ impl Tool for GrepTool {
         let text = match mode {
             OutputMode::FilesWithMatches => {
                 if results.is_empty() {
-                    return ToolOutput::text("No files found");
+                    return skipped.annotate(ToolOutput::text("No files found"));
                 }
                 // Newest first, ties by path; only matched files are stat'ed.
                 for r in &mut results {
@@ -197,7 +200,7 @@ impl Tool for GrepTool {
             }
             OutputMode::Content => {
                 if results.is_empty() {
-                    return ToolOutput::text("No matches found");
+                    return skipped.annotate(ToolOutput::text("No matches found"));
                 }
                 results.sort_by(|a, b| a.path.cmp(&b.path));
                 let numbers = input.line_numbers != Some(false);
@@ -224,7 +227,7 @@ impl Tool for GrepTool {
             }
             OutputMode::Count => {
                 if results.is_empty() {
-                    return ToolOutput::text("No matches found");
+                    return skipped.annotate(ToolOutput::text("No matches found"));
                 }
                 results.sort_by(|a, b| a.path.cmp(&b.path));
                 let total: u64 = results.iter().map(|r| r.matched_lines).sum();
@@ -243,6 +246,6 @@ impl Tool for GrepTool {
                 )
             }
         };
-        ToolOutput::text(cap(text))
+        skipped.annotate(ToolOutput::text(cap(text)))
     }
 }

@@ -370,14 +370,79 @@ pub fn matcher(options: &GrepOptions) -> Result<RegexMatcher, String> {
         .map_err(|e| format!("invalid regex {:?}: {e}", options.pattern))
 }
 
-/// Searches `files` in parallel; files that cannot be opened safely are skipped.
-pub fn grep(
-    jail: &Jail,
-    files: Vec<Found>,
-    options: &GrepOptions,
-) -> Result<Vec<FileMatches>, String> {
+/// Files a search could not read, by reason. They are reported to the model, never silently
+/// dropped: a search that skipped files must not read as "no matches there".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Hard links refused by the jail's policy.
+    pub hard_links: usize,
+    /// Files that changed into something unsafe since the walk (a symlink swapped in), vanished,
+    /// or could not be read.
+    pub unreadable: usize,
+}
+
+impl Skipped {
+    fn add(&mut self, other: Skipped) {
+        self.hard_links += other.hard_links;
+        self.unreadable += other.unreadable;
+    }
+
+    /// Nothing was skipped.
+    pub fn is_empty(&self) -> bool {
+        self.hard_links == 0 && self.unreadable == 0
+    }
+
+    /// A footer line for the search's output, or `None` when nothing was skipped.
+    pub fn footer(&self) -> Option<String> {
+        let plural = |n: usize| if n == 1 { "file" } else { "files" };
+        let mut parts = Vec::new();
+        if self.hard_links > 0 {
+            parts.push(format!(
+                "{} {} skipped because {} hard links (their other names may be outside the workspace; set [fs] allow_hard_links = true to search them)",
+                self.hard_links,
+                plural(self.hard_links),
+                if self.hard_links == 1 { "it is" } else { "they are" }
+            ));
+        }
+        if self.unreadable > 0 {
+            parts.push(format!(
+                "{} {} skipped because {} could not be read safely (changed, removed or unreadable during the search)",
+                self.unreadable,
+                plural(self.unreadable),
+                if self.unreadable == 1 { "it" } else { "they" }
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("[{}]", parts.join("; ")))
+    }
+}
+
+/// What a search found, and what it had to skip.
+#[derive(Debug, Default)]
+pub struct GrepReport {
+    pub matches: Vec<FileMatches>,
+    pub skipped: Skipped,
+}
+
+impl Skipped {
+    /// Appends the footer to the model's text and adds it as a warning, when files were skipped.
+    pub fn annotate(&self, mut output: talon_core::ToolOutput) -> talon_core::ToolOutput {
+        if let Some(footer) = self.footer() {
+            if !output.for_llm.is_empty() {
+                output.for_llm.push_str("\n\n");
+            }
+            output.for_llm.push_str(&footer);
+            output.warnings.push(footer);
+        }
+        output
+    }
+}
+
+/// Searches `files` in parallel. Files the jail refuses (hard links under the default policy) or
+/// that cannot be opened safely are skipped and counted in [`GrepReport::skipped`].
+pub fn grep(jail: &Jail, files: Vec<Found>, options: &GrepOptions) -> Result<GrepReport, String> {
     let matcher = matcher(options)?;
     let results = Mutex::new(Vec::new());
+    let skipped_total = Mutex::new(Skipped::default());
     let queue = Mutex::new(files);
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -385,6 +450,7 @@ pub fn grep(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
+                let mut skipped = Skipped::default();
                 let mut searcher = SearcherBuilder::new()
                     .line_number(true)
                     .before_context(options.before)
@@ -395,14 +461,22 @@ pub fn grep(
                 loop {
                     let next = queue.lock().ok().and_then(|mut q| q.pop());
                     let Some(found) = next else { break };
-                    let Some(path_str) = found.path.to_str() else {
-                        continue;
-                    };
-                    let Ok(located) = jail.locate(path_str) else {
-                        continue;
-                    };
-                    let Ok(file) = jail.open_walked(&located) else {
-                        continue;
+                    let opened = found
+                        .path
+                        .to_str()
+                        .ok_or(None)
+                        .and_then(|p| jail.locate(p).map_err(Some))
+                        .and_then(|l| jail.open_walked(&l).map_err(Some));
+                    let file = match opened {
+                        Ok(file) => file,
+                        Err(Some(talon_fs::FsError::HardLink { .. })) => {
+                            skipped.hard_links += 1;
+                            continue;
+                        }
+                        Err(_) => {
+                            skipped.unreadable += 1;
+                            continue;
+                        }
                     };
                     let (mut lines, mut matched) = (Vec::new(), 0u64);
                     let sink = Collect {
@@ -411,7 +485,11 @@ pub fn grep(
                         first_only: options.first_match_only,
                         max_columns: options.max_columns,
                     };
-                    if searcher.search_file(&matcher, &file, sink).is_err() || matched == 0 {
+                    if searcher.search_file(&matcher, &file, sink).is_err() {
+                        skipped.unreadable += 1;
+                        continue;
+                    }
+                    if matched == 0 {
                         continue;
                     }
                     if let Ok(mut r) = results.lock() {
@@ -423,10 +501,16 @@ pub fn grep(
                         });
                     }
                 }
+                if let Ok(mut total) = skipped_total.lock() {
+                    total.add(skipped);
+                }
             });
         }
     });
-    Ok(results.into_inner().unwrap_or_default())
+    Ok(GrepReport {
+        matches: results.into_inner().unwrap_or_default(),
+        skipped: skipped_total.into_inner().unwrap_or_default(),
+    })
 }
 
 /// Modification time of a path (for sorting results; not a security decision).

@@ -7,7 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use super::find::{GrepOptions, WalkOptions, base_dir, find_files, grep, relative_to, split_globs};
+use super::find::{
+    GrepOptions, GrepReport, WalkOptions, base_dir, find_files, grep, relative_to, split_globs,
+};
 use super::workspace::FsConfig;
 
 /// Default cap on output lines (content) or files.
@@ -115,9 +117,15 @@ impl Tool for Search {
             first_match_only: mode == OutputMode::FilesWithMatches,
             max_columns: 500,
         };
-        let mut results = or_error!(grep(&jail, files, &options));
+        let GrepReport {
+            matches: mut results,
+            skipped,
+        } = or_error!(grep(&jail, files, &options));
         if results.is_empty() {
-            return ToolOutput::silent(format!("No matches for {:?}", input.pattern));
+            return skipped.annotate(ToolOutput::silent(format!(
+                "No matches for {:?}",
+                input.pattern
+            )));
         }
         results.sort_by(|a, b| a.path.cmp(&b.path));
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT).max(1);
@@ -144,6 +152,6 @@ impl Tool for Search {
         if omitted > 0 {
             text.push_str(&format!("\n... {omitted} more results not shown (limit={limit}); narrow the pattern, path or glob"));
         }
-        ToolOutput::silent(text)
+        skipped.annotate(ToolOutput::silent(text))
     }
 }

@@ -9,8 +9,9 @@
 //! * Memory — `MEMORY.md`, `memory.md`, `memory/*` — are memory documents: the user's own first,
 //!   then the agent's global ones; every write re-chunks and re-indexes.
 //!
-//! Routing applies only when the call has an agent that exists in the store; otherwise the paths
-//! are ordinary files. The tools call these functions before the jail, so routed reads and writes
+//! Routing applies whenever there is a store: the call's agent (Talon's default agent when the
+//! call names none) must exist there, or the call is refused — memory never falls back to the
+//! workspace's disk. Without a store (library use) the paths are ordinary files. The tools call these functions before the jail, so routed reads and writes
 //! pass the same pipeline (policy, hooks, permission, scrubbing) as disk files.
 
 use std::path::{Component, Path};
@@ -80,15 +81,14 @@ pub fn classify(ctx: &CallContext, input: &str) -> Option<Route> {
     }
 }
 
-/// The agent (and its type) and user of a call, if the agent exists in the store.
+/// The agent (and its type) and user of a call. An agent missing from the store is an error
+/// that says how to create it.
 async fn agent_of(
     store: &Store,
     ctx: &CallContext,
-) -> Result<Option<(String, AgentType, String, bool)>, String> {
-    let Some(key) = ctx.agent_key.as_deref() else {
-        return Ok(None);
-    };
-    match store.agent(key).await {
+) -> Result<(String, AgentType, String, bool), String> {
+    let (key, _) = crate::memory::scope(ctx);
+    match store.agent(&key).await {
         Ok(Some(agent)) => {
             let protected_ok = serde_json::from_str::<serde_json::Value>(&agent.settings)
                 .ok()
@@ -97,14 +97,16 @@ async fn agent_of(
                         .and_then(serde_json::Value::as_bool)
                 })
                 .unwrap_or(false);
-            Ok(Some((
+            Ok((
                 agent.key,
                 agent.agent_type,
                 ctx.user.clone().unwrap_or_default(),
                 protected_ok,
-            )))
+            ))
         }
-        Ok(None) => Ok(None),
+        Ok(None) => Err(format!(
+            "agent {key:?} does not exist, so its context files and memory cannot be used; create it with `talon agents create {key}` or call as an existing agent"
+        )),
         Err(e) => Err(format!("the agent store is unavailable: {e}")),
     }
 }
@@ -123,8 +125,7 @@ pub async fn read(
     let store = store?;
     let route = classify(ctx, input)?;
     let (agent, agent_type, user, _) = match agent_of(store, ctx).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return None,
+        Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
     Some(match route {
@@ -167,8 +168,7 @@ pub async fn write(
     let store = store?;
     let route = classify(ctx, input)?;
     let (agent, agent_type, user, protected_ok) = match agent_of(store, ctx).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return None,
+        Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
     Some(match route {
@@ -229,20 +229,20 @@ where
 {
     let store_ref = store?;
     let route = classify(ctx, input)?;
-    let (agent, _, user, _) = match agent_of(store_ref, ctx).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return None,
+    let agent = match agent_of(store_ref, ctx).await {
+        Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
+    let (key, user) = (&agent.0, &agent.2);
     Some(match route {
-        Route::Memory(path) => match store_ref.update_memory(&agent, &user, &path, &change).await {
+        Route::Memory(path) => match store_ref.update_memory(key, user, &path, &change).await {
             Ok((version, _)) => Ok(format!(
                 "memory document {path} updated (version {version}) and indexed"
             )),
             Err(UpdateError::Rejected(message)) => Err(message),
             Err(UpdateError::Store(e)) => Err(format!("memory is unavailable: {e}")),
         },
-        Route::Context(file) => edit_context(store_ref, ctx, &agent, &user, &file, &change).await,
+        Route::Context(file) => edit_context(store_ref, &agent, &file, &change).await,
     })
 }
 
@@ -250,20 +250,15 @@ where
 /// between: concurrent edits all land. An open agent's user edits start from the agent's template.
 async fn edit_context<F>(
     store: &Store,
-    ctx: &CallContext,
-    agent: &str,
-    user: &str,
+    agent: &(String, AgentType, String, bool),
     file: &str,
     change: &F,
 ) -> Result<String, String>
 where
     F: Fn(&str) -> Result<String, String>,
 {
-    let (agent_key, agent_type, _, protected_ok) = match agent_of(store, ctx).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return Err(format!("agent {agent} does not exist")),
-        Err(e) => return Err(e),
-    };
+    let (agent_key, agent_type, user, protected_ok) =
+        (agent.0.as_str(), agent.1, agent.2.as_str(), agent.3);
     if PROTECTED_FILES.contains(&file) && !protected_ok {
         return Err(format!(
             "{file} is a protected context file of agent {agent_key}; it can only be changed when the agent's settings allow it (protected_files_writable)"
@@ -273,15 +268,15 @@ where
     let target_user = if for_user { user } else { "" };
     for _ in 0..32 {
         let own = if for_user {
-            store.user_file(&agent_key, user, file).await
+            store.user_file(agent_key, user, file).await
         } else {
-            store.agent_file(&agent_key, file).await
+            store.agent_file(agent_key, file).await
         }
         .map_err(|e| format!("the agent store is unavailable: {e}"))?;
         let base = match &own {
             Some(content) => content.clone(),
             None if for_user => store
-                .agent_file(&agent_key, file)
+                .agent_file(agent_key, file)
                 .await
                 .map_err(|e| format!("the agent store is unavailable: {e}"))?
                 .ok_or_else(|| {
@@ -297,7 +292,7 @@ where
         };
         let next = change(&base)?;
         let done = store
-            .replace_context_file(&agent_key, target_user, file, own.as_deref(), &next)
+            .replace_context_file(agent_key, target_user, file, own.as_deref(), &next)
             .await
             .map_err(|e| format!("the agent store is unavailable: {e}"))?;
         if done {

@@ -33,6 +33,8 @@ pub struct FsConfig {
     pub deny_dirs: Vec<PathBuf>,
     /// The store behind the virtual files (context files, memory); none: everything is on disk.
     pub store: Option<talon_store::Store>,
+    /// Let file tools open hard-linked files (`[fs] allow_hard_links`); refused by default.
+    pub allow_hard_links: bool,
     /// Open jails by workspace, so a call does not re-open and canonicalise the root. An entry is
     /// reused only while the path still names the same directory (device and inode), so a
     /// workspace replaced on disk gets a fresh jail.
@@ -47,6 +49,7 @@ impl FsConfig {
             extra_roots,
             deny_dirs: Vec::new(),
             store: None,
+            allow_hard_links: false,
             cache: JailCache::default(),
         }
     }
@@ -79,7 +82,8 @@ impl FsConfig {
 
     fn open_jail(&self, workspace: &std::path::Path) -> Result<Jail, String> {
         let mut jail = Jail::new(workspace, &self.deny)
-            .map_err(|e| format!("the workspace cannot be opened: {e}"))?;
+            .map_err(|e| format!("the workspace cannot be opened: {e}"))?
+            .allow_hard_links(self.allow_hard_links);
         for dir in &self.deny_dirs {
             jail = jail.deny_absolute(dir);
         }

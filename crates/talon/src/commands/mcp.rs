@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::usage_error;
 use crate::config::Config;
 use crate::runtime::{self, Overrides};
 
@@ -24,11 +23,13 @@ pub async fn run(
             data_dir,
             ..Overrides::default()
         },
-    ) {
+    )
+    .await
+    {
         Ok(rt) => rt,
-        Err(e) => return usage_error(e),
+        Err(e) => return e.report(),
     };
-    let handler = talon_mcp::TalonMcp::new(rt.pipeline, rt.template, "stdio");
+    let handler = talon_mcp::TalonMcp::new(rt.pipeline, rt.template, rt.callers, "stdio");
     match talon_mcp::serve_stdio(handler).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

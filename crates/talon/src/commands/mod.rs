@@ -29,7 +29,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         Err(e) => return usage_error(e),
     };
     match cli.command {
-        Command::Serve { bind } => serve::run(config, bind, cli.data_dir.as_deref()).await,
+        Command::Serve { bind, workspace } => {
+            serve::run(config, bind, workspace, cli.data_dir).await
+        }
         Command::Mcp {
             workspace,
             profile,
@@ -43,7 +45,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                     provider,
                     json,
                 },
-        } => tools::list(config, profile, agent, provider, json),
+        } => tools::list(config, profile, agent, provider, json, cli.data_dir).await,
         Command::Tool {
             command:
                 ToolCommand::Call {

@@ -20,6 +20,17 @@ pub async fn call(
     as_json: bool,
     data_dir: Option<PathBuf>,
 ) -> ExitCode {
+    // `--args -` reads the object from stdin: large contents exceed the 128 KiB limit of one
+    // command-line argument.
+    let args = if args == "-" {
+        let mut text = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            return usage_error(format!("--args -: cannot read stdin: {e}"));
+        }
+        text
+    } else {
+        args
+    };
     let arguments: Value = match serde_json::from_str(&args) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
@@ -38,14 +49,20 @@ pub async fn call(
             data_dir,
             ..Overrides::default()
         },
-    ) {
+    )
+    .await
+    {
         Ok(rt) => rt,
-        Err(e) => return usage_error(e),
+        Err(e) => return e.report(),
     };
     let mut ctx = rt.template.clone();
     ctx.session_key = format!("cli:{}", std::process::id());
     ctx.channel_type = Some("cli".into());
     ctx.run_kind = RunKind::Api;
+    if let Err(e) = rt.callers.bind(&mut ctx, None, None).await {
+        eprintln!("talon: {e}");
+        return ExitCode::from(1);
+    }
     let outcome = rt
         .pipeline
         .call(Arc::new(ctx), ToolCall::new(name, arguments))

@@ -8,12 +8,13 @@ use super::usage_error;
 use crate::config::Config;
 use crate::runtime::{self, Overrides};
 
-pub fn list(
+pub async fn list(
     config: Config,
     profile: Option<String>,
     agent: Option<String>,
     provider: Option<String>,
     as_json: bool,
+    data_dir: Option<std::path::PathBuf>,
 ) -> ExitCode {
     let rt = match runtime::build(
         config,
@@ -22,13 +23,14 @@ pub fn list(
             profile,
             agent,
             provider,
-            workspace: None,
-            data_dir: None,
-            store: None,
+            data_dir,
+            ..Overrides::default()
         },
-    ) {
+    )
+    .await
+    {
         Ok(rt) => rt,
-        Err(e) => return usage_error(e),
+        Err(e) => return e.report(),
     };
     let tools = rt.pipeline.offered(&rt.template);
     if as_json {

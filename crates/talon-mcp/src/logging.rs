@@ -1,0 +1,124 @@
+//! MCP logging: `logging/setLevel` and `notifications/message` for tool starts, ends and warnings.
+//!
+//! A client sees what a call did beyond its result: that it started, how it ended and how long it
+//! took, and warnings such as files a search skipped. The level is per client session (one
+//! handler per stdio process or HTTP session) and starts at `warning`, so clients that never set
+//! a level get warnings only; `logging/setLevel info` adds each call's end, `debug` its start.
+//!
+//! rmcp marks the logging API deprecated (SEP-2577 plans its removal from a future protocol
+//! revision); every current client still speaks it, so this module allows the deprecation.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use rmcp::RoleServer;
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::service::Peer;
+use serde_json::{Value, json};
+use talon_core::CallOutcome;
+
+/// The logger name on every message.
+const LOGGER: &str = "talon";
+
+/// A session's minimum level, shared by its handler clones.
+#[derive(Debug, Clone)]
+pub(crate) struct LogLevel(Arc<AtomicU8>);
+
+impl Default for LogLevel {
+    fn default() -> Self {
+        Self(Arc::new(AtomicU8::new(rank(LoggingLevel::Warning))))
+    }
+}
+
+/// Severity order of the MCP (syslog) levels.
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+impl LogLevel {
+    /// `logging/setLevel`.
+    pub(crate) fn set(&self, level: LoggingLevel) {
+        self.0.store(rank(level), Ordering::Relaxed);
+    }
+
+    fn enabled(&self, level: LoggingLevel) -> bool {
+        rank(level) >= self.0.load(Ordering::Relaxed)
+    }
+
+    /// Sends `data` at `level` if the session wants it. A client that went away is not an error
+    /// for the call, so send failures are only traced.
+    pub(crate) async fn send(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
+        if !self.enabled(level) {
+            return;
+        }
+        let message = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
+        if let Err(e) = peer.notify_logging_message(message).await {
+            tracing::debug!(error = %e, "cannot send an MCP log message");
+        }
+    }
+
+    /// `debug`: a call is starting.
+    pub(crate) async fn call_started(&self, peer: &Peer<RoleServer>, tool: &str) {
+        self.send(
+            peer,
+            LoggingLevel::Debug,
+            json!({"event": "tool_start", "tool": tool}),
+        )
+        .await;
+    }
+
+    /// `info` (or `error` when it failed): how a call ended; then each of its warnings at
+    /// `warning`.
+    pub(crate) async fn call_ended(&self, peer: &Peer<RoleServer>, outcome: &CallOutcome) {
+        let level = if outcome.output.is_error {
+            LoggingLevel::Error
+        } else {
+            LoggingLevel::Info
+        };
+        let mut data = json!({
+            "event": "tool_end",
+            "tool": outcome.tool,
+            "ok": !outcome.output.is_error,
+            "elapsed_ms": outcome.elapsed.as_secs_f64() * 1000.0,
+        });
+        if let Some(stage) = outcome.failed_stage {
+            data["failed_stage"] = json!(stage);
+        }
+        self.send(peer, level, data).await;
+        for warning in &outcome.output.warnings {
+            self.send(
+                peer,
+                LoggingLevel::Warning,
+                json!({"event": "tool_warning", "tool": outcome.tool, "message": warning}),
+            )
+            .await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_filter_by_severity() {
+        let level = LogLevel::default();
+        assert!(level.enabled(LoggingLevel::Warning));
+        assert!(level.enabled(LoggingLevel::Error));
+        assert!(!level.enabled(LoggingLevel::Info));
+        level.set(LoggingLevel::Debug);
+        assert!(level.enabled(LoggingLevel::Debug));
+        level.set(LoggingLevel::Emergency);
+        assert!(!level.enabled(LoggingLevel::Alert));
+    }
+}
