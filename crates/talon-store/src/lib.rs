@@ -16,6 +16,7 @@ mod audit;
 mod crypto;
 mod memory;
 mod migrate;
+mod pg_tls;
 mod secrets;
 
 use std::path::Path;
@@ -138,18 +139,42 @@ fn valid_identifier(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// A connect target safe to print: the password, if any, replaced.
+/// A connect target safe to print: the password, if any, replaced, whether in the user info or
+/// in a `password=` query parameter. Other query parameters (`sslmode`, `sslrootcert`, …) stay.
 fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
+    let Some(scheme) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    // The authority ends at the path, query or fragment; its last `@` ends the user info.
+    let authority_end = url[scheme..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| scheme + i);
+    let mut out = match url[scheme..authority_end].rfind('@') {
+        Some(at) => match url[scheme..scheme + at].split_once(':') {
+            Some((user, _)) => format!(
+                "{}{user}:***{}",
+                &url[..scheme],
+                &url[scheme + at..authority_end]
+            ),
+            None => url[..authority_end].to_string(),
+        },
+        None => url[..authority_end].to_string(),
+    };
+    let rest = &url[authority_end..];
+    match rest.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) => "password=***".to_string(),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            out.push_str(&format!("{path}?{}", query.join("&")));
         }
-        _ => url.to_string(),
+        None => out.push_str(rest),
     }
+    out
 }
 
 /// Current time in Unix milliseconds.
@@ -226,8 +251,17 @@ impl Store {
                 })
             })
             .connect_with(options)
-            .await
-            .map_err(|source| StoreError::Connect { target, source })?;
+            .await;
+        let pool = match pool {
+            Ok(pool) => pool,
+            Err(source) => {
+                let source = match engine {
+                    Engine::Postgres => pg_tls::TlsSettings::of(&config.url).explain(source).await,
+                    Engine::Sqlite => source,
+                };
+                return Err(StoreError::Connect { target, source });
+            }
+        };
         Ok(Self {
             pool,
             engine,
@@ -298,6 +332,19 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
         assert_eq!(redact_url("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db/x?sslmode=verify-full&sslrootcert=/a@b:c.pem"),
+            "postgres://app:***@db/x?sslmode=verify-full&sslrootcert=/a@b:c.pem",
+            "TLS parameters stay, an @ in them is no user info"
+        );
+        assert_eq!(
+            redact_url("postgres://app@db/x?sslrootcert=/a:b@c.pem"),
+            "postgres://app@db/x?sslrootcert=/a:b@c.pem"
+        );
+        assert_eq!(
+            redact_url("postgres://db/x?user=app&password=s3cret&sslmode=require"),
+            "postgres://db/x?user=app&password=***&sslmode=require"
+        );
     }
 
     #[test]

@@ -88,7 +88,7 @@ fn python_sdk_over_stdio_respects_profile() {
     let talon = support::talon();
     let home = tempfile::tempdir().unwrap();
     let workspace = home.path().to_str().unwrap();
-    let client = std::process::Command::new("python3")
+    let client = std::process::Command::new(support::python())
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/mcp_client.py"))
         .args([
             "stdio",
@@ -118,4 +118,93 @@ fn python_sdk_over_streamable_http_with_bearer_token() {
     let url = format!("http://{}/mcp", server.addr);
     let report = support::python_mcp_client(&["http", &url, "test-token-0123456789"]);
     check_report(&report);
+}
+
+/// Log messages of one level with the given event.
+fn logs<'a>(report: &'a Value, level: &str, event: &str) -> Vec<&'a Value> {
+    report["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["level"] == level && l["data"]["event"] == event)
+        .collect()
+}
+
+/// The same logging session over stdio and HTTP: warnings by default, call starts and ends after
+/// `logging/setLevel debug`, only failures after `logging/setLevel error`.
+fn check_logging(report: &Value) {
+    assert_eq!(report["capabilities"]["logging"], true, "{report}");
+    let warnings = logs(report, "warning", "tool_warning");
+    assert_eq!(warnings.len(), 1, "{report}");
+    assert_eq!(warnings[0]["logger"], "talon");
+    assert_eq!(warnings[0]["data"]["tool"], "Grep");
+    assert!(
+        warnings[0]["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("skipped because it is a hard link"),
+        "{report}"
+    );
+    let starts = logs(report, "debug", "tool_start");
+    let ends = logs(report, "info", "tool_end");
+    // Only the call made at level debug: not the Grep before it, nor the calls after `error`.
+    assert_eq!(starts.len(), 1, "{report}");
+    assert_eq!(starts[0]["data"]["tool"], "datetime");
+    assert_eq!(ends.len(), 1, "{report}");
+    assert_eq!(ends[0]["data"]["ok"], true);
+    assert!(ends[0]["data"]["elapsed_ms"].as_f64().is_some());
+    let failures = logs(report, "error", "tool_end");
+    assert_eq!(failures.len(), 1, "{report}");
+    assert_eq!(failures[0]["data"]["failed_stage"], "unknown_tool");
+}
+
+fn logging_plan() -> Value {
+    serde_json::json!([
+        {"call": "Grep", "args": {"pattern": "needle"}},
+        {"set_level": "debug"},
+        {"call": "datetime", "args": {"timezone": "UTC"}},
+        {"set_level": "error"},
+        {"call": "datetime", "args": {"timezone": "UTC"}},
+        {"call": "no_such_tool", "args": {}},
+    ])
+}
+
+/// A workspace with one plain file and one hard link (skipped by search).
+fn workspace_with_a_hard_link(home: &std::path::Path) -> std::path::PathBuf {
+    let ws = home.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("plain.txt"), "needle\n").unwrap();
+    std::fs::write(home.join("outside.txt"), "needle outside\n").unwrap();
+    std::fs::hard_link(home.join("outside.txt"), ws.join("linked.txt")).unwrap();
+    ws
+}
+
+#[test]
+fn mcp_logging_follows_the_level_over_stdio_and_http() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = workspace_with_a_hard_link(home.path());
+    let data = home.path().join("data");
+    let report = support::mcp_plan(
+        &logging_plan(),
+        &[
+            "stdio",
+            support::talon().to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "mcp",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+    );
+    check_logging(&report);
+
+    let mut cmd = support::command(home.path());
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--workspace"])
+        .arg(&ws);
+    let server = support::spawn(cmd);
+    let report = support::mcp_plan(
+        &logging_plan(),
+        &["http", &format!("http://{}/mcp", server.addr)],
+    );
+    check_logging(&report);
 }

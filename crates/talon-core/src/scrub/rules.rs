@@ -17,6 +17,18 @@
 //!   checksum, digest, integrity, hash, blake, crc, etag, object, tree, parent, merge, rev) comes
 //!   before it on that line. So git commit ids, UUIDs, `sha256sum` output and lockfile checksums pass
 //!   through, and `SIGNING_KEY = "9f86d0…"` does not. GoClaw redacts every 64-hex string.
+//!
+//! Telegram bot tokens (`<bot id>:<secret>`) redact only the secret after the colon
+//! (`123456789:[REDACTED]`), as the URL-password and key=value rules keep the non-secret part: the
+//! bot id is the bot's public user id. A bare token (`telegram_bot`, keyword `:AA`) needs an 8–10
+//! digit id at a word boundary or right after `bot` (the `…/bot<token>/getMe` path of any Bot API
+//! server, local ones included), then exactly 35 characters of `[A-Za-z0-9_-]` starting with `AA`
+//! (as current tokens do) and not followed by another such character. So times (`12:34:56`),
+//! host:port, ratios (`1234567890:1`), MAC addresses (`00:AA:…`) and `1234567890:AAbc` pass.
+//! Inside `api.telegram.org/bot<token>/…` and `api.telegram.org/file/bot<token>/…` URLs
+//! (`telegram_bot_url`, keyword `telegram.org`) the secret is redacted whatever its length or
+//! prefix (older tokens, the Bot API docs' `123456:ABC-DEF…`): there the position alone says it is
+//! a token.
 
 use std::ops::Range;
 
@@ -166,8 +178,13 @@ pub(crate) const RULES: &[Rule] = &[
     rule("npm", r"\bnpm_[A-Za-z0-9]{36}\b", &["npm_"]),
     rule(
         "telegram_bot",
-        r"\b[0-9]{8,10}:AA[0-9A-Za-z_\-]{33}\b",
+        r"\b(?:bot)?[0-9]{8,10}:(?P<secret>AA[0-9A-Za-z_\-]{33})(?:[^0-9A-Za-z_\-]|$)",
         &[":AA"],
+    ),
+    rule(
+        "telegram_bot_url",
+        r"api\.telegram\.org/(?:file/)?bot[0-9]+:(?P<secret>[0-9A-Za-z_\-]+)",
+        &["telegram.org"],
     ),
     rule(
         "sendgrid",

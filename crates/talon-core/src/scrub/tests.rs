@@ -103,7 +103,11 @@ const CASES: &[(&str, &str)] = &[
     ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"),
     (
         "bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq ok",
-        "bot [REDACTED] ok",
+        "bot 123456789:[REDACTED] ok",
+    ),
+    (
+        "https://api.telegram.org/bot123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11/getMe",
+        "https://api.telegram.org/bot123456:[REDACTED]/getMe",
     ),
     (
         "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
@@ -337,4 +341,113 @@ fn code_that_names_secrets_is_not_redacted() {
         scrub("{\"token\": \"Abc123456789\"}"),
         "{\"token\": \"[REDACTED]\"}"
     );
+}
+
+/// Synthetic Telegram bot token secrets: 35 characters of `[A-Za-z0-9_-]` starting with `AA`.
+const TG_A: &str = "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq";
+const TG_B: &str = "AAG-x_9kLmNoPqRsTuVwXyZ0123456789a-";
+const TG_C: &str = "AAFz8mQ2wE4rT6yU8iO0pA2sD4fG6hJ8k_L";
+
+#[test]
+fn telegram_bot_tokens_keep_the_bot_id_and_lose_the_secret() {
+    for secret in [TG_A, TG_B, TG_C] {
+        assert_eq!(secret.len(), 35, "{secret}");
+    }
+    let cases = [
+        // Bare, in an assignment, in prose, at the start and end of the text.
+        (
+            format!("TELEGRAM=123456789:{TG_A}"),
+            "TELEGRAM=123456789:[REDACTED]".to_string(),
+        ),
+        (
+            format!("Your bot 1234567890:{TG_B} is ready, keep it safe."),
+            "Your bot 1234567890:[REDACTED] is ready, keep it safe.".to_string(),
+        ),
+        (
+            format!("12345678:{TG_C}"),
+            "12345678:[REDACTED]".to_string(),
+        ),
+        // In JSON; under a key that names a secret, key_value redacts the whole value.
+        (
+            format!("{{\"bot\":\"123456789:{TG_A}\",\"ok\":true}}"),
+            "{\"bot\":\"123456789:[REDACTED]\",\"ok\":true}".to_string(),
+        ),
+        (
+            format!("{{\"telegram_token\": \"123456789:{TG_A}\"}}"),
+            "{\"telegram_token\": \"[REDACTED]\"}".to_string(),
+        ),
+        // Bot API URLs: methods and file downloads.
+        (
+            format!("GET https://api.telegram.org/bot123456789:{TG_A}/getMe -> 200"),
+            "GET https://api.telegram.org/bot123456789:[REDACTED]/getMe -> 200".to_string(),
+        ),
+        (
+            format!("https://api.telegram.org/file/bot123456789:{TG_B}/photos/x.jpg"),
+            "https://api.telegram.org/file/bot123456789:[REDACTED]/photos/x.jpg".to_string(),
+        ),
+        (
+            format!(
+                "curl -s \"https://api.telegram.org/bot123456789:{TG_C}/sendMessage?chat_id=-1001234567890&text=hi\""
+            ),
+            "curl -s \"https://api.telegram.org/bot123456789:[REDACTED]/sendMessage?chat_id=-1001234567890&text=hi\"".to_string(),
+        ),
+        // A local Bot API server: found by the bare rule after `bot`.
+        (
+            format!("http://localhost:8081/bot123456789:{TG_A}/getUpdates"),
+            "http://localhost:8081/bot123456789:[REDACTED]/getUpdates".to_string(),
+        ),
+        // In an api.telegram.org URL, a secret of any shape (no `AA`, other length).
+        (
+            "https://api.telegram.org/bot110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe"
+                .to_string(),
+            "https://api.telegram.org/bot110201543:[REDACTED]/getMe".to_string(),
+        ),
+        // Several on one line, separated by spaces or a single comma.
+        (
+            format!("a=123456789:{TG_A} b=987654321:{TG_B},1122334455:{TG_C}"),
+            "a=123456789:[REDACTED] b=987654321:[REDACTED],1122334455:[REDACTED]".to_string(),
+        ),
+    ];
+    let s = scrubber();
+    for (input, expected) in &cases {
+        assert_eq!(
+            s.scrub(input, &ScrubBag::default()),
+            *expected,
+            "input: {input}"
+        );
+    }
+}
+
+#[test]
+fn telegram_rule_leaves_look_alikes_alone() {
+    let clean = [
+        "12:34:56",
+        "2026-11-23T10:00:00Z started, took 00:00:12",
+        "listening on localhost:8080 and 127.0.0.1:5432, [::1]:9000",
+        "aspect 16:9, ratio 1234567890:1",
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+        "https://api.telegram.org/bot<TOKEN>/getMe and https://core.telegram.org/bots/api",
+        "https://example.com:8443/path/bot/1234",
+        "id 1234567890:AAbc ok, 1234567890:AAAA, 1700000000:AA_short-word",
+        "MAC 00:AA:BB:CC:DD:EE, FE80::AA:BB, line 123456789:AB",
+        // Not a token: a secret-shaped tail that does not start with `AA` outside a Bot API URL.
+        "123456789:ABHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq",
+        // Id too short / too long / glued to a word.
+        "1234567:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq",
+        "12345678901:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq",
+        "x123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq robot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq",
+        // Secret part one character short / too long.
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawqz",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq-",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq_x",
+    ];
+    let s = scrubber();
+    for text in clean {
+        let got = s.scrub(text, &ScrubBag::default());
+        assert!(
+            matches!(got, Cow::Borrowed(_)),
+            "false positive in {text:?}: {got:?}"
+        );
+    }
 }

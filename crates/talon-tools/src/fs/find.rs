@@ -398,10 +398,14 @@ impl Skipped {
         let mut parts = Vec::new();
         if self.hard_links > 0 {
             parts.push(format!(
-                "{} {} skipped because {} hard links (their other names may be outside the workspace; set [fs] allow_hard_links = true to search them)",
+                "{} {} skipped because {} (their other names may be outside the workspace; set [fs] allow_hard_links = true to search them)",
                 self.hard_links,
                 plural(self.hard_links),
-                if self.hard_links == 1 { "it is" } else { "they are" }
+                if self.hard_links == 1 {
+                    "it is a hard link"
+                } else {
+                    "they are hard links"
+                }
             ));
         }
         if self.unreadable > 0 {

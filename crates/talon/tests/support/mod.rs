@@ -1,9 +1,11 @@
 //! Helpers shared by the binary's integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Path of the `talon` binary under test.
@@ -22,18 +24,121 @@ pub fn command(home: &Path) -> Command {
     cmd
 }
 
+/// Version of the official Python MCP SDK the interop tests run against.
+pub const PYTHON_MCP_VERSION: &str = "2.3.0";
+
+/// The Python interpreter of a virtualenv holding the pinned MCP SDK, created on first use.
+///
+/// The virtualenv lives in `CARGO_TARGET_TMPDIR/py-mcp-<version>` and is shared by every test
+/// binary and every run. Creating it needs `python3` with the `venv` module and access to PyPI.
+/// It is built in a temporary directory under an exclusive file lock and renamed into place
+/// only once complete, so parallel test binaries build it once and an interrupted build is
+/// never used. Only `bin/python` may be run: entry-point scripts in `bin/` carry the temporary
+/// path in their shebangs.
+pub fn python() -> PathBuf {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match PYTHON.get_or_init(provision_python) {
+        Ok(python) => python.clone(),
+        Err(e) => panic!("cannot set up the Python MCP client for the interop tests: {e}"),
+    }
+}
+
+fn provision_python() -> Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let name = format!("py-mcp-{PYTHON_MCP_VERSION}");
+    let dir = root.join(&name);
+    let python = dir.join("bin/python");
+    let ready = || dir.join(READY).is_file() && python.exists();
+    if ready() {
+        return Ok(python);
+    }
+
+    fs::create_dir_all(root).map_err(io_error("create", root))?;
+    let lock_path = root.join(format!("{name}.lock"));
+    let lock = fs::File::create(&lock_path).map_err(io_error("create", &lock_path))?;
+    lock.lock().map_err(io_error("lock", &lock_path))?;
+    // Another process may have finished the build while this one waited for the lock.
+    if ready() {
+        return Ok(python);
+    }
+
+    // With the lock held, anything left here is from an interrupted or broken build.
+    let partial = root.join(format!("{name}.partial"));
+    for stale in [&partial, &dir] {
+        if stale.exists() {
+            fs::remove_dir_all(stale).map_err(io_error("remove", stale))?;
+        }
+    }
+    run(Command::new("python3").args(["-m", "venv"]).arg(&partial))
+        .map_err(|e| format!("{e}\n{VENV_HINT}"))?;
+    run(Command::new(partial.join("bin/python"))
+        .args(["-m", "pip", "install", "--disable-pip-version-check"])
+        .args(["--no-input", "--quiet"])
+        .arg(format!("mcp=={PYTHON_MCP_VERSION}")))
+    .map_err(|e| format!("{e}\n(installing the Python MCP SDK needs access to PyPI)"))?;
+    let marker = partial.join(READY);
+    fs::write(&marker, format!("mcp=={PYTHON_MCP_VERSION}\n"))
+        .map_err(io_error("write", &marker))?;
+    fs::rename(&partial, &dir).map_err(io_error("rename into place", &partial))?;
+    drop(lock);
+    Ok(python)
+}
+
+/// Marker file written into the virtualenv once the SDK is installed.
+const READY: &str = "talon-ready";
+
+const VENV_HINT: &str = "(the MCP interop tests need python3 with the venv module; \
+                         on Debian/Ubuntu: apt-get install python3 python3-venv)";
+
+fn io_error(action: &str, path: &Path) -> impl FnOnce(std::io::Error) -> String {
+    let what = format!("cannot {action} {}", path.display());
+    move |e| format!("{what}: {e}")
+}
+
+/// Runs a setup command; on failure, says which command failed and shows its output.
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let output = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{cmd:?} failed ({})\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout).trim_end(),
+        String::from_utf8_lossy(&output.stderr).trim_end()
+    ))
+}
+
 /// Runs the Python MCP SDK client script and returns its JSON report.
 pub fn python_mcp_client(args: &[&str]) -> serde_json::Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/mcp_client.py");
-    let output = Command::new("python3")
+    run_python_script("mcp_client.py", args)
+}
+
+/// Runs a scripted MCP session with the Python SDK (see `support/mcp_plan.py` for the steps)
+/// against `target` (`stdio BINARY ARGS…` or `http URL [TOKEN]`) and returns its report.
+pub fn mcp_plan(plan: &serde_json::Value, target: &[&str]) -> serde_json::Value {
+    let plan = plan.to_string();
+    let mut args = vec![plan.as_str()];
+    args.extend_from_slice(target);
+    run_python_script("mcp_plan.py", &args)
+}
+
+fn run_python_script(name: &str, args: &[&str]) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(name);
+    let output = Command::new(python())
         .arg(&script)
         .args(args)
         .output()
-        .expect("python3 must be installed (with `pip install mcp`) to run the MCP interop tests");
+        .expect("cannot run the Python MCP client");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "MCP client failed (is the Python `mcp` package installed?)\nstdout: {stdout}\nstderr: {}",
+        "MCP client failed\nstdout: {stdout}\nstderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(stdout.trim())
@@ -85,12 +190,22 @@ impl Drop for Running {
 
 fn spawn_serve(home: &Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut cmd = command(home);
-    cmd.args(["serve", "--bind", "127.0.0.1:0"])
-        .env("TALON_LOG", "info");
+    cmd.args(["serve", "--bind", "127.0.0.1:0"]);
     for (k, v) in env {
         cmd.env(k, v);
     }
+    start_serve(cmd)
+}
+
+/// Starts a prepared `talon serve …` command (it must bind an ephemeral port) and waits for it.
+pub fn spawn(cmd: Command) -> Running {
+    let (child, addr) = start_serve(cmd);
+    Running { child, addr }
+}
+
+fn start_serve(mut cmd: Command) -> (Child, String) {
     let mut child = cmd
+        .env("TALON_LOG", "info")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

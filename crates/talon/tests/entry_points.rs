@@ -1,0 +1,269 @@
+//! One product at every entry point: `talon tools list`, `talon tool call`, `talon mcp` and
+//! `talon serve` (HTTP and MCP) open the same store, offer the same tools, run calls as the
+//! default agent, and see each other's memory.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+/// `talon tool call` in `home`'s workspace; returns (exit code, stdout, stderr).
+fn tool_call(home: &Path, name: &str, args: Value, extra: &[&str]) -> (i32, String, String) {
+    let out = support::command(home)
+        .args(["tool", "call", name, "--workspace"])
+        .arg(home.join("ws"))
+        .args(["--args", &args.to_string()])
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file called `name` under `dir`.
+fn files_named(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else if entry.file_name() == name {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+fn names(tools: &Value) -> Vec<String> {
+    let mut names: Vec<String> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+    let data = home.join("data");
+
+    // `talon tools list`: the first start creates the store and the default agent.
+    let out = support::command(home)
+        .args(["tools", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let cli_tools = names(&serde_json::from_slice(&out.stdout).unwrap());
+    for tool in ["memory_search", "memory_get", "read_file", "Grep"] {
+        assert!(cli_tools.iter().any(|t| t == tool), "{tool}: {cli_tools:?}");
+    }
+
+    // `talon tool call` writes MEMORY.md into the default agent's memory, not the disk.
+    let (code, stdout, stderr) = tool_call(
+        home,
+        "write_file",
+        json!({"path": "MEMORY.md", "content": "The deploy checklist lives in the zebra runbook."}),
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+
+    // `talon mcp` finds it, and writes its own note.
+    let plan = json!([
+        {"list": true},
+        {"call": "memory_search", "args": {"query": "zebra runbook"}},
+        {"call": "write_file", "args": {"path": "memory/notes.md", "content": "Kiwi is the staging cluster."}},
+    ]);
+    let ws = home.join("ws");
+    let report = support::mcp_plan(
+        &plan,
+        &[
+            "stdio",
+            support::talon().to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "mcp",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+    );
+    let mcp_tools: Vec<String> = serde_json::from_value(report["steps"][0].clone()).unwrap();
+    let found = &report["steps"][1];
+    assert_eq!(found["is_error"], false, "{found}");
+    assert!(
+        found["text"].as_str().unwrap().contains("MEMORY.md"),
+        "{found}"
+    );
+    assert_eq!(report["steps"][2]["is_error"], false, "{report}");
+
+    // `talon serve` over HTTP and over MCP: same tools, same memory.
+    let server = support::serve_in(home, &[]);
+    let client = reqwest::Client::new();
+    let listed: Value = client
+        .get(format!("http://{}/v1/tools", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let http_tools = names(&listed["tools"]);
+    let found: Value = client
+        .post(format!("http://{}/v1/tools/invoke", server.addr))
+        .json(&json!({"tool": "memory_search", "args": {"query": "kiwi staging"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found["ok"], true, "{found}");
+    assert!(
+        found["result"]["for_llm"]
+            .as_str()
+            .unwrap()
+            .contains("memory/notes.md"),
+        "{found}"
+    );
+    let written: Value = client
+        .post(format!("http://{}/v1/tools/invoke", server.addr))
+        .json(&json!({"tool": "write_file", "args": {"path": "MEMORY.md", "content": "HTTP was here."}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(written["ok"], true, "{written}");
+    let http_mcp = support::mcp_plan(
+        &json!([{"list": true}, {"call": "memory_get", "args": {"path": "MEMORY.md"}}]),
+        &["http", &format!("http://{}/mcp", server.addr)],
+    );
+    let http_mcp_tools: Vec<String> =
+        serde_json::from_value(http_mcp["steps"][0].clone()).unwrap();
+    assert!(
+        http_mcp["steps"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP was here."),
+        "{http_mcp}"
+    );
+
+    assert_eq!(cli_tools, mcp_tools, "talon tools list vs talon mcp");
+    assert_eq!(cli_tools, http_tools, "talon tools list vs GET /v1/tools");
+    assert_eq!(cli_tools, http_mcp_tools, "talon tools list vs /mcp");
+    // Nothing of the memory reached a disk: not the workspace, not the gateway's workspaces.
+    assert_eq!(files_named(home, "MEMORY.md"), Vec::<std::path::PathBuf>::new());
+    assert_eq!(files_named(home, "notes.md"), Vec::<std::path::PathBuf>::new());
+}
+
+#[tokio::test]
+async fn agents_are_checked_and_the_gateway_gives_each_agent_and_user_a_workspace() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+
+    // An unknown --agent is a usage error that says how to create it.
+    let (code, _, stderr) = tool_call(home, "datetime", json!({}), &["--agent", "ghost"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("unknown agent \"ghost\"") && stderr.contains("talon agents create ghost"),
+        "{stderr}"
+    );
+    let created = support::command(home)
+        .args(["agents", "create", "ops"])
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+
+    let server = support::serve_in(home, &[]);
+    let client = reqwest::Client::new();
+    let invoke = |body: Value| {
+        let client = client.clone();
+        let url = format!("http://{}/v1/tools/invoke", server.addr);
+        async move {
+            let resp = client.post(url).json(&body).send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, body) = invoke(json!({"tool": "datetime", "agent": "ghost"})).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("talon agents create ghost"),
+        "{body}"
+    );
+
+    // Plain files land in <data-dir>/workspaces/<agent>/<user>, never in the server's directory.
+    for (agent, user, dir) in [
+        (None, None, "default/_shared"),
+        (Some("ops"), Some("alice"), "ops/alice"),
+        (Some("ops"), Some("../bob"), "ops/~2e2e2f626f62"),
+    ] {
+        let (status, body) = invoke(json!({
+            "tool": "write_file",
+            "agent": agent,
+            "user": user,
+            "args": {"path": "report.txt", "content": format!("{agent:?} {user:?}")},
+        }))
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let file = home.join("data/workspaces").join(dir).join("report.txt");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            format!("{agent:?} {user:?}"),
+            "{}",
+            file.display()
+        );
+    }
+    assert!(!home.join("report.txt").exists());
+    assert!(!home.join("ws/report.txt").exists());
+    // Alice cannot read what the agent's shared workspace holds.
+    let (_, body) = invoke(json!({
+        "tool": "read_file", "agent": "ops", "user": "alice",
+        "args": {"path": "../_shared/report.txt"},
+    }))
+    .await;
+    assert_eq!(body["ok"], false, "{body}");
+    drop(server);
+
+    // `talon serve --workspace DIR` shares one directory among every caller.
+    let shared = home.join("ws");
+    let mut cmd = support::command(home);
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--workspace"])
+        .arg(&shared);
+    let server = support::spawn(cmd);
+    let (status, body) = invoke_at(
+        &server.addr,
+        json!({"tool": "write_file", "agent": "ops", "user": "carol", "args": {"path": "shared.txt", "content": "s"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(shared.join("shared.txt").is_file());
+}
+
+async fn invoke_at(addr: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/tools/invoke"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
