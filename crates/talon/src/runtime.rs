@@ -23,6 +23,14 @@ pub struct Runtime {
     pub store: Store,
     pub callers: Callers,
     pub data_dir: PathBuf,
+    audit: Arc<crate::audit::StoreAudit>,
+}
+
+impl Runtime {
+    /// Writes what is still queued (audit records) before the process exits.
+    pub async fn shutdown(&self) {
+        self.audit.close().await;
+    }
 }
 
 /// Per-command choices layered over the configuration.
@@ -107,6 +115,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         .map_err(BuildError::Store)?;
     let agent = ensure_agents(&config, &store, overrides.agent.as_deref()).await?;
 
+    let audit = Arc::new(crate::audit::StoreAudit::start(store.clone()));
     let registry = Arc::new(Registry::new());
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
@@ -124,7 +133,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         .scrub_enabled(config.tools.scrub_credentials)
         .max_output_bytes(config.tools.max_output_bytes)
         .default_timeout(Duration::from_secs(config.tools.timeout_secs.max(1)))
-        .audit(Arc::new(crate::audit::StoreAudit::start(store.clone())));
+        .audit(Arc::clone(&audit) as Arc<dyn talon_core::events::AuditSink>);
     if let Some(auto) = &config.tools.auto_allow {
         builder = builder.auto_allow(auto.iter().cloned());
     }
@@ -179,6 +188,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         store,
         callers,
         data_dir,
+        audit,
     })
 }
 

@@ -151,8 +151,7 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
         &json!([{"list": true}, {"call": "memory_get", "args": {"path": "MEMORY.md"}}]),
         &["http", &format!("http://{}/mcp", server.addr)],
     );
-    let http_mcp_tools: Vec<String> =
-        serde_json::from_value(http_mcp["steps"][0].clone()).unwrap();
+    let http_mcp_tools: Vec<String> = serde_json::from_value(http_mcp["steps"][0].clone()).unwrap();
     assert!(
         http_mcp["steps"][1]["text"]
             .as_str()
@@ -165,8 +164,14 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
     assert_eq!(cli_tools, http_tools, "talon tools list vs GET /v1/tools");
     assert_eq!(cli_tools, http_mcp_tools, "talon tools list vs /mcp");
     // Nothing of the memory reached a disk: not the workspace, not the gateway's workspaces.
-    assert_eq!(files_named(home, "MEMORY.md"), Vec::<std::path::PathBuf>::new());
-    assert_eq!(files_named(home, "notes.md"), Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        files_named(home, "MEMORY.md"),
+        Vec::<std::path::PathBuf>::new()
+    );
+    assert_eq!(
+        files_named(home, "notes.md"),
+        Vec::<std::path::PathBuf>::new()
+    );
 }
 
 #[tokio::test]
@@ -266,4 +271,33 @@ async fn invoke_at(addr: &str, body: Value) -> (u16, Value) {
         .unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_one_shot_tool_call_is_audited_before_the_process_exits() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let child = support::command(home)
+        .args([
+            "tool",
+            "call",
+            "datetime",
+            "--args",
+            "{\"timezone\":\"UTC\"}",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(child.wait_with_output().unwrap().status.success());
+    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(&home.join("data")))
+        .await
+        .unwrap();
+    let audited = store
+        .audit_for_session(&format!("cli:{pid}"), 10)
+        .await
+        .unwrap();
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    assert_eq!(audited[0].tool, "datetime");
+    assert_eq!(audited[0].agent_key.as_deref(), Some("default"));
 }

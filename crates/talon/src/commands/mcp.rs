@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::runtime::{self, Overrides};
@@ -29,8 +30,15 @@ pub async fn run(
         Ok(rt) => rt,
         Err(e) => return e.report(),
     };
-    let handler = talon_mcp::TalonMcp::new(rt.pipeline, rt.template, rt.callers, "stdio");
-    match talon_mcp::serve_stdio(handler).await {
+    let handler = talon_mcp::TalonMcp::new(
+        Arc::clone(&rt.pipeline),
+        rt.template.clone(),
+        rt.callers.clone(),
+        "stdio",
+    );
+    let served = talon_mcp::serve_stdio(handler).await;
+    rt.shutdown().await;
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("talon mcp: {e}");

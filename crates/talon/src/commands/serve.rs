@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use talon_gateway::GatewayConfig;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +66,16 @@ pub async fn run(
         tracing::info!("shutting down");
         signal.cancel();
     });
-    match talon_gateway::serve(gateway, rt.pipeline, rt.template, rt.callers, shutdown).await {
+    let served = talon_gateway::serve(
+        gateway,
+        Arc::clone(&rt.pipeline),
+        rt.template.clone(),
+        rt.callers.clone(),
+        shutdown,
+    )
+    .await;
+    rt.shutdown().await;
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ talon_gateway::GatewayError::NoTokenBeyondLoopback(_)) => usage_error(e),
         Err(e) => {

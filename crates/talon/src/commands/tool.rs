@@ -67,6 +67,7 @@ pub async fn call(
         .pipeline
         .call(Arc::new(ctx), ToolCall::new(name, arguments))
         .await;
+    rt.shutdown().await;
     if as_json {
         println!(
             "{}",
