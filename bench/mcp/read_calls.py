@@ -87,8 +87,11 @@ def main():
         with open(os.path.join(ws, f"file{i:03}.txt"), "w") as f:
             f.write("".join(f"line {n} of a small file used to measure per-call overhead\n" for n in range(16)))
     env = dict(os.environ, TALON_TOOLS__RATE_LIMIT_PER_HOUR="0")
+    # Every call is audited into the store, as in production; a data directory of its own keeps
+    # the bench out of the user's.
+    data_dir = tempfile.mkdtemp(prefix="talon-read-bench-data-")
     results = [
-        run("talon mcp (read_file)", Server([talon, "mcp", "--workspace", ws], env), "read_file",
+        run("talon mcp (read_file)", Server([talon, "--data-dir", data_dir, "mcp", "--workspace", ws], env), "read_file",
             lambda i: f"file{i:03}.txt", args.calls, args.files),
         run("server-filesystem (read_text_file)", Server(["node", node_server, ws]), "read_text_file",
             lambda i: os.path.join(ws, f"file{i:03}.txt"), args.calls, args.files),

@@ -79,8 +79,11 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"missing {path}: run `cargo build --release` and `npm ci` in bench/mcp first")
     workspace = tempfile.mkdtemp(prefix="talon-bench-")
+    # Talon opens its store on every start (created by the first run, reused by the rest, as for
+    # a user); a data directory of its own keeps the bench out of the user's.
+    data_dir = tempfile.mkdtemp(prefix="talon-bench-data-")
     servers = {
-        "talon mcp": [talon, "mcp", "--workspace", workspace],
+        "talon mcp": [talon, "--data-dir", data_dir, "mcp", "--workspace", workspace],
         "server-filesystem (node)": ["node", node_server, workspace],
     }
     results = {name: [] for name in servers}

@@ -17,27 +17,58 @@ pub struct AuditEntry {
     pub stage: Option<String>,
 }
 
+/// Rows per INSERT statement: 9 parameters each, far below SQLite's and PostgreSQL's limits.
+const ROWS_PER_INSERT: usize = 64;
+/// Columns bound per row.
+const COLUMNS: usize = 9;
+
+/// `INSERT … VALUES ($1, …, $9), ($10, …)` for `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO audit_log (tool, session_key, agent_key, user_id, args_digest, is_error, duration_us, stage, created_at) VALUES ",
+    );
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for col in 0..COLUMNS {
+            if col > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", row * COLUMNS + col + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
 impl Store {
-    /// Appends entries in one transaction.
+    /// Appends entries in one transaction, many rows per statement: each statement is a round
+    /// trip (to SQLite's worker thread or to PostgreSQL), so a busy session's audit costs a few
+    /// statements per batch instead of one per call.
     pub async fn record_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        if entries.is_empty() {
+            return Ok(());
+        }
         let now = now_ms();
-        for e in entries {
-            sqlx::query(
-                "INSERT INTO audit_log (tool, session_key, agent_key, user_id, args_digest, is_error, duration_us, stage, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .bind(&e.tool)
-            .bind(&e.session_key)
-            .bind(e.agent_key.as_deref())
-            .bind(e.user_id.as_deref())
-            .bind(&e.args_digest)
-            .bind(i64::from(e.is_error))
-            .bind(e.duration_us)
-            .bind(e.stage.as_deref())
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = self.pool().begin().await?;
+        for chunk in entries.chunks(ROWS_PER_INSERT) {
+            // Only placeholders are generated; every value is bound.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(chunk.len())));
+            for e in chunk {
+                query = query
+                    .bind(&e.tool)
+                    .bind(&e.session_key)
+                    .bind(e.agent_key.as_deref())
+                    .bind(e.user_id.as_deref())
+                    .bind(&e.args_digest)
+                    .bind(i64::from(e.is_error))
+                    .bind(e.duration_us)
+                    .bind(e.stage.as_deref())
+                    .bind(now);
+            }
+            query.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())

@@ -632,4 +632,16 @@ async fn audit_entries_round_trip(config: &StoreConfig) {
             .unwrap()
             .is_empty()
     );
+    // A batch larger than one statement's rows keeps every entry, in order.
+    let many: Vec<_> = (0..150)
+        .map(|i| talon_store::AuditEntry {
+            session_key: "s2".into(),
+            ..entry(&format!("tool{i}"), i % 2 == 0)
+        })
+        .collect();
+    store.record_audit(&many).await.unwrap();
+    let got = store.audit_for_session("s2", 200).await.unwrap();
+    let mut expected = many;
+    expected.reverse();
+    assert_eq!(got, expected);
 }

@@ -13,6 +13,7 @@ use talon_core::events::{AuditRecord, AuditSink};
 use talon_store::{AuditEntry, Store};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Records queued before new ones are dropped.
 const QUEUE: usize = 10_000;
@@ -26,24 +27,32 @@ pub struct StoreAudit {
     /// `None` once closed.
     tx: Mutex<Option<mpsc::Sender<AuditEntry>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Cut the writer's wait short: the process is exiting.
+    closing: CancellationToken,
 }
 
 impl StoreAudit {
     /// Starts the writer task on the current runtime.
     pub fn start(store: Store) -> Self {
         let (tx, mut rx) = mpsc::channel::<AuditEntry>(QUEUE);
+        let closing = CancellationToken::new();
+        let stop = closing.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::with_capacity(BATCH);
             while rx.recv_many(&mut batch, BATCH).await > 0 {
-                let _ = tokio::time::timeout(LINGER, async {
-                    while batch.len() < BATCH {
-                        let room = BATCH - batch.len();
-                        if rx.recv_many(&mut batch, room).await == 0 {
-                            break;
-                        }
+                // Sleep instead of waiting on the queue: records sent meanwhile wake nobody.
+                if batch.len() < BATCH {
+                    tokio::select! {
+                        () = tokio::time::sleep(LINGER) => {}
+                        () = stop.cancelled() => {}
                     }
-                })
-                .await;
+                }
+                while batch.len() < BATCH {
+                    match rx.try_recv() {
+                        Ok(entry) => batch.push(entry),
+                        Err(_) => break,
+                    }
+                }
                 if let Err(e) = store.record_audit(&batch).await {
                     tracing::warn!(error = %e, records = batch.len(), "audit records could not be written");
                 }
@@ -53,11 +62,13 @@ impl StoreAudit {
         Self {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
+            closing,
         }
     }
 
     /// Stops accepting records and waits until every queued one is written.
     pub async fn close(&self) {
+        self.closing.cancel();
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();
         }
