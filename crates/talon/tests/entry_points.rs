@@ -301,3 +301,36 @@ async fn a_one_shot_tool_call_is_audited_before_the_process_exits() {
     assert_eq!(audited[0].tool, "datetime");
     assert_eq!(audited[0].agent_key.as_deref(), Some("default"));
 }
+
+#[test]
+fn concurrent_first_starts_share_one_store_and_one_key() {
+    // An MCP client often starts several `talon mcp` at once on a fresh machine.
+    let home = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            support::command(home.path())
+                .args(["tools", "list", "--json"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let key = std::fs::read_to_string(home.path().join("data/encryption.key")).unwrap();
+    assert_eq!(key.trim().len(), 64, "{key:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(home.path().join("data"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
