@@ -37,8 +37,12 @@ fn crates_depend_only_on_lower_layers() {
     let allowed: &[(&str, &[&str])] = &[
         ("talon-core", &[]),
         ("talon-fs", &[]),
+        ("talon-exec", &[]),
         ("talon-store", &[]),
-        ("talon-tools", &["talon-core", "talon-fs", "talon-store"]),
+        (
+            "talon-tools",
+            &["talon-core", "talon-fs", "talon-exec", "talon-store"],
+        ),
         ("talon-mcp", &["talon-core"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         (
@@ -80,7 +84,13 @@ fn core_has_no_network_storage_or_cli_dependencies() {
 
 #[test]
 fn anyhow_only_in_the_binary() {
-    for krate in ["talon-core", "talon-tools", "talon-mcp", "talon-gateway"] {
+    for krate in [
+        "talon-core",
+        "talon-exec",
+        "talon-tools",
+        "talon-mcp",
+        "talon-gateway",
+    ] {
         assert!(
             !dependencies(krate).contains(&"anyhow".to_string()),
             "{krate}: libraries use thiserror"

@@ -1,0 +1,158 @@
+//! The bubblewrap backend: a read-only view of the host, the writable roots bound read-write,
+//! protected paths inside them bound read-only again, Talon's own state hidden, a private `/tmp`,
+//! and new PID, IPC, UTS, cgroup, user and (unless the network is on) network namespaces.
+//!
+//! Mount order matters (later mounts cover earlier ones): `/` read-only, `/dev`, `/proc`, a
+//! private `/tmp`, then the writable roots (so a workspace under `/tmp` is still reachable), then
+//! the protected paths, then the hidden ones.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::protected::{Protection, protected_paths};
+use super::{Placeholders, Policy, Sandbox, SandboxError};
+
+/// A working `bwrap` binary.
+#[derive(Debug, Clone)]
+pub struct Bubblewrap {
+    program: PathBuf,
+}
+
+fn find_program() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+        .map(|dir| dir.join("bwrap"))
+        .find(|p| p.is_file())
+}
+
+impl Bubblewrap {
+    /// Finds `bwrap` and checks once per process that it can create its namespaces here.
+    pub fn probe() -> Result<Self, SandboxError> {
+        static PROBE: OnceLock<Result<Bubblewrap, SandboxError>> = OnceLock::new();
+        PROBE
+            .get_or_init(|| {
+                let program = find_program().ok_or_else(|| {
+                    SandboxError::Unavailable(
+                        "bubblewrap (bwrap) is not installed; install it (Debian: apt-get install bubblewrap)"
+                            .into(),
+                    )
+                })?;
+                let output = std::process::Command::new(&program)
+                    .args([
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--unshare-all",
+                        "--die-with-parent",
+                        "--new-session",
+                        "--",
+                        "/bin/true",
+                    ])
+                    .env_clear()
+                    .output()
+                    .map_err(|e| {
+                        SandboxError::Unavailable(format!("cannot run {}: {e}", program.display()))
+                    })?;
+                if !output.status.success() {
+                    return Err(SandboxError::Unavailable(format!(
+                        "bubblewrap cannot create namespaces here ({}): {}",
+                        output.status,
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    )));
+                }
+                Ok(Bubblewrap { program })
+            })
+            .clone()
+    }
+
+    /// The `bwrap` binary in use.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+}
+
+fn push(args: &mut Vec<OsString>, items: &[&str]) {
+    args.extend(items.iter().map(OsString::from));
+}
+
+fn push_mount(args: &mut Vec<OsString>, flag: &str, src: &Path, dest: &Path) {
+    args.push(flag.into());
+    args.push(src.into());
+    args.push(dest.into());
+}
+
+impl Sandbox for Bubblewrap {
+    fn name(&self) -> &'static str {
+        "bubblewrap"
+    }
+
+    fn wrap(
+        &self,
+        policy: &Policy,
+        cwd: &Path,
+        argv: &[OsString],
+    ) -> Result<(Vec<OsString>, Placeholders), SandboxError> {
+        let mut args: Vec<OsString> = vec![self.program.clone().into()];
+        push(
+            &mut args,
+            &["--new-session", "--die-with-parent", "--unshare-all"],
+        );
+        if policy.network {
+            push(&mut args, &["--share-net"]);
+        }
+        push(
+            &mut args,
+            &[
+                "--cap-drop",
+                "ALL",
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+            ],
+        );
+        let mut placeholders = Placeholders::default();
+        for root in &policy.writable_roots {
+            if !root.is_dir() {
+                return Err(SandboxError::Policy(format!(
+                    "writable root {} is not a directory",
+                    root.display()
+                )));
+            }
+            push_mount(&mut args, "--bind", root, root);
+        }
+        for root in &policy.writable_roots {
+            for protection in protected_paths(root) {
+                match protection {
+                    Protection::ReadOnly(path) => push_mount(&mut args, "--ro-bind", &path, &path),
+                    Protection::Pin(path) => {
+                        push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), &path);
+                        placeholders.0.push(path);
+                    }
+                }
+            }
+        }
+        for hidden in &policy.hidden {
+            match std::fs::metadata(hidden) {
+                Ok(meta) if meta.is_dir() => {
+                    args.push("--tmpfs".into());
+                    args.push(hidden.into());
+                }
+                Ok(_) => push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), hidden),
+                Err(_) => {}
+            }
+        }
+        args.push("--chdir".into());
+        args.push(cwd.into());
+        args.push("--".into());
+        args.extend(argv.iter().cloned());
+        Ok((args, placeholders))
+    }
+}

@@ -1,0 +1,119 @@
+//! OS sandboxes for commands: the security boundary.
+//!
+//! Command analysis and approvals decide when to ask a person; what a command can actually touch
+//! is decided here, by the kernel. A [`Sandbox`] turns a command line into one that runs confined
+//! by a [`Policy`]: the writable roots, paths hidden from it, and whether it has a network. If the
+//! configured sandbox cannot start, the call is refused (see [`SandboxError`]); running on the
+//! host happens only when the operator set the mode to `off`, never because a model asked.
+
+mod bwrap;
+mod protected;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub use bwrap::Bubblewrap;
+pub use protected::{PROTECTED, protected_paths};
+
+/// Which calls run sandboxed (GoClaw's modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// Every command on the host. Only an operator can choose this.
+    Off,
+    /// Every agent but `main` and `default`.
+    NonMain,
+    /// Every command (the default).
+    #[default]
+    All,
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Self::Off),
+            "non-main" => Ok(Self::NonMain),
+            "all" => Ok(Self::All),
+            other => Err(format!(
+                "unknown sandbox mode {other:?}: use \"all\" (the default), \"non-main\" or \"off\""
+            )),
+        }
+    }
+}
+
+impl SandboxMode {
+    /// Whether a call by `agent` runs sandboxed.
+    pub fn applies_to(self, agent: Option<&str>) -> bool {
+        match self {
+            Self::Off => false,
+            Self::All => true,
+            Self::NonMain => !matches!(agent, None | Some("main" | "default")),
+        }
+    }
+}
+
+/// What one sandboxed command may do.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Directories the command may write (the workspace first); everything else is read-only.
+    pub writable_roots: Vec<PathBuf>,
+    /// Paths the command must not see at all (Talon's data directory and configuration).
+    pub hidden: Vec<PathBuf>,
+    /// Whether the command has a network. Off: its own empty network namespace.
+    pub network: bool,
+}
+
+/// Why a sandboxed command could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// The backend is not installed or cannot create namespaces here.
+    #[error(
+        "sandbox unavailable: {0}; the command was not run (Talon never falls back to running it unsandboxed; an operator can set [exec] sandbox = \"off\" to run commands on the host)"
+    )]
+    Unavailable(String),
+    /// The policy cannot be expressed (a writable root that does not exist, …).
+    #[error("sandbox policy error: {0}")]
+    Policy(String),
+}
+
+/// A way to confine a command.
+pub trait Sandbox: Send + Sync + std::fmt::Debug {
+    /// The backend's name (`bubblewrap`, …).
+    fn name(&self) -> &'static str;
+
+    /// The command line that runs `argv` in `cwd` confined by `policy`, and the placeholder
+    /// files the confinement had to create (see [`Placeholders`]).
+    fn wrap(
+        &self,
+        policy: &Policy,
+        cwd: &Path,
+        argv: &[OsString],
+    ) -> Result<(Vec<OsString>, Placeholders), SandboxError>;
+}
+
+/// Empty files the sandbox creates in a writable root to pin a protected name that did not
+/// exist (a `.mcp.json` the command must not create). Removed after the command by
+/// [`Placeholders::remove`] if they are still empty files.
+#[derive(Debug, Default)]
+#[must_use = "placeholders must be removed after the command"]
+pub struct Placeholders(pub Vec<PathBuf>);
+
+impl Placeholders {
+    /// Removes the placeholders that are still empty regular files.
+    pub fn remove(self) {
+        for path in self.0 {
+            if let Ok(meta) = std::fs::symlink_metadata(&path)
+                && meta.is_file()
+                && meta.len() == 0
+            {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// The sandbox this host supports, or why there is none.
+pub fn detect() -> Result<Bubblewrap, SandboxError> {
+    Bubblewrap::probe()
+}
