@@ -21,6 +21,7 @@ pub mod automation;
 pub mod claude_code;
 pub mod fs;
 pub mod memory;
+pub mod runtime;
 
 use std::sync::Arc;
 
@@ -35,6 +36,8 @@ pub struct BuiltinConfig {
     pub fs: FsConfig,
     /// The store; the memory tools are registered only when there is one.
     pub store: Option<talon_store::Store>,
+    /// How `exec` and `Bash` run commands (sandboxed by default).
+    pub shell: talon_exec::ShellConfig,
 }
 
 /// Registers every built-in tool this build provides.
@@ -43,7 +46,13 @@ pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(
     fs_config.store = config.store.clone();
     let fs = Arc::new(fs_config);
     let state = Arc::new(fs::read_state::ReadState::default());
+    let shell = Arc::new(talon_exec::Shell::new(config.shell.clone()));
     registry.register(automation::datetime::Datetime)?;
+    registry.register(runtime::exec::Exec {
+        fs: Arc::clone(&fs),
+        shell: Arc::clone(&shell),
+    })?;
+    registry.register(claude_code::bash::Bash::new(Arc::clone(&fs), shell))?;
     registry.register(fs::read_file::ReadFile {
         fs: Arc::clone(&fs),
     })?;

@@ -26,6 +26,7 @@ impl Env {
         let config = BuiltinConfig {
             fs: FsConfig::new(vec!["private".into()], vec![]),
             store: None,
+            ..BuiltinConfig::default()
         };
         talon_tools::register_builtin(&registry, &config).unwrap();
         let pipeline = Pipeline::builder(registry)

@@ -48,7 +48,14 @@ fn env(allow_hard_links: bool) -> Env {
     let mut fs = FsConfig::new(vec![], vec![]);
     fs.allow_hard_links = allow_hard_links;
     let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(&registry, &BuiltinConfig { fs, store: None }).unwrap();
+    talon_tools::register_builtin(
+        &registry,
+        &BuiltinConfig {
+            fs,
+            ..BuiltinConfig::default()
+        },
+    )
+    .unwrap();
     let pipeline = Pipeline::builder(registry)
         .rate_limiter(None)
         .build()

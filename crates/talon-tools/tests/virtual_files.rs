@@ -58,6 +58,7 @@ async fn env(with_store: bool) -> Env {
     let config = BuiltinConfig {
         fs: FsConfig::new(vec![], vec![]),
         store: with_store.then(|| store.clone()),
+        ..BuiltinConfig::default()
     };
     talon_tools::register_builtin(&registry, &config).unwrap();
     let pipeline = Pipeline::builder(registry)

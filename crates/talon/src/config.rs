@@ -25,7 +25,69 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub scrub: ScrubConfig,
     pub fs: FsSection,
+    pub exec: ExecSection,
     pub database: DatabaseSection,
+    /// The file this configuration came from (hidden from sandboxed commands).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[exec]`: how `exec` and `Bash` run commands.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecSection {
+    /// `all` (default), `non-main` (every agent but main/default) or `off` (on the host).
+    pub sandbox: String,
+    /// Sandboxed commands get a network (off by default).
+    pub network: bool,
+    /// Environment variables passed to commands besides PATH, HOME, LANG, TERM, USER, …
+    pub env_passthrough: Vec<String>,
+    /// Writable directories besides the call's workspace.
+    pub writable_roots: Vec<PathBuf>,
+    /// Limits per command (GoClaw's sandbox defaults).
+    pub memory_mb: u64,
+    pub cpu_secs: u64,
+    pub file_size_mb: u64,
+}
+
+impl Default for ExecSection {
+    fn default() -> Self {
+        let limits = talon_exec::Limits::default();
+        Self {
+            sandbox: "all".into(),
+            network: false,
+            env_passthrough: Vec::new(),
+            writable_roots: Vec::new(),
+            memory_mb: limits.memory_mb,
+            cpu_secs: limits.cpu_secs,
+            file_size_mb: limits.file_size_mb,
+        }
+    }
+}
+
+impl ExecSection {
+    /// The shell settings; `hidden` are paths commands must not see (data dir, config file).
+    pub fn shell(&self, hidden: Vec<PathBuf>) -> Result<talon_exec::ShellConfig, ConfigError> {
+        let mode = self
+            .sandbox
+            .parse()
+            .map_err(|e| ConfigError(format!("exec.sandbox: {e}")))?;
+        let env = talon_exec::ChildEnv::with_extra(&self.env_passthrough)
+            .map_err(|e| ConfigError(e.to_string()))?;
+        Ok(talon_exec::ShellConfig {
+            mode,
+            env,
+            limits: talon_exec::Limits {
+                memory_mb: self.memory_mb,
+                cpu_secs: self.cpu_secs,
+                file_size_mb: self.file_size_mb,
+                ..talon_exec::Limits::default()
+            },
+            hidden,
+            extra_writable: self.writable_roots.clone(),
+            network: self.network,
+        })
+    }
 }
 
 /// `[database]`: where state lives (SQLite in the data directory when unset).
@@ -228,7 +290,10 @@ impl Config {
         let mut fs = talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots);
         fs.deny_dirs.push(data_dir.to_path_buf());
         fs.allow_hard_links = self.fs.allow_hard_links;
-        talon_tools::BuiltinConfig { fs, store: None }
+        talon_tools::BuiltinConfig {
+            fs,
+            ..talon_tools::BuiltinConfig::default()
+        }
     }
 
     /// The policy engine's part of the configuration.
@@ -285,10 +350,13 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
             .filter(|k| k.as_str().contains("__"))
             .split("__"),
     );
-    let config: Config = figment.extract().map_err(|e| {
+    let mut config: Config = figment.extract().map_err(|e| {
         let messages: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
         ConfigError(format!("invalid configuration: {}", messages.join("; ")))
     })?;
+    config.source = file
+        .as_ref()
+        .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
     Ok((config, file))
 }
 

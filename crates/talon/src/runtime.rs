@@ -117,8 +117,14 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
 
     let audit = Arc::new(crate::audit::StoreAudit::start(store.clone()));
     let registry = Arc::new(Registry::new());
+    // Sandboxed commands must not see Talon's state or its configuration (tokens, URLs).
+    let hidden: Vec<PathBuf> = std::iter::once(data_dir.clone())
+        .chain(config.source.clone())
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect();
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
+        shell: config.exec.shell(hidden)?,
         ..config.builtin(&data_dir)
     };
     talon_tools::register_builtin(&registry, &builtin)

@@ -49,6 +49,7 @@ fn crates_depend_only_on_lower_layers() {
             "talon",
             &[
                 "talon-core",
+                "talon-exec",
                 "talon-tools",
                 "talon-mcp",
                 "talon-gateway",

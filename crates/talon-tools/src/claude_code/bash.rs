@@ -1,0 +1,257 @@
+//! `Bash` (Claude Code dialect): run a command with bash in the workspace, sandboxed unless the
+//! operator turned the sandbox off. The working directory persists across calls of a session
+//! (other shell state does not), as in Claude Code.
+//!
+//! Result: stdout (leading blank lines and trailing whitespace removed), stderr with `Exit code N`
+//! appended on failure, joined by a newline; capped at 30,000 characters with
+//! `... [K lines truncated] ...`. `dangerouslyDisableSandbox` is accepted for compatibility and
+//! never honoured: only the operator decides where commands run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_exec::cap::cap_head_lines;
+use talon_exec::{Ending, Request, Shell};
+
+use crate::fs::workspace::FsConfig;
+use crate::runtime::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
+
+/// Default timeout (ms).
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Longest timeout (ms).
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Sessions whose working directory is remembered before the oldest are forgotten.
+const MAX_SESSIONS: usize = 10_000;
+
+/// Input of [`Bash`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashInput {
+    /// The command to execute.
+    pub command: String,
+    /// Optional timeout in milliseconds (max 600000).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Clear, concise description of what this command does in 5-10 words, in active voice.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Set to true to run this command in the background.
+    #[serde(default)]
+    pub run_in_background: Option<bool>,
+    /// Accepted for compatibility; the sandbox is the operator's decision and stays on.
+    #[serde(default, rename = "dangerouslyDisableSandbox")]
+    pub dangerously_disable_sandbox: Option<bool>,
+}
+
+/// The `Bash` tool.
+#[derive(Debug)]
+pub struct Bash {
+    pub fs: Arc<FsConfig>,
+    pub shell: Arc<Shell>,
+    cwds: Mutex<SessionDirs>,
+}
+
+/// Working directory per session key, stamped with a use counter for evicting the oldest.
+#[derive(Debug, Default)]
+struct SessionDirs {
+    clock: u64,
+    dirs: HashMap<String, (u64, PathBuf)>,
+}
+
+impl Bash {
+    pub fn new(fs: Arc<FsConfig>, shell: Arc<Shell>) -> Self {
+        Self {
+            fs,
+            shell,
+            cwds: Mutex::default(),
+        }
+    }
+
+    fn cwd_of(&self, session: &str) -> Option<PathBuf> {
+        self.cwds
+            .lock()
+            .ok()
+            .and_then(|c| c.dirs.get(session).map(|(_, p)| p.clone()))
+    }
+
+    fn remember(&self, session: &str, cwd: PathBuf) {
+        if let Ok(mut state) = self.cwds.lock() {
+            state.clock += 1;
+            let stamp = state.clock;
+            state.dirs.insert(session.to_string(), (stamp, cwd));
+            if state.dirs.len() > MAX_SESSIONS
+                && let Some(oldest) = state
+                    .dirs
+                    .iter()
+                    .min_by_key(|(_, (t, _))| *t)
+                    .map(|(k, _)| k.clone())
+            {
+                state.dirs.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// Wraps `command` so the shell reports its final directory on stderr behind `marker`.
+fn with_cwd_report(command: &str, marker: &str) -> String {
+    format!("trap 'printf \"\\n{marker}%s\\n\" \"$(pwd -P)\" >&2' EXIT\n{command}")
+}
+
+/// Splits the directory report off stderr: (stderr without it, the reported directory).
+fn take_cwd_report(stderr: &str, marker: &str) -> (String, Option<PathBuf>) {
+    let needle = format!("\n{marker}");
+    let Some(at) = stderr.rfind(&needle) else {
+        return (stderr.to_string(), None);
+    };
+    let rest = &stderr[at + needle.len()..];
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    let dir = PathBuf::from(&rest[..line_end]);
+    let mut cleaned = stderr[..at].to_string();
+    cleaned.push_str(rest.get(line_end + 1..).unwrap_or(""));
+    (cleaned, Some(dir))
+}
+
+/// Claude Code's result text.
+fn render(stdout: &str, stderr: &str, ending: Option<&str>, notes: &[String]) -> String {
+    let stdout = stdout.trim_start_matches(['\n', '\r']).trim_end();
+    let mut stderr = stderr.trim().to_string();
+    if let Some(line) = ending {
+        if !stderr.is_empty() {
+            stderr.push('\n');
+        }
+        stderr.push_str(line);
+    }
+    let mut parts: Vec<&str> = [stdout, stderr.as_str()]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect();
+    parts.extend(notes.iter().map(String::as_str));
+    cap_head_lines(&parts.join("\n"), MAX_OUTPUT_CHARS)
+}
+
+impl Tool for Bash {
+    type Input = BashInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "Bash",
+            "Executes a bash command in the workspace and returns its output. The working directory persists \
+             between commands in a session; shell variables and other state do not. Commands run in a \
+             sandbox: the workspace is writable, the rest of the filesystem read-only, there is no network, \
+             and git hooks, shell rc files and agent settings cannot be changed. timeout is in milliseconds \
+             (default 120000, max 600000). Output over 30000 characters is truncated.",
+            SideEffect::Spawns,
+        )
+        .in_group("claude_code")
+    }
+
+    async fn execute(&self, call: Authorized<BashInput>) -> ToolOutput {
+        let input = call.input();
+        let ctx = call.ctx();
+        or_error!(check_command(&input.command));
+        if input.run_in_background == Some(true) {
+            return ToolOutput::error(
+                "run_in_background is not available on this server yet; run the command in the foreground \
+                 (with a timeout up to 600000 ms), or start it with nohup and redirect its output to a file",
+            );
+        }
+        let ms = input.timeout.unwrap_or(DEFAULT_TIMEOUT_MS);
+        if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
+            return ToolOutput::error(format!(
+                "timeout must be between 1 and {MAX_TIMEOUT_MS} milliseconds, got {ms}"
+            ));
+        }
+        let timeout = Duration::from_millis(ms);
+        let (workspace, root) = or_error!(working_dir(&self.fs, ctx, None));
+        let mut notes = Vec::new();
+        if input.dangerously_disable_sandbox == Some(true) {
+            notes.push(
+                "Note: dangerouslyDisableSandbox was ignored; whether commands are sandboxed is decided by the \
+                 operator's configuration."
+                    .to_string(),
+            );
+        }
+        let cwd = match self.cwd_of(&ctx.session_key) {
+            Some(dir) if dir.starts_with(&workspace) && dir.is_dir() => dir,
+            _ => root,
+        };
+        let marker = format!("__TALON_CWD_{:016x}=", rand_marker());
+        let script = with_cwd_report(&input.command, &marker);
+        let request = Request {
+            shell: Path::new("/bin/bash"),
+            command: &script,
+            cwd: &cwd,
+            workspace: &workspace,
+            agent: ctx.agent_key.as_deref(),
+            timeout,
+        };
+        let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
+        let (stderr, reported) = take_cwd_report(&outcome.stderr.text(), &marker);
+        match reported {
+            Some(dir) if dir.starts_with(&workspace) => self.remember(&ctx.session_key, dir),
+            Some(_) => {
+                self.remember(&ctx.session_key, workspace.clone());
+                notes.push(format!(
+                    "Shell cwd was reset to {} (commands stay inside the workspace)",
+                    workspace.display()
+                ));
+            }
+            None => {}
+        }
+        let ending = match outcome.ending {
+            Ending::Cancelled => {
+                Some("<error>Command was aborted before completion</error>".into())
+            }
+            _ => ending_line(&outcome, timeout),
+        };
+        let text = render(&outcome.stdout.text(), &stderr, ending.as_deref(), &notes);
+        if outcome.success() {
+            ToolOutput::text(text)
+        } else {
+            ToolOutput::error(text)
+        }
+    }
+}
+
+/// A marker the command cannot predict, so its own output cannot fake a directory report.
+fn rand_marker() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_result_shape() {
+        assert_eq!(render("\n\nout  \n", "", None, &[]), "out");
+        assert_eq!(
+            render("out\n", " warn \n", Some("Exit code 1"), &[]),
+            "out\nwarn\nExit code 1"
+        );
+        assert_eq!(render("", "", Some("Exit code 3"), &[]), "Exit code 3");
+    }
+
+    #[test]
+    fn the_directory_report_is_taken_off_stderr() {
+        let m = "__TALON_CWD_00ff=";
+        let (rest, dir) = take_cwd_report(&format!("oops\n\n{m}/ws/sub\n"), m);
+        assert_eq!(rest, "oops\n");
+        assert_eq!(dir, Some(PathBuf::from("/ws/sub")));
+        let (rest, dir) = take_cwd_report("plain", m);
+        assert_eq!((rest.as_str(), dir), ("plain", None));
+        assert!(with_cwd_report("ls", m).ends_with("\nls"));
+    }
+}

@@ -1,0 +1,138 @@
+//! `exec` (GoClaw dialect; the legacy alias `bash` reaches it): run a shell command in the
+//! workspace, sandboxed unless the operator turned the sandbox off.
+//!
+//! Result: stdout, then `STDERR:` and stderr when there is any, then `Exit code N` (or how the
+//! command was stopped), capped at 30,000 characters with GoClaw's head+tail rule, on success
+//! and on error alike.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_exec::cap::cap_head_tail;
+use talon_exec::{Request, Shell};
+
+use super::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
+use crate::fs::workspace::FsConfig;
+
+/// Default timeout in seconds (GoClaw's `ExecDefaultTimeoutSeconds`).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+/// Longest timeout a call may ask for.
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+
+/// Input of [`Exec`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecInput {
+    /// The shell command to run (`/bin/sh -c`).
+    pub command: String,
+    /// Directory to run in, relative to the workspace (default: the workspace root).
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// Seconds before the command and everything it started are killed (default 60, max 3600).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// The `exec` tool.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    pub fs: Arc<FsConfig>,
+    pub shell: Arc<Shell>,
+}
+
+/// GoClaw's result text: stdout, `STDERR:` and stderr, the ending line; or its placeholder.
+fn render(stdout: &str, stderr: &str, ending: Option<&str>) -> String {
+    let mut text = stdout.to_string();
+    if !stderr.is_empty() {
+        text.push_str("\nSTDERR:\n");
+        text.push_str(stderr);
+    }
+    if text.trim().is_empty() {
+        text = "(command completed with no output)".into();
+    }
+    if let Some(line) = ending {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+    }
+    cap_head_tail(&text, MAX_OUTPUT_CHARS)
+}
+
+impl Tool for Exec {
+    type Input = ExecInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "exec",
+            "Run a shell command (/bin/sh -c) in the workspace and return its output (stdout, then STDERR: and \
+             stderr) and exit code. Commands run in a sandbox: the workspace is writable, the rest of the \
+             filesystem read-only, there is no network, and git hooks, shell rc files and agent settings in \
+             the workspace cannot be changed. working_dir is relative to the workspace; timeout is in seconds \
+             (default 60, max 3600). Output over 30000 characters is truncated: redirect long output to a \
+             file and read it.",
+            SideEffect::Spawns,
+        )
+        .in_group("runtime")
+    }
+
+    async fn execute(&self, call: Authorized<ExecInput>) -> ToolOutput {
+        let input = call.input();
+        let ctx = call.ctx();
+        or_error!(check_command(&input.command));
+        let (workspace, cwd) = or_error!(working_dir(&self.fs, ctx, input.working_dir.as_deref()));
+        let secs = input.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if !(1..=MAX_TIMEOUT_SECS).contains(&secs) {
+            return ToolOutput::error(format!(
+                "timeout must be between 1 and {MAX_TIMEOUT_SECS} seconds, got {secs}"
+            ));
+        }
+        let timeout = Duration::from_secs(secs);
+        let request = Request {
+            shell: Path::new("/bin/sh"),
+            command: &input.command,
+            cwd: &cwd,
+            workspace: &workspace,
+            agent: ctx.agent_key.as_deref(),
+            timeout,
+        };
+        let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
+        let ending = ending_line(&outcome, timeout);
+        let text = render(
+            &outcome.stdout.text(),
+            &outcome.stderr.text(),
+            ending.as_deref(),
+        );
+        if outcome.success() {
+            ToolOutput::text(text)
+        } else {
+            ToolOutput::error(text)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn goclaw_result_shape() {
+        assert_eq!(render("", "", None), "(command completed with no output)");
+        assert_eq!(render("out\n", "err\n", None), "out\n\nSTDERR:\nerr\n");
+        assert_eq!(
+            render("", "boom\n", Some("Exit code 2")),
+            "\nSTDERR:\nboom\nExit code 2"
+        );
+        let long = "x\n".repeat(40_000);
+        let capped = render(&long, "", Some("Exit code 1"));
+        assert!(capped.chars().count() < MAX_OUTPUT_CHARS + 200);
+        assert!(
+            capped.contains("Exit code 1"),
+            "the ending survives the cap"
+        );
+    }
+}

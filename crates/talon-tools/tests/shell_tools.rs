@@ -1,0 +1,233 @@
+//! `exec` (GoClaw) and `Bash` (Claude Code) through the pipeline, sandboxed as by default.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use talon_core::permission::PermissionMode;
+use talon_core::{CallContext, Pipeline, Registry, ToolCall, ToolOutput};
+use talon_tools::{BuiltinConfig, FsConfig};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    outside: std::path::PathBuf,
+    pipeline: Pipeline,
+}
+
+fn env() -> Env {
+    // Under the target directory: the sandbox's private /tmp would hide a directory beside a
+    // workspace in /tmp, and these tests need one that is visible but read-only.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (ws, outside) = (root.join("ws"), root.join("outside"));
+    std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("out-link")).unwrap();
+    let registry = Arc::new(Registry::new());
+    let config = BuiltinConfig {
+        fs: FsConfig::new(vec![], vec![]),
+        ..BuiltinConfig::default()
+    };
+    talon_tools::register_builtin(&registry, &config).unwrap();
+    let pipeline = Pipeline::builder(registry)
+        .rate_limiter(None)
+        .build()
+        .unwrap();
+    Env {
+        _dir: dir,
+        ws,
+        outside,
+        pipeline,
+    }
+}
+
+impl Env {
+    async fn call_in(&self, session: &str, tool: &str, args: Value) -> ToolOutput {
+        let mut ctx = CallContext::new(session);
+        ctx.workspace = Some(self.ws.clone());
+        ctx.permission_mode = PermissionMode::BypassPermissions;
+        self.pipeline
+            .call(Arc::new(ctx), ToolCall::new(tool, args))
+            .await
+            .output
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> ToolOutput {
+        self.call_in("s", tool, args).await
+    }
+}
+
+#[tokio::test]
+async fn exec_reports_output_streams_and_exit_codes() {
+    let e = env();
+    let out = e.call("exec", json!({"command": "echo hello"})).await;
+    assert!(!out.is_error);
+    assert_eq!(out.for_llm, "hello\n");
+    let out = e
+        .call("bash", json!({"command": "echo out; echo err >&2; exit 4"}))
+        .await;
+    assert!(out.is_error, "the legacy alias reaches exec");
+    assert_eq!(out.for_llm, "out\n\nSTDERR:\nerr\nExit code 4");
+    let out = e.call("exec", json!({"command": "true"})).await;
+    assert_eq!(out.for_llm, "(command completed with no output)");
+    let out = e
+        .call(
+            "exec",
+            json!({"command": "pwd", "working_dir": "sub/deeper"}),
+        )
+        .await;
+    assert_eq!(
+        out.for_llm.trim(),
+        e.ws.join("sub/deeper").display().to_string()
+    );
+}
+
+#[tokio::test]
+async fn exec_refuses_bad_input_with_the_fix() {
+    let e = env();
+    for (args, want) in [
+        (json!({"command": "  "}), "command is empty"),
+        (json!({"command": "ls\u{0}"}), "NUL byte"),
+        (json!({"command": "ls", "timeout": 0}), "between 1 and 3600"),
+        (
+            json!({"command": "ls", "working_dir": "../"}),
+            "working_dir",
+        ),
+        (
+            json!({"command": "ls", "working_dir": "out-link"}),
+            "working_dir",
+        ),
+        (
+            json!({"command": "ls", "working_dir": "nope"}),
+            "working_dir",
+        ),
+        (json!({"command": "ls", "background": true}), "background"),
+    ] {
+        let out = e.call("exec", args.clone()).await;
+        assert!(out.is_error, "{args}");
+        assert!(out.for_llm.contains(want), "{args}: {}", out.for_llm);
+    }
+}
+
+#[tokio::test]
+async fn exec_is_sandboxed_and_capped_by_default() {
+    let e = env();
+    let target = e.outside.join("escape.txt");
+    let out = e
+        .call(
+            "exec",
+            json!({"command": format!("echo x > {}", target.display())}),
+        )
+        .await;
+    assert!(
+        out.is_error && out.for_llm.contains("Read-only file system"),
+        "{}",
+        out.for_llm
+    );
+    assert!(!target.exists());
+    let out = e
+        .call(
+            "exec",
+            json!({"command": "seq 1 20000; echo 'error: it broke' >&2; exit 1"}),
+        )
+        .await;
+    assert!(out.is_error);
+    assert!(
+        out.for_llm.chars().count() < 31_000,
+        "error output is capped too"
+    );
+    assert!(
+        out.for_llm.contains("[Output truncated:"),
+        "{}",
+        &out.for_llm[..200]
+    );
+    assert!(out.for_llm.contains("Exit code 1"));
+    let out = e
+        .call("exec", json!({"command": "sleep 30", "timeout": 1}))
+        .await;
+    assert!(out.is_error);
+    assert!(
+        out.for_llm.contains("command timed out after 1s"),
+        "{}",
+        out.for_llm
+    );
+}
+
+#[tokio::test]
+async fn bash_keeps_the_working_directory_per_session() {
+    let e = env();
+    let out = e
+        .call_in("a", "Bash", json!({"command": "cd sub && pwd"}))
+        .await;
+    assert_eq!(out.for_llm, e.ws.join("sub").display().to_string());
+    let out = e
+        .call_in("a", "Bash", json!({"command": "cd deeper; pwd"}))
+        .await;
+    assert_eq!(out.for_llm, e.ws.join("sub/deeper").display().to_string());
+    // Another session starts at the workspace root.
+    let out = e.call_in("b", "Bash", json!({"command": "pwd"})).await;
+    assert_eq!(out.for_llm, e.ws.display().to_string());
+    // Leaving the workspace resets the directory, and says so.
+    let out = e
+        .call_in("a", "Bash", json!({"command": "cd / && pwd"}))
+        .await;
+    assert!(
+        out.for_llm.contains("Shell cwd was reset to"),
+        "{}",
+        out.for_llm
+    );
+    let out = e.call_in("a", "Bash", json!({"command": "pwd"})).await;
+    assert_eq!(out.for_llm, e.ws.display().to_string());
+}
+
+#[tokio::test]
+async fn bash_result_shape_and_flags() {
+    let e = env();
+    let out = e
+        .call(
+            "Bash",
+            json!({"command": "echo out; echo err >&2; exit 3", "description": "Fail on purpose"}),
+        )
+        .await;
+    assert!(out.is_error);
+    assert_eq!(out.for_llm, "out\nerr\nExit code 3");
+    let out = e
+        .call(
+            "Bash",
+            json!({"command": "echo hi", "dangerouslyDisableSandbox": true}),
+        )
+        .await;
+    assert!(!out.is_error);
+    assert!(
+        out.for_llm
+            .starts_with("hi\nNote: dangerouslyDisableSandbox was ignored"),
+        "{}",
+        out.for_llm
+    );
+    let out = e
+        .call(
+            "Bash",
+            json!({"command": "echo hi", "run_in_background": true}),
+        )
+        .await;
+    assert!(
+        out.is_error && out.for_llm.contains("run_in_background"),
+        "{}",
+        out.for_llm
+    );
+    let out = e.call("Bash", json!({"command": "seq 1 20000"})).await;
+    assert!(
+        out.for_llm.ends_with("lines truncated] ..."),
+        "{}",
+        &out.for_llm[out.for_llm.len() - 80..]
+    );
+    let out = e
+        .call("Bash", json!({"command": "sleep 5", "timeout": 200}))
+        .await;
+    assert!(
+        out.is_error && out.for_llm.contains("timed out after 200ms"),
+        "{}",
+        out.for_llm
+    );
+}
