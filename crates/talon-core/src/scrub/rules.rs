@@ -416,6 +416,14 @@ fn accept_key_value(window: &[u8], whole: Range<usize>, secret: Range<usize>) ->
         return false;
     }
     let name = window[whole.start..secret.start].to_ascii_lowercase();
+    // `PWD=/home/me/project` and `OLDPWD=…` (`env`, `set` output) are the shell's working
+    // directory, not a password: a `pwd` name that is a whole word, with an absolute path.
+    let starts_word = whole.start == 0
+        || !(window[whole.start - 1].is_ascii_alphanumeric() || window[whole.start - 1] == b'_');
+    let old = whole.start >= 3 && window[whole.start - 3..whole.start].eq_ignore_ascii_case(b"old");
+    if name.starts_with(b"pwd") && (starts_word || old) && window.get(secret.start) == Some(&b'/') {
+        return false;
+    }
     let is_password = [&b"passw"[..], b"pwd"]
         .iter()
         .any(|k| name.windows(k.len()).any(|w| w == *k));

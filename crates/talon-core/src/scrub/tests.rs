@@ -451,3 +451,16 @@ fn telegram_rule_leaves_look_alikes_alone() {
         );
     }
 }
+
+#[test]
+fn the_shells_working_directory_is_not_a_password() {
+    for text in [
+        "PWD=/home/me/project\nOLDPWD=/tmp/old-place\n",
+        "pwd=/srv/app/current",
+    ] {
+        assert_eq!(scrub(text), text);
+    }
+    assert_eq!(scrub("DB_PWD=Sup3rS3cret!x"), "DB_PWD=[REDACTED]");
+    assert_eq!(scrub("pwd: hunter2hunter2"), "pwd: [REDACTED]");
+    assert_eq!(scrub("DB_PWD=/not/a/dir/really"), "DB_PWD=[REDACTED]");
+}
