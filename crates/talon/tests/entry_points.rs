@@ -334,3 +334,53 @@ fn concurrent_first_starts_share_one_store_and_one_key() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn commands_get_no_talon_secrets_and_cannot_see_its_state() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("ws")).unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        "[gateway]\ntoken = \"tok-in-the-config-file\"\n",
+    )
+    .unwrap();
+    let out = support::command(home.path())
+        .env("TALON_SECRET_PROBE", "probe-value-123")
+        .env("OPENAI_API_KEY", "sk-probe-value-456")
+        .args(["tool", "call", "exec", "--workspace"])
+        .arg(home.path().join("ws"))
+        .args([
+            "--args",
+            &json!({"command": format!(
+                "env; ls -A {data}; cat {cfg} || echo config-hidden",
+                data = home.path().join("data").display(),
+                cfg = home.path().join("talon.toml").display(),
+            )})
+            .to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("PATH="), "{stdout}");
+    for leaked in [
+        "TALON_",
+        "probe-value",
+        "OPENAI",
+        "tok-in-the-config-file",
+        "talon.db",
+    ] {
+        assert!(
+            !stdout.contains(leaked),
+            "{leaked} reached the command: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("config-hidden") || !stdout.contains("token"),
+        "{stdout}"
+    );
+}
