@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Per-call wall time of `exec {"command": "true"}` through `talon mcp`, sandboxed and not,
+against spawning the same command directly from this script, in the same run, as ratios.
+
+Usage: exec_calls.py [--calls N]
+Needs `cargo build --release -p talon` (CARGO_TARGET_DIR is honoured) and bubblewrap.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BWRAP = ["bwrap", "--new-session", "--die-with-parent", "--unshare-all", "--cap-drop", "ALL",
+         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+
+
+class Mcp:
+    def __init__(self, command, env):
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env)
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "1"}})
+        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.proc.stdin.flush()
+
+    def request(self, method, params):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+        while True:
+            reply = json.loads(self.proc.stdout.readline())
+            if reply.get("id") == self.next_id:
+                return reply
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def per_call(fn, calls):
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    talon = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "talon")
+    if not os.path.exists(talon):
+        sys.exit(f"missing {talon}: run `cargo build --release -p talon` first")
+    ws = os.path.realpath(tempfile.mkdtemp(prefix="talon-exec-bench-"))
+    data = tempfile.mkdtemp(prefix="talon-exec-bench-data-")
+    base = dict(os.environ, TALON_TOOLS__PERMISSION_MODE="bypassPermissions",
+                TALON_TOOLS__RATE_LIMIT_PER_HOUR="0")
+    rows = []
+    for mode in ("off", "all"):
+        server = Mcp([talon, "--data-dir", data, "mcp", "--workspace", ws],
+                     dict(base, TALON_EXEC__SANDBOX=mode))
+
+        def call():
+            reply = server.request("tools/call", {"name": "exec", "arguments": {"command": "true"}})
+            if reply["result"].get("isError"):
+                raise RuntimeError(reply)
+        rows.append((f"talon mcp exec true (sandbox {mode})", per_call(call, args.calls)))
+        server.close()
+    rows.append(("sh -c true (spawned directly)",
+                 per_call(lambda: subprocess.run(["sh", "-c", "true"], check=True), args.calls)))
+    rows.append(("bwrap … sh -c true (spawned directly)",
+                 per_call(lambda: subprocess.run(BWRAP + ["--", "sh", "-c", "true"], check=True), args.calls)))
+    print(f"{args.calls} sequential calls each, median wall time per call")
+    print("| command | ms per call |")
+    print("| --- | --- |")
+    for name, ms in rows:
+        print(f"| {name} | {ms:.2f} |")
+    t = dict(rows)
+    off, on = t["talon mcp exec true (sandbox off)"], t["talon mcp exec true (sandbox all)"]
+    sh, bw = t["sh -c true (spawned directly)"], t["bwrap … sh -c true (spawned directly)"]
+    print(f"\nunsandboxed / sh -c: {off / sh:.2f}; sandboxed / unsandboxed: {on / off:.2f}; "
+          f"sandboxed / bare bwrap: {on / bw:.2f}")
+
+
+main()
