@@ -23,14 +23,28 @@ pub fn store_config(config: &Config, data_dir: &Path) -> StoreConfig {
     }
 }
 
+/// Creates the data directory if needed, private to its owner (mode 0700): it holds the
+/// database, the secrets key and the per-agent workspaces. An existing directory is left as is.
+pub fn create_data_dir(data_dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if data_dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .map_err(|e| {
+            format!(
+                "cannot create the data directory {}: {e}",
+                data_dir.display()
+            )
+        })
+}
+
 /// Opens, migrates and unlocks the store, creating the data directory and the key on first start.
 pub async fn open(config: &Config, data_dir: &Path) -> Result<Store, String> {
-    std::fs::create_dir_all(data_dir).map_err(|e| {
-        format!(
-            "cannot create the data directory {}: {e}",
-            data_dir.display()
-        )
-    })?;
+    create_data_dir(data_dir)?;
     let store = Store::open(&store_config(config, data_dir))
         .await
         .map_err(|e| e.to_string())?;

@@ -325,6 +325,12 @@ fn concurrent_first_starts_share_one_store_and_one_key() {
         );
     }
     let key = std::fs::read_to_string(home.path().join("data/encryption.key")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(home.path().join("data"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "the data directory is private");
     assert_eq!(key.trim().len(), 64, "{key:?}");
     let leftovers: Vec<_> = std::fs::read_dir(home.path().join("data"))
         .unwrap()

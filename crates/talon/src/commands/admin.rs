@@ -18,8 +18,8 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
 
 pub async fn migrate(config: Config, data_dir: &Path, command: Option<MigrateCommand>) -> ExitCode {
     let store_config = store::store_config(&config, data_dir);
-    if let Err(e) = std::fs::create_dir_all(data_dir) {
-        return fail(format!("cannot create {}: {e}", data_dir.display()));
+    if let Err(e) = store::create_data_dir(data_dir) {
+        return fail(e);
     }
     let store = match Store::connect(&store_config).await {
         Ok(s) => s,
