@@ -1,13 +1,14 @@
 //! The filesystem tools in both dialects, through the pipeline, against a real workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, CallOutcome, FailedStage, Pipeline, Registry, ToolCall};
+use talon_core::{CallContext, CallOutcome, FailedStage, Pipeline, ToolCall};
 use talon_tools::{BuiltinConfig, FsConfig};
 
 struct Env {
@@ -22,17 +23,12 @@ impl Env {
         std::fs::create_dir_all(dir.path().join("ws/.talon")).unwrap();
         std::fs::create_dir_all(dir.path().join("outside")).unwrap();
         std::fs::write(dir.path().join("outside/secret.txt"), "SECRET").unwrap();
-        let registry = Arc::new(Registry::new());
         let config = BuiltinConfig {
             fs: FsConfig::new(vec!["private".into()], vec![]),
             store: None,
             ..BuiltinConfig::default()
         };
-        talon_tools::register_builtin(&registry, &config).unwrap();
-        let pipeline = Pipeline::builder(registry)
-            .rate_limiter(None)
-            .build()
-            .unwrap();
+        let pipeline = common::pipeline(&config);
         Env { dir, pipeline }
     }
 
@@ -55,9 +51,7 @@ impl Env {
     }
 
     async fn call_as(&self, session: &str, tool: &str, args: Value) -> CallOutcome {
-        let mut ctx = CallContext::new(session);
-        ctx.workspace = Some(self.ws());
-        ctx.permission_mode = PermissionMode::BypassPermissions;
+        let ctx = common::context(&self.ws(), session);
         self.pipeline
             .call(Arc::new(ctx), ToolCall::new(tool, args))
             .await

@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, Pipeline, Registry, ToolCall, ToolOutput};
+use talon_core::{Pipeline, ToolCall, ToolOutput};
 use talon_tools::{BuiltinConfig, FsConfig};
 
 const SECRET: &str = "SECRET-outside-the-workspace";
@@ -47,19 +46,10 @@ fn env(allow_hard_links: bool) -> Env {
     std::fs::write(ws.join("plain.txt"), "nothing to see\n").unwrap();
     let mut fs = FsConfig::new(vec![], vec![]);
     fs.allow_hard_links = allow_hard_links;
-    let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(
-        &registry,
-        &BuiltinConfig {
-            fs,
-            ..BuiltinConfig::default()
-        },
-    )
-    .unwrap();
-    let pipeline = Pipeline::builder(registry)
-        .rate_limiter(None)
-        .build()
-        .unwrap();
+    let pipeline = common::pipeline(&BuiltinConfig {
+        fs,
+        ..BuiltinConfig::default()
+    });
     Env {
         _dir: dir,
         ws,
@@ -71,9 +61,7 @@ fn env(allow_hard_links: bool) -> Env {
 impl Env {
     /// One call in one session (Read-before-Edit state carries over between calls).
     async fn call(&self, tool: &str, args: Value) -> ToolOutput {
-        let mut ctx = CallContext::new("hard-links");
-        ctx.workspace = Some(self.ws.clone());
-        ctx.permission_mode = PermissionMode::BypassPermissions;
+        let ctx = common::context(&self.ws, "hard-links");
         self.pipeline
             .call(Arc::new(ctx), ToolCall::new(tool, args))
             .await

@@ -1,12 +1,13 @@
 //! glob / search (GoClaw) and Glob / Grep (Claude Code) over one engine, through the pipeline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, Pipeline, Registry, ToolCall};
+use talon_core::{Pipeline, ToolCall};
 use talon_tools::{BuiltinConfig, FsConfig};
 
 struct Env {
@@ -51,17 +52,12 @@ fn env() -> Env {
         set_mtime(&p, *age);
     }
     std::fs::write(ws.join(".gitignore"), "ignored/\n").unwrap();
-    let registry = Arc::new(Registry::new());
     let config = BuiltinConfig {
         fs: FsConfig::new(vec!["private".into()], vec![]),
         store: None,
         ..BuiltinConfig::default()
     };
-    talon_tools::register_builtin(&registry, &config).unwrap();
-    let pipeline = Pipeline::builder(registry)
-        .rate_limiter(None)
-        .build()
-        .unwrap();
+    let pipeline = common::pipeline(&config);
     Env {
         _dir: dir,
         ws,
@@ -71,9 +67,7 @@ fn env() -> Env {
 
 impl Env {
     async fn call(&self, tool: &str, args: Value) -> (bool, String) {
-        let mut ctx = CallContext::new("s");
-        ctx.workspace = Some(self.ws.clone());
-        ctx.permission_mode = PermissionMode::BypassPermissions;
+        let ctx = common::context(&self.ws, "s");
         let out = self
             .pipeline
             .call(Arc::new(ctx), ToolCall::new(tool, args))

@@ -1,11 +1,12 @@
 //! `exec` (GoClaw) and `Bash` (Claude Code) through the pipeline, sandboxed as by default.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, Pipeline, Registry, ToolCall, ToolOutput};
+use talon_core::{Pipeline, ToolCall, ToolOutput};
 use talon_tools::{BuiltinConfig, FsConfig};
 
 struct Env {
@@ -24,16 +25,11 @@ fn env() -> Env {
     std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     std::os::unix::fs::symlink(&outside, ws.join("out-link")).unwrap();
-    let registry = Arc::new(Registry::new());
     let config = BuiltinConfig {
         fs: FsConfig::new(vec![], vec![]),
         ..BuiltinConfig::default()
     };
-    talon_tools::register_builtin(&registry, &config).unwrap();
-    let pipeline = Pipeline::builder(registry)
-        .rate_limiter(None)
-        .build()
-        .unwrap();
+    let pipeline = common::pipeline(&config);
     Env {
         _dir: dir,
         ws,
@@ -44,9 +40,7 @@ fn env() -> Env {
 
 impl Env {
     async fn call_in(&self, session: &str, tool: &str, args: Value) -> ToolOutput {
-        let mut ctx = CallContext::new(session);
-        ctx.workspace = Some(self.ws.clone());
-        ctx.permission_mode = PermissionMode::BypassPermissions;
+        let ctx = common::context(&self.ws, session);
         self.pipeline
             .call(Arc::new(ctx), ToolCall::new(tool, args))
             .await

@@ -2,11 +2,12 @@
 //! agents, through read_file / write_file / edit and Read / Write / Edit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, Pipeline, Registry, ToolCall};
+use talon_core::{Pipeline, ToolCall};
 use talon_store::{AgentType, Store, StoreConfig};
 use talon_tools::{BuiltinConfig, FsConfig};
 
@@ -54,17 +55,12 @@ async fn env(with_store: bool) -> Env {
             .await
             .unwrap();
     }
-    let registry = Arc::new(Registry::new());
     let config = BuiltinConfig {
         fs: FsConfig::new(vec![], vec![]),
         store: with_store.then(|| store.clone()),
         ..BuiltinConfig::default()
     };
-    talon_tools::register_builtin(&registry, &config).unwrap();
-    let pipeline = Pipeline::builder(registry)
-        .rate_limiter(None)
-        .build()
-        .unwrap();
+    let pipeline = common::pipeline(&config);
     Env {
         _dir: dir,
         ws,
@@ -81,11 +77,9 @@ impl Env {
         tool: &str,
         args: Value,
     ) -> (bool, String) {
-        let mut ctx = CallContext::new("s");
-        ctx.workspace = Some(self.ws.clone());
+        let mut ctx = common::context(&self.ws, "s");
         ctx.agent_key = agent.map(str::to_string);
         ctx.user = user.map(str::to_string);
-        ctx.permission_mode = PermissionMode::BypassPermissions;
         let out = self
             .pipeline
             .call(Arc::new(ctx), ToolCall::new(tool, args))

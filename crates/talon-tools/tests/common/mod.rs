@@ -1,8 +1,32 @@
 //! Fixtures shared by the tool integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
+use std::sync::Arc;
+
 use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, dictionary};
+use talon_core::permission::PermissionMode;
+use talon_core::{CallContext, Pipeline, Registry};
+use talon_tools::BuiltinConfig;
+
+/// A pipeline over the built-in tools registered with `config`, without rate limits.
+pub fn pipeline(config: &BuiltinConfig) -> Pipeline {
+    let registry = Arc::new(Registry::new());
+    talon_tools::register_builtin(&registry, config).unwrap();
+    Pipeline::builder(registry)
+        .rate_limiter(None)
+        .build()
+        .unwrap()
+}
+
+/// A call context in `workspace` for `session`, with every tool allowed to run.
+pub fn context(workspace: &Path, session: &str) -> CallContext {
+    let mut ctx = CallContext::new(session);
+    ctx.workspace = Some(workspace.to_path_buf());
+    ctx.permission_mode = PermissionMode::BypassPermissions;
+    ctx
+}
 
 /// A real PDF with `pages` pages, page N saying "This is page N".
 pub fn pdf(pages: usize) -> Vec<u8> {
