@@ -136,12 +136,6 @@ impl ToolOutput {
         self
     }
 
-    /// Adds a warning (see [`ToolOutput::warnings`]).
-    pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
-        self.warnings.push(warning.into());
-        self
-    }
-
     /// Records LLM usage.
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);

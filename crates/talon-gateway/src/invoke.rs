@@ -58,28 +58,23 @@ fn status_for(stage: Option<FailedStage>) -> StatusCode {
     }
 }
 
-/// The call's context: bound to its agent, user and workspace, or the error response saying why
-/// it cannot be.
-async fn context(
-    state: &AppState,
-    agent: Option<&str>,
-    user: Option<&str>,
-) -> Result<CallContext, Response> {
+/// The gateway's context for an HTTP call, before it is bound to an agent.
+fn base_context(state: &AppState) -> CallContext {
     let mut ctx = (*state.template).clone();
     ctx.session_key = state.session_key.to_string();
     ctx.channel_type = Some("http".into());
     ctx.run_kind = RunKind::Api;
-    match state.callers.bind(&mut ctx, agent, user).await {
-        Ok(()) => Ok(ctx),
-        Err(e) => {
-            let status = match e {
-                CallerError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
-                CallerError::Directory { .. } => StatusCode::SERVICE_UNAVAILABLE,
-                CallerError::Workspace { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-            Err((status, Json(json!({"ok": false, "error": e.to_string()}))).into_response())
-        }
-    }
+    ctx
+}
+
+/// The response for a call that cannot be given its agent or workspace.
+fn caller_error(e: CallerError) -> Response {
+    let status = match e {
+        CallerError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+        CallerError::Directory { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        CallerError::Workspace { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, Json(json!({"ok": false, "error": e.to_string()}))).into_response()
 }
 
 fn bad_request(message: String) -> Response {
@@ -99,10 +94,14 @@ pub(crate) async fn invoke(State(state): State<AppState>, body: axum::body::Byte
             ));
         }
     };
-    let ctx = match context(&state, request.agent.as_deref(), request.user.as_deref()).await {
-        Ok(ctx) => ctx,
-        Err(response) => return response,
-    };
+    let mut ctx = base_context(&state);
+    let bound = state
+        .callers
+        .bind(&mut ctx, request.agent.as_deref(), request.user.as_deref())
+        .await;
+    if let Err(e) = bound {
+        return caller_error(e);
+    }
     if request.dry_run {
         let offered = state.pipeline.offered(&ctx);
         let canonical = state.pipeline.registry().canonical_name(&request.tool);
@@ -137,10 +136,12 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Response {
-    let ctx = match context(&state, query.agent.as_deref(), None).await {
-        Ok(ctx) => ctx,
-        Err(response) => return response,
-    };
+    // Listing needs the agent (its policy), not a workspace: nothing is created on disk.
+    let mut ctx = base_context(&state);
+    match state.callers.agent(&ctx, query.agent.as_deref()).await {
+        Ok(agent) => ctx.agent_key = Some(agent),
+        Err(e) => return caller_error(e),
+    }
     let format = query.format.unwrap_or(WireFormat::Mcp);
     Json(json!({"tools": state.pipeline.definitions(&ctx, format)})).into_response()
 }

@@ -22,6 +22,7 @@ pub mod claude_code;
 pub mod fs;
 pub mod memory;
 pub mod runtime;
+pub mod session_map;
 
 use std::sync::Arc;
 

@@ -108,8 +108,8 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     if let Some(profile) = &overrides.profile {
         config.tools.profile = Some(profile.clone());
     }
-    let (mode, policy) = validate(&config, &overrides)?;
     let data_dir = crate::config::data_dir(overrides.data_dir.as_deref());
+    let (mode, policy, shell) = validate(&config, &overrides, &data_dir)?;
     let store = crate::store::open(&config, &data_dir)
         .await
         .map_err(BuildError::Store)?;
@@ -117,14 +117,9 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
 
     let audit = Arc::new(crate::audit::StoreAudit::start(store.clone()));
     let registry = Arc::new(Registry::new());
-    // Sandboxed commands must not see Talon's state or its configuration (tokens, URLs).
-    let hidden: Vec<PathBuf> = std::iter::once(data_dir.clone())
-        .chain(config.source.clone())
-        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
-        .collect();
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
-        shell: config.exec.shell(hidden)?,
+        shell,
         ..config.builtin(&data_dir)
     };
     talon_tools::register_builtin(&registry, &builtin)
@@ -160,23 +155,22 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         Err(e) => tracing::error!(error = %e, "cannot load secrets for scrubbing"),
     }
 
-    let workspaces = if overrides.per_agent_workspaces {
-        match overrides
-            .workspace
-            .or_else(|| config.gateway.workspace.clone())
-        {
-            Some(dir) => Workspaces::Shared(dir),
-            None => Workspaces::PerAgentUser(data_dir.join("workspaces")),
+    let shared = overrides.workspace.or_else(|| {
+        overrides
+            .per_agent_workspaces
+            .then(|| config.gateway.workspace.clone())
+            .flatten()
+    });
+    let workspaces = match shared {
+        Some(dir) => Workspaces::Shared(dir),
+        None if overrides.per_agent_workspaces => {
+            Workspaces::PerAgentUser(data_dir.join("workspaces"))
         }
-    } else {
-        match overrides.workspace {
-            Some(dir) => Workspaces::Shared(dir),
-            None => Workspaces::Shared(std::env::current_dir().map_err(|e| {
-                ConfigError(format!(
-                    "the current directory is not usable as the workspace ({e}); pass --workspace DIR"
-                ))
-            })?),
-        }
+        None => Workspaces::Shared(std::env::current_dir().map_err(|e| {
+            ConfigError(format!(
+                "the current directory is not usable as the workspace ({e}); pass --workspace DIR"
+            ))
+        })?),
     };
     let callers = Callers::new(
         workspaces,
@@ -198,12 +192,13 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     })
 }
 
-/// Checks everything that needs no I/O beyond the file system: the permission mode, the policy,
-/// hooks and `--workspace`.
+/// Checks everything that needs no I/O beyond the file system — the permission mode, the policy,
+/// hooks, `[exec]` and `--workspace` — before the store is opened or created.
 fn validate(
     config: &Config,
     overrides: &Overrides,
-) -> Result<(PermissionMode, PolicyEngine), ConfigError> {
+    data_dir: &std::path::Path,
+) -> Result<(PermissionMode, PolicyEngine, talon_exec::ShellConfig), ConfigError> {
     let mut problems = Vec::new();
     for (flag, dir) in [
         ("--workspace", overrides.workspace.as_ref()),
@@ -245,8 +240,20 @@ fn validate(
             ));
         }
     }
-    match (mode, policy, problems.is_empty()) {
-        (Some(mode), Some(policy), true) => Ok((mode, policy)),
+    // Sandboxed commands must not see Talon's state or its configuration (tokens, URLs).
+    let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())
+        .chain(config.source.clone())
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect();
+    let shell = match config.exec.shell(hidden) {
+        Ok(shell) => Some(shell),
+        Err(e) => {
+            problems.push(e.0);
+            None
+        }
+    };
+    match (mode, policy, shell, problems.is_empty()) {
+        (Some(mode), Some(policy), Some(shell), true) => Ok((mode, policy, shell)),
         _ => Err(ConfigError(format!(
             "invalid configuration: {}",
             problems.join("; ")

@@ -7,9 +7,8 @@
 //! `... [K lines truncated] ...`. `dangerouslyDisableSandbox` is accepted for compatibility and
 //! never honoured: only the operator decides where commands run.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -20,13 +19,12 @@ use talon_exec::{Ending, Request, Shell};
 
 use crate::fs::workspace::FsConfig;
 use crate::runtime::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
+use crate::session_map::SessionMap;
 
 /// Default timeout (ms).
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// Longest timeout (ms).
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
-/// Sessions whose working directory is remembered before the oldest are forgotten.
-const MAX_SESSIONS: usize = 10_000;
 
 /// Input of [`Bash`].
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -53,14 +51,8 @@ pub struct BashInput {
 pub struct Bash {
     pub fs: Arc<FsConfig>,
     pub shell: Arc<Shell>,
-    cwds: Mutex<SessionDirs>,
-}
-
-/// Working directory per session key, stamped with a use counter for evicting the oldest.
-#[derive(Debug, Default)]
-struct SessionDirs {
-    clock: u64,
-    dirs: HashMap<String, (u64, PathBuf)>,
+    /// Working directory per session key.
+    cwds: SessionMap<PathBuf>,
 }
 
 impl Bash {
@@ -68,31 +60,7 @@ impl Bash {
         Self {
             fs,
             shell,
-            cwds: Mutex::default(),
-        }
-    }
-
-    fn cwd_of(&self, session: &str) -> Option<PathBuf> {
-        self.cwds
-            .lock()
-            .ok()
-            .and_then(|c| c.dirs.get(session).map(|(_, p)| p.clone()))
-    }
-
-    fn remember(&self, session: &str, cwd: PathBuf) {
-        if let Ok(mut state) = self.cwds.lock() {
-            state.clock += 1;
-            let stamp = state.clock;
-            state.dirs.insert(session.to_string(), (stamp, cwd));
-            if state.dirs.len() > MAX_SESSIONS
-                && let Some(oldest) = state
-                    .dirs
-                    .iter()
-                    .min_by_key(|(_, (t, _))| *t)
-                    .map(|(k, _)| k.clone())
-            {
-                state.dirs.remove(&oldest);
-            }
+            cwds: SessionMap::default(),
         }
     }
 }
@@ -176,7 +144,7 @@ impl Tool for Bash {
                     .to_string(),
             );
         }
-        let cwd = match self.cwd_of(&ctx.session_key) {
+        let cwd = match self.cwds.get(&ctx.session_key) {
             Some(dir) if dir.starts_with(&workspace) && dir.is_dir() => dir,
             _ => root,
         };
@@ -193,9 +161,9 @@ impl Tool for Bash {
         let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
         let (stderr, reported) = take_cwd_report(&outcome.stderr.text(), &marker);
         match reported {
-            Some(dir) if dir.starts_with(&workspace) => self.remember(&ctx.session_key, dir),
+            Some(dir) if dir.starts_with(&workspace) => self.cwds.insert(&ctx.session_key, dir),
             Some(_) => {
-                self.remember(&ctx.session_key, workspace.clone());
+                self.cwds.insert(&ctx.session_key, workspace.clone());
                 notes.push(format!(
                     "Shell cwd was reset to {} (commands stay inside the workspace)",
                     workspace.display()

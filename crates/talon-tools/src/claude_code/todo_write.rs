@@ -5,15 +5,12 @@
 //! `in_progress`. Lists are kept per session key; the least recently written sessions are
 //! forgotten beyond [`MAX_SESSIONS`], so memory stays bounded.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-/// Sessions whose lists are kept in memory.
-pub const MAX_SESSIONS: usize = 10_000;
+pub use crate::session_map::MAX_SESSIONS;
+use crate::session_map::SessionMap;
 
 /// The result text Claude Code returns, which models are trained to expect.
 pub const SUCCESS: &str = "Todos have been modified successfully. Ensure that you continue to use the todo list to \
@@ -48,16 +45,10 @@ pub struct TodoWriteInput {
     pub todos: Vec<Todo>,
 }
 
-#[derive(Default)]
-struct Lists {
-    clock: u64,
-    by_session: HashMap<String, (u64, Vec<Todo>)>,
-}
-
 /// The `TodoWrite` tool.
 #[derive(Default)]
 pub struct TodoWrite {
-    lists: Mutex<Lists>,
+    lists: SessionMap<Vec<Todo>>,
 }
 
 impl std::fmt::Debug for TodoWrite {
@@ -115,31 +106,11 @@ pub fn render(todos: &[Todo]) -> String {
 impl TodoWrite {
     /// The current list of a session (empty if none).
     pub fn list(&self, session_key: &str) -> Vec<Todo> {
-        self.lists
-            .lock()
-            .ok()
-            .and_then(|l| l.by_session.get(session_key).map(|(_, t)| t.clone()))
-            .unwrap_or_default()
+        self.lists.get(session_key).unwrap_or_default()
     }
 
     fn store(&self, session_key: &str, todos: Vec<Todo>) {
-        let Ok(mut lists) = self.lists.lock() else {
-            return;
-        };
-        lists.clock += 1;
-        let now = lists.clock;
-        lists
-            .by_session
-            .insert(session_key.to_string(), (now, todos));
-        if lists.by_session.len() > MAX_SESSIONS
-            && let Some(oldest) = lists
-                .by_session
-                .iter()
-                .min_by_key(|(_, (t, _))| *t)
-                .map(|(k, _)| k.clone())
-        {
-            lists.by_session.remove(&oldest);
-        }
+        self.lists.insert(session_key, todos);
     }
 }
 

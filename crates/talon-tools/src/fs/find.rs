@@ -387,11 +387,6 @@ impl Skipped {
         self.unreadable += other.unreadable;
     }
 
-    /// Nothing was skipped.
-    pub fn is_empty(&self) -> bool {
-        self.hard_links == 0 && self.unreadable == 0
-    }
-
     /// A footer line for the search's output, or `None` when nothing was skipped.
     pub fn footer(&self) -> Option<String> {
         let plural = |n: usize| if n == 1 { "file" } else { "files" };
@@ -418,16 +413,7 @@ impl Skipped {
         }
         (!parts.is_empty()).then(|| format!("[{}]", parts.join("; ")))
     }
-}
 
-/// What a search found, and what it had to skip.
-#[derive(Debug, Default)]
-pub struct GrepReport {
-    pub matches: Vec<FileMatches>,
-    pub skipped: Skipped,
-}
-
-impl Skipped {
     /// Appends the footer to the model's text and adds it as a warning, when files were skipped.
     pub fn annotate(&self, mut output: talon_core::ToolOutput) -> talon_core::ToolOutput {
         if let Some(footer) = self.footer() {
@@ -439,6 +425,13 @@ impl Skipped {
         }
         output
     }
+}
+
+/// What a search found, and what it had to skip.
+#[derive(Debug, Default)]
+pub struct GrepReport {
+    pub matches: Vec<FileMatches>,
+    pub skipped: Skipped,
 }
 
 /// Searches `files` in parallel. Files the jail refuses (hard links under the default policy) or

@@ -11,8 +11,9 @@
 //!
 //! Routing applies whenever there is a store: the call's agent (Talon's default agent when the
 //! call names none) must exist there, or the call is refused — memory never falls back to the
-//! workspace's disk. Without a store (library use) the paths are ordinary files. The tools call these functions before the jail, so routed reads and writes
-//! pass the same pipeline (policy, hooks, permission, scrubbing) as disk files.
+//! workspace's disk. Without a store (library use) the paths are ordinary files. The tools call
+//! these functions before the jail, so routed reads and writes pass the same pipeline (policy,
+//! hooks, permission, scrubbing) as disk files.
 
 use std::path::{Component, Path};
 
@@ -81,12 +82,19 @@ pub fn classify(ctx: &CallContext, input: &str) -> Option<Route> {
     }
 }
 
+/// Whose context files and memory a call reaches.
+struct Owner {
+    agent: String,
+    agent_type: AgentType,
+    /// The call's user; empty for none.
+    user: String,
+    /// The agent's settings allow writing protected files.
+    protected_ok: bool,
+}
+
 /// The agent (and its type) and user of a call. An agent missing from the store is an error
 /// that says how to create it.
-async fn agent_of(
-    store: &Store,
-    ctx: &CallContext,
-) -> Result<(String, AgentType, String, bool), String> {
+async fn agent_of(store: &Store, ctx: &CallContext) -> Result<Owner, String> {
     let (key, _) = crate::memory::scope(ctx);
     match store.agent(&key).await {
         Ok(Some(agent)) => {
@@ -97,12 +105,12 @@ async fn agent_of(
                         .and_then(serde_json::Value::as_bool)
                 })
                 .unwrap_or(false);
-            Ok((
-                agent.key,
-                agent.agent_type,
-                ctx.user.clone().unwrap_or_default(),
+            Ok(Owner {
+                agent: agent.key,
+                agent_type: agent.agent_type,
+                user: ctx.user.clone().unwrap_or_default(),
                 protected_ok,
-            ))
+            })
         }
         Ok(None) => Err(format!(
             "agent {key:?} does not exist, so its context files and memory cannot be used; create it with `talon agents create {key}` or call as an existing agent"
@@ -124,7 +132,12 @@ pub async fn read(
 ) -> Option<Result<String, String>> {
     let store = store?;
     let route = classify(ctx, input)?;
-    let (agent, agent_type, user, _) = match agent_of(store, ctx).await {
+    let Owner {
+        agent,
+        agent_type,
+        user,
+        ..
+    } = match agent_of(store, ctx).await {
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
@@ -167,7 +180,12 @@ pub async fn write(
 ) -> Option<Result<String, String>> {
     let store = store?;
     let route = classify(ctx, input)?;
-    let (agent, agent_type, user, protected_ok) = match agent_of(store, ctx).await {
+    let Owner {
+        agent,
+        agent_type,
+        user,
+        protected_ok,
+    } = match agent_of(store, ctx).await {
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
@@ -229,20 +247,22 @@ where
 {
     let store_ref = store?;
     let route = classify(ctx, input)?;
-    let agent = match agent_of(store_ref, ctx).await {
+    let owner = match agent_of(store_ref, ctx).await {
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
-    let (key, user) = (&agent.0, &agent.2);
     Some(match route {
-        Route::Memory(path) => match store_ref.update_memory(key, user, &path, &change).await {
+        Route::Memory(path) => match store_ref
+            .update_memory(&owner.agent, &owner.user, &path, &change)
+            .await
+        {
             Ok((version, _)) => Ok(format!(
                 "memory document {path} updated (version {version}) and indexed"
             )),
             Err(UpdateError::Rejected(message)) => Err(message),
             Err(UpdateError::Store(e)) => Err(format!("memory is unavailable: {e}")),
         },
-        Route::Context(file) => edit_context(store_ref, &agent, &file, &change).await,
+        Route::Context(file) => edit_context(store_ref, &owner, &file, &change).await,
     })
 }
 
@@ -250,15 +270,19 @@ where
 /// between: concurrent edits all land. An open agent's user edits start from the agent's template.
 async fn edit_context<F>(
     store: &Store,
-    agent: &(String, AgentType, String, bool),
+    owner: &Owner,
     file: &str,
     change: &F,
 ) -> Result<String, String>
 where
     F: Fn(&str) -> Result<String, String>,
 {
-    let (agent_key, agent_type, user, protected_ok) =
-        (agent.0.as_str(), agent.1, agent.2.as_str(), agent.3);
+    let (agent_key, agent_type, user, protected_ok) = (
+        owner.agent.as_str(),
+        owner.agent_type,
+        owner.user.as_str(),
+        owner.protected_ok,
+    );
     if PROTECTED_FILES.contains(&file) && !protected_ok {
         return Err(format!(
             "{file} is a protected context file of agent {agent_key}; it can only be changed when the agent's settings allow it (protected_files_writable)"
