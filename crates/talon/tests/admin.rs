@@ -167,15 +167,8 @@ async fn serve_creates_its_database_and_key_and_scrubs_stored_secrets() {
     std::fs::write(home.path().join("talon.toml"), config).unwrap();
     let server = support::serve_in(home.path(), &[]);
     assert!(home.path().join("data/talon.db").exists());
-    let body: serde_json::Value = reqwest::Client::new()
-        .post(format!("http://{}/v1/tools/invoke", server.addr))
-        .json(&serde_json::json!({"tool": "datetime"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, body) =
+        support::invoke(&server.addr, None, serde_json::json!({"tool": "datetime"})).await;
     let text = body["result"]["for_llm"].as_str().unwrap();
     assert!(text.ends_with("leaked [REDACTED]"), "{text}");
 
@@ -210,20 +203,11 @@ async fn memory_tools_through_the_gateway() {
         )
         .await
         .unwrap();
-    let client = reqwest::Client::new();
     let call = |tool: &'static str, args: serde_json::Value| {
-        let client = client.clone();
-        let url = format!("http://{}/v1/tools/invoke", server.addr);
+        let addr = server.addr.clone();
         async move {
-            let body: serde_json::Value = client
-                .post(url)
-                .json(&serde_json::json!({"tool": tool, "args": args}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let (_, body) =
+                support::invoke(&addr, None, serde_json::json!({"tool": tool, "args": args})).await;
             (
                 body["ok"].as_bool().unwrap(),
                 body["result"]["for_llm"].as_str().unwrap().to_string(),

@@ -87,18 +87,7 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
         {"call": "write_file", "args": {"path": "memory/notes.md", "content": "Kiwi is the staging cluster."}},
     ]);
     let ws = home.join("ws");
-    let report = support::mcp_plan(
-        &plan,
-        &[
-            "stdio",
-            support::talon().to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "mcp",
-            "--workspace",
-            ws.to_str().unwrap(),
-        ],
-    );
+    let report = support::mcp_plan(&plan, &support::stdio_target(&data, &ws));
     let mcp_tools: Vec<String> = serde_json::from_value(report["steps"][0].clone()).unwrap();
     let found = &report["steps"][1];
     assert_eq!(found["is_error"], false, "{found}");
@@ -110,25 +99,14 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
 
     // `talon serve` over HTTP and over MCP: same tools, same memory.
     let server = support::serve_in(home, &[]);
-    let client = reqwest::Client::new();
-    let listed: Value = client
-        .get(format!("http://{}/v1/tools", server.addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = support::get_json(&format!("http://{}/v1/tools", server.addr)).await;
     let http_tools = names(&listed["tools"]);
-    let found: Value = client
-        .post(format!("http://{}/v1/tools/invoke", server.addr))
-        .json(&json!({"tool": "memory_search", "args": {"query": "kiwi staging"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, found) = support::invoke(
+        &server.addr,
+        None,
+        json!({"tool": "memory_search", "args": {"query": "kiwi staging"}}),
+    )
+    .await;
     assert_eq!(found["ok"], true, "{found}");
     assert!(
         found["result"]["for_llm"]
@@ -137,15 +115,12 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
             .contains("memory/notes.md"),
         "{found}"
     );
-    let written: Value = client
-        .post(format!("http://{}/v1/tools/invoke", server.addr))
-        .json(&json!({"tool": "write_file", "args": {"path": "MEMORY.md", "content": "HTTP was here."}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, written) = support::invoke(
+        &server.addr,
+        None,
+        json!({"tool": "write_file", "args": {"path": "MEMORY.md", "content": "HTTP was here."}}),
+    )
+    .await;
     assert_eq!(written["ok"], true, "{written}");
     let http_mcp = support::mcp_plan(
         &json!([{"list": true}, {"call": "memory_get", "args": {"path": "MEMORY.md"}}]),
@@ -194,16 +169,7 @@ async fn agents_are_checked_and_the_gateway_gives_each_agent_and_user_a_workspac
     assert!(created.status.success(), "{created:?}");
 
     let server = support::serve_in(home, &[]);
-    let client = reqwest::Client::new();
-    let invoke = |body: Value| {
-        let client = client.clone();
-        let url = format!("http://{}/v1/tools/invoke", server.addr);
-        async move {
-            let resp = client.post(url).json(&body).send().await.unwrap();
-            let status = resp.status().as_u16();
-            (status, resp.json::<Value>().await.unwrap())
-        }
-    };
+    let invoke = |body: Value| support::invoke(&server.addr, None, body);
     let (status, body) = invoke(json!({"tool": "datetime", "agent": "ghost"})).await;
     assert_eq!(status, 404, "{body}");
     assert!(
@@ -253,24 +219,14 @@ async fn agents_are_checked_and_the_gateway_gives_each_agent_and_user_a_workspac
     cmd.args(["serve", "--bind", "127.0.0.1:0", "--workspace"])
         .arg(&shared);
     let server = support::spawn(cmd);
-    let (status, body) = invoke_at(
+    let (status, body) = support::invoke(
         &server.addr,
+        None,
         json!({"tool": "write_file", "agent": "ops", "user": "carol", "args": {"path": "shared.txt", "content": "s"}}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
     assert!(shared.join("shared.txt").is_file());
-}
-
-async fn invoke_at(addr: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(format!("http://{addr}/v1/tools/invoke"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
 }
 
 #[tokio::test]

@@ -5,27 +5,6 @@ mod support;
 
 use serde_json::{Value, json};
 
-async fn invoke(
-    client: &reqwest::Client,
-    addr: &str,
-    token: Option<&str>,
-    body: Value,
-) -> (u16, Value) {
-    let mut req = client
-        .post(format!("http://{addr}/v1/tools/invoke"))
-        .json(&body);
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
 #[tokio::test]
 async fn invoke_goes_through_the_pipeline() {
     let server = support::serve(
@@ -49,8 +28,7 @@ async fn invoke_goes_through_the_pipeline() {
         .unwrap();
     assert_eq!(health["status"], "ok");
 
-    let (status, body) = invoke(
-        &client,
+    let (status, body) = support::invoke(
         addr,
         token,
         json!({"tool": "datetime", "args": {"timezone": "UTC"}}),
@@ -66,8 +44,7 @@ async fn invoke_goes_through_the_pipeline() {
     );
 
     // Policy applies to HTTP invoke (GoClaw's did not).
-    let (status, body) = invoke(
-        &client,
+    let (status, body) = support::invoke(
         addr,
         token,
         json!({"tool": "TodoWrite", "args": {"todos": []}}),
@@ -79,8 +56,7 @@ async fn invoke_goes_through_the_pipeline() {
         "{body}"
     );
 
-    let (status, body) = invoke(
-        &client,
+    let (status, body) = support::invoke(
         addr,
         token,
         json!({"tool": "datetime", "args": {"timezone": 1}}),
@@ -92,20 +68,15 @@ async fn invoke_goes_through_the_pipeline() {
         "{body}"
     );
 
-    let (status, _) = invoke(&client, addr, token, json!({"tool": "nope"})).await;
+    let (status, _) = support::invoke(addr, token, json!({"tool": "nope"})).await;
     assert_eq!(status, 404);
 
-    let (status, body) = invoke(
-        &client,
-        addr,
-        token,
-        json!({"tool": "datetime", "dry_run": true}),
-    )
-    .await;
+    let (status, body) =
+        support::invoke(addr, token, json!({"tool": "datetime", "dry_run": true})).await;
     assert_eq!(status, 200);
     assert_eq!(body["definition"]["name"], "datetime");
 
-    let (status, body) = invoke(&client, addr, token, json!({"tol": "datetime"})).await;
+    let (status, body) = support::invoke(addr, token, json!({"tol": "datetime"})).await;
     assert_eq!(status, 400);
     assert!(
         body["error"]
@@ -118,10 +89,10 @@ async fn invoke_goes_through_the_pipeline() {
     // The rate limit is keyed by the token, burst 5. Refused calls above never reached the limiter
     // (policy and validation come first), so one call is counted so far.
     for _ in 0..4 {
-        let (status, _) = invoke(&client, addr, token, json!({"tool": "datetime"})).await;
+        let (status, _) = support::invoke(addr, token, json!({"tool": "datetime"})).await;
         assert_eq!(status, 200);
     }
-    let (status, body) = invoke(&client, addr, token, json!({"tool": "datetime"})).await;
+    let (status, body) = support::invoke(addr, token, json!({"tool": "datetime"})).await;
     assert_eq!(
         (status, body["failed_stage"].as_str()),
         (429, Some("rate_limit")),
@@ -159,16 +130,10 @@ async fn bearer_token_is_required_except_for_healthz() {
             .status(),
         200
     );
-    let (status, body) = invoke(&client, addr, None, json!({"tool": "datetime"})).await;
+    let (status, body) = support::invoke(addr, None, json!({"tool": "datetime"})).await;
     assert_eq!(status, 401);
     assert!(body.as_str().unwrap().contains("missing bearer token"));
-    let (status, _) = invoke(
-        &client,
-        addr,
-        Some("wrong-token"),
-        json!({"tool": "datetime"}),
-    )
-    .await;
+    let (status, _) = support::invoke(addr, Some("wrong-token"), json!({"tool": "datetime"})).await;
     assert_eq!(status, 401);
     let mcp = client
         .post(format!("http://{addr}/mcp"))

@@ -184,18 +184,7 @@ fn mcp_logging_follows_the_level_over_stdio_and_http() {
     let home = tempfile::tempdir().unwrap();
     let ws = workspace_with_a_hard_link(home.path());
     let data = home.path().join("data");
-    let report = support::mcp_plan(
-        &logging_plan(),
-        &[
-            "stdio",
-            support::talon().to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "mcp",
-            "--workspace",
-            ws.to_str().unwrap(),
-        ],
-    );
+    let report = support::mcp_plan(&logging_plan(), &support::stdio_target(&data, &ws));
     check_logging(&report);
 
     let mut cmd = support::command(home.path());

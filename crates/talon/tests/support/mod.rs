@@ -119,10 +119,10 @@ pub fn python_mcp_client(args: &[&str]) -> serde_json::Value {
 
 /// Runs a scripted MCP session with the Python SDK (see `support/mcp_plan.py` for the steps)
 /// against `target` (`stdio BINARY ARGS…` or `http URL [TOKEN]`) and returns its report.
-pub fn mcp_plan(plan: &serde_json::Value, target: &[&str]) -> serde_json::Value {
+pub fn mcp_plan<S: AsRef<str>>(plan: &serde_json::Value, target: &[S]) -> serde_json::Value {
     let plan = plan.to_string();
     let mut args = vec![plan.as_str()];
-    args.extend_from_slice(target);
+    args.extend(target.iter().map(AsRef::as_ref));
     run_python_script("mcp_plan.py", &args)
 }
 
@@ -143,6 +143,47 @@ fn run_python_script(name: &str, args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("client printed invalid JSON ({e}): {stdout}"))
+}
+
+/// `POST /v1/tools/invoke` on the gateway at `addr`, with a bearer token if given: the status
+/// and the JSON body (a body that is not JSON comes back as a string).
+pub async fn invoke(
+    addr: &str,
+    token: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let mut req = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/tools/invoke"))
+        .json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// `GET url`, parsed as JSON.
+pub async fn get_json(url: &str) -> serde_json::Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+/// The arguments for [`mcp_plan`] that start `talon mcp` over stdio with this data directory and
+/// workspace.
+pub fn stdio_target(data_dir: &Path, workspace: &Path) -> Vec<String> {
+    vec![
+        "stdio".into(),
+        talon().display().to_string(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "mcp".into(),
+        "--workspace".into(),
+        workspace.display().to_string(),
+    ]
 }
 
 /// A running `talon serve`, killed on drop.
