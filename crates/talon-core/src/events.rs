@@ -28,6 +28,17 @@ pub enum ToolEvent {
         #[serde(with = "duration_ms")]
         elapsed: Duration,
     },
+    /// A call waits for a person's approval.
+    ApprovalRequested {
+        request: Arc<crate::approvals::PendingApproval>,
+    },
+    /// A pending approval was answered (or timed out, as a denial).
+    ApprovalResolved {
+        id: Arc<str>,
+        tool: Arc<str>,
+        /// `allow_once`, `allow_always` or `deny`.
+        decision: &'static str,
+    },
 }
 
 mod duration_ms {

@@ -15,6 +15,7 @@
 //! This crate does no I/O beyond running shell-command hooks and creating per-agent workspace
 //! directories; storage, network and tools live in the crates above it.
 
+pub mod approvals;
 pub mod caller;
 pub mod context;
 pub mod events;

@@ -8,8 +8,10 @@
 //! escape the PID namespace, which dies with the sandbox.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::resource::{Resource, setrlimit};
@@ -63,6 +65,9 @@ pub struct Job {
     pub limits: Option<Limits>,
     /// Bytes kept per stream.
     pub stream_cap: usize,
+    /// Descriptors the program inherits at their numbers (Talon's own are close-on-exec): the
+    /// sandbox's seccomp filter, which bwrap reads from the fd its command line names.
+    pub pass_fds: Vec<Arc<OwnedFd>>,
 }
 
 impl Job {
@@ -75,6 +80,7 @@ impl Job {
             timeout,
             limits: None,
             stream_cap: STREAM_CAP,
+            pass_fds: Vec::new(),
         }
     }
 }
@@ -134,6 +140,15 @@ fn set_limits(limits: &Limits) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Clears close-on-exec on `fd`, in a forked child, so the program it executes inherits `fd`.
+pub(crate) fn inherit_fd(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: F_SETFD only changes the flags of a descriptor number; async-signal-safe.
+    if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn reader<R: AsyncRead + Unpin + Send + 'static>(
     mut stream: R,
     cap: usize,
@@ -152,16 +167,21 @@ fn reader<R: AsyncRead + Unpin + Send + 'static>(
     })
 }
 
-fn signal_group(pgid: Option<Pid>, signal: Signal) {
+pub(crate) fn signal_group(pgid: Option<Pid>, signal: Signal) {
     if let Some(pgid) = pgid {
         // ESRCH: the group is already gone.
         let _ = killpg(pgid, signal);
     }
 }
 
-/// Runs `job` to its end, its timeout, or `cancel`.
-pub async fn run(job: Job, cancel: &CancellationToken) -> Result<Outcome, RunError> {
-    let start = Instant::now();
+/// A started command: the child and its process group.
+pub(crate) struct Started {
+    pub child: tokio::process::Child,
+    pub pgid: Option<Pid>,
+}
+
+/// Spawns `job` in its own process group with `stdin`, stdout and stderr piped.
+pub(crate) fn start(job: &Job, stdin: Stdio) -> Result<Started, RunError> {
     let (program, args) = job.argv.split_first().ok_or(RunError::Empty)?;
     let mut command = tokio::process::Command::new(program);
     command
@@ -169,7 +189,7 @@ pub async fn run(job: Job, cancel: &CancellationToken) -> Result<Outcome, RunErr
         .current_dir(&job.cwd)
         .env_clear()
         .envs(job.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -181,7 +201,13 @@ pub async fn run(job: Job, cancel: &CancellationToken) -> Result<Outcome, RunErr
             command.pre_exec(move || set_limits(&limits));
         }
     }
-    let mut child = command.spawn().map_err(|source| RunError::Spawn {
+    for fd in job.pass_fds.iter().map(|fd| fd.as_raw_fd()) {
+        // SAFETY: runs in the forked child before exec; only an fcntl (see `inherit_fd`).
+        unsafe {
+            command.pre_exec(move || inherit_fd(fd));
+        }
+    }
+    let child = command.spawn().map_err(|source| RunError::Spawn {
         program: program.to_string_lossy().into_owned(),
         source,
     })?;
@@ -189,54 +215,85 @@ pub async fn run(job: Job, cancel: &CancellationToken) -> Result<Outcome, RunErr
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let stdout = child.stdout.take().map(|s| reader(s, job.stream_cap));
-    let stderr = child.stderr.take().map(|s| reader(s, job.stream_cap));
+    Ok(Started { child, pgid })
+}
 
-    let ending = tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
-                (Some(code), _) => Ending::Exited(code),
-                (None, Some(signal)) => Ending::Signaled(signal),
-                (None, None) => Ending::Signaled(0),
-            },
-            Err(_) => Ending::Signaled(0),
+/// How an exit status ended the command.
+fn ending_of(status: std::io::Result<std::process::ExitStatus>) -> Ending {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => Ending::Exited(code),
+            (None, Some(signal)) => Ending::Signaled(signal),
+            (None, None) => Ending::Signaled(0),
         },
-        () = tokio::time::sleep(job.timeout) => Ending::TimedOut,
-        () = cancel.cancelled() => Ending::Cancelled,
+        Err(_) => Ending::Signaled(0),
+    }
+}
+
+impl Started {
+    /// Waits for the command's end, its `timeout`, or `cancel`; then takes down whatever is
+    /// left of its process group (SIGTERM and [`GRACE`] first when it was stopped early).
+    pub async fn finish(&mut self, timeout: Duration, cancel: &CancellationToken) -> Ending {
+        let ending = tokio::select! {
+            status = self.child.wait() => ending_of(status),
+            () = tokio::time::sleep(timeout) => Ending::TimedOut,
+            () = cancel.cancelled() => Ending::Cancelled,
+        };
+        if matches!(ending, Ending::TimedOut | Ending::Cancelled) {
+            signal_group(self.pgid, Signal::SIGTERM);
+            if tokio::time::timeout(GRACE, self.child.wait())
+                .await
+                .is_err()
+            {
+                tracing::debug!("command ignored SIGTERM; killing its process group");
+            }
+        }
+        // No orphan survives the call: whatever is left in the group goes now.
+        signal_group(self.pgid, Signal::SIGKILL);
+        let _ = self.child.wait().await;
+        ending
+    }
+}
+
+/// Waits up to [`DRAIN`] for a stream reader whose pipe may be held by a process that left the
+/// group; gives up with what it has (nothing) rather than hang.
+pub(crate) async fn drain<T: Default>(handle: Option<JoinHandle<T>>) -> T {
+    let Some(handle) = handle else {
+        return T::default();
     };
-    if matches!(ending, Ending::TimedOut | Ending::Cancelled) {
-        signal_group(pgid, Signal::SIGTERM);
-        if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
-            tracing::debug!("command ignored SIGTERM; killing its process group");
+    let abort = handle.abort_handle();
+    match tokio::time::timeout(DRAIN, handle).await {
+        Ok(Ok(value)) => value,
+        _ => {
+            abort.abort();
+            T::default()
         }
     }
-    // No orphan survives the call: whatever is left in the group goes now.
-    signal_group(pgid, Signal::SIGKILL);
-    let _ = child.wait().await;
+}
 
-    let collect = |handle: Option<JoinHandle<Captured>>| async move {
-        match handle {
-            Some(handle) => {
-                let abort = handle.abort_handle();
-                match tokio::time::timeout(DRAIN, handle).await {
-                    Ok(Ok(captured)) => captured,
-                    _ => {
-                        // A process that left the group still holds the pipe.
-                        abort.abort();
-                        Captured::default()
-                    }
-                }
-            }
-            None => Captured::default(),
-        }
-    };
-    let stdout = collect(stdout).await;
-    let stderr = collect(stderr).await;
+/// Runs `job` to its end, its timeout, or `cancel`.
+pub async fn run(job: Job, cancel: &CancellationToken) -> Result<Outcome, RunError> {
+    let begin = Instant::now();
+    let mut started = start(&job, Stdio::null())?;
+    let stdout = started
+        .child
+        .stdout
+        .take()
+        .map(|s| reader(s, job.stream_cap));
+    let stderr = started
+        .child
+        .stderr
+        .take()
+        .map(|s| reader(s, job.stream_cap));
+    let ending = started.finish(job.timeout, cancel).await;
+    let stdout = drain(stdout).await;
+    let stderr = drain(stderr).await;
     Ok(Outcome {
         ending,
         stdout,
         stderr,
-        elapsed: start.elapsed(),
+        elapsed: begin.elapsed(),
     })
 }
 

@@ -20,6 +20,10 @@ struct Env {
 /// `/tmp` must not hide a workspace there) or under the target directory (so the directory
 /// beside the workspace is visible, read-only, as the host's files are).
 fn env_in(base: Option<&Path>) -> Env {
+    env_with(base, false)
+}
+
+fn env_with(base: Option<&Path>, network: bool) -> Env {
     let dir = match base {
         Some(base) => tempfile::tempdir_in(base).unwrap(),
         None => tempfile::tempdir().unwrap(),
@@ -35,6 +39,7 @@ fn env_in(base: Option<&Path>) -> Env {
     std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
     let shell = Shell::new(ShellConfig {
         hidden: vec![data.clone()],
+        network,
         ..ShellConfig::default()
     });
     Env {
@@ -134,8 +139,11 @@ async fn no_network_and_no_host_processes() {
     let err = e
         .fails(&format!("echo hi > /dev/tcp/127.0.0.1/{port}"))
         .await;
+    // The seccomp filter refuses the socket before the empty network namespace could.
     assert!(
-        err.contains("Connection refused") || err.contains("Network is unreachable"),
+        err.contains("Operation not permitted")
+            || err.contains("Connection refused")
+            || err.contains("Network is unreachable"),
         "{err}"
     );
     listener.set_nonblocking(true).unwrap();
@@ -163,4 +171,144 @@ async fn nothing_outlives_the_timeout_even_in_a_new_session() {
     assert_eq!(out.ending, Ending::TimedOut);
     tokio::time::sleep(Duration::from_millis(1800)).await;
     assert!(!e.ws.join("escaped.txt").exists(), "a process escaped");
+}
+
+/// `perl -e SCRIPT`: perl is on every Debian (and can make raw system calls), so the probes below
+/// need no compiler and no python.
+fn perl(script: &str) -> String {
+    format!("perl -e '{script}'")
+}
+
+/// A system call by number through perl, printing its result and errno text. `setup` declares
+/// the variables that string (pointer) arguments need: perl refuses literals there.
+fn syscall(setup: &str, nr: i64, args: &str) -> String {
+    perl(&format!(
+        "{setup} $r = syscall({nr}{args}); print \"$r $!\\n\""
+    ))
+}
+
+/// Creating a socket of `family` (and `protocol`) through perl: prints `ok` or fails.
+fn socket(family: i32, protocol: i32) -> String {
+    perl(&format!(
+        "socket(my $s, {family}, 2, {protocol}) or die \"socket: $!\\n\"; print \"ok\\n\""
+    ))
+}
+
+const EPERM: &str = "-1 Operation not permitted";
+
+#[cfg(target_arch = "x86_64")]
+mod nr {
+    pub const PTRACE: i64 = 101;
+    pub const CLONE: i64 = 56;
+    pub const MOUNT: i64 = 165;
+}
+#[cfg(target_arch = "aarch64")]
+mod nr {
+    pub const PTRACE: i64 = 117;
+    pub const CLONE: i64 = 220;
+    pub const MOUNT: i64 = 40;
+}
+/// The same number on every architecture (the unified table).
+const IO_URING_SETUP: i64 = 425;
+const CLONE3: i64 = 435;
+
+#[tokio::test]
+async fn the_seccomp_filter_is_installed_and_ordinary_commands_still_work() {
+    let e = env();
+    let status = e.ok("grep Seccomp: /proc/self/status").await;
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    assert_eq!(
+        e.ok("printf 'b\\na\\nc\\n' | sort | head -n 2 | tr '\\n' ' '")
+            .await,
+        "a b "
+    );
+    assert!(
+        e.ok("ls -la /usr/bin | wc -l")
+            .await
+            .trim()
+            .parse::<u32>()
+            .unwrap()
+            > 10
+    );
+    let out = e
+        .ok("echo made > f.txt && cat f.txt && (cd / && pwd) && sh -c 'exit 0'")
+        .await;
+    assert_eq!(out, "made\n/\n");
+    // glibc starts threads with clone3; its ENOSYS sends glibc back to clone, which passes.
+    let threads = if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread\",)); t.start(); t.join()'"
+    } else {
+        "echo thread"
+    };
+    assert_eq!(e.ok(threads).await, "thread\n");
+    let git = e
+        .ok("if command -v git >/dev/null; then git --version; else echo 'git version (absent)'; fi")
+        .await;
+    assert!(git.starts_with("git version"), "{git}");
+    // Unix sockets stay available (local IPC, no network).
+    assert_eq!(e.ok(&socket(1, 0)).await, "ok\n");
+}
+
+#[tokio::test]
+async fn namespaces_cannot_be_created() {
+    let e = env();
+    for command in [
+        "unshare -U true",
+        "unshare -r true",
+        "unshare -m true",
+        "unshare -n true",
+    ] {
+        let err = e.fails(command).await;
+        assert!(err.contains("Operation not permitted"), "{command}: {err}");
+    }
+    // clone(CLONE_NEWUSER | SIGCHLD): a child that got through would print nothing and exit.
+    let clone = syscall("", nr::CLONE, ", 0x10000000 | 17, 0, 0, 0, 0");
+    let clone = clone.replace("print", "exit 0 if $r == 0; print");
+    assert_eq!(e.ok(&clone).await, format!("{EPERM}\n"));
+    // clone3 answers ENOSYS (its flags are out of a filter's reach) so libc falls back to clone.
+    assert_eq!(
+        e.ok(&syscall("", CLONE3, ", 0, 0")).await,
+        "-1 Function not implemented\n"
+    );
+}
+
+#[tokio::test]
+async fn io_uring_ptrace_and_mount_are_refused() {
+    let e = env();
+    // io_uring_setup(4, &params): io_uring would run sockets and opens the filter cannot see.
+    let uring = syscall("my $p = \"\\0\" x 120;", IO_URING_SETUP, ", 4, $p");
+    assert_eq!(e.ok(&uring).await, format!("{EPERM}\n"));
+    // ptrace(PTRACE_TRACEME): allowed to any process without the filter.
+    let ptrace = syscall("", nr::PTRACE, ", 0, 0, 0, 0");
+    assert_eq!(e.ok(&ptrace).await, format!("{EPERM}\n"));
+    let setup = "my ($s, $t, $f) = (\"none\", \"/tmp\", \"tmpfs\");";
+    let mount = syscall(setup, nr::MOUNT, ", $s, $t, $f, 0, 0");
+    assert_eq!(e.ok(&mount).await, format!("{EPERM}\n"));
+}
+
+#[tokio::test]
+async fn socket_families_follow_the_network_mode() {
+    let off = env();
+    for family in [2, 10, 16, 17] {
+        // AF_INET, AF_INET6, AF_NETLINK, AF_PACKET
+        let err = off.fails(&socket(family, 0)).await;
+        assert!(
+            err.contains("socket: Operation not permitted"),
+            "{family}: {err}"
+        );
+    }
+    let on = env_with(None, true);
+    assert_eq!(on.ok(&socket(2, 0)).await, "ok\n");
+    assert_eq!(on.ok(&socket(1, 0)).await, "ok\n");
+    // NETLINK_ROUTE (getaddrinfo's AI_ADDRCONFIG) yes; AF_PACKET and NETLINK_AUDIT never.
+    assert_eq!(on.ok(&socket(16, 0)).await, "ok\n");
+    for (family, protocol) in [(17, 0), (16, 9)] {
+        let err = on.fails(&socket(family, protocol)).await;
+        assert!(
+            err.contains("socket: Operation not permitted"),
+            "{family}: {err}"
+        );
+    }
+    let status = on.ok("grep Seccomp: /proc/self/status").await;
+    assert!(status.contains("Seccomp:\t2"), "{status}");
 }

@@ -50,6 +50,41 @@ impl Jail {
         self.write_at(located, data, mode, 0)
     }
 
+    /// Creates a new, empty file opened for reading and appending (mode 0600), with its missing parent
+    /// directories: for files Talon itself keeps growing in the workspace, such as a background
+    /// command's output log. Parents are resolved by the kernel like every path here, and the
+    /// file is created with `O_EXCL | O_NOFOLLOW`, so a planted symlink or an existing file is
+    /// never written through.
+    pub fn create_new(&self, located: &Located) -> Result<(std::fs::File, PathBuf), FsError> {
+        let root = self.root_of(located);
+        let shown = self.display(located);
+        if !root.writable {
+            return Err(FsError::ReadOnly { path: shown });
+        }
+        let Some(name) = file_name(&located.rel) else {
+            return Err(FsError::InvalidPath {
+                path: shown.display().to_string(),
+                reason: "the path must end in a file name".into(),
+            });
+        };
+        let parent_rel = located.rel.parent().unwrap_or(Path::new(""));
+        let parent = self.ensure_dirs(root, parent_rel, &shown)?;
+        let (_, parent_abs) = self.real_rel(root, &parent)?;
+        let fd = nix::fcntl::openat(
+            &parent,
+            name,
+            OFlag::O_RDWR
+                | OFlag::O_APPEND
+                | OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| Raw::from(e).at(&shown, &root.path))?;
+        Ok((std::fs::File::from(fd), parent_abs.join(name)))
+    }
+
     fn write_at(
         &self,
         located: &Located,

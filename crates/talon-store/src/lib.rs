@@ -14,6 +14,7 @@
 mod agents;
 mod audit;
 mod crypto;
+mod exec_allow;
 mod memory;
 mod migrate;
 mod pg_tls;
@@ -28,6 +29,7 @@ use sqlx::{AnyPool, ConnectOptions};
 
 pub use agents::{AgentRecord, AgentType};
 pub use audit::AuditEntry;
+pub use exec_allow::MAX_ALLOWED_COMMAND;
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,

@@ -18,12 +18,20 @@ pub struct Migration {
 }
 
 /// Every migration, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-    postgres: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+        postgres: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "exec",
+        sqlite: include_str!("../migrations/sqlite/0002_exec.sql"),
+        postgres: include_str!("../migrations/postgres/0002_exec.sql"),
+    },
+];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).
 const ADVISORY_LOCK: i64 = 0x74_61_6c_6f_6e;

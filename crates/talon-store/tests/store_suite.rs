@@ -88,6 +88,7 @@ suite!(
     base_context_files_survive_user_overrides,
     the_pool_recovers_when_connections_drop,
     audit_entries_round_trip,
+    allowed_commands_are_whole_commands_per_agent,
 );
 
 async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
@@ -95,7 +96,10 @@ async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
     let status = store.migration_status().await.unwrap();
     assert_eq!(status.current, 0);
     assert_eq!(status.pending.len(), talon_store::MIGRATIONS.len());
-    assert_eq!(store.migrate().await.unwrap(), vec![1]);
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        talon_store::MIGRATIONS.iter().map(|m| m.version).collect::<Vec<_>>()
+    );
     assert!(
         store.migrate().await.unwrap().is_empty(),
         "second run applies nothing"
@@ -131,7 +135,9 @@ async fn concurrent_starts_migrate_once(config: &StoreConfig) {
         h.await.unwrap().unwrap();
     }
     let store = Store::connect(config).await.unwrap();
-    assert_eq!(store.migration_status().await.unwrap().current, 1);
+    let status = store.migration_status().await.unwrap();
+    assert_eq!(status.current, status.latest);
+    assert!(status.pending.is_empty());
 }
 
 async fn agents_and_users(config: &StoreConfig) {
@@ -644,4 +650,25 @@ async fn audit_entries_round_trip(config: &StoreConfig) {
     let mut expected = many;
     expected.reverse();
     assert_eq!(got, expected);
+}
+
+async fn allowed_commands_are_whole_commands_per_agent(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store.allow_command("ops", "git status").await.unwrap();
+    store.allow_command("ops", "git status").await.unwrap();
+    store
+        .allow_command("dev", "git status && npm test")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.allowed_commands().await.unwrap(),
+        vec![
+            ("dev".to_string(), "git status && npm test".to_string()),
+            ("ops".to_string(), "git status".to_string()),
+        ]
+    );
+    assert!(store.revoke_command("ops", "git status").await.unwrap());
+    assert!(!store.revoke_command("ops", "git status").await.unwrap());
+    let err = store.allow_command("ops", "").await.expect_err("empty");
+    assert!(err.to_string().contains("1 to 8192 bytes"), "{err}");
 }

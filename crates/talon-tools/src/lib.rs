@@ -53,7 +53,17 @@ pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(
         fs: Arc::clone(&fs),
         shell: Arc::clone(&shell),
     })?;
-    registry.register(claude_code::bash::Bash::new(Arc::clone(&fs), shell))?;
+    registry.register(runtime::process::Process {
+        shell: Arc::clone(&shell),
+    })?;
+    registry.register(claude_code::bash::Bash::new(
+        Arc::clone(&fs),
+        Arc::clone(&shell),
+    ))?;
+    registry.register(claude_code::task_output::TaskOutput {
+        shell: Arc::clone(&shell),
+    })?;
+    registry.register(claude_code::task_stop::TaskStop { shell })?;
     registry.register(fs::read_file::ReadFile {
         fs: Arc::clone(&fs),
     })?;

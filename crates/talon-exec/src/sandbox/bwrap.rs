@@ -2,16 +2,21 @@
 //! protected paths inside them bound read-only again, Talon's own state hidden, a private `/tmp`,
 //! and new PID, IPC, UTS, cgroup, user and (unless the network is on) network namespaces.
 //!
+//! The command runs under the seccomp filter of [`super::seccomp`], which bwrap installs right
+//! before executing it, read from a memfd the child inherits (`--seccomp FD`).
+//!
 //! Mount order matters (later mounts cover earlier ones): `/` read-only, `/dev`, `/proc`, a
 //! private `/tmp`, then the writable roots (so a workspace under `/tmp` is still reachable), then
 //! the protected paths, then the hidden ones.
 
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::protected::{Protection, protected_paths};
-use super::{Placeholders, Policy, Sandbox, SandboxError};
+use super::{Placeholders, Policy, Sandbox, SandboxError, Wrapped, seccomp};
 
 /// A working `bwrap` binary.
 #[derive(Debug, Clone)]
@@ -28,7 +33,8 @@ fn find_program() -> Option<PathBuf> {
 }
 
 impl Bubblewrap {
-    /// Finds `bwrap` and checks once per process that it can create its namespaces here.
+    /// Finds `bwrap` and checks once per process that it can create its namespaces and install
+    /// the seccomp filter here, so a host where either fails refuses commands with the reason.
     pub fn probe() -> Result<Self, SandboxError> {
         static PROBE: OnceLock<Result<Bubblewrap, SandboxError>> = OnceLock::new();
         PROBE
@@ -39,25 +45,26 @@ impl Bubblewrap {
                             .into(),
                     )
                 })?;
-                let output = std::process::Command::new(&program)
-                    .args([
-                        "--ro-bind",
-                        "/",
-                        "/",
-                        "--unshare-all",
-                        "--die-with-parent",
-                        "--new-session",
-                        "--",
-                        "/bin/true",
-                    ])
-                    .env_clear()
+                let filter = seccomp::filter_fd(false)?;
+                let fd = filter.as_raw_fd();
+                let mut command = std::process::Command::new(&program);
+                command
+                    .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent"])
+                    .args(["--new-session", "--seccomp", &fd.to_string(), "--", "/bin/true"])
+                    .env_clear();
+                // SAFETY: runs in the forked child before exec; only an fcntl, which is
+                // async-signal-safe and allocates nothing.
+                unsafe {
+                    command.pre_exec(move || crate::run::inherit_fd(fd));
+                }
+                let output = command
                     .output()
                     .map_err(|e| {
                         SandboxError::Unavailable(format!("cannot run {}: {e}", program.display()))
                     })?;
                 if !output.status.success() {
                     return Err(SandboxError::Unavailable(format!(
-                        "bubblewrap cannot create namespaces here ({}): {}",
+                        "bubblewrap cannot create namespaces or install a seccomp filter here ({}): {}",
                         output.status,
                         String::from_utf8_lossy(&output.stderr).trim()
                     )));
@@ -93,7 +100,8 @@ impl Sandbox for Bubblewrap {
         policy: &Policy,
         cwd: &Path,
         argv: &[OsString],
-    ) -> Result<(Vec<OsString>, Placeholders), SandboxError> {
+    ) -> Result<Wrapped, SandboxError> {
+        let filter = Arc::new(seccomp::filter_fd(policy.network)?);
         let mut args: Vec<OsString> = vec![self.program.clone().into()];
         push(
             &mut args,
@@ -107,6 +115,8 @@ impl Sandbox for Bubblewrap {
             &[
                 "--cap-drop",
                 "ALL",
+                "--seccomp",
+                &filter.as_raw_fd().to_string(),
                 "--ro-bind",
                 "/",
                 "/",
@@ -153,6 +163,10 @@ impl Sandbox for Bubblewrap {
         args.push(cwd.into());
         args.push("--".into());
         args.extend(argv.iter().cloned());
-        Ok((args, placeholders))
+        Ok(Wrapped {
+            argv: args,
+            pass_fds: vec![filter],
+            placeholders,
+        })
     }
 }

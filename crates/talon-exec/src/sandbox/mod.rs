@@ -5,12 +5,19 @@
 //! by a [`Policy`]: the writable roots, paths hidden from it, and whether it has a network. If the
 //! configured sandbox cannot start, the call is refused (see [`SandboxError`]); running on the
 //! host happens only when the operator set the mode to `off`, never because a model asked.
+//!
+//! Inside the namespaces a seccomp filter (`seccomp.rs`) refuses the system calls that could undo
+//! them: io_uring, ptrace, mounts, new user or mount namespaces, and the socket families the
+//! network mode does not allow.
 
 mod bwrap;
 mod protected;
+mod seccomp;
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use bwrap::Bubblewrap;
 pub use protected::{PROTECTED, protected_paths};
@@ -60,7 +67,9 @@ pub struct Policy {
     pub writable_roots: Vec<PathBuf>,
     /// Paths the command must not see at all (Talon's data directory and configuration).
     pub hidden: Vec<PathBuf>,
-    /// Whether the command has a network. Off: its own empty network namespace.
+    /// Whether the command has a network. Off: its own empty network namespace, and the seccomp
+    /// filter refuses every socket but `AF_UNIX` (so a server on loopback inside the sandbox
+    /// needs the network on). On: `AF_INET`/`AF_INET6` and `NETLINK_ROUTE` sockets too.
     pub network: bool,
 }
 
@@ -82,14 +91,24 @@ pub trait Sandbox: Send + Sync + std::fmt::Debug {
     /// The backend's name (`bubblewrap`, …).
     fn name(&self) -> &'static str;
 
-    /// The command line that runs `argv` in `cwd` confined by `policy`, and the placeholder
-    /// files the confinement had to create (see [`Placeholders`]).
-    fn wrap(
-        &self,
-        policy: &Policy,
-        cwd: &Path,
-        argv: &[OsString],
-    ) -> Result<(Vec<OsString>, Placeholders), SandboxError>;
+    /// The command line that runs `argv` in `cwd` confined by `policy`, with what it needs
+    /// alongside (see [`Wrapped`]).
+    fn wrap(&self, policy: &Policy, cwd: &Path, argv: &[OsString])
+    -> Result<Wrapped, SandboxError>;
+}
+
+/// A command line confined by a sandbox, and what has to live beside it.
+#[derive(Debug)]
+#[must_use = "the placeholders must be removed after the command"]
+pub struct Wrapped {
+    /// The command line to spawn.
+    pub argv: Vec<OsString>,
+    /// Descriptors `argv` names by number (bwrap reads its seccomp filter from `--seccomp FD`).
+    /// The spawned child must inherit them at those numbers: hand them to
+    /// [`Job::pass_fds`](crate::Job::pass_fds). They are close-on-exec everywhere else.
+    pub pass_fds: Vec<Arc<OwnedFd>>,
+    /// Files to remove once the command has ended.
+    pub placeholders: Placeholders,
 }
 
 /// Empty files the sandbox creates in a writable root to pin a protected name that did not

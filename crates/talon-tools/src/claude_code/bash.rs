@@ -18,6 +18,7 @@ use talon_exec::cap::cap_head_lines;
 use talon_exec::{Ending, Request, Shell};
 
 use crate::fs::workspace::FsConfig;
+use crate::runtime::background::{self, DEFAULT_LIFETIME};
 use crate::runtime::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
 use crate::session_map::SessionMap;
 
@@ -112,7 +113,9 @@ impl Tool for Bash {
              between commands in a session; shell variables and other state do not. Commands run in a \
              sandbox: the workspace is writable, the rest of the filesystem read-only, there is no network, \
              and git hooks, shell rc files and agent settings cannot be changed. timeout is in milliseconds \
-             (default 120000, max 600000). Output over 30000 characters is truncated.",
+             (default 120000, max 600000). Output over 30000 characters is truncated. run_in_background: true \
+             starts the command and returns a task id at once; read its output with TaskOutput and stop it \
+             with TaskStop.",
             SideEffect::Spawns,
         )
         .in_group("claude_code")
@@ -122,12 +125,6 @@ impl Tool for Bash {
         let input = call.input();
         let ctx = call.ctx();
         or_error!(check_command(&input.command));
-        if input.run_in_background == Some(true) {
-            return ToolOutput::error(
-                "run_in_background is not available on this server yet; run the command in the foreground \
-                 (with a timeout up to 600000 ms), or start it with nohup and redirect its output to a file",
-            );
-        }
         let ms = input.timeout.unwrap_or(DEFAULT_TIMEOUT_MS);
         if !(1..=MAX_TIMEOUT_MS).contains(&ms) {
             return ToolOutput::error(format!(
@@ -148,7 +145,27 @@ impl Tool for Bash {
             Some(dir) if dir.starts_with(&workspace) && dir.is_dir() => dir,
             _ => root,
         };
-        let marker = format!("__TALON_CWD_{:016x}=", rand_marker());
+        if input.run_in_background == Some(true) {
+            let request = Request {
+                shell: Path::new("/bin/bash"),
+                command: &input.command,
+                cwd: &cwd,
+                workspace: &workspace,
+                agent: ctx.agent_key.as_deref(),
+                timeout: DEFAULT_LIFETIME,
+            };
+            let info = or_error!(background::start(&self.fs, &self.shell, ctx, &request));
+            notes.insert(
+                0,
+                format!(
+                    "Command running in background with ID: {}. Output is being written to: {}",
+                    info.id,
+                    background::shown_log(&info, Some(&workspace))
+                ),
+            );
+            return ToolOutput::text(notes.join("\n"));
+        }
+        let marker = format!("__TALON_CWD_{:016x}=", talon_exec::random_u64());
         let script = with_cwd_report(&input.command, &marker);
         let request = Request {
             shell: Path::new("/bin/bash"),
@@ -184,18 +201,6 @@ impl Tool for Bash {
             ToolOutput::error(text)
         }
     }
-}
-
-/// A marker the command cannot predict, so its own output cannot fake a directory report.
-fn rand_marker() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ pub mod glob;
 pub mod grep;
 pub mod notebook_edit;
 pub mod read;
+pub mod task_output;
+pub mod task_stop;
 pub mod todo_write;
 pub mod write;
 

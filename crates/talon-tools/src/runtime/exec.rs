@@ -15,6 +15,7 @@ use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_exec::cap::cap_head_tail;
 use talon_exec::{Request, Shell};
 
+use super::background::{self, DEFAULT_LIFETIME};
 use super::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
 use crate::fs::workspace::FsConfig;
 
@@ -32,9 +33,13 @@ pub struct ExecInput {
     /// Directory to run in, relative to the workspace (default: the workspace root).
     #[serde(default)]
     pub working_dir: Option<String>,
-    /// Seconds before the command and everything it started are killed (default 60, max 3600).
+    /// Seconds before the command and everything it started are killed (default 60, max 3600;
+    /// in the background: no default limit beyond 24 hours).
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// Run in the background and return its process id at once; manage it with the process tool.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 /// The `exec` tool.
@@ -74,7 +79,8 @@ impl Tool for Exec {
              filesystem read-only, there is no network, and git hooks, shell rc files and agent settings in \
              the workspace cannot be changed. working_dir is relative to the workspace; timeout is in seconds \
              (default 60, max 3600). Output over 30000 characters is truncated: redirect long output to a \
-             file and read it.",
+             file and read it. background: true starts the command and returns its id at once; manage it \
+             with the process tool.",
             SideEffect::Spawns,
         )
         .in_group("runtime")
@@ -91,7 +97,11 @@ impl Tool for Exec {
                 "timeout must be between 1 and {MAX_TIMEOUT_SECS} seconds, got {secs}"
             ));
         }
-        let timeout = Duration::from_secs(secs);
+        let in_background = input.background == Some(true);
+        let timeout = match (in_background, input.timeout) {
+            (true, None) => DEFAULT_LIFETIME,
+            _ => Duration::from_secs(secs),
+        };
         let request = Request {
             shell: Path::new("/bin/sh"),
             command: &input.command,
@@ -100,6 +110,16 @@ impl Tool for Exec {
             agent: ctx.agent_key.as_deref(),
             timeout,
         };
+        if in_background {
+            let info = or_error!(background::start(&self.fs, &self.shell, ctx, &request));
+            return ToolOutput::text(format!(
+                "Started background process {id}: {command}\nOutput log: {log}\nUse the process tool with id \"{id}\": \
+                 action \"output\" to read its output, \"write\" to send input, \"kill\" to stop it.",
+                id = info.id,
+                command = input.command.trim(),
+                log = background::shown_log(&info, Some(&workspace)),
+            ));
+        }
         let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
         let ending = ending_line(&outcome, timeout);
         let text = render(

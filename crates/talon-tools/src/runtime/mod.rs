@@ -5,7 +5,9 @@
 //! with an allowlisted environment. The working directory is resolved by the file jail, so it is
 //! always inside the call's workspace and never becomes a new writable root.
 
+pub mod background;
 pub mod exec;
+pub mod process;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,0 +1,285 @@
+//! Pending approvals: the [`Approver`] that asks a person and waits.
+//!
+//! When the pipeline's permission step says "ask", [`Approvals`] records a pending request,
+//! announces it on the event bus ([`ToolEvent::ApprovalRequested`]), hands it to an optional
+//! interactive [`Prompter`] (a terminal), and waits for whichever answer comes first: the
+//! prompter's, or one given through [`Approvals::resolve`] (the gateway's `POST /v1/approvals`,
+//! the CLI). No answer within the timeout ([`DEFAULT_TIMEOUT`], two minutes) is a denial, so a
+//! forgotten request never runs later by surprise.
+//!
+//! "Allow always" is remembered through [`Remember`]: for shell commands that is the whole
+//! normalised command, per agent, in the store — never a program name.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::events::{EventBus, ToolEvent};
+use crate::permission::{Approval, Approver, PermissionRequest};
+
+/// How long a request waits for an answer before it counts as denied.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Requests waiting at once; more are denied at once rather than pile up.
+pub const MAX_PENDING: usize = 256;
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "decision")]
+pub enum Resolution {
+    /// Run this call.
+    AllowOnce,
+    /// Run this call, and remember the answer for the same request from the same agent.
+    AllowAlways,
+    /// Refuse, with an optional reason for the model.
+    Deny {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+impl Resolution {
+    /// `allow_once`, `allow_always`, `deny`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowAlways => "allow_always",
+            Self::Deny { .. } => "deny",
+        }
+    }
+}
+
+/// One waiting request, as shown to whoever answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingApproval {
+    pub id: String,
+    pub tool: String,
+    pub agent: Option<String>,
+    pub session: String,
+    /// What would run (the command line for shell tools, the arguments otherwise).
+    pub summary: String,
+    /// Why the call needs approval.
+    pub reason: String,
+    /// What "allow always" would remember, when it can remember anything.
+    pub always: Option<String>,
+    /// Unix milliseconds.
+    pub requested_at: u64,
+    /// Unix milliseconds after which it counts as denied.
+    pub expires_at: u64,
+}
+
+/// Why [`Approvals::resolve`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no pending approval {0:?} (it was answered, timed out, or never existed)")]
+    Unknown(String),
+    #[error("approval {0:?} cannot be allowed always: there is nothing to remember for this call")]
+    CannotRemember(String),
+}
+
+/// Remembers "allow always" answers, and says what such an answer would cover.
+pub trait Remember: Send + Sync {
+    /// What "allow always" would remember for this request (`None`: nothing can be).
+    fn always_key(&self, request: &PermissionRequest<'_>) -> Option<String>;
+
+    /// Stores `key` as always allowed for `agent`.
+    fn remember<'a>(&'a self, agent: Option<&'a str>, key: &'a str) -> BoxFuture<'a, ()>;
+}
+
+/// Asks a person interactively (a terminal prompt). Resolves to `None` when it cannot ask.
+pub trait Prompter: Send + Sync {
+    fn prompt(&self, request: PendingApproval) -> BoxFuture<'static, Option<Resolution>>;
+}
+
+struct Waiting {
+    request: PendingApproval,
+    answer: oneshot::Sender<Resolution>,
+}
+
+/// The approvals broker (see the module docs).
+pub struct Approvals {
+    pending: Mutex<HashMap<String, Waiting>>,
+    events: EventBus,
+    timeout: Duration,
+    remember: Option<Arc<dyn Remember>>,
+    prompter: Option<Arc<dyn Prompter>>,
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals")
+            .field("pending", &self.lock().len())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The call as one line for a person: the `command` argument when there is one, else the JSON.
+fn summary_of(request: &PermissionRequest<'_>) -> String {
+    match request.input.get("command").and_then(|c| c.as_str()) {
+        Some(command) => command.to_string(),
+        None => request.input.to_string(),
+    }
+}
+
+impl Approvals {
+    /// A broker announcing on `events`, with the default timeout and nobody to prompt.
+    pub fn new(events: EventBus) -> Self {
+        Self {
+            pending: Mutex::new(HashMap::new()),
+            events,
+            timeout: DEFAULT_TIMEOUT,
+            remember: None,
+            prompter: None,
+        }
+    }
+
+    /// How long requests wait.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Where "allow always" answers go.
+    pub fn with_remember(mut self, remember: Arc<dyn Remember>) -> Self {
+        self.remember = Some(remember);
+        self
+    }
+
+    /// Who is asked interactively, besides [`Approvals::resolve`].
+    pub fn with_prompter(mut self, prompter: Arc<dyn Prompter>) -> Self {
+        self.prompter = Some(prompter);
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The requests waiting now, oldest first.
+    pub fn pending(&self) -> Vec<PendingApproval> {
+        let mut list: Vec<PendingApproval> =
+            self.lock().values().map(|w| w.request.clone()).collect();
+        list.sort_by_key(|r| r.requested_at);
+        list
+    }
+
+    /// Answers request `id`.
+    pub fn resolve(&self, id: &str, resolution: Resolution) -> Result<PendingApproval, ResolveError> {
+        let mut pending = self.lock();
+        let Some(waiting) = pending.get(id) else {
+            return Err(ResolveError::Unknown(id.to_string()));
+        };
+        if resolution == Resolution::AllowAlways && waiting.request.always.is_none() {
+            return Err(ResolveError::CannotRemember(id.to_string()));
+        }
+        let Some(waiting) = pending.remove(id) else {
+            return Err(ResolveError::Unknown(id.to_string()));
+        };
+        // The waiter may have just timed out; then the answer is moot.
+        let _ = waiting.answer.send(resolution);
+        Ok(waiting.request)
+    }
+
+    async fn ask(&self, request: &PermissionRequest<'_>, reason: &str) -> Approval {
+        let tool = request.spec.name.clone();
+        if self.lock().len() >= MAX_PENDING {
+            return Approval::Deny(format!(
+                "permission denied: {tool} needs approval ({reason}) and {MAX_PENDING} requests are already waiting; try again later"
+            ));
+        }
+        let now = SystemTime::now();
+        let id = format!("apr-{}", uuid::Uuid::new_v4().simple());
+        let always = self.remember.as_ref().and_then(|r| r.always_key(request));
+        let pending = PendingApproval {
+            id: id.clone(),
+            tool: tool.clone(),
+            agent: request.ctx.agent_key.clone(),
+            session: request.ctx.session_key.clone(),
+            summary: summary_of(request),
+            reason: reason.to_string(),
+            always,
+            requested_at: unix_ms(now),
+            expires_at: unix_ms(now + self.timeout),
+        };
+        let (sender, receiver) = oneshot::channel();
+        self.lock().insert(
+            id.clone(),
+            Waiting {
+                request: pending.clone(),
+                answer: sender,
+            },
+        );
+        self.events.publish(ToolEvent::ApprovalRequested {
+            request: Arc::new(pending.clone()),
+        });
+        let prompted = self.prompter.as_ref().map(|p| p.prompt(pending.clone()));
+        let answer = tokio::time::timeout(self.timeout, async {
+            let from_prompt = async {
+                match prompted {
+                    Some(prompt) => prompt.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                answer = receiver => answer.ok(),
+                Some(answer) = from_prompt => Some(answer),
+            }
+        })
+        .await;
+        // Whatever happened, the request is no longer pending.
+        self.lock().remove(&id);
+        let resolution = match answer {
+            Ok(Some(resolution)) => resolution,
+            Ok(None) | Err(_) => Resolution::Deny {
+                reason: Some(format!(
+                    "nobody answered within {}s",
+                    self.timeout.as_secs()
+                )),
+            },
+        };
+        self.events.publish(ToolEvent::ApprovalResolved {
+            id: id.clone().into(),
+            tool: tool.clone().into(),
+            decision: resolution.as_str(),
+        });
+        match resolution {
+            Resolution::AllowOnce => Approval::Allow,
+            Resolution::AllowAlways => {
+                if let (Some(remember), Some(key)) = (&self.remember, &pending.always) {
+                    remember
+                        .remember(request.ctx.agent_key.as_deref(), key)
+                        .await;
+                }
+                Approval::Allow
+            }
+            Resolution::Deny { reason: why } => Approval::Deny(format!(
+                "permission denied: {tool} was not approved ({}). Do not retry the same call; \
+                 ask the user, or take another approach.",
+                why.unwrap_or_else(|| "a person refused it".into())
+            )),
+        }
+    }
+}
+
+impl Approver for Approvals {
+    fn approve<'a>(
+        &'a self,
+        request: &'a PermissionRequest<'a>,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Approval> {
+        Box::pin(self.ask(request, reason))
+    }
+}
+
+#[cfg(test)]
+mod tests;
