@@ -174,7 +174,11 @@ impl Approvals {
     }
 
     /// Answers request `id`.
-    pub fn resolve(&self, id: &str, resolution: Resolution) -> Result<PendingApproval, ResolveError> {
+    pub fn resolve(
+        &self,
+        id: &str,
+        resolution: Resolution,
+    ) -> Result<PendingApproval, ResolveError> {
         let mut pending = self.lock();
         let Some(waiting) = pending.get(id) else {
             return Err(ResolveError::Unknown(id.to_string()));

@@ -24,6 +24,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::{self, Ending, Job, RunError};
+use crate::sandbox::NetworkReport;
+use crate::sandbox::network::ProxySession;
 
 /// Running background commands one session may have at once.
 pub const MAX_RUNNING_PER_OWNER: usize = 16;
@@ -82,6 +84,8 @@ pub struct Read {
     pub skipped: u64,
     /// The wait for the command's end ran out (only when a wait was asked for).
     pub wait_expired: bool,
+    /// What the sandbox's network proxy refused since the previous read (proxy mode only).
+    pub network: Option<NetworkReport>,
 }
 
 /// Why a background request failed; the messages are for the model.
@@ -126,6 +130,8 @@ struct Task {
     status: watch::Sender<(Status, Option<Instant>)>,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     stop: CancellationToken,
+    /// The job's network proxy (proxy mode): kept while the command runs, read for refusals.
+    network: Option<Arc<ProxySession>>,
     written: AtomicU64,
     total: AtomicU64,
     cursor: Mutex<u64>,
@@ -201,7 +207,8 @@ impl Background {
     }
 
     /// Starts `job` for `owner` as task `id`, logging its output to `log_file` (opened for
-    /// reading and appending, at `log`). `cleanup` runs once the command has ended.
+    /// reading and appending, at `log`). `cleanup` runs once the command has ended; the job's
+    /// network proxy, if any, serves it until then.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         self: &Arc<Self>,
@@ -232,6 +239,7 @@ impl Background {
             status: watch::channel((Status::Running, None)).0,
             stdin: tokio::sync::Mutex::new(started.child.stdin.take()),
             stop: CancellationToken::new(),
+            network: job.network.clone(),
             written: AtomicU64::new(0),
             total: AtomicU64::new(0),
             cursor: Mutex::new(0),
@@ -261,6 +269,9 @@ impl Background {
                 run::drain(Some(handle)).await;
             }
             *task.stdin.lock().await = None;
+            if let Some(proxy) = &task.network {
+                proxy.stop();
+            }
             if let Some(cleanup) = cleanup {
                 cleanup();
             }
@@ -322,6 +333,7 @@ impl Background {
             text,
             skipped,
             wait_expired,
+            network: task.network.as_ref().and_then(|proxy| proxy.report()),
         })
     }
 

@@ -9,11 +9,14 @@
 //! [`Shell`] puts them together: the tools (`exec`, `Bash`) hand it a command, a working
 //! directory and a workspace, and get back an [`Outcome`] or the reason nothing ran.
 
+pub mod analysis;
 pub mod background;
 pub mod cap;
+pub mod credentialed;
 pub mod env;
 pub mod run;
 pub mod sandbox;
+pub mod session;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,7 +29,10 @@ use tokio_util::sync::CancellationToken;
 pub use background::{Background, BackgroundError, Status, TaskInfo};
 pub use env::{ChildEnv, EnvError};
 pub use run::{Ending, Job, Limits, Outcome, RunError};
-pub use sandbox::{Placeholders, Policy, Sandbox, SandboxError, SandboxMode, Wrapped};
+pub use sandbox::{
+    NetworkLists, NetworkMode, NetworkPolicy, NetworkPolicyError, NetworkReport, Placeholders,
+    Policy, Sandbox, SandboxError, SandboxMode, Wrapped,
+};
 
 /// How commands run: sandbox mode, environment, limits, and what the sandbox hides.
 #[derive(Debug, Clone, Default)]
@@ -38,8 +44,20 @@ pub struct ShellConfig {
     pub hidden: Vec<PathBuf>,
     /// Writable besides the call's workspace.
     pub extra_writable: Vec<PathBuf>,
-    /// Sandboxed commands get a network (off by default).
-    pub network: bool,
+    /// What sandboxed commands reach over the network: nothing (the default), only Talon's
+    /// filtering proxy, or the host's network (see [`sandbox::network`]).
+    pub network: NetworkMode,
+    /// The `talon` binary, whose hidden subcommands run inside sandboxes (the session init, and
+    /// the network bridge of proxy mode). Without it every sandboxed command gets a sandbox of
+    /// its own, and proxy mode refuses commands.
+    ///
+    /// Also the Landlock backend's helper (`__sandbox-landlock`): without it that backend is
+    /// unavailable.
+    pub helper: Option<PathBuf>,
+    /// Which backend confines commands (`[exec] backend`; see [`sandbox::select`]).
+    pub backend: sandbox::Backend,
+    /// The Docker backend's container settings (`[exec.docker]`).
+    pub docker: sandbox::docker::DockerSettings,
 }
 
 /// One command to run.
@@ -54,6 +72,8 @@ pub struct Request<'a> {
     pub workspace: &'a Path,
     /// The calling agent (selects the sandbox under `non-main`).
     pub agent: Option<&'a str>,
+    /// The calling session: its commands share one sandbox (see [`session`]).
+    pub session: Option<&'a str>,
     pub timeout: Duration,
 }
 
@@ -73,6 +93,7 @@ pub enum ExecError {
 pub struct Shell {
     config: ShellConfig,
     background: Arc<Background>,
+    sessions: Arc<session::Sessions>,
 }
 
 impl Shell {
@@ -80,6 +101,7 @@ impl Shell {
         Self {
             config,
             background: Arc::default(),
+            sessions: Arc::default(),
         }
     }
 
@@ -97,11 +119,25 @@ impl Shell {
     pub fn sandbox_for(
         &self,
         agent: Option<&str>,
-    ) -> Result<Option<sandbox::Bubblewrap>, SandboxError> {
+    ) -> Result<Option<Box<dyn Sandbox>>, SandboxError> {
         if self.config.mode.applies_to(agent) {
-            sandbox::detect().map(Some)
+            let config = &self.config;
+            sandbox::select(config.backend, config.helper.as_deref(), &config.docker)
+                .map(|selected| Some(selected.sandbox))
         } else {
             Ok(None)
+        }
+    }
+
+    /// The sandbox policy for a command in `workspace` with `network`.
+    fn policy(&self, workspace: &Path, network: sandbox::Network) -> Policy {
+        let mut writable = vec![workspace.to_path_buf()];
+        writable.extend(self.config.extra_writable.iter().cloned());
+        Policy {
+            writable_roots: writable,
+            hidden: self.config.hidden.clone(),
+            network,
+            skip_pins: false,
         }
     }
 
@@ -109,24 +145,50 @@ impl Shell {
     /// placeholders to remove once it has ended.
     fn prepare(&self, request: &Request<'_>) -> Result<(Job, Option<Placeholders>), ExecError> {
         let argv: Vec<OsString> = vec![request.shell.into(), "-c".into(), request.command.into()];
-        let (argv, placeholders, pass_fds) = match self.sandbox_for(request.agent)? {
-            Some(sandbox) => {
-                let mut writable = vec![request.workspace.to_path_buf()];
-                writable.extend(self.config.extra_writable.iter().cloned());
-                let policy = Policy {
-                    writable_roots: writable,
-                    hidden: self.config.hidden.clone(),
-                    network: self.config.network,
-                };
-                let wrapped = sandbox.wrap(&policy, request.cwd, &argv)?;
-                (wrapped.argv, Some(wrapped.placeholders), wrapped.pass_fds)
-            }
-            None => (argv, None, Vec::new()),
-        };
-        let mut job = Job::new(argv, request.cwd.to_path_buf(), request.timeout);
+        let (mut job, placeholders) = self.job_for_argv(
+            argv,
+            request.cwd,
+            request.workspace,
+            request.agent,
+            request.timeout,
+        )?;
         job.env = self.config.env.vars();
+        Ok((job, placeholders))
+    }
+
+    /// The job that runs `argv` directly (no shell) in `cwd`, wrapped in the sandbox when it
+    /// applies to `agent`, with this shell's limits and no environment (the caller sets it:
+    /// the allowlist for shell commands, a minimal one for credentialed exec). Also returns the
+    /// sandbox's placeholders to remove once the job has ended.
+    pub fn job_for_argv(
+        &self,
+        argv: Vec<OsString>,
+        cwd: &Path,
+        workspace: &Path,
+        agent: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(Job, Option<Placeholders>), ExecError> {
+        let (argv, placeholders, pass_fds, proxy) = match self.sandbox_for(agent)? {
+            Some(sandbox) => {
+                // Proxy mode: this job's own proxy, served while it runs (see `Job::network`).
+                let (network, proxy) =
+                    sandbox::network::plan(&self.config.network, self.config.helper.as_deref())?;
+                let policy = self.policy(workspace, network);
+                let wrapped = sandbox.wrap(&policy, cwd, &argv)?;
+                let proxy = proxy.map(Arc::new);
+                (
+                    wrapped.argv,
+                    Some(wrapped.placeholders),
+                    wrapped.pass_fds,
+                    proxy,
+                )
+            }
+            None => (argv, None, Vec::new(), None),
+        };
+        let mut job = Job::new(argv, cwd.to_path_buf(), timeout);
         job.limits = Some(self.config.limits);
         job.pass_fds = pass_fds;
+        job.network = proxy;
         Ok((job, placeholders))
     }
 
@@ -136,12 +198,74 @@ impl Shell {
         request: &Request<'_>,
         cancel: &CancellationToken,
     ) -> Result<Outcome, ExecError> {
+        if let Some(outcome) = self.run_in_session(request, cancel).await {
+            return outcome;
+        }
         let (job, placeholders) = self.prepare(request)?;
         let outcome = run::run(job, cancel).await;
         if let Some(placeholders) = placeholders {
             placeholders.remove();
         }
         Ok(outcome?)
+    }
+
+    /// Runs `request` in its session's sandbox when it can share one: a session, the helper
+    /// program, bubblewrap, a network mode without a per-command proxy, and UTF-8 paths and
+    /// environment. `None`: run it on its own.
+    async fn run_in_session(
+        &self,
+        request: &Request<'_>,
+        cancel: &CancellationToken,
+    ) -> Option<Result<Outcome, ExecError>> {
+        let session = request.session?;
+        let helper = self.config.helper.clone()?;
+        let network = self.config.network.shared()?;
+        let sandbox = match self.sandbox_for(request.agent) {
+            // Session sandboxes are bubblewrap's; other backends run each command on its own.
+            Ok(Some(sandbox)) if sandbox.name() == "bubblewrap" => sandbox,
+            Ok(_) => return None,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let env: Option<Vec<(String, String)>> = self
+            .config
+            .env
+            .vars()
+            .into_iter()
+            .map(|(k, v)| v.into_string().ok().map(|v| (k, v)))
+            .collect();
+        let command = session::Command {
+            argv: vec![
+                session::utf8(request.shell)?,
+                "-c".into(),
+                request.command.to_string(),
+            ],
+            cwd: session::utf8(request.cwd)?,
+            env: env?,
+            limits: self.config.limits,
+            timeout: request.timeout,
+            stream_cap: cap::STREAM_CAP,
+        };
+        session::utf8(request.workspace)?;
+        let key = session::Key {
+            session: session.to_string(),
+            agent: request.agent.map(str::to_string),
+            workspace: request.workspace.to_path_buf(),
+        };
+        let start = || {
+            let mut policy = self.policy(request.workspace, network.clone());
+            policy.skip_pins = true;
+            let argv = vec![helper.into_os_string(), "__sandbox-init".into()];
+            let wrapped = sandbox.wrap(&policy, request.workspace, &argv)?;
+            let mut job = Job::new(
+                wrapped.argv,
+                request.workspace.to_path_buf(),
+                request.timeout,
+            );
+            job.env = self.config.env.vars();
+            job.pass_fds = wrapped.pass_fds;
+            Ok((job, policy.writable_roots, wrapped.placeholders))
+        };
+        Some(self.sessions.run(key, start, command, cancel).await)
     }
 
     /// Starts `request` in the background for `owner` (a session) as task `id`, its output

@@ -22,6 +22,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cap::{Captured, STREAM_CAP};
+use crate::sandbox::NetworkReport;
+use crate::sandbox::network::ProxySession;
 
 /// Time between SIGTERM and SIGKILL (GoClaw's 3 s).
 pub const GRACE: Duration = Duration::from_secs(3);
@@ -30,7 +32,7 @@ pub const GRACE: Duration = Duration::from_secs(3);
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// Resource limits set on the command (and inherited by its children).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Writable data segment (heap and private mappings), MiB; GoClaw's container memory default.
     pub memory_mb: u64,
@@ -68,6 +70,9 @@ pub struct Job {
     /// Descriptors the program inherits at their numbers (Talon's own are close-on-exec): the
     /// sandbox's seccomp filter, which bwrap reads from the fd its command line names.
     pub pass_fds: Vec<Arc<OwnedFd>>,
+    /// The network proxy the sandbox reaches (proxy mode): served while the job runs, its
+    /// refusals reported in the [`Outcome`].
+    pub network: Option<Arc<ProxySession>>,
 }
 
 impl Job {
@@ -81,6 +86,7 @@ impl Job {
             limits: None,
             stream_cap: STREAM_CAP,
             pass_fds: Vec::new(),
+            network: None,
         }
     }
 }
@@ -105,6 +111,9 @@ pub struct Outcome {
     pub stdout: Captured,
     pub stderr: Captured,
     pub elapsed: Duration,
+    /// What the sandbox's network proxy refused while the command ran (proxy mode only), to be
+    /// told to the model after the output.
+    pub network: Option<NetworkReport>,
 }
 
 impl Outcome {
@@ -126,7 +135,7 @@ pub enum RunError {
     },
 }
 
-fn set_limits(limits: &Limits) -> std::io::Result<()> {
+pub(crate) fn set_limits(limits: &Limits) -> std::io::Result<()> {
     let mib = |n: u64| n.saturating_mul(1 << 20);
     let pairs = [
         (Resource::RLIMIT_DATA, mib(limits.memory_mb)),
@@ -289,11 +298,17 @@ pub async fn run(job: Job, cancel: &CancellationToken) -> Result<Outcome, RunErr
     let ending = started.finish(job.timeout, cancel).await;
     let stdout = drain(stdout).await;
     let stderr = drain(stderr).await;
+    let elapsed = begin.elapsed();
+    let network = match &job.network {
+        Some(proxy) => proxy.finish().await,
+        None => None,
+    };
     Ok(Outcome {
         ending,
         stdout,
         stderr,
-        elapsed: begin.elapsed(),
+        elapsed,
+        network,
     })
 }
 

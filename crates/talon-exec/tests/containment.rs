@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use talon_exec::{Ending, Outcome, Request, Shell, ShellConfig};
+use talon_exec::{Ending, NetworkMode, Outcome, Request, Shell, ShellConfig};
 use tokio_util::sync::CancellationToken;
 
 struct Env {
@@ -39,7 +39,11 @@ fn env_with(base: Option<&Path>, network: bool) -> Env {
     std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
     let shell = Shell::new(ShellConfig {
         hidden: vec![data.clone()],
-        network,
+        network: if network {
+            NetworkMode::Host
+        } else {
+            NetworkMode::Off
+        },
         ..ShellConfig::default()
     });
     Env {
@@ -63,6 +67,7 @@ impl Env {
             cwd: &self.ws,
             workspace: &self.ws,
             agent: None,
+            session: None,
             timeout,
         };
         self.shell

@@ -1,11 +1,12 @@
-//! Talon's gateway, first form: `/mcp` (MCP streamable HTTP), `POST /v1/tools/invoke`,
-//! `GET /v1/tools`, `GET /healthz`.
+//! Talon's gateway: `/mcp` (MCP streamable HTTP), `POST /v1/tools/invoke`, `GET /v1/tools`,
+//! `GET`/`POST /v1/approvals`, `GET /v1/events` (server-sent events), `GET /healthz`.
 //!
 //! Unlike GoClaw's `/v1/tools/invoke`, every call here goes through the same pipeline as the agent
 //! loop: policy, validation, rate limit (keyed by the API token), hooks, permission, scrubbing.
 //! Bearer-token auth protects everything except `/healthz` when a token is configured, and the
 //! gateway refuses to listen beyond loopback without one.
 
+mod approvals;
 mod auth;
 mod invoke;
 
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
+use talon_core::approvals::Approvals;
 use talon_core::{CallContext, Callers, Pipeline};
 use talon_mcp::TalonMcp;
 use tokio_util::sync::CancellationToken;
@@ -56,6 +58,8 @@ pub(crate) struct AppState {
     /// Binds each call to its agent, user and workspace.
     pub callers: Callers,
     pub session_key: Arc<str>,
+    /// Requests waiting for a person.
+    pub approvals: Arc<Approvals>,
 }
 
 /// The session key for HTTP API calls: derived from the token so that one token is one rate-limit
@@ -70,15 +74,25 @@ fn http_session_key(token: Option<&str>) -> String {
     }
 }
 
-/// Builds the router (exposed for tests that serve it on their own listener). `callers` gives
-/// every call, HTTP or MCP, its agent and workspace.
-pub fn router(
-    config: &GatewayConfig,
-    pipeline: Arc<Pipeline>,
-    template: CallContext,
-    callers: Callers,
-    shutdown: CancellationToken,
-) -> Router {
+/// What the gateway serves: the pipeline, the template of its calls' contexts, the one place
+/// that binds a call to its agent and workspace, and the approvals waiting for a person (the
+/// pipeline's approver).
+#[derive(Clone)]
+pub struct Services {
+    pub pipeline: Arc<Pipeline>,
+    pub template: CallContext,
+    pub callers: Callers,
+    pub approvals: Arc<Approvals>,
+}
+
+/// Builds the router (exposed for tests that serve it on their own listener).
+pub fn router(config: &GatewayConfig, services: Services, shutdown: CancellationToken) -> Router {
+    let Services {
+        pipeline,
+        template,
+        callers,
+        approvals,
+    } = services;
     let allowed_hosts = if !config.allowed_hosts.is_empty() {
         config.allowed_hosts.clone()
     } else if config.token.is_some() {
@@ -107,10 +121,16 @@ pub fn router(
         template: Arc::new(template),
         callers,
         session_key: Arc::from(http_session_key(config.token.as_deref())),
+        approvals,
     };
     let protected = Router::new()
         .route("/v1/tools/invoke", post(invoke::invoke))
         .route("/v1/tools", get(invoke::list))
+        .route(
+            "/v1/approvals",
+            get(approvals::list).post(approvals::resolve),
+        )
+        .route("/v1/events", get(approvals::events))
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
             auth::Token(config.token.clone().map(Arc::from)),
@@ -125,9 +145,7 @@ pub fn router(
 /// Binds and serves until `shutdown` is cancelled.
 pub async fn serve(
     config: GatewayConfig,
-    pipeline: Arc<Pipeline>,
-    template: CallContext,
-    callers: Callers,
+    services: Services,
     shutdown: CancellationToken,
 ) -> Result<(), GatewayError> {
     if config.token.is_none() && !config.bind.ip().is_loopback() {
@@ -141,7 +159,7 @@ pub async fn serve(
         })?;
     let local = listener.local_addr().unwrap_or(config.bind);
     tracing::info!(addr = %local, auth = config.token.is_some(), "gateway listening");
-    let app = router(&config, pipeline, template, callers, shutdown.clone());
+    let app = router(&config, services, shutdown.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
         .await

@@ -50,7 +50,7 @@ pub struct AgentRecord {
     pub updated_at: i64,
 }
 
-fn valid_key(what: &'static str, key: &str) -> Result<(), StoreError> {
+pub(crate) fn valid_key(what: &'static str, key: &str) -> Result<(), StoreError> {
     let ok = (1..=128).contains(&key.len())
         && key
             .bytes()

@@ -13,6 +13,7 @@
 
 mod agents;
 mod audit;
+mod cli_credentials;
 mod crypto;
 mod exec_allow;
 mod memory;
@@ -29,8 +30,12 @@ use sqlx::{AnyPool, ConnectOptions};
 
 pub use agents::{AgentRecord, AgentType};
 pub use audit::AuditEntry;
-pub use exec_allow::MAX_ALLOWED_COMMAND;
+pub use cli_credentials::{
+    CLI_CREDENTIAL_SECRET_PREFIX, CliCredential, CliCredentialSpec, DEFAULT_CLI_TIMEOUT_SECS,
+    GrantedCredential, MAX_CLI_TIMEOUT_SECS, cli_credential_secret,
+};
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
+pub use exec_allow::MAX_ALLOWED_COMMAND;
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,
 };

@@ -59,6 +59,20 @@ impl Store {
 
     /// Stores (or replaces) a secret, encrypted.
     pub async fn set_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        self.put_secret(self.pool(), name, value).await
+    }
+
+    /// [`Store::set_secret`] on `executor`, so a module can write a secret in the same
+    /// transaction as the rows that refer to it.
+    pub(crate) async fn put_secret<'e, E>(
+        &self,
+        executor: E,
+        name: &str,
+        value: &str,
+    ) -> Result<(), StoreError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Any>,
+    {
         if name.is_empty() || name.len() > 256 {
             return Err(StoreError::Invalid {
                 what: "secret name",
@@ -74,7 +88,7 @@ impl Store {
         .bind(nonce.to_vec())
         .bind(ct)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(executor)
         .await?;
         Ok(())
     }
@@ -123,6 +137,8 @@ impl Store {
     }
 
     /// Every secret value that decrypts (for the scrubber), with the names of those that do not.
+    /// A credentialed binary's environment (one secret holding a JSON object) yields each of its
+    /// values, since those are what a command's output could echo.
     pub async fn secret_values(
         &self,
     ) -> Result<(Vec<String>, Vec<(String, StoreError)>), StoreError> {
@@ -130,6 +146,10 @@ impl Store {
         let mut broken = Vec::new();
         for name in self.secret_names().await? {
             match self.secret(&name).await {
+                Ok(Some(v)) if crate::cli_credentials::is_env_secret(&name) => {
+                    values.extend(crate::cli_credentials::env_values(&v));
+                    values.push(v);
+                }
                 Ok(Some(v)) => values.push(v),
                 Ok(None) => {}
                 Err(e) => broken.push((name, e)),

@@ -89,6 +89,8 @@ suite!(
     the_pool_recovers_when_connections_drop,
     audit_entries_round_trip,
     allowed_commands_are_whole_commands_per_agent,
+    cli_credentials_are_encrypted_and_granted_per_agent,
+    cli_credential_updates_and_removal,
 );
 
 async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
@@ -98,7 +100,10 @@ async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
     assert_eq!(status.pending.len(), talon_store::MIGRATIONS.len());
     assert_eq!(
         store.migrate().await.unwrap(),
-        talon_store::MIGRATIONS.iter().map(|m| m.version).collect::<Vec<_>>()
+        talon_store::MIGRATIONS
+            .iter()
+            .map(|m| m.version)
+            .collect::<Vec<_>>()
     );
     assert!(
         store.migrate().await.unwrap().is_empty(),
@@ -671,4 +676,254 @@ async fn allowed_commands_are_whole_commands_per_agent(config: &StoreConfig) {
     assert!(!store.revoke_command("ops", "git status").await.unwrap());
     let err = store.allow_command("ops", "").await.expect_err("empty");
     assert!(err.to_string().contains("1 to 8192 bytes"), "{err}");
+}
+
+fn gh_spec() -> talon_store::CliCredentialSpec {
+    talon_store::CliCredentialSpec {
+        binary_name: "gh".into(),
+        binary_path: "/usr/bin/gh".into(),
+        deny_args: vec![r"auth\s+".into()],
+        deny_verbose: vec!["-v".into()],
+        timeout_seconds: 30,
+        tips: "GitHub CLI".into(),
+    }
+}
+
+async fn cli_credentials_are_encrypted_and_granted_per_agent(config: &StoreConfig) {
+    let store = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(EncryptionKey::generate())
+        .await
+        .unwrap();
+    let env =
+        std::collections::BTreeMap::from([("GH_TOKEN".to_string(), "ghp_s3cretvalue".to_string())]);
+    store.add_cli_credential(&gh_spec(), &env).await.unwrap();
+    let again = store
+        .add_cli_credential(&gh_spec(), &env)
+        .await
+        .expect_err("exists");
+    assert!(again.to_string().contains("already registered"), "{again}");
+
+    // The values are a secret (encrypted), the row only names them.
+    let secret = talon_store::cli_credential_secret("gh");
+    assert_eq!(secret, "cli-credential/gh");
+    let raw = store.raw_secret_bytes(&secret).await.unwrap();
+    assert!(!raw.windows(15).any(|w| w == b"ghp_s3cretvalue"));
+    let listed = store.cli_credentials().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].spec, gh_spec());
+    assert_eq!(listed[0].env_names, vec!["GH_TOKEN"]);
+    assert!(listed[0].grants.is_empty());
+
+    // Not granted: nothing, even though it is registered.
+    assert!(store.credential_for("ops", "gh").await.unwrap().is_none());
+    store.grant_cli_credential("gh", "ops").await.unwrap();
+    store.grant_cli_credential("gh", "ops").await.unwrap();
+    let granted = store.credential_for("ops", "gh").await.unwrap().unwrap();
+    assert_eq!(granted.spec, gh_spec());
+    assert_eq!(granted.env, env);
+    assert!(store.credential_for("dev", "gh").await.unwrap().is_none());
+    assert!(store.credential_for("ops", "aws").await.unwrap().is_none());
+    assert_eq!(
+        store.cli_binaries_granted_to("ops").await.unwrap(),
+        vec!["gh"]
+    );
+    assert!(
+        store
+            .cli_binaries_granted_to("dev")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.cli_credential("gh").await.unwrap().unwrap().grants,
+        vec!["ops"]
+    );
+    let missing = store
+        .grant_cli_credential("aws", "ops")
+        .await
+        .expect_err("unknown binary");
+    assert!(matches!(missing, StoreError::NotFound { .. }), "{missing}");
+    let bad_agent = store
+        .grant_cli_credential("gh", "a b")
+        .await
+        .expect_err("bad agent key");
+    assert!(
+        matches!(bad_agent, StoreError::Invalid { .. }),
+        "{bad_agent}"
+    );
+
+    // The scrubber's list holds the value itself, not only the JSON around it.
+    let (values, broken) = store.secret_values().await.unwrap();
+    assert!(broken.is_empty());
+    assert!(values.iter().any(|v| v == "ghp_s3cretvalue"), "{values:?}");
+
+    // Revoking and validation.
+    assert!(store.revoke_cli_credential("gh", "ops").await.unwrap());
+    assert!(!store.revoke_cli_credential("gh", "ops").await.unwrap());
+    assert!(store.credential_for("ops", "gh").await.unwrap().is_none());
+    for (spec, needle) in [
+        (
+            talon_store::CliCredentialSpec {
+                binary_name: "./gh".into(),
+                ..gh_spec()
+            },
+            "without a path",
+        ),
+        (
+            talon_store::CliCredentialSpec {
+                binary_path: "gh".into(),
+                ..gh_spec()
+            },
+            "absolute path",
+        ),
+        (
+            talon_store::CliCredentialSpec {
+                timeout_seconds: 0,
+                ..gh_spec()
+            },
+            "1 to 3600",
+        ),
+        (
+            talon_store::CliCredentialSpec {
+                deny_args: vec![String::new()],
+                ..gh_spec()
+            },
+            "every command",
+        ),
+    ] {
+        let err = store
+            .add_cli_credential(&spec, &Default::default())
+            .await
+            .expect_err(needle);
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+    let bad_env = std::collections::BTreeMap::from([("1X".to_string(), "v".to_string())]);
+    let spec = talon_store::CliCredentialSpec {
+        binary_name: "aws".into(),
+        ..gh_spec()
+    };
+    let err = store
+        .add_cli_credential(&spec, &bad_env)
+        .await
+        .expect_err("bad name");
+    assert!(err.to_string().contains("variable name"), "{err}");
+    assert!(
+        store.cli_credential("aws").await.unwrap().is_none(),
+        "nothing half-written"
+    );
+}
+
+async fn cli_credential_updates_and_removal(config: &StoreConfig) {
+    let key = EncryptionKey::generate();
+    let mut store = Store::open(config)
+        .await
+        .unwrap()
+        .unlock(key)
+        .await
+        .unwrap();
+    let env =
+        std::collections::BTreeMap::from([("GH_TOKEN".to_string(), "ghp_first_value".to_string())]);
+    store.add_cli_credential(&gh_spec(), &env).await.unwrap();
+    store.grant_cli_credential("gh", "ops").await.unwrap();
+
+    // Updating the configuration without an environment keeps the stored values and grants.
+    let changed = talon_store::CliCredentialSpec {
+        timeout_seconds: 90,
+        ..gh_spec()
+    };
+    store.update_cli_credential(&changed, None).await.unwrap();
+    let got = store.credential_for("ops", "gh").await.unwrap().unwrap();
+    assert_eq!((got.spec.timeout_seconds, got.env), (90, env));
+    let env2 = std::collections::BTreeMap::from([
+        ("GH_TOKEN".to_string(), "ghp_second_value".to_string()),
+        ("GH_HOST".to_string(), "github.example".to_string()),
+    ]);
+    store
+        .update_cli_credential(&changed, Some(&env2))
+        .await
+        .unwrap();
+    let got = store.credential_for("ops", "gh").await.unwrap().unwrap();
+    assert_eq!(got.env, env2);
+    assert_eq!(
+        store.cli_credential("gh").await.unwrap().unwrap().env_names,
+        vec!["GH_HOST", "GH_TOKEN"]
+    );
+    let err = store
+        .update_cli_credential(
+            &talon_store::CliCredentialSpec {
+                binary_name: "aws".into(),
+                ..gh_spec()
+            },
+            None,
+        )
+        .await
+        .expect_err("missing");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+
+    // Key rotation covers the environment like any secret.
+    let rotated = store.rotate_key(EncryptionKey::generate()).await.unwrap();
+    assert!(rotated >= 1);
+    assert_eq!(
+        store
+            .credential_for("ops", "gh")
+            .await
+            .unwrap()
+            .unwrap()
+            .env,
+        env2
+    );
+
+    // A binary with no environment (git) stores no secret.
+    let git = talon_store::CliCredentialSpec {
+        binary_name: "git".into(),
+        binary_path: "/usr/bin/git".into(),
+        ..gh_spec()
+    };
+    store
+        .add_cli_credential(&git, &Default::default())
+        .await
+        .unwrap();
+    store.grant_cli_credential("git", "ops").await.unwrap();
+    assert!(
+        store
+            .credential_for("ops", "git")
+            .await
+            .unwrap()
+            .unwrap()
+            .env
+            .is_empty()
+    );
+    assert!(store.secret("cli-credential/git").await.unwrap().is_none());
+
+    // A missing environment fails closed instead of running the binary without it.
+    store.delete_secret("cli-credential/gh").await.unwrap();
+    let err = store
+        .credential_for("ops", "gh")
+        .await
+        .expect_err("missing env");
+    assert!(err.to_string().contains("cli-credential/gh"), "{err}");
+    store
+        .update_cli_credential(&changed, Some(&env2))
+        .await
+        .unwrap();
+
+    // Removal takes the grants and the secret with it.
+    assert!(store.remove_cli_credential("gh").await.unwrap());
+    assert!(!store.remove_cli_credential("gh").await.unwrap());
+    assert!(store.secret("cli-credential/gh").await.unwrap().is_none());
+    assert!(store.credential_for("ops", "gh").await.unwrap().is_none());
+    assert_eq!(
+        store.cli_binaries_granted_to("ops").await.unwrap(),
+        vec!["git"]
+    );
+    let names: Vec<_> = store
+        .cli_credentials()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.spec.binary_name)
+        .collect();
+    assert_eq!(names, vec!["git"]);
 }

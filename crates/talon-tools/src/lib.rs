@@ -56,6 +56,10 @@ pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(
     registry.register(runtime::process::Process {
         shell: Arc::clone(&shell),
     })?;
+    registry.register(runtime::credentialed_exec::CredentialedExec {
+        fs: Arc::clone(&fs),
+        shell: Arc::clone(&shell),
+    })?;
     registry.register(claude_code::bash::Bash::new(
         Arc::clone(&fs),
         Arc::clone(&shell),

@@ -217,7 +217,10 @@ async fn bash_result_shape_and_flags() {
 
 /// The id after `marker` in a tool's text.
 fn id_after(text: &str, marker: &str) -> String {
-    let at = text.find(marker).unwrap_or_else(|| panic!("{marker:?} in {text}")) + marker.len();
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker:?} in {text}"))
+        + marker.len();
     text[at..]
         .chars()
         .take_while(char::is_ascii_hexdigit)
@@ -237,13 +240,17 @@ async fn bash_background_tasks_are_read_and_stopped_with_the_task_tools() {
     let id = id_after(&out.for_llm, "Command running in background with ID: ");
     assert_eq!(id.len(), 8, "{}", out.for_llm);
     assert!(
-        out.for_llm
-            .ends_with(&format!("Output is being written to: .talon-tasks/{id}.output")),
+        out.for_llm.ends_with(&format!(
+            "Output is being written to: .talon-tasks/{id}.output"
+        )),
         "{}",
         out.for_llm
     );
     let out = e
-        .call("TaskOutput", json!({"task_id": id, "block": true, "timeout": 20000}))
+        .call(
+            "TaskOutput",
+            json!({"task_id": id, "block": true, "timeout": 20000}),
+        )
         .await;
     assert!(!out.is_error, "{}", out.for_llm);
     assert_eq!(
@@ -261,19 +268,35 @@ async fn bash_background_tasks_are_read_and_stopped_with_the_task_tools() {
     assert_eq!(out.for_llm, e.ws.display().to_string());
 
     let out = e
-        .call("Bash", json!({"command": "echo tick; sleep 60", "run_in_background": true}))
+        .call(
+            "Bash",
+            json!({"command": "echo tick; sleep 60", "run_in_background": true}),
+        )
         .await;
     let id = id_after(&out.for_llm, "with ID: ");
     let out = e
         .call("TaskOutput", json!({"bash_id": id, "block": false}))
         .await;
-    assert!(out.for_llm.starts_with(&format!("Task {id} (status: running):")), "{}", out.for_llm);
+    assert!(
+        out.for_llm
+            .starts_with(&format!("Task {id} (status: running):")),
+        "{}",
+        out.for_llm
+    );
     let out = e.call_in("other", "TaskStop", json!({"task_id": id})).await;
-    assert!(out.is_error && out.for_llm.contains("no background command"), "{}", out.for_llm);
+    assert!(
+        out.is_error && out.for_llm.contains("no background command"),
+        "{}",
+        out.for_llm
+    );
     let out = e.call("TaskStop", json!({"shell_id": id})).await;
     assert_eq!(out.for_llm, format!("Task {id} stopped successfully."));
     let out = e.call("TaskStop", json!({"task_id": id})).await;
-    assert!(out.is_error && out.for_llm.contains("is not running (stopped)"), "{}", out.for_llm);
+    assert!(
+        out.is_error && out.for_llm.contains("is not running (stopped)"),
+        "{}",
+        out.for_llm
+    );
 }
 
 #[tokio::test]
@@ -288,32 +311,67 @@ async fn exec_background_processes_are_managed_with_the_process_tool() {
     assert!(!out.is_error, "{}", out.for_llm);
     let id = id_after(&out.for_llm, "Started background process ");
     let out = e.call("process", json!({"action": "list"})).await;
-    assert!(out.for_llm.starts_with(&format!("{id}  running  ")), "{}", out.for_llm);
-    let out = e.call_in("other", "process", json!({"action": "list"})).await;
+    assert!(
+        out.for_llm.starts_with(&format!("{id}  running  ")),
+        "{}",
+        out.for_llm
+    );
+    let out = e
+        .call_in("other", "process", json!({"action": "list"}))
+        .await;
     assert_eq!(out.for_llm, "No background processes in this session.");
     let out = e
-        .call("process", json!({"action": "write", "id": id, "data": "one\ntwo\n", "eof": true}))
+        .call(
+            "process",
+            json!({"action": "write", "id": id, "data": "one\ntwo\n", "eof": true}),
+        )
         .await;
-    assert_eq!(out.for_llm, format!("Wrote 8 bytes to process {id} and closed its input."));
+    assert_eq!(
+        out.for_llm,
+        format!("Wrote 8 bytes to process {id} and closed its input.")
+    );
     let out = e
-        .call("process", json!({"action": "output", "id": id, "timeout": 20}))
+        .call(
+            "process",
+            json!({"action": "output", "id": id, "timeout": 20}),
+        )
         .await;
     assert!(
         out.for_llm.ends_with("got:one\ngot:two\nbye") && out.for_llm.contains("(completed, "),
         "{}",
         out.for_llm
     );
-    let out = e.call("process", json!({"action": "output", "id": id})).await;
+    let out = e
+        .call("process", json!({"action": "output", "id": id}))
+        .await;
     assert!(out.for_llm.ends_with("(no new output)"), "{}", out.for_llm);
 
     let out = e
-        .call("exec", json!({"command": "sleep 60 & sleep 60", "background": true}))
+        .call(
+            "exec",
+            json!({"command": "sleep 60 & sleep 60", "background": true}),
+        )
         .await;
     let id = id_after(&out.for_llm, "Started background process ");
     let out = e.call("process", json!({"action": "kill", "id": id})).await;
-    assert!(out.for_llm.starts_with(&format!("Process {id} stopped after ")), "{}", out.for_llm);
+    assert!(
+        out.for_llm
+            .starts_with(&format!("Process {id} stopped after ")),
+        "{}",
+        out.for_llm
+    );
     let out = e.call("process", json!({"action": "output"})).await;
-    assert!(out.is_error && out.for_llm.contains("id is required"), "{}", out.for_llm);
-    let out = e.call("process", json!({"action": "output", "id": "nope"})).await;
-    assert!(out.is_error && out.for_llm.contains("no background command \"nope\""), "{}", out.for_llm);
+    assert!(
+        out.is_error && out.for_llm.contains("id is required"),
+        "{}",
+        out.for_llm
+    );
+    let out = e
+        .call("process", json!({"action": "output", "id": "nope"}))
+        .await;
+    assert!(
+        out.is_error && out.for_llm.contains("no background command \"nope\""),
+        "{}",
+        out.for_llm
+    );
 }

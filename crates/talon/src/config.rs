@@ -38,8 +38,23 @@ pub struct Config {
 pub struct ExecSection {
     /// `all` (default), `non-main` (every agent but main/default) or `off` (on the host).
     pub sandbox: String,
-    /// Sandboxed commands get a network (off by default).
-    pub network: bool,
+    /// The sandbox backend: `auto` (default: bubblewrap, else Landlock), `bubblewrap`,
+    /// `landlock` or `docker`.
+    pub backend: String,
+    /// `[exec.docker]`: the Docker backend's container settings (GoClaw's names and defaults).
+    pub docker: talon_exec::sandbox::docker::DockerSettings,
+    /// What sandboxed commands reach: `"off"` (the default, no network), `"proxy"` (only
+    /// `allowed_domains`, through Talon's filtering proxy) or `"host"` (the host's network,
+    /// unfiltered). `true` is refused as ambiguous; `false` means `"off"`.
+    pub network: NetworkSetting,
+    /// Proxy mode: domain patterns commands may reach (`example.com`, `*.example.com`,
+    /// `.example.com`, an IP literal; `["*"]` for every public host).
+    pub allowed_domains: Vec<String>,
+    /// Proxy mode: domain patterns refused even when allowed.
+    pub denied_domains: Vec<String>,
+    /// Proxy mode: non-public address ranges made reachable (an intranet, `127.0.0.1/32`);
+    /// cloud metadata addresses stay unreachable whatever is listed.
+    pub allowed_cidrs: Vec<String>,
     /// Environment variables passed to commands besides PATH, HOME, LANG, TERM, USER, …
     pub env_passthrough: Vec<String>,
     /// Writable directories besides the call's workspace.
@@ -48,6 +63,11 @@ pub struct ExecSection {
     pub memory_mb: u64,
     pub cpu_secs: u64,
     pub file_size_mb: u64,
+    /// `[exec.approvals]`: when commands run without a person (GoClaw's modes, Claude Code's
+    /// rules, deny groups).
+    pub approvals: crate::exec_policy::ApprovalSettings,
+    /// `[exec.agents.<name>]`: one agent's approval settings over `[exec.approvals]`.
+    pub agents: std::collections::HashMap<String, crate::exec_policy::ApprovalSettings>,
 }
 
 impl Default for ExecSection {
@@ -55,25 +75,101 @@ impl Default for ExecSection {
         let limits = talon_exec::Limits::default();
         Self {
             sandbox: "all".into(),
-            network: false,
+            backend: "auto".into(),
+            docker: Default::default(),
+            network: NetworkSetting::default(),
+            allowed_domains: Vec::new(),
+            denied_domains: Vec::new(),
+            allowed_cidrs: Vec::new(),
             env_passthrough: Vec::new(),
             writable_roots: Vec::new(),
             memory_mb: limits.memory_mb,
             cpu_secs: limits.cpu_secs,
             file_size_mb: limits.file_size_mb,
+            approvals: Default::default(),
+            agents: Default::default(),
         }
     }
 }
 
+/// `[exec] network`: a mode name, or the boolean of earlier versions.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum NetworkSetting {
+    Flag(bool),
+    Mode(String),
+}
+
+impl Default for NetworkSetting {
+    fn default() -> Self {
+        Self::Mode("off".into())
+    }
+}
+
 impl ExecSection {
+    /// The network mode; proxy mode's lists are parsed and checked here, so a bad pattern stops
+    /// Talon at startup naming its key.
+    fn network_mode(&self) -> Result<talon_exec::NetworkMode, ConfigError> {
+        let lists = talon_exec::NetworkLists {
+            allowed_domains: self.allowed_domains.clone(),
+            denied_domains: self.denied_domains.clone(),
+            allowed_cidrs: self.allowed_cidrs.clone(),
+        };
+        let mode = match &self.network {
+            NetworkSetting::Flag(false) => "off",
+            NetworkSetting::Flag(true) => {
+                return Err(ConfigError(
+                    "exec.network: `true` no longer says which network: use \"proxy\" (only allowed_domains, \
+                     through Talon's filtering proxy) or \"host\" (the host's network, unfiltered)"
+                        .into(),
+                ));
+            }
+            NetworkSetting::Mode(mode) => mode.as_str(),
+        };
+        let configured = |e: talon_exec::NetworkPolicyError| ConfigError(format!("exec.{e}"));
+        match mode {
+            "proxy" => Ok(talon_exec::NetworkMode::Proxy(std::sync::Arc::new(
+                talon_exec::NetworkPolicy::from_lists(&lists).map_err(configured)?,
+            ))),
+            "off" | "host" => {
+                // The lists only apply to the proxy; still reject typos before they matter.
+                let mut check = lists;
+                if check.allowed_domains.is_empty() {
+                    check.allowed_domains.push("*".into());
+                }
+                talon_exec::NetworkPolicy::from_lists(&check).map_err(configured)?;
+                Ok(if mode == "off" {
+                    talon_exec::NetworkMode::Off
+                } else {
+                    talon_exec::NetworkMode::Host
+                })
+            }
+            other => Err(ConfigError(format!(
+                "exec.network: unknown mode {other:?}: use \"off\" (the default), \"proxy\" or \"host\""
+            ))),
+        }
+    }
+
     /// The shell settings; `hidden` are paths commands must not see (data dir, config file).
     pub fn shell(&self, hidden: Vec<PathBuf>) -> Result<talon_exec::ShellConfig, ConfigError> {
         let mode = self
             .sandbox
             .parse()
             .map_err(|e| ConfigError(format!("exec.sandbox: {e}")))?;
+        let backend = self
+            .backend
+            .parse()
+            .map_err(|e| ConfigError(format!("exec.backend: {e}")))?;
+        self.docker.validate().map_err(ConfigError)?;
         let env = talon_exec::ChildEnv::with_extra(&self.env_passthrough)
             .map_err(|e| ConfigError(e.to_string()))?;
+        let network = self.network_mode()?;
+        if mode == talon_exec::SandboxMode::Off && !network.is_off() {
+            tracing::warn!(
+                network = network.name(),
+                "exec.network has no effect with exec.sandbox = \"off\": commands run on the host with its network"
+            );
+        }
         Ok(talon_exec::ShellConfig {
             mode,
             env,
@@ -85,7 +181,10 @@ impl ExecSection {
             },
             hidden,
             extra_writable: self.writable_roots.clone(),
-            network: self.network,
+            network,
+            helper: None,
+            backend,
+            docker: self.docker.clone(),
         })
     }
 }

@@ -3,6 +3,8 @@
 mod audit;
 mod commands;
 mod config;
+mod exec_policy;
+mod prompt;
 mod runtime;
 mod server_ips;
 mod store;
@@ -76,6 +78,14 @@ enum Command {
         #[command(subcommand)]
         command: SecretsCommand,
     },
+    /// Register CLIs (gh, aws, …) that agents run with stored credentials, and grant them.
+    CliCredentials {
+        #[command(subcommand)]
+        command: commands::cli_credentials::CliCredentialsCommand,
+    },
+    /// Which sandbox backends work on this host, which one is active, and how to fix the others.
+    /// Exit 0 when the configured backend works, 1 otherwise.
+    Doctor,
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,6 +184,39 @@ fn init_logging(default: &str) {
 }
 
 fn main() -> ExitCode {
+    // Inside a proxy-mode sandbox: the network bridge that runs the command (internal, see
+    // talon_exec::sandbox::network; no configuration exists in there to read).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == talon_exec::sandbox::HELPER_SUBCOMMAND)
+    {
+        return ExitCode::from(talon_exec::sandbox::helper_main(
+            args.get(2..).unwrap_or_default(),
+        ));
+    }
+    // The Landlock backend's wrapper: confines itself, then executes the command (internal,
+    // see talon_exec::sandbox::landlock; before the CLI, the configuration and any thread).
+    if args
+        .get(1)
+        .is_some_and(|a| talon_exec::sandbox::landlock::is_helper(a))
+    {
+        return commands::sandbox_landlock::run(args.get(2..).unwrap_or_default());
+    }
+    // Inside a session sandbox: the init that runs the session's commands (internal; never
+    // typed by a person, so it bypasses the CLI and the async runtime).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "__sandbox-init")
+    {
+        return match talon_exec::session::init::serve() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("talon sandbox init: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let cli = Cli::parse();
     init_logging(if matches!(cli.command, Command::Serve { .. }) {
         "info"

@@ -5,6 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use talon_core::approvals::{Approvals, Prompter, Remember};
+use talon_tools::runtime::approvals::ExecApprovals;
+use talon_core::events::EventBus;
 use talon_core::hooks::{CommandHook, HookEvent, HookMatcher, Hooks};
 use talon_core::permission::PermissionMode;
 use talon_core::policy::PolicyEngine;
@@ -23,6 +26,8 @@ pub struct Runtime {
     pub store: Store,
     pub callers: Callers,
     pub data_dir: PathBuf,
+    /// Calls waiting for a person's approval (the pipeline's approver).
+    pub approvals: Arc<Approvals>,
     audit: Arc<crate::audit::StoreAudit>,
 }
 
@@ -53,6 +58,10 @@ pub struct Overrides {
     pub default_mode: PermissionMode,
     /// `--data-dir`, if given (denied to the file tools).
     pub data_dir: Option<PathBuf>,
+    /// Ask approvals at the terminal (`/dev/tty`) when there is one.
+    pub prompt_on_tty: bool,
+    /// Approval requests can be answered over HTTP (`talon serve`'s `/v1/approvals`).
+    pub serves_approvals: bool,
 }
 
 /// Why the runtime could not be built.
@@ -109,7 +118,12 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         config.tools.profile = Some(profile.clone());
     }
     let data_dir = crate::config::data_dir(overrides.data_dir.as_deref());
-    let (mode, policy, shell) = validate(&config, &overrides, &data_dir)?;
+    let Validated {
+        mode,
+        policy,
+        shell,
+        exec_policies,
+    } = validate(&config, &overrides, &data_dir)?;
     let store = crate::store::open(&config, &data_dir)
         .await
         .map_err(BuildError::Store)?;
@@ -124,7 +138,29 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     };
     talon_tools::register_builtin(&registry, &builtin)
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
+    let events = EventBus::default();
+    let mut approvals = Approvals::new(events.clone());
+    let prompter = overrides
+        .prompt_on_tty
+        .then(crate::prompt::TtyPrompter::detect)
+        .flatten();
+    let can_ask = prompter.is_some() || overrides.serves_approvals;
+    if let Some(prompter) = prompter {
+        approvals = approvals.with_prompter(Arc::new(prompter) as Arc<dyn Prompter>);
+    }
+    let (exec_defaults, exec_agents) = exec_policies;
+    let exec_approvals = Arc::new(
+        ExecApprovals::new(exec_defaults, exec_agents, can_ask)
+            .with_store(store.clone())
+            .await
+            .map_err(|e| BuildError::Store(format!("loading allowed commands: {e}")))?,
+    );
+    approvals = approvals.with_remember(Arc::clone(&exec_approvals) as Arc<dyn Remember>);
+    let approvals = Arc::new(approvals);
     let mut builder = Pipeline::builder(registry)
+        .events(events)
+        .approver(Arc::clone(&approvals) as Arc<dyn talon_core::permission::Approver>)
+        .permission_checker(exec_approvals as Arc<dyn talon_core::permission::PermissionChecker>)
         .policy(policy)
         .rate_limiter(RateLimiter::new(
             config.tools.rate_limit_per_hour,
@@ -188,6 +224,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         store,
         callers,
         data_dir,
+        approvals,
         audit,
     })
 }
@@ -198,8 +235,18 @@ fn validate(
     config: &Config,
     overrides: &Overrides,
     data_dir: &std::path::Path,
-) -> Result<(PermissionMode, PolicyEngine, talon_exec::ShellConfig), ConfigError> {
+) -> Result<Validated, ConfigError> {
     let mut problems = Vec::new();
+    let exec_policies = match crate::exec_policy::policies(
+        &config.exec.approvals,
+        &config.exec.agents,
+    ) {
+        Ok(policies) => Some(policies),
+        Err(mistakes) => {
+            problems.extend(mistakes);
+            None
+        }
+    };
     for (flag, dir) in [
         ("--workspace", overrides.workspace.as_ref()),
         (
@@ -246,19 +293,40 @@ fn validate(
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
         .collect();
     let shell = match config.exec.shell(hidden) {
-        Ok(shell) => Some(shell),
+        Ok(mut shell) => {
+            // This binary runs the init of session sandboxes.
+            shell.helper = std::env::current_exe().ok();
+            Some(shell)
+        }
         Err(e) => {
             problems.push(e.0);
             None
         }
     };
-    match (mode, policy, shell, problems.is_empty()) {
-        (Some(mode), Some(policy), Some(shell), true) => Ok((mode, policy, shell)),
+    match (mode, policy, shell, exec_policies, problems.is_empty()) {
+        (Some(mode), Some(policy), Some(shell), Some(exec_policies), true) => Ok(Validated {
+            mode,
+            policy,
+            shell,
+            exec_policies,
+        }),
         _ => Err(ConfigError(format!(
             "invalid configuration: {}",
             problems.join("; ")
         ))),
     }
+}
+
+/// The configuration, checked and turned into what the runtime is built from.
+struct Validated {
+    mode: PermissionMode,
+    policy: PolicyEngine,
+    shell: talon_exec::ShellConfig,
+    /// Shell approval settings: every agent's defaults, and the configured agents' own.
+    exec_policies: (
+        talon_tools::runtime::approvals::AgentExecPolicy,
+        std::collections::HashMap<String, talon_tools::runtime::approvals::AgentExecPolicy>,
+    ),
 }
 
 /// Creates the default agent and the configured ones on first start, and checks `--agent`.

@@ -45,7 +45,11 @@ fn migrate_status_and_up() {
         "{stdout}"
     );
     let (code, stdout, _) = run(home.path(), &["migrate", "up"], None);
-    assert_eq!((code, stdout.trim()), (0, "applied: 1"));
+    let all: Vec<String> = talon_store::MIGRATIONS
+        .iter()
+        .map(|m| format!("applied: {}", m.version))
+        .collect();
+    assert_eq!((code, stdout.trim()), (0, all.join("\n").as_str()));
     let (_, stdout, _) = run(home.path(), &["migrate", "up"], None);
     assert_eq!(stdout.trim(), "up to date");
 }

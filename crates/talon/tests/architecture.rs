@@ -37,7 +37,8 @@ fn crates_depend_only_on_lower_layers() {
     let allowed: &[(&str, &[&str])] = &[
         ("talon-core", &[]),
         ("talon-fs", &[]),
-        ("talon-exec", &[]),
+        ("talon-net", &[]),
+        ("talon-exec", &["talon-net"]),
         ("talon-store", &[]),
         (
             "talon-tools",

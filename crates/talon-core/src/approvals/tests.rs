@@ -69,7 +69,11 @@ async fn an_answer_through_resolve_releases_the_call_and_is_announced() {
     let broker = Arc::new(Approvals::new(events));
     answer_when_pending(Arc::clone(&broker), Resolution::AllowOnce);
     let (spec, ctx, input) = (spec(), ctx(), json!({"command": "make deploy"}));
-    let request = PermissionRequest { spec: &spec, input: &input, ctx: &ctx };
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+    };
     assert_eq!(broker.approve(&request, "high risk").await, Approval::Allow);
     assert!(broker.pending().is_empty());
     match rx.recv().await.expect("requested") {
@@ -93,12 +97,19 @@ async fn an_answer_through_resolve_releases_the_call_and_is_announced() {
 async fn no_answer_in_time_is_a_denial() {
     let broker = Approvals::new(EventBus::default()).with_timeout(Duration::from_millis(50));
     let (spec, ctx, input) = (spec(), ctx(), json!({"command": "x"}));
-    let request = PermissionRequest { spec: &spec, input: &input, ctx: &ctx };
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+    };
     match broker.approve(&request, "r").await {
         Approval::Deny(message) => assert!(message.contains("nobody answered"), "{message}"),
         Approval::Allow => panic!("a timeout must deny"),
     }
-    assert!(broker.pending().is_empty(), "the request is gone after its timeout");
+    assert!(
+        broker.pending().is_empty(),
+        "the request is gone after its timeout"
+    );
 }
 
 #[tokio::test]
@@ -109,19 +120,31 @@ async fn allow_always_remembers_the_key_for_the_agent() {
     );
     answer_when_pending(Arc::clone(&broker), Resolution::AllowAlways);
     let (spec, ctx, input) = (spec(), ctx(), json!({"command": " git push "}));
-    let request = PermissionRequest { spec: &spec, input: &input, ctx: &ctx };
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+    };
     assert_eq!(broker.approve(&request, "r").await, Approval::Allow);
     let stored = memory.stored.lock().expect("lock").clone();
-    assert_eq!(stored, vec![(Some("ops".to_string()), "git push".to_string())]);
+    assert_eq!(
+        stored,
+        vec![(Some("ops".to_string()), "git push".to_string())]
+    );
 }
 
 #[tokio::test]
 async fn allow_always_is_refused_when_nothing_can_be_remembered() {
-    let broker = Arc::new(Approvals::new(EventBus::default()).with_timeout(Duration::from_millis(300)));
+    let broker =
+        Arc::new(Approvals::new(EventBus::default()).with_timeout(Duration::from_millis(300)));
     let waiter = Arc::clone(&broker);
     let task = tokio::spawn(async move {
         let (spec, ctx, input) = (spec(), ctx(), json!({"path": "x"}));
-        let request = PermissionRequest { spec: &spec, input: &input, ctx: &ctx };
+        let request = PermissionRequest {
+            spec: &spec,
+            input: &input,
+            ctx: &ctx,
+        };
         waiter.approve(&request, "r").await
     });
     let id = loop {
@@ -135,7 +158,12 @@ async fn allow_always_is_refused_when_nothing_can_be_remembered() {
         Err(ResolveError::CannotRemember(id.clone()))
     );
     broker
-        .resolve(&id, Resolution::Deny { reason: Some("not today".into()) })
+        .resolve(
+            &id,
+            Resolution::Deny {
+                reason: Some("not today".into()),
+            },
+        )
         .expect("denied");
     match task.await.expect("joined") {
         Approval::Deny(message) => assert!(message.contains("not today"), "{message}"),
@@ -152,12 +180,14 @@ async fn a_prompter_can_answer_and_a_silent_one_leaves_it_to_others() {
     let broker = Approvals::new(EventBus::default())
         .with_prompter(Arc::new(Says(Some(Resolution::AllowOnce))));
     let (spec, ctx, input) = (spec(), ctx(), json!({"command": "x"}));
-    let request = PermissionRequest { spec: &spec, input: &input, ctx: &ctx };
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+    };
     assert_eq!(broker.approve(&request, "r").await, Approval::Allow);
 
-    let broker = Arc::new(
-        Approvals::new(EventBus::default()).with_prompter(Arc::new(Says(None))),
-    );
+    let broker = Arc::new(Approvals::new(EventBus::default()).with_prompter(Arc::new(Says(None))));
     answer_when_pending(Arc::clone(&broker), Resolution::Deny { reason: None });
     match broker.approve(&request, "r").await {
         Approval::Deny(message) => assert!(message.contains("a person refused it"), "{message}"),

@@ -489,19 +489,21 @@ impl Pipeline {
             ctx,
         };
         let mode = ctx.permission_mode;
+        let checked = self.checker.as_ref().and_then(|c| c.check(&request));
+        // A checker's deny (a deny rule, a deny group) holds in every mode, bypassPermissions
+        // and a hook's allow included: those waive asking, not refusals.
+        if let Some(Decision::Deny(message)) = checked {
+            return Err((FailedStage::Permission, message));
+        }
         let mut decision = match hook_permission {
             Some(HookPermission::Allow) => Decision::Allow,
             _ => match mode {
                 PermissionMode::BypassPermissions | PermissionMode::Plan => {
                     mode_decision(mode, spec, false)
                 }
-                _ => self
-                    .checker
-                    .as_ref()
-                    .and_then(|c| c.check(&request))
-                    .unwrap_or_else(|| {
-                        mode_decision(mode, spec, self.auto_allow.contains(&spec.name))
-                    }),
+                _ => checked.unwrap_or_else(|| {
+                    mode_decision(mode, spec, self.auto_allow.contains(&spec.name))
+                }),
             },
         };
         if hook_permission == Some(HookPermission::Ask)

@@ -16,20 +16,26 @@
 
 pub mod approval;
 pub mod deny;
+mod options;
 mod parse;
+mod patterns;
+mod patterns_misc;
 mod render;
 pub mod rules;
+mod special;
+mod walk;
 mod words;
 mod wrappers;
 
-pub use approval::{Ask, Decision, ExecApprovalConfig, Security};
+pub use approval::{ApprovalContext, Ask, Decision, ExecApprovalConfig, Security, decide};
 pub use deny::{DenyConfigError, DenyGroups, DenyHit};
-pub use rules::{Rule, RuleError, RuleSet, normalise};
+pub use rules::{Rule, RuleError, RuleSet, RuleVerdict, always_allow_key, normalise};
 pub use words::{basename, shell_quote};
 
-/// At most this many segments; a longer script is unknown (a flood of commands must not turn a
-/// deny into an ask, or hide one command among many).
-pub const MAX_SEGMENTS: usize = 256;
+/// At most this many segments; a longer script is unknown, so a flood of commands can never
+/// turn a refusal into an approval or hide a command past the limit (deny hits before the limit
+/// still refuse). A realistic 10 KiB script has about 300.
+pub const MAX_SEGMENTS: usize = 512;
 /// At most this many nested scripts (`sh -c "sh -c '…'"`, `eval`, here-documents fed to a shell).
 pub const MAX_SCRIPT_DEPTH: usize = 8;
 /// At most this many wrappers around one command (`env nice timeout sudo …`).

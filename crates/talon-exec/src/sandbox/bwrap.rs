@@ -1,13 +1,14 @@
 //! The bubblewrap backend: a read-only view of the host, the writable roots bound read-write,
 //! protected paths inside them bound read-only again, Talon's own state hidden, a private `/tmp`,
-//! and new PID, IPC, UTS, cgroup, user and (unless the network is on) network namespaces.
+//! and new PID, IPC, UTS, cgroup, user and (unless the network mode is `host`) network namespaces.
 //!
 //! The command runs under the seccomp filter of [`super::seccomp`], which bwrap installs right
 //! before executing it, read from a memfd the child inherits (`--seccomp FD`).
 //!
 //! Mount order matters (later mounts cover earlier ones): `/` read-only, `/dev`, `/proc`, a
 //! private `/tmp`, then the writable roots (so a workspace under `/tmp` is still reachable), then
-//! the protected paths, then the hidden ones.
+//! the protected paths, then the hidden ones, then (proxy mode) the network helper and the
+//! proxy's socket (see [`super::network`]).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::protected::{Protection, protected_paths};
-use super::{Placeholders, Policy, Sandbox, SandboxError, Wrapped, seccomp};
+use super::{Network, Placeholders, Policy, Sandbox, SandboxError, Wrapped, seccomp};
 
 /// A working `bwrap` binary.
 #[derive(Debug, Clone)]
@@ -84,6 +85,18 @@ fn push(args: &mut Vec<OsString>, items: &[&str]) {
     args.extend(items.iter().map(OsString::from));
 }
 
+/// Hides `path`: an empty tmpfs over a directory, `/dev/null` over a file.
+fn hide(args: &mut Vec<OsString>, path: &Path) {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            args.push("--tmpfs".into());
+            args.push(path.into());
+        }
+        Ok(_) => push_mount(args, "--ro-bind", Path::new("/dev/null"), path),
+        Err(_) => {}
+    }
+}
+
 fn push_mount(args: &mut Vec<OsString>, flag: &str, src: &Path, dest: &Path) {
     args.push(flag.into());
     args.push(src.into());
@@ -101,13 +114,13 @@ impl Sandbox for Bubblewrap {
         cwd: &Path,
         argv: &[OsString],
     ) -> Result<Wrapped, SandboxError> {
-        let filter = Arc::new(seccomp::filter_fd(policy.network)?);
+        let filter = Arc::new(seccomp::filter_fd(policy.network.allows_inet())?);
         let mut args: Vec<OsString> = vec![self.program.clone().into()];
         push(
             &mut args,
             &["--new-session", "--die-with-parent", "--unshare-all"],
         );
-        if policy.network {
+        if policy.network == Network::Host {
             push(&mut args, &["--share-net"]);
         }
         push(
@@ -129,6 +142,14 @@ impl Sandbox for Bubblewrap {
             ],
         );
         let mut placeholders = Placeholders::default();
+        // A hidden directory that holds a writable root (the gateway's per-agent workspaces
+        // live in the data directory) is hidden first, so the root bound after it stays
+        // reachable while everything else in it stays hidden.
+        let holds_a_root =
+            |hidden: &Path| policy.writable_roots.iter().any(|root| root.starts_with(hidden));
+        for hidden in policy.hidden.iter().filter(|h| holds_a_root(h)) {
+            hide(&mut args, hidden);
+        }
         for root in &policy.writable_roots {
             if !root.is_dir() {
                 return Err(SandboxError::Policy(format!(
@@ -142,6 +163,7 @@ impl Sandbox for Bubblewrap {
             for protection in protected_paths(root) {
                 match protection {
                     Protection::ReadOnly(path) => push_mount(&mut args, "--ro-bind", &path, &path),
+                    Protection::Pin(_) if policy.skip_pins => {}
                     Protection::Pin(path) => {
                         push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), &path);
                         placeholders.0.push(path);
@@ -149,24 +171,97 @@ impl Sandbox for Bubblewrap {
                 }
             }
         }
-        for hidden in &policy.hidden {
-            match std::fs::metadata(hidden) {
-                Ok(meta) if meta.is_dir() => {
-                    args.push("--tmpfs".into());
-                    args.push(hidden.into());
-                }
-                Ok(_) => push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), hidden),
-                Err(_) => {}
-            }
+        // The other hidden paths go last, so a hidden path inside a writable root stays hidden.
+        for hidden in policy.hidden.iter().filter(|h| !holds_a_root(h)) {
+            hide(&mut args, hidden);
         }
+        args.extend(policy.network.mounts());
         args.push("--chdir".into());
         args.push(cwd.into());
         args.push("--".into());
-        args.extend(argv.iter().cloned());
+        args.extend(policy.network.command(argv));
         Ok(Wrapped {
             argv: args,
             pass_fds: vec![filter],
             placeholders,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::network;
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn wrap(network: Network) -> (Vec<String>, tempfile::TempDir) {
+        let ws = tempfile::tempdir().expect("workspace");
+        let bwrap = Bubblewrap {
+            program: "/usr/bin/bwrap".into(),
+        };
+        let policy = Policy {
+            writable_roots: vec![ws.path().to_path_buf()],
+            hidden: vec![ws.path().join("absent")],
+            network,
+            ..Policy::default()
+        };
+        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), "true".into()];
+        let wrapped = bwrap.wrap(&policy, ws.path(), &argv).expect("wraps");
+        wrapped.placeholders.remove();
+        (strings(&wrapped.argv), ws)
+    }
+
+    fn position(args: &[String], window: &[&str]) -> Option<usize> {
+        args.windows(window.len()).position(|w| w == window)
+    }
+
+    #[test]
+    fn proxy_mode_mounts_the_socket_and_starts_the_helper() {
+        let (args, _ws) = wrap(Network::Proxy {
+            socket: "/run/talon-net-1/proxy.sock".into(),
+            helper: "/usr/local/bin/talon".into(),
+        });
+        assert!(!args.contains(&"--share-net".to_string()), "{args:?}");
+        let tmp = position(&args, &["--tmpfs", "/tmp"]).expect("private /tmp");
+        let socket = position(
+            &args,
+            &[
+                "--bind",
+                "/run/talon-net-1/proxy.sock",
+                network::SOCKET_IN_SANDBOX,
+            ],
+        )
+        .expect("the socket is mounted");
+        let helper = position(
+            &args,
+            &[
+                "--ro-bind",
+                "/usr/local/bin/talon",
+                network::HELPER_IN_SANDBOX,
+            ],
+        )
+        .expect("the helper is mounted");
+        assert!(tmp < socket && tmp < helper, "{args:?}");
+        let command = position(&args, &["--"]).expect("--");
+        assert!(socket < command && helper < command, "{args:?}");
+        assert_eq!(
+            &args[command + 1..command + 3],
+            [network::HELPER_IN_SANDBOX, network::HELPER_SUBCOMMAND]
+        );
+        assert_eq!(&args[args.len() - 4..], ["--", "/bin/sh", "-c", "true"]);
+    }
+
+    #[test]
+    fn only_host_mode_shares_the_network() {
+        let (args, _ws) = wrap(Network::Host);
+        assert!(args.contains(&"--share-net".to_string()), "{args:?}");
+        let (args, _ws) = wrap(Network::None);
+        assert!(!args.contains(&"--share-net".to_string()), "{args:?}");
+        assert_eq!(&args[args.len() - 4..], ["--", "/bin/sh", "-c", "true"]);
     }
 }

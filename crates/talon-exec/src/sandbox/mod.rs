@@ -6,13 +6,26 @@
 //! configured sandbox cannot start, the call is refused (see [`SandboxError`]); running on the
 //! host happens only when the operator set the mode to `off`, never because a model asked.
 //!
+//! Backends ([`select`]): bubblewrap (namespaces; the strongest), Landlock + seccomp through
+//! Talon's own binary as a helper ([`landlock`]; for hosts without user namespaces, with known
+//! limits), and a Docker container spec ([`docker`]; refuses commands until an engine path
+//! exists).
+//!
 //! Inside the namespaces a seccomp filter (`seccomp.rs`) refuses the system calls that could undo
 //! them: io_uring, ptrace, mounts, new user or mount namespaces, and the socket families the
-//! network mode does not allow.
+//! network mode does not allow. The network itself — none, Talon's filtering proxy, or the
+//! host's — is [`network`]'s business.
 
 mod bwrap;
+mod confine;
+pub mod docker;
+pub mod landlock;
+mod net_helper;
+mod net_session;
+pub mod network;
 mod protected;
 mod seccomp;
+mod select;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -20,7 +33,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use bwrap::Bubblewrap;
-pub use protected::{PROTECTED, protected_paths};
+pub use net_helper::{HELPER_FAILED, helper_main};
+pub use network::{
+    HELPER_SUBCOMMAND, Network, NetworkLists, NetworkMode, NetworkPolicy, NetworkPolicyError,
+    NetworkReport,
+};
+pub use protected::{PROTECTED, Protection, protected_paths};
+pub use seccomp::seccomp_program;
+pub use select::{Backend, Selected, reason, select};
 
 /// Which calls run sandboxed (GoClaw's modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,10 +87,16 @@ pub struct Policy {
     pub writable_roots: Vec<PathBuf>,
     /// Paths the command must not see at all (Talon's data directory and configuration).
     pub hidden: Vec<PathBuf>,
-    /// Whether the command has a network. Off: its own empty network namespace, and the seccomp
-    /// filter refuses every socket but `AF_UNIX` (so a server on loopback inside the sandbox
-    /// needs the network on). On: `AF_INET`/`AF_INET6` and `NETLINK_ROUTE` sockets too.
-    pub network: bool,
+    /// The command's network. [`Network::None`]: its own empty network namespace, and the
+    /// seccomp filter refuses every socket but `AF_UNIX` (so a server on loopback inside the
+    /// sandbox needs another mode). Otherwise `AF_INET`/`AF_INET6` and `NETLINK_ROUTE` sockets
+    /// too: reaching only the sandbox's loopback and the proxy's bridge ([`Network::Proxy`]),
+    /// or the host's network ([`Network::Host`]).
+    pub network: Network,
+    /// Do not pin missing protected names with placeholder files. Session sandboxes set this:
+    /// their mounts outlive a command, and placeholders would sit in the workspace for the
+    /// whole session; they remove what a command created instead (see [`crate::session`]).
+    pub skip_pins: bool,
 }
 
 /// Why a sandboxed command could not be started.
@@ -84,6 +110,10 @@ pub enum SandboxError {
     /// The policy cannot be expressed (a writable root that does not exist, …).
     #[error("sandbox policy error: {0}")]
     Policy(String),
+    /// The configured network mode cannot be set up (no helper program, the proxy cannot
+    /// start). The command is refused rather than run with another network.
+    #[error("sandbox network unavailable: {0}; the command was not run")]
+    Network(String),
 }
 
 /// A way to confine a command.
@@ -114,13 +144,25 @@ pub struct Wrapped {
 /// Empty files the sandbox creates in a writable root to pin a protected name that did not
 /// exist (a `.mcp.json` the command must not create). Removed after the command by
 /// [`Placeholders::remove`] if they are still empty files.
+///
+/// Also the private scratch directories a backend made for the command (Landlock's `TMPDIR`),
+/// removed whole.
 #[derive(Debug, Default)]
 #[must_use = "placeholders must be removed after the command"]
-pub struct Placeholders(pub Vec<PathBuf>);
+pub struct Placeholders(pub Vec<PathBuf>, Vec<PathBuf>);
 
 impl Placeholders {
-    /// Removes the placeholders that are still empty regular files.
+    /// Registers a scratch directory to remove, with its contents, after the command.
+    pub fn scratch(&mut self, dir: PathBuf) {
+        self.1.push(dir);
+    }
+
+    /// Removes the placeholders that are still empty regular files, and the scratch
+    /// directories.
     pub fn remove(self) {
+        for dir in self.1 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         for path in self.0 {
             if let Ok(meta) = std::fs::symlink_metadata(&path)
                 && meta.is_file()

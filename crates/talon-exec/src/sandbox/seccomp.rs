@@ -227,6 +227,14 @@ fn compile(network: bool) -> Result<BpfProgram, String> {
     Ok(program)
 }
 
+/// The compiled filter for `network` (inet sockets allowed or not), for a process that installs
+/// it on itself with `seccompiler::apply_filter`: the Landlock helper, which has no bwrap to
+/// hand it to.
+pub fn seccomp_program(network: bool) -> Result<BpfProgram, SandboxError> {
+    compile(network)
+        .map_err(|e| SandboxError::Unavailable(format!("cannot build the seccomp filter: {e}")))
+}
+
 /// `program` as the kernel's `struct sock_filter` array, the bytes bwrap's `--seccomp` reads.
 fn to_bytes(program: &[sock_filter]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(program.len() * 8);

@@ -19,7 +19,9 @@ use talon_exec::{Ending, Request, Shell};
 
 use crate::fs::workspace::FsConfig;
 use crate::runtime::background::{self, DEFAULT_LIFETIME};
-use crate::runtime::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
+use crate::runtime::{
+    MAX_OUTPUT_CHARS, check_command, ending_line, network_clause, with_network_footer, working_dir,
+};
 use crate::session_map::SessionMap;
 
 /// Default timeout (ms).
@@ -109,13 +111,16 @@ impl Tool for Bash {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "Bash",
-            "Executes a bash command in the workspace and returns its output. The working directory persists \
-             between commands in a session; shell variables and other state do not. Commands run in a \
-             sandbox: the workspace is writable, the rest of the filesystem read-only, there is no network, \
-             and git hooks, shell rc files and agent settings cannot be changed. timeout is in milliseconds \
-             (default 120000, max 600000). Output over 30000 characters is truncated. run_in_background: true \
-             starts the command and returns a task id at once; read its output with TaskOutput and stop it \
-             with TaskStop.",
+            format!(
+                "Executes a bash command in the workspace and returns its output. The working directory \
+                 persists between commands in a session; shell variables and other state do not. Commands run \
+                 in a sandbox: the workspace is writable, the rest of the filesystem read-only, {network}, and \
+                 git hooks, shell rc files and agent settings cannot be changed. timeout is in milliseconds \
+                 (default 120000, max 600000). Output over 30000 characters is truncated. run_in_background: \
+                 true starts the command and returns a task id at once; read its output with TaskOutput and \
+                 stop it with TaskStop.",
+                network = network_clause(&self.shell)
+            ),
             SideEffect::Spawns,
         )
         .in_group("claude_code")
@@ -152,6 +157,7 @@ impl Tool for Bash {
                 cwd: &cwd,
                 workspace: &workspace,
                 agent: ctx.agent_key.as_deref(),
+                session: Some(&ctx.session_key),
                 timeout: DEFAULT_LIFETIME,
             };
             let info = or_error!(background::start(&self.fs, &self.shell, ctx, &request));
@@ -173,6 +179,7 @@ impl Tool for Bash {
             cwd: &cwd,
             workspace: &workspace,
             agent: ctx.agent_key.as_deref(),
+            session: Some(&ctx.session_key),
             timeout,
         };
         let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
@@ -195,6 +202,7 @@ impl Tool for Bash {
             _ => ending_line(&outcome, timeout),
         };
         let text = render(&outcome.stdout.text(), &stderr, ending.as_deref(), &notes);
+        let text = with_network_footer(text, outcome.network.as_ref());
         if outcome.success() {
             ToolOutput::text(text)
         } else {

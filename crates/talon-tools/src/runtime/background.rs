@@ -131,6 +131,9 @@ pub fn read_body(read: &Read, workspace: Option<&Path>) -> String {
     if read.wait_expired {
         parts.push("[still running after the wait; read again later, or stop it]".into());
     }
+    if let Some(report) = &read.network {
+        parts.push(super::network_footer(report));
+    }
     parts.join("\n")
 }
 

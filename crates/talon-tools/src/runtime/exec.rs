@@ -16,7 +16,9 @@ use talon_exec::cap::cap_head_tail;
 use talon_exec::{Request, Shell};
 
 use super::background::{self, DEFAULT_LIFETIME};
-use super::{MAX_OUTPUT_CHARS, check_command, ending_line, working_dir};
+use super::{
+    MAX_OUTPUT_CHARS, check_command, ending_line, network_clause, with_network_footer, working_dir,
+};
 use crate::fs::workspace::FsConfig;
 
 /// Default timeout in seconds (GoClaw's `ExecDefaultTimeoutSeconds`).
@@ -50,7 +52,7 @@ pub struct Exec {
 }
 
 /// GoClaw's result text: stdout, `STDERR:` and stderr, the ending line; or its placeholder.
-fn render(stdout: &str, stderr: &str, ending: Option<&str>) -> String {
+pub(crate) fn render(stdout: &str, stderr: &str, ending: Option<&str>) -> String {
     let mut text = stdout.to_string();
     if !stderr.is_empty() {
         text.push_str("\nSTDERR:\n");
@@ -74,13 +76,16 @@ impl Tool for Exec {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "exec",
-            "Run a shell command (/bin/sh -c) in the workspace and return its output (stdout, then STDERR: and \
-             stderr) and exit code. Commands run in a sandbox: the workspace is writable, the rest of the \
-             filesystem read-only, there is no network, and git hooks, shell rc files and agent settings in \
-             the workspace cannot be changed. working_dir is relative to the workspace; timeout is in seconds \
-             (default 60, max 3600). Output over 30000 characters is truncated: redirect long output to a \
-             file and read it. background: true starts the command and returns its id at once; manage it \
-             with the process tool.",
+            format!(
+                "Run a shell command (/bin/sh -c) in the workspace and return its output (stdout, then STDERR: \
+                 and stderr) and exit code. Commands run in a sandbox: the workspace is writable, the rest of \
+                 the filesystem read-only, {network}, and git hooks, shell rc files and agent settings in the \
+                 workspace cannot be changed. working_dir is relative to the workspace; timeout is in seconds \
+                 (default 60, max 3600). Output over 30000 characters is truncated: redirect long output to a \
+                 file and read it. background: true starts the command and returns its id at once; manage it \
+                 with the process tool.",
+                network = network_clause(&self.shell)
+            ),
             SideEffect::Spawns,
         )
         .in_group("runtime")
@@ -90,6 +95,12 @@ impl Tool for Exec {
         let input = call.input();
         let ctx = call.ctx();
         or_error!(check_command(&input.command));
+        // A command running a CLI with stored credentials granted to this agent runs without a shell.
+        if let Some(output) =
+            super::credentialed_exec::route(&self.fs, &self.shell, ctx, input).await
+        {
+            return output;
+        }
         let (workspace, cwd) = or_error!(working_dir(&self.fs, ctx, input.working_dir.as_deref()));
         let secs = input.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
         if !(1..=MAX_TIMEOUT_SECS).contains(&secs) {
@@ -108,6 +119,7 @@ impl Tool for Exec {
             cwd: &cwd,
             workspace: &workspace,
             agent: ctx.agent_key.as_deref(),
+            session: Some(&ctx.session_key),
             timeout,
         };
         if in_background {
@@ -127,6 +139,7 @@ impl Tool for Exec {
             &outcome.stderr.text(),
             ending.as_deref(),
         );
+        let text = with_network_footer(text, outcome.network.as_ref());
         if outcome.success() {
             ToolOutput::text(text)
         } else {

@@ -22,6 +22,7 @@ pub async fn run(
             agent,
             workspace,
             data_dir,
+            prompt_on_tty: true,
             ..Overrides::default()
         },
     )

@@ -1,7 +1,10 @@
 //! One module per command.
 
 mod admin;
+pub mod cli_credentials;
+mod doctor;
 mod mcp;
+pub mod sandbox_landlock;
 mod serve;
 mod tool;
 mod tools;
@@ -65,6 +68,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Secrets { command } => {
             admin::secrets(config, &data_dir(&cli.data_dir), command).await
         }
+        Command::CliCredentials { command } => {
+            cli_credentials::run(config, &data_dir(&cli.data_dir), command).await
+        }
+        Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)),
     }
 }
 

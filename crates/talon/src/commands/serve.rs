@@ -43,6 +43,7 @@ pub async fn run(
             data_dir,
             workspace,
             per_agent_workspaces: true,
+            serves_approvals: true,
             ..Overrides::default()
         },
     )
@@ -66,14 +67,13 @@ pub async fn run(
         tracing::info!("shutting down");
         signal.cancel();
     });
-    let served = talon_gateway::serve(
-        gateway,
-        Arc::clone(&rt.pipeline),
-        rt.template.clone(),
-        rt.callers.clone(),
-        shutdown,
-    )
-    .await;
+    let services = talon_gateway::Services {
+        pipeline: Arc::clone(&rt.pipeline),
+        template: rt.template.clone(),
+        callers: rt.callers.clone(),
+        approvals: Arc::clone(&rt.approvals),
+    };
+    let served = talon_gateway::serve(gateway, services, shutdown).await;
     rt.shutdown().await;
     match served {
         Ok(()) => ExitCode::SUCCESS,

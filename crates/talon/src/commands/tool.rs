@@ -47,6 +47,7 @@ pub async fn call(
             agent,
             workspace,
             data_dir,
+            prompt_on_tty: true,
             ..Overrides::default()
         },
     )

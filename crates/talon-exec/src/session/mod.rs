@@ -1,0 +1,431 @@
+//! Session sandboxes: one bubblewrap sandbox per session, kept running with a small init
+//! ([`init`]) that runs each command, so the namespaces (the network namespace above all, which
+//! costs milliseconds to create) are set up once per session instead of once per call.
+//!
+//! Same confinement as a sandbox per call: the sandbox is built from the same policy, and it is
+//! rebuilt whenever the protected paths in the workspace change (a `git init` that created
+//! `.git/hooks` gets them bound read-only before the next command runs). Commands run in their
+//! own process groups with the resource limits; on timeout or cancel the group gets SIGTERM,
+//! then SIGKILL after the grace period, and strays are killed when each command ends.
+//!
+//! Bounded: at most [`MAX_SANDBOXES`] at once (the least recently used is closed first), and a
+//! sandbox idle for [`IDLE`] is closed on the next call.
+
+pub mod init;
+pub mod proto;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use self::proto::{Reply, Request};
+use crate::cap::Captured;
+use crate::run::{self, Ending, GRACE, Job, Limits, Outcome, RunError};
+use crate::sandbox::{Placeholders, Protection, protected_paths};
+
+/// Sandboxes kept at once.
+pub const MAX_SANDBOXES: usize = 32;
+/// A sandbox unused this long is closed.
+pub const IDLE: Duration = Duration::from_secs(600);
+
+/// Which sandbox a command may share: same session, agent, workspace and shell settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub session: String,
+    pub agent: Option<String>,
+    pub workspace: PathBuf,
+}
+
+/// The protected paths of a sandbox's writable roots: those that exist are bound read-only in
+/// the sandbox; those that do not ([`Protection::Pin`]) must still not be created.
+fn plan(roots: &[PathBuf]) -> Vec<Protection> {
+    roots
+        .iter()
+        .flat_map(|root| protected_paths(root))
+        .collect()
+}
+
+/// Removes the protected names in `plan` that did not exist when the sandbox was built and
+/// exist now (a command created them), without following symlinks; returns what it removed.
+fn revert_created(plan: &[Protection]) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for protection in plan {
+        let Protection::Pin(path) = protection else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        match gone {
+            Ok(()) => removed.push(path.clone()),
+            Err(e) => {
+                tracing::error!(path = %path.display(), error = %e, "cannot remove a protected path a sandboxed command created")
+            }
+        }
+    }
+    removed
+}
+
+type Waiters = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>>;
+
+#[derive(Debug)]
+enum Event {
+    Output(u8, Vec<u8>),
+    Ended(Ending),
+    Failed(String),
+}
+
+/// One running session sandbox.
+struct Sandbox {
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    waiters: Waiters,
+    alive: Arc<AtomicBool>,
+    next: AtomicU64,
+    roots: Vec<PathBuf>,
+    plan: Vec<Protection>,
+    placeholders: Mutex<Option<Placeholders>>,
+    last_used: Mutex<Instant>,
+    /// The bubblewrap process; killed (and with it the sandbox) when this is dropped.
+    _child: tokio::process::Child,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Some(p) = self
+            .placeholders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            // The sandbox goes with `_child` (kill on drop, die-with-parent); its pins with it.
+            p.remove();
+        }
+    }
+}
+
+type LastWords = Arc<Mutex<Vec<String>>>;
+
+async fn read_replies(
+    stdout: ChildStdout,
+    waiters: Waiters,
+    alive: Arc<AtomicBool>,
+    last_words: LastWords,
+) {
+    let mut input = BufReader::new(stdout);
+    loop {
+        let mut line = String::new();
+        match input.read_line(&mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(reply) = serde_json::from_str::<Reply>(line.trim_end()) else {
+            tracing::warn!(line = %line.trim_end(), "session sandbox: unreadable reply");
+            break;
+        };
+        let (id, event) = match reply {
+            Reply::Output { id, stream, len } => {
+                if len > proto::MAX_FRAME {
+                    break;
+                }
+                let mut payload = vec![0u8; len];
+                if input.read_exact(&mut payload).await.is_err() {
+                    break;
+                }
+                (id, Event::Output(stream, payload))
+            }
+            Reply::Ended { id, code, signal } => {
+                let ending = match (code, signal) {
+                    (Some(code), _) => Ending::Exited(code),
+                    (None, Some(signal)) => Ending::Signaled(signal),
+                    (None, None) => Ending::Signaled(0),
+                };
+                (id, Event::Ended(ending))
+            }
+            Reply::Failed { id, message } => (id, Event::Failed(message)),
+        };
+        let waiter = waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(event);
+        }
+    }
+    alive.store(false, Ordering::Relaxed);
+    // Give the stderr reader a moment to collect the last words.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let words = last_words
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .join("; ");
+    let message = if words.is_empty() {
+        "the session sandbox stopped".to_string()
+    } else {
+        format!("the session sandbox stopped: {words}")
+    };
+    // Every command still waiting learns the sandbox is gone.
+    for (_, waiter) in waiters
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .drain()
+    {
+        let _ = waiter.send(Event::Failed(message.clone()));
+    }
+}
+
+impl Sandbox {
+    /// Starts `job` (bubblewrap around the init) for writable `roots`.
+    fn start(job: &Job, roots: Vec<PathBuf>, placeholders: Placeholders) -> Result<Self, RunError> {
+        let mut started = run::start(job, Stdio::piped())?;
+        let spawn_error = |what: &str| RunError::Spawn {
+            program: "session sandbox".into(),
+            source: std::io::Error::other(format!("no {what} pipe")),
+        };
+        let stdin = started
+            .child
+            .stdin
+            .take()
+            .ok_or_else(|| spawn_error("stdin"))?;
+        let stdout = started
+            .child
+            .stdout
+            .take()
+            .ok_or_else(|| spawn_error("stdout"))?;
+        // What bubblewrap or the init said last: the reason when the sandbox dies.
+        let last_words: LastWords = Arc::default();
+        if let Some(stderr) = started.child.stderr.take() {
+            let last_words = Arc::clone(&last_words);
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::debug!(%line, "session sandbox");
+                    let mut words = last_words.lock().unwrap_or_else(PoisonError::into_inner);
+                    if words.len() >= 5 {
+                        words.remove(0);
+                    }
+                    words.push(line);
+                }
+            });
+        }
+        let waiters: Waiters = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        tokio::spawn(read_replies(
+            stdout,
+            Arc::clone(&waiters),
+            Arc::clone(&alive),
+            last_words,
+        ));
+        let plan = plan(&roots);
+        Ok(Self {
+            stdin: tokio::sync::Mutex::new(stdin),
+            waiters,
+            alive,
+            next: AtomicU64::new(1),
+            roots,
+            plan,
+            placeholders: Mutex::new(Some(placeholders)),
+            last_used: Mutex::new(Instant::now()),
+            _child: started.child,
+        })
+    }
+
+    /// Still running, and built for the protected paths the workspace has now.
+    fn usable(&self) -> bool {
+        self.alive.load(Ordering::Relaxed) && plan(&self.roots) == self.plan
+    }
+
+    async fn send(&self, request: &Request) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut stdin = self.stdin.lock().await;
+        stdin.write_all(&line).await?;
+        stdin.flush().await
+    }
+
+    /// Runs one command in the sandbox.
+    async fn run(&self, command: Command, cancel: &CancellationToken) -> Result<Outcome, RunError> {
+        let begin = Instant::now();
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (sender, mut events) = mpsc::unbounded_channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, sender);
+        let request = Request::Run {
+            id,
+            argv: command.argv,
+            cwd: command.cwd,
+            env: command.env,
+            limits: command.limits,
+        };
+        let failed = |message: String| RunError::Spawn {
+            program: "session sandbox".into(),
+            source: std::io::Error::other(message),
+        };
+        if let Err(e) = self.send(&request).await {
+            self.waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            return Err(failed(format!("cannot reach the session sandbox: {e}")));
+        }
+        let (mut stdout, mut stderr) = (Captured::default(), Captured::default());
+        let mut stopping: Option<(Ending, Instant)> = None;
+        let deadline = tokio::time::Instant::now() + command.timeout;
+        let result = loop {
+            let next_signal = match stopping {
+                None => None,
+                Some((_, since)) => Some(since + GRACE),
+            };
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = tokio::time::sleep_until(deadline), if stopping.is_none() => {
+                    stopping = Some((Ending::TimedOut, Instant::now()));
+                    let _ = self.send(&Request::Signal { id, signal: 15 }).await;
+                    continue;
+                }
+                () = cancel.cancelled(), if stopping.is_none() => {
+                    stopping = Some((Ending::Cancelled, Instant::now()));
+                    let _ = self.send(&Request::Signal { id, signal: 15 }).await;
+                    continue;
+                }
+                () = tokio::time::sleep_until(next_signal.unwrap_or_else(Instant::now).into()), if next_signal.is_some() => {
+                    let _ = self.send(&Request::Signal { id, signal: 9 }).await;
+                    if let Some((ending, _)) = stopping {
+                        // Far in the future: only the end event is awaited now.
+                        stopping = Some((ending, Instant::now() + Duration::from_secs(3600)));
+                    }
+                    continue;
+                }
+            };
+            match event {
+                Some(Event::Output(1, bytes)) => stdout.push(&bytes, command.stream_cap),
+                Some(Event::Output(_, bytes)) => stderr.push(&bytes, command.stream_cap),
+                Some(Event::Ended(ending)) => {
+                    break Ok(stopping.map_or(ending, |(why, _)| why));
+                }
+                Some(Event::Failed(message)) => break Err(failed(message)),
+                None => break Err(failed("the session sandbox stopped".into())),
+            }
+        };
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        for path in revert_created(&self.plan) {
+            let note = format!(
+                "\ntalon: removed {}: sandboxed commands may not create it (it configures tools, \
+                 shells or agents outside the sandbox)\n",
+                path.display()
+            );
+            stderr.push(note.as_bytes(), usize::MAX);
+        }
+        Ok(Outcome {
+            ending: result?,
+            stdout,
+            stderr,
+            elapsed: begin.elapsed(),
+            network: None,
+        })
+    }
+}
+
+/// One command for a session sandbox.
+#[derive(Debug, Clone)]
+pub struct Command {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    pub limits: Limits,
+    pub timeout: Duration,
+    pub stream_cap: usize,
+}
+
+/// The session sandboxes of this process.
+#[derive(Default)]
+pub struct Sessions {
+    sandboxes: tokio::sync::Mutex<HashMap<Key, Arc<Sandbox>>>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+impl Sessions {
+    /// Runs `command` in `key`'s sandbox, starting one (with `start`: the bubblewrap job around
+    /// the init, its writable roots and placeholders) when there is none or the one there no
+    /// longer fits the workspace.
+    pub async fn run<F>(
+        &self,
+        key: Key,
+        start: F,
+        command: Command,
+        cancel: &CancellationToken,
+    ) -> Result<Outcome, crate::ExecError>
+    where
+        F: FnOnce() -> Result<(Job, Vec<PathBuf>, Placeholders), crate::ExecError>,
+    {
+        let sandbox = {
+            let mut sandboxes = self.sandboxes.lock().await;
+            let now = Instant::now();
+            sandboxes.retain(|_, s| {
+                s.alive.load(Ordering::Relaxed)
+                    && now
+                        .duration_since(*s.last_used.lock().unwrap_or_else(PoisonError::into_inner))
+                        < IDLE
+            });
+            match sandboxes.get(&key).filter(|s| s.usable()) {
+                Some(sandbox) => Arc::clone(sandbox),
+                None => {
+                    // Close the old one first so its pins are gone before the new plan is made.
+                    sandboxes.remove(&key);
+                    if sandboxes.len() >= MAX_SANDBOXES
+                        && let Some(oldest) = sandboxes
+                            .iter()
+                            .min_by_key(|(_, s)| {
+                                *s.last_used.lock().unwrap_or_else(PoisonError::into_inner)
+                            })
+                            .map(|(k, _)| k.clone())
+                    {
+                        sandboxes.remove(&oldest);
+                    }
+                    let (job, roots, placeholders) = start()?;
+                    let sandbox = Arc::new(Sandbox::start(&job, roots, placeholders)?);
+                    sandboxes.insert(key, Arc::clone(&sandbox));
+                    sandbox
+                }
+            }
+        };
+        Ok(sandbox.run(command, cancel).await?)
+    }
+
+    /// Closes every session sandbox (Talon is shutting down).
+    pub async fn close_all(&self) {
+        self.sandboxes.lock().await.clear();
+    }
+}
+
+/// Whether `path` can travel in the init protocol (JSON strings are UTF-8).
+pub fn utf8(path: &Path) -> Option<String> {
+    path.to_str().map(str::to_string)
+}

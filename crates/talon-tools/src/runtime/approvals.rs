@@ -1,0 +1,149 @@
+//! When a shell command may run without a person: the permission checker for `exec` and `Bash`.
+//!
+//! Every command is parsed ([`talon_exec::analysis`]), checked against the agent's deny groups,
+//! then decided by GoClaw's modes (`security` deny / allowlist / full × `ask` off / on-miss /
+//! always) with Claude Code's rule semantics (deny, then ask, then allow; every segment must be
+//! covered). Anything the analyser cannot resolve is never allowed without a person. The
+//! verdict goes to the pipeline's permission step: a deny holds in every permission mode, an
+//! "ask" goes to the approvals broker, and "allow always" answers are stored per agent as the
+//! whole normalised command ([`ExecApprovals`] implements [`Remember`]).
+//!
+//! The OS sandbox stays the security boundary; this decides when to ask, and fails closed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{PoisonError, RwLock};
+
+use futures::future::BoxFuture;
+use talon_core::DEFAULT_AGENT;
+use talon_core::approvals::Remember;
+use talon_core::permission::{Decision, PermissionChecker, PermissionRequest};
+use talon_exec::analysis::approval::{ApprovalContext, ExecApprovalConfig, decide};
+use talon_exec::analysis::deny::DenyGroups;
+use talon_exec::analysis::rules::always_allow_key;
+use talon_exec::analysis::{Analysis, analyze};
+
+/// The tools whose `command` argument is a shell script.
+pub const SHELL_TOOLS: &[&str] = &["exec", "Bash"];
+
+/// One agent's settings (or the defaults every agent starts from).
+#[derive(Debug, Clone, Default)]
+pub struct AgentExecPolicy {
+    pub approval: ExecApprovalConfig,
+    pub deny_groups: DenyGroups,
+}
+
+/// The checker for `exec` and `Bash` (see the module docs).
+#[derive(Debug)]
+pub struct ExecApprovals {
+    defaults: AgentExecPolicy,
+    agents: HashMap<String, AgentExecPolicy>,
+    /// "Allow always" answers per agent (loaded from the store at start).
+    allowed: RwLock<HashMap<String, HashSet<String>>>,
+    store: Option<talon_store::Store>,
+    /// Someone can answer an approval request (a terminal, the HTTP API). Without, "ask"
+    /// becomes a refusal at once, saying why, instead of a two-minute wait.
+    can_ask: bool,
+}
+
+fn agent_key(agent: Option<&str>) -> &str {
+    agent.unwrap_or(DEFAULT_AGENT)
+}
+
+impl ExecApprovals {
+    /// A checker with `defaults` for every agent and `agents`' own settings.
+    pub fn new(
+        defaults: AgentExecPolicy,
+        agents: HashMap<String, AgentExecPolicy>,
+        can_ask: bool,
+    ) -> Self {
+        Self {
+            defaults,
+            agents,
+            allowed: RwLock::default(),
+            store: None,
+            can_ask,
+        }
+    }
+
+    /// Remembers "allow always" answers in `store` and loads the ones stored before.
+    pub async fn with_store(
+        mut self,
+        store: talon_store::Store,
+    ) -> Result<Self, talon_store::StoreError> {
+        let mut allowed: HashMap<String, HashSet<String>> = HashMap::new();
+        for (agent, command) in store.allowed_commands().await? {
+            allowed.entry(agent).or_default().insert(command);
+        }
+        self.allowed = RwLock::new(allowed);
+        self.store = Some(store);
+        Ok(self)
+    }
+
+    fn policy(&self, agent: Option<&str>) -> &AgentExecPolicy {
+        self.agents
+            .get(agent_key(agent))
+            .unwrap_or(&self.defaults)
+    }
+
+    /// The analysed script of a shell tool's call, if this is one.
+    fn analysis(request: &PermissionRequest<'_>) -> Option<Analysis> {
+        if !SHELL_TOOLS.contains(&request.spec.name.as_str()) {
+            return None;
+        }
+        let command = request.input.get("command")?.as_str()?;
+        Some(analyze(command))
+    }
+
+    /// The verdict for `command` run by `agent` (also used by tests and `talon` diagnostics).
+    pub fn decide(&self, agent: Option<&str>, command: &str) -> Decision {
+        self.verdict(agent, &analyze(command))
+    }
+
+    fn verdict(&self, agent: Option<&str>, analysis: &Analysis) -> Decision {
+        let policy = self.policy(agent);
+        let allowed = self.allowed.read().unwrap_or_else(PoisonError::into_inner);
+        let empty = HashSet::new();
+        let ctx = ApprovalContext {
+            deny_groups: &policy.deny_groups,
+            always_allowed: allowed.get(agent_key(agent)).unwrap_or(&empty),
+            can_ask: self.can_ask,
+        };
+        match decide(analysis, &policy.approval, ctx) {
+            talon_exec::analysis::approval::Decision::Allow => Decision::Allow,
+            talon_exec::analysis::approval::Decision::Ask { reason } => Decision::Ask(reason),
+            denied @ talon_exec::analysis::approval::Decision::Deny { .. } => {
+                Decision::Deny(denied.explain())
+            }
+        }
+    }
+}
+
+impl PermissionChecker for ExecApprovals {
+    fn check(&self, request: &PermissionRequest<'_>) -> Option<Decision> {
+        let analysis = Self::analysis(request)?;
+        Some(self.verdict(request.ctx.agent_key.as_deref(), &analysis))
+    }
+}
+
+impl Remember for ExecApprovals {
+    fn always_key(&self, request: &PermissionRequest<'_>) -> Option<String> {
+        always_allow_key(&Self::analysis(request)?)
+    }
+
+    fn remember<'a>(&'a self, agent: Option<&'a str>, key: &'a str) -> BoxFuture<'a, ()> {
+        let agent = agent_key(agent).to_string();
+        self.allowed
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(agent.clone())
+            .or_default()
+            .insert(key.to_string());
+        Box::pin(async move {
+            if let Some(store) = &self.store
+                && let Err(e) = store.allow_command(&agent, key).await
+            {
+                tracing::error!(%agent, error = %e, "cannot store an allow-always answer; it holds until restart");
+            }
+        })
+    }
+}

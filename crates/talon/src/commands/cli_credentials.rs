@@ -1,0 +1,414 @@
+//! `talon cli-credentials`: register CLIs (`gh`, `aws`, …) that agents run with stored
+//! credentials (credentialed exec), and grant them to agents. Values are read from the command
+//! line or stdin, stored encrypted, and never printed.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use talon_exec::credentialed::{self, PRESETS, Preset};
+use talon_store::{CliCredential, CliCredentialSpec, DEFAULT_CLI_TIMEOUT_SECS, Store, StoreError};
+
+use super::usage_error;
+use crate::config::Config;
+use crate::store;
+
+/// Values shorter than this are not redacted from output (they would redact ordinary words).
+const MIN_SCRUBBED_LEN: usize = talon_core::context::ScrubBag::MIN_LEN;
+
+/// `talon cli-credentials …`
+#[derive(Debug, Subcommand)]
+pub enum CliCredentialsCommand {
+    /// Register a CLI with its credentials (env values are stored encrypted and never shown).
+    Add {
+        /// The program: a bare name (found on PATH) or an absolute path.
+        name: String,
+        /// Defaults (timeout, denied arguments) from a preset: gh, gcloud, aws, kubectl, terraform,
+        /// git, psql. Applied by default when NAME is one of them.
+        #[arg(long, value_name = "PRESET", conflicts_with = "no_preset")]
+        preset: Option<String>,
+        /// Do not apply the preset named like the program.
+        #[arg(long)]
+        no_preset: bool,
+        /// Absolute path of the program (default: NAME if absolute, else found on PATH).
+        #[arg(long, value_name = "PATH")]
+        path: Option<PathBuf>,
+        /// A credential variable; repeatable. Values here show up in shell history and `ps`:
+        /// prefer --env-from-stdin.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// Read NAME=VALUE lines from stdin (blank lines and lines starting with # are skipped).
+        #[arg(long)]
+        env_from_stdin: bool,
+        /// A regex over the arguments (joined by spaces) that refuses a command; repeatable.
+        #[arg(long = "deny-arg", value_name = "REGEX")]
+        deny_args: Vec<String>,
+        /// A regex matched at the start of each argument that refuses it; repeatable.
+        #[arg(long = "deny-verbose", value_name = "REGEX")]
+        deny_verbose: Vec<String>,
+        /// Seconds before a command is killed (default: the preset's, else 30).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// What the program is for, shown to the model.
+        #[arg(long, value_name = "TEXT")]
+        tips: Option<String>,
+        /// Grant it to this agent; repeatable.
+        #[arg(long = "grant", value_name = "AGENT")]
+        grants: Vec<String>,
+        /// Replace an existing registration (its env values stay unless new ones are given).
+        #[arg(long)]
+        replace: bool,
+    },
+    /// List registered CLIs: path, variable names (never values), grants and rules.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a CLI with its credentials and grants.
+    Remove { name: String },
+    /// Let agents use a registered CLI.
+    Grant {
+        name: String,
+        #[arg(required = true)]
+        agents: Vec<String>,
+    },
+    /// Withdraw agents' use of a registered CLI.
+    Revoke {
+        name: String,
+        #[arg(required = true)]
+        agents: Vec<String>,
+    },
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("talon: {e}");
+    ExitCode::from(1)
+}
+
+/// Store errors the operator can fix by changing the command are usage errors.
+fn store_error(e: StoreError) -> ExitCode {
+    match e {
+        StoreError::Invalid { .. } | StoreError::NotFound { .. } => usage_error(e),
+        e => fail(e),
+    }
+}
+
+/// Runs one `talon cli-credentials` subcommand against the store.
+pub async fn run(config: Config, data_dir: &Path, command: CliCredentialsCommand) -> ExitCode {
+    let store = match store::open(&config, data_dir).await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match command {
+        CliCredentialsCommand::Add {
+            name,
+            preset,
+            no_preset,
+            path,
+            env,
+            env_from_stdin,
+            deny_args,
+            deny_verbose,
+            timeout,
+            tips,
+            grants,
+            replace,
+        } => {
+            let request = AddRequest {
+                name,
+                preset,
+                no_preset,
+                path,
+                env,
+                env_from_stdin,
+                deny_args,
+                deny_verbose,
+                timeout,
+                tips,
+                replace,
+            };
+            match add(&store, request).await {
+                Ok(binary) => grant(&store, &binary, &grants).await,
+                Err(code) => code,
+            }
+        }
+        CliCredentialsCommand::List { json } => match store.cli_credentials().await {
+            Ok(list) => {
+                print_list(&list, json);
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        CliCredentialsCommand::Remove { name } => {
+            let name = match credentialed::normalize_binary_name(&name) {
+                Ok(n) => n,
+                Err(e) => return usage_error(e),
+            };
+            match store.remove_cli_credential(&name).await {
+                Ok(true) => {
+                    println!("removed {name} with its credentials and grants");
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => usage_error(format!("{name} is not registered")),
+                Err(e) => fail(e),
+            }
+        }
+        CliCredentialsCommand::Grant { name, agents } => match binary_name(&name) {
+            Ok(name) => grant(&store, &name, &agents).await,
+            Err(code) => code,
+        },
+        CliCredentialsCommand::Revoke { name, agents } => {
+            let name = match binary_name(&name) {
+                Ok(n) => n,
+                Err(code) => return code,
+            };
+            for agent in &agents {
+                match store.revoke_cli_credential(&name, agent).await {
+                    Ok(true) => println!("{name}: revoked from {agent}"),
+                    Ok(false) => println!("{name}: {agent} had no grant"),
+                    Err(e) => return fail(e),
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn binary_name(name: &str) -> Result<String, ExitCode> {
+    credentialed::normalize_binary_name(name).map_err(usage_error)
+}
+
+async fn grant(store: &Store, binary: &str, agents: &[String]) -> ExitCode {
+    for agent in agents {
+        if let Err(e) = store.grant_cli_credential(binary, agent).await {
+            return store_error(e);
+        }
+        let known = matches!(store.agent(agent).await, Ok(Some(_)));
+        println!(
+            "{binary}: granted to {agent}{}",
+            if known {
+                ""
+            } else {
+                " (no such agent yet; the grant applies once it exists)"
+            }
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+struct AddRequest {
+    name: String,
+    preset: Option<String>,
+    no_preset: bool,
+    path: Option<PathBuf>,
+    env: Vec<String>,
+    env_from_stdin: bool,
+    deny_args: Vec<String>,
+    deny_verbose: Vec<String>,
+    timeout: Option<u64>,
+    tips: Option<String>,
+    replace: bool,
+}
+
+/// Registers (or with `--replace` updates) the binary; returns its normalised name.
+async fn add(store: &Store, r: AddRequest) -> Result<String, ExitCode> {
+    let name = binary_name(&r.name)?;
+    let preset: Option<&Preset> = match (&r.preset, r.no_preset) {
+        (Some(p), _) => Some(credentialed::preset(p).ok_or_else(|| {
+            usage_error(format!(
+                "unknown preset {p:?}; presets: {}",
+                PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?),
+        (None, false) => credentialed::preset(&name),
+        (None, true) => None,
+    };
+    let path = match r.path.clone().or_else(|| {
+        r.name
+            .starts_with('/')
+            .then(|| PathBuf::from(r.name.trim()))
+    }) {
+        Some(path) => path,
+        None => find_on_path(&name).ok_or_else(|| {
+            usage_error(format!(
+                "{name} is not on PATH; give its absolute path with --path"
+            ))
+        })?,
+    };
+    credentialed::verify_binary_path(&name, &path, &[]).map_err(usage_error)?;
+    let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut deny_args = preset.map(|p| strings(p.deny_args)).unwrap_or_default();
+    deny_args.extend(r.deny_args);
+    let mut deny_verbose = preset.map(|p| strings(p.deny_verbose)).unwrap_or_default();
+    deny_verbose.extend(r.deny_verbose);
+    credentialed::check_patterns(&name, &deny_args, &deny_verbose).map_err(usage_error)?;
+    let env = read_env(&r.env, r.env_from_stdin)?;
+    let spec = CliCredentialSpec {
+        binary_name: name.clone(),
+        binary_path: path.display().to_string(),
+        deny_args,
+        deny_verbose,
+        timeout_seconds: r
+            .timeout
+            .or(preset.map(|p| p.timeout_secs))
+            .unwrap_or(DEFAULT_CLI_TIMEOUT_SECS),
+        tips: r
+            .tips
+            .or(preset.map(|p| p.tips.to_string()))
+            .unwrap_or_default(),
+    };
+    let exists = store.cli_credential(&name).await.map_err(fail)?.is_some();
+    let result = if exists && r.replace {
+        let new_env = (!env.is_empty()).then_some(&env);
+        store.update_cli_credential(&spec, new_env).await
+    } else {
+        store.add_cli_credential(&spec, &env).await
+    };
+    result.map_err(|e| match e {
+        StoreError::Invalid { .. } if exists => usage_error(format!(
+            "{name} is already registered; pass --replace to change it, or remove it first"
+        )),
+        e => store_error(e),
+    })?;
+    let names: Vec<&str> = env.keys().map(String::as_str).collect();
+    println!(
+        "{} {name} ({}): env {}; {}; timeout {}s",
+        if exists { "updated" } else { "registered" },
+        spec.binary_path,
+        if names.is_empty() {
+            if exists {
+                "unchanged".to_string()
+            } else {
+                "none".to_string()
+            }
+        } else {
+            names.join(", ")
+        },
+        preset.map_or("no preset".to_string(), |p| format!("preset {}", p.name)),
+        spec.timeout_seconds
+    );
+    let short: Vec<&str> = env
+        .iter()
+        .filter(|(_, v)| v.len() < MIN_SCRUBBED_LEN)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !short.is_empty() {
+        eprintln!(
+            "talon: warning: the values of {} are shorter than {MIN_SCRUBBED_LEN} characters and are not redacted from command output",
+            short.join(", ")
+        );
+    }
+    if let Some(p) = preset
+        && env.is_empty()
+        && !exists
+        && !p.env_hint.is_empty()
+    {
+        eprintln!(
+            "talon: note: no credentials given; {} usually reads {}",
+            p.name,
+            p.env_hint.join(", ")
+        );
+    }
+    Ok(name)
+}
+
+/// The first executable `name` in an absolute directory of `PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn read_env(pairs: &[String], from_stdin: bool) -> Result<BTreeMap<String, String>, ExitCode> {
+    let mut lines: Vec<String> = pairs.to_vec();
+    if from_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| fail(format!("cannot read stdin: {e}")))?;
+        lines.extend(
+            text.lines()
+                .map(|l| l.trim_end_matches('\r'))
+                .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .map(str::to_string),
+        );
+    }
+    let mut env = BTreeMap::new();
+    for line in lines {
+        let Some((name, value)) = line.split_once('=') else {
+            // Never echo the line: it may be a bare secret.
+            return Err(usage_error(
+                "an environment entry is not NAME=VALUE (the entry is not shown, it may hold a secret)",
+            ));
+        };
+        let name = name.trim();
+        if env.insert(name.to_string(), value.to_string()).is_some() {
+            return Err(usage_error(format!("{name} is given twice")));
+        }
+    }
+    Ok(env)
+}
+
+/// The preset a registration still follows: one named like it whose rules it keeps.
+fn preset_of(c: &CliCredential) -> Option<&'static str> {
+    let p = credentialed::preset(&c.spec.binary_name)?;
+    let has = |list: &[String], wanted: &[&str]| wanted.iter().all(|w| list.iter().any(|x| x == w));
+    (has(&c.spec.deny_args, p.deny_args) && has(&c.spec.deny_verbose, p.deny_verbose))
+        .then_some(p.name)
+}
+
+fn print_list(list: &[CliCredential], json: bool) {
+    if json {
+        let items: Vec<_> = list
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "name": c.spec.binary_name,
+                    "path": c.spec.binary_path,
+                    "env": c.env_names,
+                    "grants": c.grants,
+                    "preset": preset_of(c),
+                    "timeout_seconds": c.spec.timeout_seconds,
+                    "deny_args": c.spec.deny_args,
+                    "deny_verbose": c.spec.deny_verbose,
+                    "tips": c.spec.tips,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(items));
+        return;
+    }
+    if list.is_empty() {
+        println!("no CLIs registered; add one with `talon cli-credentials add NAME`");
+    }
+    let or_none = |items: &[String]| {
+        if items.is_empty() {
+            "none".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    for c in list {
+        println!("{}\t{}", c.spec.binary_name, c.spec.binary_path);
+        println!("  env: {}", or_none(&c.env_names));
+        println!("  granted to: {}", or_none(&c.grants));
+        println!(
+            "  preset: {}; timeout {}s",
+            preset_of(c).unwrap_or("none"),
+            c.spec.timeout_seconds
+        );
+        println!("  deny args: {}", or_none(&c.spec.deny_args));
+        println!("  deny verbose: {}", or_none(&c.spec.deny_verbose));
+    }
+}

@@ -1,0 +1,284 @@
+//! `talon doctor`: which sandbox backends work on this host, which one the configuration makes
+//! active and why, the network mode, what to do about the backends that do not work, and the
+//! Landlock backend's limits. Exit 0 when the configured backend works (or the sandbox is off
+//! by the operator's choice), 1 when commands would be refused.
+//!
+//! It runs the same probes the shell runs before a sandboxed command (bubblewrap creating its
+//! namespaces and installing the seccomp filter; the Landlock helper confining itself and
+//! executing `/bin/true`), so "works" here means a command would start.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use talon_exec::sandbox::{
+    self, Backend, Bubblewrap, SandboxMode, landlock::Landlock, reason, seccomp_program,
+};
+
+use crate::config::Config;
+
+/// What Landlock cannot do that bubblewrap does (also in `talon_exec::sandbox::landlock`).
+const LANDLOCK_LIMITS: &[&str] = &[
+    "paths inside a writable root cannot be re-protected: .git/hooks, .git/config, shell rc \
+     files, .mcp.json and editor/agent settings in the workspace stay writable",
+    "Landlock only adds permissions, so hidden paths (the data directory, the config file) are \
+     kept out by granting read on everything around them; their contents are unreadable but \
+     their names can be listed, and hard links to them elsewhere are not covered",
+    "a hidden path inside a writable root takes away creating and deleting entries directly in \
+     the directories above it within that root",
+    "no namespaces: host processes are visible in /proc (Landlock refuses to trace them; ABI 6+ \
+     also refuses signals), /tmp is the host's and read-only (commands get a private TMPDIR), and \
+     network = \"proxy\" is refused",
+    "with the network off, inet sockets are refused by seccomp (and TCP by Landlock ABI 4+); \
+     connecting to Unix sockets by path is not restricted",
+];
+
+/// One backend's line and, when it does not work, what to do.
+struct Check {
+    name: &'static str,
+    works: bool,
+    detail: String,
+    fix: Option<String>,
+}
+
+fn find_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+        .map(|dir| dir.join("bwrap"))
+        .find(|p| p.is_file())
+}
+
+fn version(program: &Path) -> String {
+    std::process::Command::new(program)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "version unknown".into())
+}
+
+fn bubblewrap() -> Check {
+    let Some(program) = find_bwrap() else {
+        return Check {
+            name: "bubblewrap",
+            works: false,
+            detail: "not installed (no bwrap on PATH)".into(),
+            fix: Some(
+                "install it: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap \
+                 (Fedora), apk add bubblewrap (Alpine)"
+                    .into(),
+            ),
+        };
+    };
+    let found = format!("{} ({})", program.display(), version(&program));
+    match Bubblewrap::probe() {
+        Ok(_) => Check {
+            name: "bubblewrap",
+            works: true,
+            detail: format!("{found}: namespaces and the seccomp filter work"),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "bubblewrap",
+            works: false,
+            detail: format!("{found}: {}", reason(&e)),
+            fix: Some(
+                "let unprivileged users create user namespaces: `sysctl -w \
+                 kernel.unprivileged_userns_clone=1` (Debian kernels) and a non-zero \
+                 user.max_user_namespaces; on Ubuntu 23.10+ AppArmor restricts them: `sysctl -w \
+                 kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile that \
+                 allows userns for /usr/bin/bwrap. Inside a container bubblewrap usually cannot \
+                 work (the runtime's seccomp profile refuses unshare and mount): use backend = \
+                 \"landlock\""
+                    .into(),
+            ),
+        },
+    }
+}
+
+fn landlock(helper: Option<&Path>) -> Check {
+    let abi = match sandbox::landlock::abi() {
+        Ok(abi) => abi,
+        Err(e) => {
+            return Check {
+                name: "landlock",
+                works: false,
+                detail: e,
+                fix: Some(
+                    "Landlock needs Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK=y and landlock \
+                     in the lsm= boot parameter (see /sys/kernel/security/lsm)"
+                        .into(),
+                ),
+            };
+        }
+    };
+    let Some(helper) = helper else {
+        return Check {
+            name: "landlock",
+            works: false,
+            detail: format!("kernel ABI {abi}, but no helper program (Talon's binary) is known"),
+            fix: Some("run Talon from an installed binary".into()),
+        };
+    };
+    match Landlock::probe(helper) {
+        Ok(l) => Check {
+            name: "landlock",
+            works: true,
+            detail: format!(
+                "kernel ABI {abi}; the helper confines itself: {}",
+                l.report()
+            ),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "landlock",
+            works: false,
+            detail: format!("kernel ABI {abi}, but {}", reason(&e)),
+            fix: Some(format!(
+                "check that {} is Talon's binary and can run `{} {} --network off -- /bin/true`",
+                helper.display(),
+                helper.display(),
+                sandbox::landlock::SUBCOMMAND
+            )),
+        },
+    }
+}
+
+fn seccomp() -> Check {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let supported = status.lines().any(|l| l.starts_with("Seccomp:"));
+    match (supported, seccomp_program(false)) {
+        (true, Ok(program)) => Check {
+            name: "seccomp",
+            works: true,
+            detail: format!(
+                "available; Talon's filter compiles to {} instructions for {}",
+                program.len(),
+                std::env::consts::ARCH
+            ),
+            fix: None,
+        },
+        (false, _) => Check {
+            name: "seccomp",
+            works: false,
+            detail: "this kernel has no seccomp".into(),
+            fix: Some("use a kernel built with CONFIG_SECCOMP_FILTER=y".into()),
+        },
+        (true, Err(e)) => Check {
+            name: "seccomp",
+            works: false,
+            detail: reason(&e),
+            fix: Some(format!(
+                "Talon's filter does not support {}",
+                std::env::consts::ARCH
+            )),
+        },
+    }
+}
+
+fn docker(settings: &sandbox::docker::DockerSettings) -> Check {
+    let host = &settings.host;
+    let reachable = settings
+        .socket()
+        .and_then(|s| std::os::unix::net::UnixStream::connect(s).map_err(|e| e.to_string()));
+    let detail = match &reachable {
+        Ok(_) => format!("an engine answers at {host}; Talon builds the container spec only"),
+        Err(e) => format!("no engine at {host} ({e})"),
+    };
+    Check {
+        name: "docker",
+        works: false,
+        detail,
+        fix: Some(format!(
+            "running commands through Docker is not implemented yet (the container spec from \
+             [exec.docker] is); a fleet needs a Docker Engine at {host} ([exec.docker] host) and \
+             that backend"
+        )),
+    }
+}
+
+/// Runs the checks for `config`; prints the report and returns the exit status.
+pub fn run(config: &Config, data_dir: &Path) -> ExitCode {
+    let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())
+        .chain(config.source.clone())
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect();
+    let mut shell = match config.exec.shell(hidden) {
+        Ok(shell) => shell,
+        Err(e) => return super::usage_error(format!("invalid configuration: {}", e.0)),
+    };
+    // As the runtime does: this binary is the sandboxes' helper.
+    shell.helper = std::env::current_exe().ok();
+    let (text, ok) = report(&shell);
+    print!("{text}");
+    ExitCode::from(u8::from(!ok))
+}
+
+/// The report's text, and whether the configured backend works.
+fn report(shell: &talon_exec::ShellConfig) -> (String, bool) {
+    let checks = [
+        bubblewrap(),
+        landlock(shell.helper.as_deref()),
+        seccomp(),
+        docker(&shell.docker),
+    ];
+    let mut out = String::from("Sandbox backends on this host:\n");
+    for c in &checks {
+        let state = if c.works { "works" } else { "no" };
+        let _ = writeln!(out, "  {:<11} {state:<6} {}", c.name, c.detail);
+    }
+    out.push('\n');
+    let mode = match shell.mode {
+        SandboxMode::All => "all (every command is sandboxed)",
+        SandboxMode::NonMain => "non-main (every agent but main/default is sandboxed)",
+        SandboxMode::Off => "off (commands run on the host: the operator's choice)",
+    };
+    let _ = writeln!(out, "Sandbox mode: {mode}");
+    let selected = sandbox::select(shell.backend, shell.helper.as_deref(), &shell.docker);
+    let ok = shell.mode == SandboxMode::Off || selected.is_ok();
+    let backend = shell.backend.name();
+    match &selected {
+        Ok(s) => {
+            let _ = writeln!(out, "Active backend: {}: {}", s.sandbox.name(), s.why);
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "Active backend: none (backend = \"{backend}\"): {}; sandboxed commands are refused",
+                reason(e)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "Network: {} ({})",
+        shell.network.name(),
+        shell.network.reach()
+    );
+    let fixes: Vec<&Check> = checks.iter().filter(|c| c.fix.is_some()).collect();
+    if !fixes.is_empty() {
+        out.push_str("\nWhat to do:\n");
+        for c in fixes {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                c.name,
+                c.fix.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    let active_landlock = matches!(&selected, Ok(s) if s.sandbox.name() == "landlock")
+        || shell.backend == Backend::Landlock;
+    let _ = writeln!(
+        out,
+        "\nLandlock backend limits{}:",
+        if active_landlock { " (active)" } else { "" }
+    );
+    for limit in LANDLOCK_LIMITS {
+        let _ = writeln!(out, "  - {limit}");
+    }
+    (out, ok)
+}

@@ -1,0 +1,128 @@
+//! Answering approvals at the terminal: `talon tool call` and `talon mcp` ask on `/dev/tty`
+//! (the MCP protocol owns stdin and stdout), so a person running Talon by hand can allow a call
+//! once, always, or refuse it. Without a terminal the prompter stands aside and the request waits
+//! for an answer through the gateway (`POST /v1/approvals`) or times out as denied.
+
+use std::io::{BufRead, BufReader, Write};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use talon_core::approvals::{PendingApproval, Prompter, Resolution};
+
+/// Asks on the controlling terminal, one request at a time.
+#[derive(Debug, Default)]
+pub struct TtyPrompter {
+    /// One prompt at a time: answers must not interleave.
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl TtyPrompter {
+    /// A prompter, if this process has a controlling terminal.
+    pub fn detect() -> Option<Self> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()
+            .map(|_| Self::default())
+    }
+}
+
+/// The question shown for `request`.
+fn question(request: &PendingApproval) -> String {
+    let agent = request.agent.as_deref().unwrap_or("default");
+    let always = match &request.always {
+        Some(key) => format!(", [a] always (remembers exactly: {key})"),
+        None => String::new(),
+    };
+    format!(
+        "\ntalon: {tool} (agent {agent}) needs approval: {reason}\n  {summary}\nAllow? [y] once{always}, [N] deny: ",
+        tool = request.tool,
+        reason = request.reason,
+        summary = request.summary.replace('\n', "\n  "),
+    )
+}
+
+/// A typed answer: `y`/`yes`, `a`/`always` (only when something can be remembered), anything
+/// else denies.
+fn parse_answer(line: &str, can_remember: bool) -> Resolution {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Resolution::AllowOnce,
+        "a" | "always" if can_remember => Resolution::AllowAlways,
+        _ => Resolution::Deny {
+            reason: Some("refused at the terminal".into()),
+        },
+    }
+}
+
+fn ask(request: &PendingApproval) -> Option<Resolution> {
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    tty.write_all(question(request).as_bytes()).ok()?;
+    tty.flush().ok()?;
+    let mut line = String::new();
+    BufReader::new(tty).read_line(&mut line).ok()?;
+    Some(parse_answer(&line, request.always.is_some()))
+}
+
+impl Prompter for TtyPrompter {
+    fn prompt(&self, request: PendingApproval) -> BoxFuture<'static, Option<Resolution>> {
+        let turn = Arc::clone(&self.turn);
+        Box::pin(async move {
+            let _turn = turn.lock().await;
+            tokio::task::spawn_blocking(move || ask(&request))
+                .await
+                .ok()
+                .flatten()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(always: Option<&str>) -> PendingApproval {
+        PendingApproval {
+            id: "apr-1".into(),
+            tool: "exec".into(),
+            agent: None,
+            session: "s".into(),
+            summary: "make deploy\nmake clean".into(),
+            reason: "not on the allowlist".into(),
+            always: always.map(str::to_string),
+            requested_at: 0,
+            expires_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_question_shows_the_command_and_what_always_remembers() {
+        let q = question(&request(Some("make deploy && make clean")));
+        assert!(
+            q.contains("exec (agent default) needs approval: not on the allowlist"),
+            "{q}"
+        );
+        assert!(q.contains("\n  make deploy\n  make clean\n"), "{q}");
+        assert!(
+            q.contains("[a] always (remembers exactly: make deploy && make clean)"),
+            "{q}"
+        );
+        assert!(!question(&request(None)).contains("always"));
+    }
+
+    #[test]
+    fn answers_deny_unless_clearly_allowed() {
+        assert_eq!(parse_answer("y\n", true), Resolution::AllowOnce);
+        assert_eq!(parse_answer(" Always ", true), Resolution::AllowAlways);
+        assert!(matches!(parse_answer("a", false), Resolution::Deny { .. }));
+        assert!(matches!(parse_answer("", true), Resolution::Deny { .. }));
+        assert!(matches!(
+            parse_answer("sure", true),
+            Resolution::Deny { .. }
+        ));
+    }
+}

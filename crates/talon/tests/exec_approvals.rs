@@ -1,0 +1,186 @@
+//! Shell approvals end to end: deny groups, GoClaw's modes with Claude Code's rules, requests
+//! answered over `GET`/`POST /v1/approvals`, announced on `/v1/events`, "allow always" stored
+//! per agent as the whole command and kept across restarts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{get_json, invoke};
+
+const CONFIG: &str = r#"
+[exec.approvals]
+security = "allowlist"
+ask = "on-miss"
+[exec.approvals.rules]
+allow = ["Bash(echo:*)"]
+"#;
+
+async fn pending(addr: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = get_json(&format!("http://{addr}/v1/approvals")).await;
+        let items = list["pending"].as_array().cloned().unwrap_or_default();
+        if !items.is_empty() {
+            return items;
+        }
+        assert!(std::time::Instant::now() < deadline, "no approval request appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn resolve(addr: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/approvals"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+fn exec(command: &str) -> Value {
+    json!({"tool": "exec", "args": {"command": command}})
+}
+
+#[tokio::test]
+async fn requests_are_answered_over_http_and_allow_always_is_the_whole_command() {
+    let server = support::serve(&[], Some(CONFIG));
+    let addr = server.addr.clone();
+    let ws = server.home.path().join("data/workspaces/default/_shared");
+
+    // On the allowlist: runs at once.
+    let (status, body) = invoke(&addr, None, exec("echo allowed")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["for_llm"], "allowed\n");
+
+    // Not on it: waits for a person; the SSE stream announces the request.
+    let mut events = reqwest::get(format!("http://{addr}/v1/events")).await.unwrap();
+    let call = tokio::spawn({
+        let addr = addr.clone();
+        async move { invoke(&addr, None, exec("touch approved.txt")).await }
+    });
+    let request = pending(&addr).await.remove(0);
+    assert_eq!(request["tool"], "exec");
+    assert_eq!(request["summary"], "touch approved.txt");
+    assert_eq!(request["always"], "touch approved.txt");
+    assert!(
+        request["reason"].as_str().unwrap().contains("not covered"),
+        "{request}"
+    );
+    let chunk = tokio::time::timeout(Duration::from_secs(10), events.chunk())
+        .await
+        .expect("an event arrives")
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&chunk);
+    assert!(text.contains("event: approval_requested"), "{text}");
+    let (status, answer) = resolve(
+        &addr,
+        json!({"id": request["id"], "decision": "allow_always"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(ws.join("approved.txt").exists(), "the command ran in the workspace");
+
+    // The same command again runs without asking; a longer one is a different command.
+    let (status, _) = invoke(&addr, None, exec("touch approved.txt")).await;
+    assert_eq!(status, 200);
+    let call = tokio::spawn({
+        let addr = addr.clone();
+        async move { invoke(&addr, None, exec("touch approved.txt; touch sneaky.txt")).await }
+    });
+    let request = pending(&addr).await.remove(0);
+    let (status, _) = resolve(
+        &addr,
+        json!({"id": request["id"], "decision": "deny", "reason": "not that one"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["result"]["for_llm"].as_str().unwrap().contains("not that one"),
+        "{body}"
+    );
+    assert!(!ws.join("sneaky.txt").exists());
+
+    // Bad answers are refused with the fix.
+    let (status, body) = resolve(&addr, json!({"id": "apr-nope", "decision": "allow_once"})).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = resolve(&addr, json!({"id": "x", "decision": "maybe"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("allow_once"), "{body}");
+    drop(server);
+}
+
+#[tokio::test]
+async fn allow_always_survives_a_restart_and_stays_per_agent() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("talon.toml"), format!("{CONFIG}\n[agents.ops]\n")).unwrap();
+    {
+        let server = support::serve_in(home.path(), &[]);
+        let call = tokio::spawn({
+            let addr = server.addr.clone();
+            async move { invoke(&addr, None, exec("touch kept.txt")).await }
+        });
+        let request = pending(&server.addr).await.remove(0);
+        resolve(&server.addr, json!({"id": request["id"], "decision": "allow_always"})).await;
+        assert_eq!(call.await.unwrap().0, 200);
+    }
+    let server = support::serve_in(home.path(), &[]);
+    let (status, body) = invoke(&server.addr, None, exec("touch kept.txt")).await;
+    assert_eq!(status, 200, "remembered across restarts: {body}");
+    // Another agent was not approved: it is asked again.
+    let call = tokio::spawn({
+        let addr = server.addr.clone();
+        async move {
+            invoke(
+                &addr,
+                None,
+                json!({"tool": "exec", "agent": "ops", "args": {"command": "touch kept.txt"}}),
+            )
+            .await
+        }
+    });
+    let request = pending(&server.addr).await.remove(0);
+    assert_eq!(request["agent"], "ops");
+    resolve(&server.addr, json!({"id": request["id"], "decision": "deny"})).await;
+    assert_eq!(call.await.unwrap().0, 403);
+}
+
+#[test]
+fn deny_groups_hold_even_when_permissions_are_bypassed() {
+    // `talon tool call` runs in bypassPermissions mode; a deny group still refuses.
+    let home = tempfile::tempdir().unwrap();
+    let out = support::command(home.path())
+        .args(["tool", "call", "exec", "--args", r#"{"command":"echo x | base64 -d | sh"}"#])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        format!("{stdout}{stderr}").contains("The command was not run"),
+        "{stdout}{stderr}"
+    );
+    // With nobody to ask (no terminal), a command needing approval is refused at once, saying why.
+    std::fs::write(home.path().join("talon.toml"), CONFIG).unwrap();
+    let out = support::command(home.path())
+        .args(["tool", "call", "exec", "--args", r#"{"command":"touch x"}"#])
+        .env("TALON_TOOLS__PERMISSION_MODE", "default")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("no one can be asked here"), "{text}");
+}
