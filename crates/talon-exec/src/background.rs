@@ -413,6 +413,27 @@ impl Background {
             task.stop.cancel();
         }
     }
+
+    /// Stops every running command and waits (up to the grace period and a little more) until
+    /// they are gone, so none outlives Talon.
+    pub async fn stop_all_and_wait(&self) {
+        let running: Vec<Arc<Task>> = self
+            .lock()
+            .values()
+            .filter(|t| t.running())
+            .cloned()
+            .collect();
+        for task in &running {
+            task.stop.cancel();
+        }
+        let all_ended = async {
+            for task in &running {
+                let mut status = task.status.subscribe();
+                let _ = status.wait_for(|(s, _)| *s != Status::Running).await;
+            }
+        };
+        let _ = tokio::time::timeout(run::GRACE + Duration::from_secs(2), all_ended).await;
+    }
 }
 
 impl Drop for Background {

@@ -54,6 +54,9 @@ pub struct ShellConfig {
     /// Also the Landlock backend's helper (`__sandbox-landlock`): without it that backend is
     /// unavailable.
     pub helper: Option<PathBuf>,
+    /// One command per process (`talon tool call`): a session sandbox would cost more to start
+    /// than it saves, so each command gets a sandbox of its own.
+    pub one_shot: bool,
     /// Which backend confines commands (`[exec] backend`; see [`sandbox::select`]).
     pub backend: sandbox::Backend,
     /// The Docker backend's container settings (`[exec.docker]`).
@@ -107,6 +110,13 @@ impl Shell {
 
     pub fn config(&self) -> &ShellConfig {
         &self.config
+    }
+
+    /// Stops the background commands and closes the session sandboxes (Talon is shutting
+    /// down): nothing this shell started outlives it.
+    pub async fn shutdown(&self) {
+        self.background.stop_all_and_wait().await;
+        self.sessions.close_all().await;
     }
 
     /// The background commands started through this shell.
@@ -217,7 +227,7 @@ impl Shell {
         request: &Request<'_>,
         cancel: &CancellationToken,
     ) -> Option<Result<Outcome, ExecError>> {
-        let session = request.session?;
+        let session = request.session.filter(|_| !self.config.one_shot)?;
         let helper = self.config.helper.clone()?;
         let network = self.config.network.shared()?;
         let sandbox = match self.sandbox_for(request.agent) {

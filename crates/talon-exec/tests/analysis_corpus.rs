@@ -642,6 +642,44 @@ const BYPASSES: &[(&str, &str, Expect)] = &[
         "git -c core.sshCommand='rm -rf /' fetch",
         Expect::Denied,
     ),
+    (
+        "git alias",
+        "git config alias.x '!rm -rf /'",
+        Expect::Denied,
+    ),
+    (
+        "git alias -c",
+        "git -c alias.x='!sh -c id' x",
+        Expect::Denied,
+    ),
+    // scripts on standard input through paths and redirections
+    (
+        "/dev/stdin",
+        "bash /dev/stdin <<< 'rm -rf /'",
+        Expect::Denied,
+    ),
+    (
+        "source /dev/stdin",
+        "source /dev/stdin <<< 'rm -rf /'",
+        Expect::Denied,
+    ),
+    ("sh < <(…)", "bash < <(echo 'rm -rf /')", Expect::Unknown),
+    ("/dev/fd", "bash /dev/fd/63", Expect::Unknown),
+    // wrappers at untrusted paths
+    ("copied shell", "./sh -c 'rm -rf /'", Expect::Unknown),
+    (
+        "dot-dot path",
+        "/usr/bin/../bin/sh -c 'rm -rf /'",
+        Expect::Unknown,
+    ),
+    ("home shell", "~/bin/bash -c 'x'", Expect::Unknown),
+    // grammar quirks: a compound command read as a simple one, a token dropped silently
+    ("coproc group", "coproc { rm -rf /; }", Expect::Unknown),
+    (
+        "skipped token",
+        "python3 - <<'EOF'\nimport os\nEOF",
+        Expect::Unknown,
+    ),
     // parse errors fail closed
     ("unterminated quote", "echo 'rm -rf /", Expect::Unknown),
 ];

@@ -43,11 +43,22 @@ pub struct BuiltinConfig {
 
 /// Registers every built-in tool this build provides.
 pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(), RegistryError> {
+    let shell = Arc::new(talon_exec::Shell::new(config.shell.clone()));
+    register_builtin_with(registry, config, shell)
+}
+
+/// Like [`register_builtin`], with the shell the command tools share given by the caller, who
+/// keeps it to stop background commands and session sandboxes at shutdown
+/// ([`talon_exec::Shell::shutdown`]). `config.shell` is ignored.
+pub fn register_builtin_with(
+    registry: &Registry,
+    config: &BuiltinConfig,
+    shell: Arc<talon_exec::Shell>,
+) -> Result<(), RegistryError> {
     let mut fs_config = config.fs.clone();
     fs_config.store = config.store.clone();
     let fs = Arc::new(fs_config);
     let state = Arc::new(fs::read_state::ReadState::default());
-    let shell = Arc::new(talon_exec::Shell::new(config.shell.clone()));
     registry.register(automation::datetime::Datetime)?;
     registry.register(runtime::exec::Exec {
         fs: Arc::clone(&fs),

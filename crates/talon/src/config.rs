@@ -183,6 +183,7 @@ impl ExecSection {
             extra_writable: self.writable_roots.clone(),
             network,
             helper: None,
+            one_shot: false,
             backend,
             docker: self.docker.clone(),
         })

@@ -78,7 +78,6 @@ fn apply(
         .map_err(|e| format!("{key}.rules: {e}"))?;
     let deny_groups = base
         .deny_groups
-        .clone()
         .with_overrides(&settings.deny_groups)
         .map_err(|e| format!("{key}.deny_groups: {e}"))?;
     let approval = ExecApprovalConfig {
@@ -121,7 +120,12 @@ pub fn policies(
         };
     let mut per_agent = HashMap::new();
     for (agent, settings) in agents {
-        match apply(&global, &global_rules, settings, &format!("exec.agents.{agent}")) {
+        match apply(
+            &global,
+            &global_rules,
+            settings,
+            &format!("exec.agents.{agent}"),
+        ) {
             Ok((policy, _)) => {
                 per_agent.insert(agent.clone(), policy);
             }
@@ -145,16 +149,23 @@ mod tests {
 
     #[test]
     fn agents_inherit_modes_and_add_rules() {
-        let defaults = settings(serde_json::json!({"ask": "on-miss", "rules": {"allow": ["Bash(git status)"]}}));
+        let defaults = settings(
+            serde_json::json!({"ask": "on-miss", "rules": {"allow": ["Bash(git status)"]}}),
+        );
         let agents = HashMap::from([(
             "ops".to_string(),
-            settings(serde_json::json!({"security": "allowlist", "rules": {"allow": ["Bash(make:*)"]}})),
+            settings(
+                serde_json::json!({"security": "allowlist", "rules": {"allow": ["Bash(make:*)"]}}),
+            ),
         )]);
         let (global, agents) = policies(&defaults, &agents).expect("valid");
         assert_eq!(global.approval.security, Security::Full);
         assert_eq!(global.approval.ask, Ask::OnMiss);
         let ops = &agents["ops"];
-        assert_eq!((ops.approval.security, ops.approval.ask), (Security::Allowlist, Ask::OnMiss));
+        assert_eq!(
+            (ops.approval.security, ops.approval.ask),
+            (Security::Allowlist, Ask::OnMiss)
+        );
         assert_eq!(ops.approval.rules.allow.len(), 2);
     }
 
@@ -162,9 +173,18 @@ mod tests {
     fn every_mistake_is_named_with_its_key() {
         let defaults = settings(serde_json::json!({"security": "open"}));
         let agents = HashMap::from([
-            ("a".to_string(), settings(serde_json::json!({"ask": "sometimes"}))),
-            ("b".to_string(), settings(serde_json::json!({"deny_groups": {"no_such_group": true}}))),
-            ("c".to_string(), settings(serde_json::json!({"rules": {"allow": ["Bash("]}}))),
+            (
+                "a".to_string(),
+                settings(serde_json::json!({"ask": "sometimes"})),
+            ),
+            (
+                "b".to_string(),
+                settings(serde_json::json!({"deny_groups": {"no_such_group": true}})),
+            ),
+            (
+                "c".to_string(),
+                settings(serde_json::json!({"rules": {"allow": ["Bash("]}})),
+            ),
         ]);
         let problems = policies(&defaults, &agents).expect_err("invalid");
         let text = problems.join("\n");

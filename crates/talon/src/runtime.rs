@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talon_core::approvals::{Approvals, Prompter, Remember};
-use talon_tools::runtime::approvals::ExecApprovals;
 use talon_core::events::EventBus;
 use talon_core::hooks::{CommandHook, HookEvent, HookMatcher, Hooks};
 use talon_core::permission::PermissionMode;
@@ -14,6 +13,7 @@ use talon_core::policy::PolicyEngine;
 use talon_core::rate_limit::RateLimiter;
 use talon_core::{CallContext, Callers, Pipeline, Registry, Workspaces};
 use talon_store::Store;
+use talon_tools::runtime::approvals::ExecApprovals;
 
 use crate::commands::usage_error;
 use crate::config::{Config, ConfigError, HookEntry};
@@ -29,11 +29,14 @@ pub struct Runtime {
     /// Calls waiting for a person's approval (the pipeline's approver).
     pub approvals: Arc<Approvals>,
     audit: Arc<crate::audit::StoreAudit>,
+    /// The shell the command tools share (background commands, session sandboxes).
+    shell: Arc<talon_exec::Shell>,
 }
 
 impl Runtime {
     /// Writes what is still queued (audit records) before the process exits.
     pub async fn shutdown(&self) {
+        self.shell.shutdown().await;
         self.audit.close().await;
     }
 }
@@ -62,6 +65,8 @@ pub struct Overrides {
     pub prompt_on_tty: bool,
     /// Approval requests can be answered over HTTP (`talon serve`'s `/v1/approvals`).
     pub serves_approvals: bool,
+    /// The process runs one call and exits (`talon tool call`): no session sandboxes.
+    pub one_shot: bool,
 }
 
 /// Why the runtime could not be built.
@@ -124,6 +129,10 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         shell,
         exec_policies,
     } = validate(&config, &overrides, &data_dir)?;
+    let shell = talon_exec::ShellConfig {
+        one_shot: overrides.one_shot,
+        ..shell
+    };
     let store = crate::store::open(&config, &data_dir)
         .await
         .map_err(BuildError::Store)?;
@@ -136,7 +145,8 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         shell,
         ..config.builtin(&data_dir)
     };
-    talon_tools::register_builtin(&registry, &builtin)
+    let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
+    talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
     let events = EventBus::default();
     let mut approvals = Approvals::new(events.clone());
@@ -226,6 +236,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         data_dir,
         approvals,
         audit,
+        shell,
     })
 }
 
@@ -237,16 +248,14 @@ fn validate(
     data_dir: &std::path::Path,
 ) -> Result<Validated, ConfigError> {
     let mut problems = Vec::new();
-    let exec_policies = match crate::exec_policy::policies(
-        &config.exec.approvals,
-        &config.exec.agents,
-    ) {
-        Ok(policies) => Some(policies),
-        Err(mistakes) => {
-            problems.extend(mistakes);
-            None
-        }
-    };
+    let exec_policies =
+        match crate::exec_policy::policies(&config.exec.approvals, &config.exec.agents) {
+            Ok(policies) => Some(policies),
+            Err(mistakes) => {
+                problems.extend(mistakes);
+                None
+            }
+        };
     for (flag, dir) in [
         ("--workspace", overrides.workspace.as_ref()),
         (

@@ -303,7 +303,8 @@ fn commands_get_no_talon_secrets_and_cannot_see_its_state() {
     std::fs::create_dir_all(home.path().join("ws")).unwrap();
     std::fs::write(
         home.path().join("talon.toml"),
-        "[gateway]\ntoken = \"tok-in-the-config-file\"\n",
+        // env_dump off: this test prints the environment on purpose, to show what is in it.
+        "[gateway]\ntoken = \"tok-in-the-config-file\"\n[exec.approvals]\ndeny_groups = { env_dump = false }\n",
     )
     .unwrap();
     let out = support::command(home.path())

@@ -26,7 +26,10 @@ async fn pending(addr: &str) -> Vec<Value> {
         if !items.is_empty() {
             return items;
         }
-        assert!(std::time::Instant::now() < deadline, "no approval request appeared");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no approval request appeared"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -58,7 +61,9 @@ async fn requests_are_answered_over_http_and_allow_always_is_the_whole_command()
     assert_eq!(body["result"]["for_llm"], "allowed\n");
 
     // Not on it: waits for a person; the SSE stream announces the request.
-    let mut events = reqwest::get(format!("http://{addr}/v1/events")).await.unwrap();
+    let mut events = reqwest::get(format!("http://{addr}/v1/events"))
+        .await
+        .unwrap();
     let call = tokio::spawn({
         let addr = addr.clone();
         async move { invoke(&addr, None, exec("touch approved.txt")).await }
@@ -86,7 +91,10 @@ async fn requests_are_answered_over_http_and_allow_always_is_the_whole_command()
     assert_eq!(status, 200, "{answer}");
     let (status, body) = call.await.unwrap();
     assert_eq!(status, 200, "{body}");
-    assert!(ws.join("approved.txt").exists(), "the command ran in the workspace");
+    assert!(
+        ws.join("approved.txt").exists(),
+        "the command ran in the workspace"
+    );
 
     // The same command again runs without asking; a longer one is a different command.
     let (status, _) = invoke(&addr, None, exec("touch approved.txt")).await;
@@ -105,7 +113,10 @@ async fn requests_are_answered_over_http_and_allow_always_is_the_whole_command()
     let (status, body) = call.await.unwrap();
     assert_eq!(status, 403, "{body}");
     assert!(
-        body["result"]["for_llm"].as_str().unwrap().contains("not that one"),
+        body["result"]["for_llm"]
+            .as_str()
+            .unwrap()
+            .contains("not that one"),
         "{body}"
     );
     assert!(!ws.join("sneaky.txt").exists());
@@ -115,14 +126,21 @@ async fn requests_are_answered_over_http_and_allow_always_is_the_whole_command()
     assert_eq!(status, 404, "{body}");
     let (status, body) = resolve(&addr, json!({"id": "x", "decision": "maybe"})).await;
     assert_eq!(status, 400, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("allow_once"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("allow_once"),
+        "{body}"
+    );
     drop(server);
 }
 
 #[tokio::test]
 async fn allow_always_survives_a_restart_and_stays_per_agent() {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("talon.toml"), format!("{CONFIG}\n[agents.ops]\n")).unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!("{CONFIG}\n[agents.ops]\n"),
+    )
+    .unwrap();
     {
         let server = support::serve_in(home.path(), &[]);
         let call = tokio::spawn({
@@ -130,7 +148,11 @@ async fn allow_always_survives_a_restart_and_stays_per_agent() {
             async move { invoke(&addr, None, exec("touch kept.txt")).await }
         });
         let request = pending(&server.addr).await.remove(0);
-        resolve(&server.addr, json!({"id": request["id"], "decision": "allow_always"})).await;
+        resolve(
+            &server.addr,
+            json!({"id": request["id"], "decision": "allow_always"}),
+        )
+        .await;
         assert_eq!(call.await.unwrap().0, 200);
     }
     let server = support::serve_in(home.path(), &[]);
@@ -150,7 +172,11 @@ async fn allow_always_survives_a_restart_and_stays_per_agent() {
     });
     let request = pending(&server.addr).await.remove(0);
     assert_eq!(request["agent"], "ops");
-    resolve(&server.addr, json!({"id": request["id"], "decision": "deny"})).await;
+    resolve(
+        &server.addr,
+        json!({"id": request["id"], "decision": "deny"}),
+    )
+    .await;
     assert_eq!(call.await.unwrap().0, 403);
 }
 
@@ -159,7 +185,13 @@ fn deny_groups_hold_even_when_permissions_are_bypassed() {
     // `talon tool call` runs in bypassPermissions mode; a deny group still refuses.
     let home = tempfile::tempdir().unwrap();
     let out = support::command(home.path())
-        .args(["tool", "call", "exec", "--args", r#"{"command":"echo x | base64 -d | sh"}"#])
+        .args([
+            "tool",
+            "call",
+            "exec",
+            "--args",
+            r#"{"command":"echo x | base64 -d | sh"}"#,
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

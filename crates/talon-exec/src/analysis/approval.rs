@@ -231,7 +231,9 @@ pub fn is_safe(segment: &Segment) -> bool {
         | "df" | "du" | "free" | "uptime" | "file" | "stat" | "dirname" | "basename"
         | "realpath" | "readlink" | "id" | "cut" | "tr" | "diff" | "cmp" | "comm" | "nl"
         | "rev" | "tac" | "seq" | "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "column"
-        | "fold" | "paste" | "printf" | "test" | "true" | "false" | "cd" => true,
+        | "fold" | "paste" | "test" | "true" | "false" | "cd" => true,
+        // `printf -v NAME` assigns a variable.
+        "printf" => !has(&|a| a.starts_with("-v")),
         "uniq" => operands().count() <= 1,
         "sort" => !has(&|a| {
             a == "-o"

@@ -11,8 +11,8 @@
 
 use std::collections::HashMap;
 
-use super::patterns;
 use super::{Analysis, Segment};
+use super::{patterns, patterns_misc};
 
 /// GoClaw's group names, in GoClaw's order (`DenyGroupNames()`).
 pub const GROUP_NAMES: [&str; 15] = [
@@ -159,7 +159,7 @@ impl DenyGroups {
         for segment in &analysis.segments {
             patterns::segment(segment, &mut raw);
         }
-        patterns::whole(analysis, &mut raw);
+        patterns_misc::whole(analysis, &mut raw);
         let mut hits: Vec<DenyHit> = Vec::new();
         for hit in raw {
             if !self.is_enabled(hit.group) {

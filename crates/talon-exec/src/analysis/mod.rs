@@ -15,6 +15,7 @@
 //! * [`approval`] combines them with GoClaw's approval modes into a [`approval::Decision`].
 
 pub mod approval;
+mod control;
 pub mod deny;
 mod options;
 mod parse;

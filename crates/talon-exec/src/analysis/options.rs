@@ -2,7 +2,7 @@
 
 use super::parse::Word;
 use super::special::{env, flock, foreign_shell, script_of, shell, su, sudo, trap, watch, xargs};
-use super::wrappers::{FOREIGN_SHELLS, SHELLS, Step};
+use super::wrappers::{FOREIGN_SHELLS, SHELLS, Step, fd_path};
 
 /// How a wrapper's options are written.
 #[derive(Default)]
@@ -424,7 +424,17 @@ pub(crate) fn classify(name: &str, words: &[Word]) -> Step {
                 "`{name}` runs a file whose path is only known at run time: `{}`",
                 path.text
             )),
-            _ => Step::Done,
+            Some(path) => match fd_path(&path.text) {
+                Some(true) => Step::Stdin {
+                    wrapper: texts(&words[..2]),
+                    zsh: false,
+                },
+                Some(false) => {
+                    Step::Unknown(format!("`{name}` runs `{}`, a file descriptor", path.text))
+                }
+                None => Step::Done,
+            },
+            None => Step::Done,
         },
         "parallel" | "sem" if words.len() > 1 => {
             Step::Unknown(format!("`{name}` builds commands at run time"))
@@ -432,5 +442,82 @@ pub(crate) fn classify(name: &str, words: &[Word]) -> Step {
         _ if SHELLS.contains(&name) => shell(name, words),
         _ if FOREIGN_SHELLS.contains(&name) => foreign_shell(name, words),
         _ => Step::Done,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<Word> {
+        line.split_whitespace().map(Word::literal).collect()
+    }
+
+    fn timeout_spec() -> Spec {
+        Spec {
+            flags: "v",
+            with_arg: "ks",
+            long_flags: &["foreground", "preserve-status", "verbose"],
+            long_args: &["kill-after", "signal"],
+            operands: 1,
+            ..Spec::default()
+        }
+    }
+
+    #[test]
+    fn options_clusters_abbreviations_and_operands() {
+        let parsed = parse_opts(
+            "timeout",
+            &words("timeout -vkTERM --sig=HUP --fore 5 rm x"),
+            &timeout_spec(),
+        )
+        .expect("known options");
+        assert_eq!(parsed.next, 5);
+        assert_eq!(parsed.arg(&["-k"]), Some(Some("TERM")));
+        assert_eq!(parsed.arg(&["--signal"]), Some(Some("HUP")));
+        assert!(parsed.has(&["--foreground", "-v"]));
+        let parsed = parse_opts(
+            "timeout",
+            &words("timeout -s KILL -- 5 rm"),
+            &timeout_spec(),
+        )
+        .expect("ok");
+        assert_eq!(parsed.next, 5);
+    }
+
+    #[test]
+    fn unknown_ambiguous_and_dynamic_options_fail() {
+        assert!(parse_opts("timeout", &words("timeout -z 5 rm"), &timeout_spec()).is_err());
+        assert!(parse_opts("timeout", &words("timeout --bogus 5 rm"), &timeout_spec()).is_err());
+        // `--p` could be `--preserve-status` only: accepted; `--s` is `--signal` and needs a value.
+        assert!(parse_opts("timeout", &words("timeout --p 5 rm"), &timeout_spec()).is_ok());
+        assert!(parse_opts("timeout", &words("timeout --s"), &timeout_spec()).is_err());
+        let mut dynamic = words("timeout x 5 rm");
+        dynamic[1] = Word::dynamic("$OPT");
+        assert!(parse_opts("timeout", &dynamic, &timeout_spec()).is_err());
+    }
+
+    #[test]
+    fn classify_recognises_wrappers_and_plain_programs() {
+        assert!(matches!(classify("ls", &words("ls -la")), Step::Done));
+        assert!(matches!(
+            classify("nohup", &words("nohup ls")),
+            Step::Wrap { .. }
+        ));
+        assert!(matches!(
+            classify("sudo", &words("sudo ls")),
+            Step::Wrap {
+                privileged: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            classify("bash", &words("bash -c ls")),
+            Step::Script { .. }
+        ));
+        assert!(matches!(classify("eval", &words("eval ls")), Step::Eval));
+        assert!(matches!(classify("find", &words("find .")), Step::Find));
+        assert!(matches!(classify("pwsh", &words("pwsh")), Step::Unknown(_)));
+        assert!(matches!(classify("nice", &words("nice")), Step::Done));
     }
 }

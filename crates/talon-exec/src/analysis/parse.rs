@@ -8,11 +8,11 @@ use std::ops::Range;
 
 use tree_sitter::{Node, Parser, Tree};
 
-use super::walk::{continuation_splits_word, error_snippet, zsh_only};
-use super::words::{self, node_text};
+use super::walk::{continuation_splits_word, error_snippet, has_subst_syntax, zsh_only};
+use super::words::node_text;
 use super::{
     Analysis, Assignment, MAX_SCRIPT_BYTES, MAX_SCRIPT_DEPTH, MAX_SEGMENTS, PipePosition, Redirect,
-    Segment, SegmentKind, Wrapper, render,
+    RedirectKind, Segment, SegmentKind, Wrapper, render,
 };
 
 /// Deeper syntax trees than this are unknown (and the walk does not recurse further).
@@ -237,6 +237,9 @@ impl Walker {
                 error_snippet(root, src)
             ));
         }
+        if let Some(gap) = render::skipped_text(root, src) {
+            self.unknown(format!("the shell parser skipped `{gap}`"));
+        }
         if continuation_splits_word(root, src) {
             self.unknown("a backslash-newline joins two words into one");
         }
@@ -255,6 +258,7 @@ impl Walker {
 
     /// Turns a resolved command into a segment.
     pub(crate) fn push_pending(&mut self, p: Pending, ctx: &Ctx) {
+        self.note_stored_text(&p);
         let mut assignments = ctx.assignments.clone();
         assignments.extend(p.assignments);
         let mut redirects = p.redirects;
@@ -272,6 +276,41 @@ impl Walker {
             feeds_shell: false,
         };
         self.push(segment);
+    }
+
+    /// Builtins that store literal text in variables (`read x <<< '…'`, `printf -v x '…'`,
+    /// `declare x='…'`): text with `$(…)` stored this way is an arithmetic-injection payload.
+    fn note_stored_text(&mut self, p: &Pending) {
+        let Some(program) = p.words.first().map(|w| w.text.as_str()) else {
+            return;
+        };
+        let stores = matches!(
+            program,
+            "read"
+                | "mapfile"
+                | "readarray"
+                | "printf"
+                | "let"
+                | "declare"
+                | "typeset"
+                | "local"
+                | "export"
+                | "readonly"
+        );
+        if !stores {
+            return;
+        }
+        let in_args = p
+            .words
+            .iter()
+            .skip(1)
+            .any(|w| w.literal && has_subst_syntax(&w.text));
+        let on_stdin = p.redirects.iter().any(|r| {
+            matches!(r.kind, RedirectKind::HereDoc | RedirectKind::HereString)
+                && !r.dynamic
+                && has_subst_syntax(&r.target)
+        });
+        self.subst_text |= in_args || on_stdin;
     }
 
     /// Marks the segments whose output becomes a script.
@@ -342,73 +381,10 @@ impl Walker {
                 };
                 self.push_pending(p, ctx);
             }
-            "function_definition" => {
-                let name = node
-                    .child_by_field_name("name")
-                    .map(|n| words::resolve(n, src).text);
-                let mut inner = ctx.clone();
-                inner.function = name;
-                let mut cursor = node.walk();
-                for (i, child) in node.children(&mut cursor).enumerate() {
-                    match node.field_name_for_child(i as u32) {
-                        Some("body") => self.stmt(child, src, &inner, nd),
-                        Some("redirect") => {
-                            let out = self.redirect(child, src, ctx, nd);
-                            inner.redirects.extend(out.redirects);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            "for_statement" => {
-                let mut cursor = node.walk();
-                for (i, child) in node.children(&mut cursor).enumerate() {
-                    match node.field_name_for_child(i as u32) {
-                        Some("value") => {
-                            self.word(child, src, ctx, nd);
-                        }
-                        Some("body") => self.stmt(child, src, ctx, nd),
-                        _ => {}
-                    }
-                }
-            }
-            "c_style_for_statement" => {
-                self.arith = true;
-                let mut cursor = node.walk();
-                for (i, child) in node.children(&mut cursor).enumerate() {
-                    if !child.is_named() {
-                        continue;
-                    }
-                    let body = node.field_name_for_child(i as u32) == Some("body")
-                        || matches!(child.kind(), "do_group" | "compound_statement");
-                    if body {
-                        self.stmt(child, src, ctx, nd);
-                    } else {
-                        self.arith_quoted(child);
-                        self.nested(child, src, ctx, nd);
-                    }
-                }
-            }
-            "case_statement" => {
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    if child.kind() == "case_item" {
-                        let mut items = child.walk();
-                        for (i, part) in child.children(&mut items).enumerate() {
-                            if !part.is_named() || part.kind() == "comment" {
-                                continue;
-                            }
-                            if child.field_name_for_child(i as u32) == Some("value") {
-                                self.word(part, src, ctx, nd);
-                            } else {
-                                self.stmt(part, src, ctx, nd);
-                            }
-                        }
-                    } else if child.kind() != "comment" {
-                        self.word(child, src, ctx, nd);
-                    }
-                }
-            }
+            "function_definition" => self.function_definition(node, src, ctx, nd),
+            "for_statement" => self.for_statement(node, src, ctx, nd),
+            "c_style_for_statement" => self.c_style_for(node, src, ctx, nd),
+            "case_statement" => self.case_statement(node, src, ctx, nd),
             kind => {
                 self.unknown(format!("unsupported shell construct `{kind}`"));
                 self.nested(node, src, ctx, nd);
@@ -553,6 +529,19 @@ mod tests {
                 .is_none()
         );
         assert!(analyze("echo ${x@P}").unknown.is_some());
+        assert!(
+            analyze("read x <<< 'a[$(id)]'; echo $((x))")
+                .unknown
+                .is_some()
+        );
+        assert!(analyze("arr=('a[$(id)]'); echo $((arr))").unknown.is_some());
+        // Data that is only written to a file, or substitutions that run anyway, are fine.
+        let notes = "cat > notes <<'EOF'\n$(not run)\nEOF\nn=$(wc -l < notes); echo $((n + 1))";
+        assert!(
+            analyze(notes).unknown.is_none(),
+            "{:?}",
+            analyze(notes).unknown
+        );
     }
 
     #[test]
@@ -597,6 +586,24 @@ mod tests {
             format!("echo {}x{}", "\"$(echo ".repeat(500), ")\"".repeat(500)),
         ] {
             assert!(analyze(&script).unknown.is_some());
+        }
+    }
+
+    #[test]
+    fn text_the_parser_skips_is_unknown() {
+        assert!(
+            analyze("python3 - <<'EOF'\nprint(1)\nEOF")
+                .unknown
+                .is_some()
+        );
+        for fine in [
+            "cat <<EOF > out && rm x\nhello $x `id`\nEOF\necho done",
+            "echo \"a $b c\" 'd' $'e' ${f:-g} $((1 + 2)) # note",
+            "ls \\\n  -la",
+            "if true; then :; fi; for i in a b; do echo \"$i\"; done",
+        ] {
+            let a = analyze(fine);
+            assert!(a.unknown.is_none(), "{fine:?}: {:?}", a.unknown);
         }
     }
 

@@ -12,7 +12,7 @@ use regex::Regex;
 use super::deny::RawHit;
 use super::patterns_misc;
 use super::wrappers::SHELLS;
-use super::{Analysis, RedirectKind, Segment, SegmentKind};
+use super::{RedirectKind, Segment, SegmentKind};
 
 pub(crate) fn re(pattern: &str) -> Option<Regex> {
     Regex::new(pattern).ok()
@@ -49,7 +49,12 @@ pub(crate) struct View<'a> {
 }
 
 impl View<'_> {
-    pub(crate) fn hit(&mut self, group: &'static str, pattern: &'static str, why: impl Into<String>) {
+    pub(crate) fn hit(
+        &mut self,
+        group: &'static str,
+        pattern: &'static str,
+        why: impl Into<String>,
+    ) {
         let why = format!("{}{}", why.into(), wrapper_note(self.seg));
         self.out.push(RawHit {
             group,
@@ -131,7 +136,7 @@ pub(crate) fn is_python(prog: &str) -> bool {
         .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
-fn is_shell(prog: &str) -> bool {
+pub(crate) fn is_shell(prog: &str) -> bool {
     SHELLS.contains(&prog)
 }
 
@@ -541,7 +546,12 @@ fn env_injection(v: &mut View<'_>) {
         .collect();
     let shell = is_shell(v.prog) || v.seg.wrappers.iter().any(|w| is_shell(&w.name));
     for name in assigned {
-        let value = v.seg.assignments.iter().find(|a| a.name == name).map(|a| a.value.clone());
+        let value = v
+            .seg
+            .assignments
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.value.clone());
         // GoClaw: `ENV=… sh`; ENV is read by sh, so other programs' ENV=production passes.
         if name == "ENV" && !shell && !value.is_some_and(|val| val.contains("sh")) {
             continue;
@@ -563,73 +573,6 @@ fn env_injection(v: &mut View<'_>) {
         if let Some(name) = exported.cloned() {
             v.hit(G, r"\bexport\s+LD_", format!("exporting `{name}`"));
         }
-    }
-}
-
-pub(crate) fn whole(analysis: &Analysis, out: &mut Vec<RawHit>) {
-    for (i, seg) in analysis.segments.iter().enumerate() {
-        let prog = seg.program().unwrap_or("");
-        let source = match prog {
-            "curl" | "wget" => Some((
-                "data_exfiltration",
-                r"\bcurl\b.*\|\s*(ba)?sh\b",
-                "downloaded code run by a shell",
-            )),
-            "base64"
-                if seg
-                    .args()
-                    .iter()
-                    .any(|a| a == "--decode" || short_has(a, "dD")) =>
-            {
-                Some((
-                    "code_injection",
-                    r"\bbase64\s+(-d\w*|--decode)\b.*\|\s*(ba)?sh\b",
-                    "decoded text run by a shell",
-                ))
-            }
-            "xxd" if seg.args().iter().any(|a| short_has(a, "r")) => Some((
-                "code_injection",
-                r"\bbase64\s+(-d\w*|--decode)\b.*\|\s*(ba)?sh\b",
-                "decoded text run by a shell",
-            )),
-            _ => None,
-        };
-        let Some((group, pattern, why)) = source else {
-            continue;
-        };
-        let piped = seg.pipeline.is_some_and(|p| {
-            analysis.segments.iter().skip(i + 1).any(|t| {
-                t.pipeline
-                    .is_some_and(|q| q.id == p.id && q.index > p.index)
-                    && (t.program().is_some_and(is_shell) || t.program().is_some_and(is_python))
-            })
-        });
-        if piped || seg.feeds_shell {
-            out.push(RawHit {
-                group,
-                pattern,
-                why: why.to_owned(),
-                matched: seg.command_line(),
-            });
-        }
-    }
-    for transform in &analysis.transforms {
-        out.push(RawHit {
-            group: "filter_bypass",
-            pattern: r"\$\{[^}]*@[PpEeAaKk]\}",
-            why: "a parameter transformation".to_owned(),
-            matched: transform.clone(),
-        });
-    }
-    if analysis.is_unknown()
-        && (analysis.normalized.contains("/dev/tcp/") || analysis.normalized.contains("/dev/udp/"))
-    {
-        out.push(RawHit {
-            group: "data_exfiltration",
-            pattern: "/dev/tcp/",
-            why: "a `/dev/tcp` socket in a command that could not be analysed".to_owned(),
-            matched: analysis.normalized.clone(),
-        });
     }
 }
 

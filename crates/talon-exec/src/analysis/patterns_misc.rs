@@ -5,8 +5,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::patterns::{View, is_match, is_python, long_is, re, short_has};
-use super::{RedirectKind, SegmentKind, basename};
+use super::deny::RawHit;
+use super::patterns::{View, is_match, is_python, is_shell, long_is, re, short_has};
+use super::{Analysis, RedirectKind, SegmentKind, basename};
 
 static CONTAINER: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(r"docker\.(sock|socket)|/proc/sys/(kernel|fs|net)/|/sys/(kernel|fs|class|devices)/")
@@ -126,6 +127,19 @@ pub(crate) fn filter_bypass(v: &mut View<'_>) {
                 && dangerous_config(c)
             {
                 why = Some(format!("`git {a}`"));
+            }
+        }
+        // `git config alias.x '!cmd'`, `git config core.pager cmd`: the same settings, stored.
+        if let Some(pos) = v.args.iter().position(|a| a == "config") {
+            let rest: Vec<&str> = v.args[pos + 1..]
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !a.starts_with('-'))
+                .collect();
+            if let [key, value, ..] = rest.as_slice()
+                && dangerous_config(&format!("{key}={value}"))
+            {
+                why = Some(format!("`git config {key}`"));
             }
         }
         if let Some(why) = why {
@@ -480,6 +494,73 @@ pub(crate) fn env_dump(v: &mut View<'_>) {
 }
 
 /// Checks that need the whole analysis: pipelines into a shell, parameter transformations.
+pub(crate) fn whole(analysis: &Analysis, out: &mut Vec<RawHit>) {
+    for (i, seg) in analysis.segments.iter().enumerate() {
+        let prog = seg.program().unwrap_or("");
+        let source = match prog {
+            "curl" | "wget" => Some((
+                "data_exfiltration",
+                r"\bcurl\b.*\|\s*(ba)?sh\b",
+                "downloaded code run by a shell",
+            )),
+            "base64"
+                if seg
+                    .args()
+                    .iter()
+                    .any(|a| a == "--decode" || short_has(a, "dD")) =>
+            {
+                Some((
+                    "code_injection",
+                    r"\bbase64\s+(-d\w*|--decode)\b.*\|\s*(ba)?sh\b",
+                    "decoded text run by a shell",
+                ))
+            }
+            "xxd" if seg.args().iter().any(|a| short_has(a, "r")) => Some((
+                "code_injection",
+                r"\bbase64\s+(-d\w*|--decode)\b.*\|\s*(ba)?sh\b",
+                "decoded text run by a shell",
+            )),
+            _ => None,
+        };
+        let Some((group, pattern, why)) = source else {
+            continue;
+        };
+        let piped = seg.pipeline.is_some_and(|p| {
+            analysis.segments.iter().skip(i + 1).any(|t| {
+                t.pipeline
+                    .is_some_and(|q| q.id == p.id && q.index > p.index)
+                    && (t.program().is_some_and(is_shell) || t.program().is_some_and(is_python))
+            })
+        });
+        if piped || seg.feeds_shell {
+            out.push(RawHit {
+                group,
+                pattern,
+                why: why.to_owned(),
+                matched: seg.command_line(),
+            });
+        }
+    }
+    for transform in &analysis.transforms {
+        out.push(RawHit {
+            group: "filter_bypass",
+            pattern: r"\$\{[^}]*@[PpEeAaKk]\}",
+            why: "a parameter transformation".to_owned(),
+            matched: transform.clone(),
+        });
+    }
+    if analysis.is_unknown()
+        && (analysis.normalized.contains("/dev/tcp/") || analysis.normalized.contains("/dev/udp/"))
+    {
+        out.push(RawHit {
+            group: "data_exfiltration",
+            pattern: "/dev/tcp/",
+            why: "a `/dev/tcp` socket in a command that could not be analysed".to_owned(),
+            matched: analysis.normalized.clone(),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,6 +118,92 @@ fn tokens(node: Node<'_>, src: &str, out: &mut Vec<String>, depth: usize) {
     }
 }
 
+/// Leaves whose text is covered whole.
+const COVERED: &[&str] = &[
+    "word",
+    "raw_string",
+    "ansi_c_string",
+    "number",
+    "regex",
+    "extglob_pattern",
+    "variable_name",
+    "special_variable_name",
+    "string_content",
+    "heredoc_content",
+    "heredoc_start",
+    "heredoc_end",
+    "test_operator",
+    "file_descriptor",
+    "comment",
+];
+
+/// Text the parser skipped without reporting an error (tree-sitter-bash drops the `-` of
+/// `python3 - <<'EOF'`): source outside every token, other than whitespace and line
+/// continuations, outside strings and here-document bodies.
+pub(crate) fn skipped_text(root: Node<'_>, src: &str) -> Option<String> {
+    let mut pos = 0;
+    match covered(root, src, &mut pos, false, 0) {
+        Err(gap) => Some(gap),
+        Ok(()) => nonblank(src, pos, src.len()),
+    }
+}
+
+fn covered(
+    node: Node<'_>,
+    src: &str,
+    pos: &mut usize,
+    text_ok: bool,
+    depth: usize,
+) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        *pos = (*pos).max(node.end_byte());
+        return Ok(());
+    }
+    check_gap(src, *pos, node.start_byte(), text_ok)?;
+    *pos = (*pos).max(node.start_byte());
+    let kind = node.kind();
+    if node.child_count() == 0 || COVERED.contains(&kind) {
+        *pos = (*pos).max(node.end_byte());
+        return Ok(());
+    }
+    let inner = match kind {
+        "string" | "translated_string" | "heredoc_body" => true,
+        "command_substitution" | "process_substitution" | "arithmetic_expansion" | "expansion" => {
+            false
+        }
+        _ => text_ok,
+    };
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        covered(child, src, pos, inner, depth + 1)?;
+    }
+    check_gap(src, *pos, node.end_byte(), inner)?;
+    *pos = (*pos).max(node.end_byte());
+    Ok(())
+}
+
+fn check_gap(src: &str, from: usize, to: usize, text_ok: bool) -> Result<(), String> {
+    if text_ok {
+        return Ok(());
+    }
+    nonblank(src, from, to).map_or(Ok(()), Err)
+}
+
+/// The text between `from` and `to` if it is more than whitespace and line continuations.
+fn nonblank(src: &str, from: usize, to: usize) -> Option<String> {
+    if from >= to {
+        return None;
+    }
+    let Some(gap) = src.get(from..to) else {
+        return Some("(text between characters)".to_owned());
+    };
+    if gap.bytes().all(|b| b.is_ascii_whitespace()) {
+        return None;
+    }
+    let stripped = gap.replace("\\\n", "");
+    (!stripped.trim().is_empty()).then(|| gap.trim().chars().take(40).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::analyze;

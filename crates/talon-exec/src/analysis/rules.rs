@@ -312,7 +312,7 @@ pub fn is_inert(segment: &Segment) -> bool {
                         return false;
                     }
                     if let Some(flags) = arg.strip_prefix('-') {
-                        return !flags.is_empty() && flags.chars().all(|c| "xrailguvn".contains(c));
+                        return !flags.is_empty() && flags.chars().all(|c| "xrailgu".contains(c));
                     }
                     let name = arg.split('=').next().unwrap_or(arg);
                     super::words::is_name(name.split('[').next().unwrap_or(name))

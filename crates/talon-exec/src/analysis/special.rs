@@ -5,7 +5,7 @@ use super::MAX_WRAPPERS;
 use super::options::{Spec, parse_opts, texts, wrap_at};
 use super::parse::Word;
 use super::words::{is_name, split_env_string};
-use super::wrappers::Step;
+use super::wrappers::{Step, fd_path};
 
 pub(crate) fn script_of(words: &[Word], next: usize, script: &str, privileged: bool) -> Step {
     // The script came from an option value: find its word to keep its substitutions.
@@ -498,7 +498,17 @@ pub(crate) fn shell(name: &str, words: &[Word]) -> Step {
             words[i].text
         ));
     }
-    Step::Done
+    match fd_path(&words[i].text) {
+        Some(true) => Step::Stdin {
+            wrapper: texts(&words[..=i]),
+            zsh,
+        },
+        Some(false) => Step::Unknown(format!(
+            "`{name}` runs `{}`, a file descriptor",
+            words[i].text
+        )),
+        None => Step::Done,
+    }
 }
 
 pub(crate) fn foreign_shell(name: &str, words: &[Word]) -> Step {
@@ -522,5 +532,78 @@ pub(crate) fn foreign_shell(name: &str, words: &[Word]) -> Step {
         Step::Unknown(format!("`{name}` command lines are not analysed"))
     } else {
         Step::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<Word> {
+        line.split_whitespace().map(Word::literal).collect()
+    }
+
+    fn rest(step: Step) -> Vec<String> {
+        match step {
+            Step::Wrap { rest, .. } => rest.into_iter().map(|w| w.text).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn env_options_assignments_and_split_strings() {
+        assert_eq!(rest(env(&words("env -i -u HOME A=1 ls -l"))), ["ls", "-l"]);
+        let Step::Wrap { assignments, .. } = env(&words("env A=1 B=2 ls")) else {
+            panic!("env with a command wraps it");
+        };
+        assert_eq!(assignments.len(), 2);
+        let mut split = words("env -S");
+        split.push(Word::literal("-i X=1 rm -rf /"));
+        assert_eq!(rest(env(&split)), ["rm", "-rf", "/"]);
+        assert!(matches!(env(&words("env")), Step::Done));
+        assert!(matches!(env(&words("env -q ls")), Step::Unknown(_)));
+    }
+
+    #[test]
+    fn assignment_words() {
+        let a = assignment_word(&Word::literal("LD_PRELOAD=/x.so")).expect("plain word");
+        assert_eq!(a.map(|a| a.name), Some("LD_PRELOAD".to_owned()));
+        assert_eq!(assignment_word(&Word::literal("ls")), Ok(None));
+        assert!(assignment_word(&Word::dynamic("$X")).is_err());
+    }
+
+    #[test]
+    fn shell_options() {
+        assert!(matches!(
+            shell("bash", &words("bash -ex -o pipefail -c ls")),
+            Step::Script { .. }
+        ));
+        assert!(matches!(
+            shell("sh", &words("sh -s arg")),
+            Step::Stdin { .. }
+        ));
+        assert!(matches!(shell("sh", &words("sh")), Step::Stdin { .. }));
+        assert!(matches!(
+            shell("bash", &words("bash script.sh")),
+            Step::Done
+        ));
+        assert!(matches!(
+            shell("bash", &words("bash /dev/stdin")),
+            Step::Stdin { .. }
+        ));
+        assert!(matches!(shell("bash", &words("bash -Q")), Step::Unknown(_)));
+        assert!(matches!(shell("bash", &words("bash -c")), Step::Unknown(_)));
+    }
+
+    #[test]
+    fn xargs_placeholders() {
+        let args = rest(xargs(&words("xargs -0 -n1 rm -f")));
+        assert_eq!(args, ["rm", "-f", "{}"]);
+        assert_eq!(rest(xargs(&words("xargs"))), ["echo", "{}"]);
+        let Step::Wrap { rest, .. } = xargs(&words("xargs -I% cp % dir")) else {
+            panic!("xargs wraps");
+        };
+        assert!(!rest[1].literal && rest[1].placeholder);
+        assert!(rest[2].literal);
     }
 }

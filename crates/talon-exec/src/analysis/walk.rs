@@ -5,7 +5,7 @@ use tree_sitter::Node;
 
 use super::parse::{Ctx, MAX_NODE_DEPTH, Pending, WORD_KINDS, Walker, Word};
 use super::words::{self, node_text};
-use super::{Assignment, PipePosition, Redirect, RedirectKind, SegmentKind, wrappers};
+use super::{Assignment, Redirect, RedirectKind, SegmentKind, wrappers};
 
 /// What a redirection node holds besides redirections.
 #[derive(Default)]
@@ -17,71 +17,6 @@ pub(crate) struct RedirOut<'t> {
 }
 
 impl Walker {
-    pub(crate) fn redirected(&mut self, node: Node<'_>, src: &str, ctx: &Ctx, nd: usize) {
-        let body = node.child_by_field_name("body");
-        let mut out = RedirOut::default();
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            if Some(child) == body || child.kind() == "comment" {
-                continue;
-            }
-            match child.kind() {
-                "file_redirect" | "heredoc_redirect" | "herestring_redirect" => {
-                    let more = self.redirect(child, src, ctx, nd);
-                    out.redirects.extend(more.redirects);
-                    out.args.extend(more.args);
-                    out.after.extend(more.after);
-                    if more.pipe.is_some() {
-                        out.pipe = more.pipe;
-                    }
-                }
-                kind => {
-                    self.unknown(format!("unsupported redirection `{kind}`"));
-                    self.nested(child, src, ctx, nd);
-                }
-            }
-        }
-        let mut inner = ctx.clone();
-        let pipe_id = out.pipe.map(|_| self.new_pipe());
-        if let Some(id) = pipe_id {
-            inner.pipe = Some(PipePosition { id, index: 0 });
-        }
-        match body {
-            Some(b) if b.kind() == "command" => {
-                self.command_with(b, src, &inner, nd, out.redirects, out.args);
-            }
-            Some(b) => {
-                if !out.args.is_empty() {
-                    self.unknown("words after a here-document of a compound command");
-                }
-                inner.redirects.extend(out.redirects);
-                self.stmt(b, src, &inner, nd);
-            }
-            None => {
-                let p = Pending {
-                    words: Vec::new(),
-                    assignments: Vec::new(),
-                    redirects: out.redirects,
-                    text: node_text(node, src).to_owned(),
-                    chain: ctx.chain.clone(),
-                    kind: SegmentKind::Assignment,
-                };
-                self.push_pending(p, &inner);
-            }
-        }
-        if let (Some(pipe), Some(id)) = (out.pipe, pipe_id) {
-            let mut cursor = pipe.walk();
-            for (index, child) in (1..).zip(pipe.named_children(&mut cursor)) {
-                let mut next = ctx.clone();
-                next.pipe = Some(PipePosition { id, index });
-                self.stmt(child, src, &next, nd);
-            }
-        }
-        for after in out.after {
-            self.stmt(after, src, ctx, nd);
-        }
-    }
-
     pub(crate) fn command(
         &mut self,
         node: Node<'_>,
@@ -153,9 +88,6 @@ impl Walker {
         let start = self.segments.len();
         self.nested(node, src, ctx, nd);
         let value = words::resolve(node, src);
-        if value.literal && (value.text.contains("$(") || value.text.contains('`')) {
-            self.subst_text = true;
-        }
         Word {
             split: !value.literal && may_split(node, src),
             placeholder: false,
@@ -242,6 +174,16 @@ impl Walker {
         match node.child_by_field_name("value") {
             Some(value) => {
                 let w = self.word(value, src, ctx, nd);
+                // A literal value holding `$(…)` is what arithmetic injection stores.
+                let mut payload = w.literal && has_subst_syntax(&w.text);
+                if value.kind() == "array" {
+                    let mut cursor = value.walk();
+                    payload |= value.named_children(&mut cursor).any(|e| {
+                        let e = words::resolve(e, src);
+                        e.literal && has_subst_syntax(&e.text)
+                    });
+                }
+                self.subst_text |= payload;
                 Assignment {
                     name,
                     value: w.text,
@@ -495,9 +437,6 @@ impl Walker {
                         .collect::<Vec<_>>()
                         .join("\n");
                 }
-                if !dynamic && (text.contains("$(") || text.contains('`')) {
-                    self.subst_text = true;
-                }
                 (text, dynamic)
             }
             None => (String::new(), false),
@@ -510,6 +449,11 @@ impl Walker {
             kind: RedirectKind::HereDoc,
         });
     }
+}
+
+/// Text that would run a command if bash evaluated it again (in arithmetic or as a prompt).
+pub(crate) fn has_subst_syntax(text: &str) -> bool {
+    text.contains("$(") || text.contains('`')
 }
 
 /// Whether a dynamic word may become several words (unquoted expansion or glob).
@@ -609,4 +553,30 @@ pub(crate) fn zsh_only(src: &str) -> bool {
         prev = c;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_kinds() {
+        let fd = Word::literal("1");
+        let file = Word::literal("out");
+        assert_eq!(redirect_kind(">&", &fd), RedirectKind::Duplicate);
+        assert_eq!(redirect_kind(">&", &file), RedirectKind::Write);
+        assert_eq!(redirect_kind(">>", &file), RedirectKind::Append);
+        assert_eq!(redirect_kind("<", &file), RedirectKind::Read);
+        assert_eq!(redirect_kind("&>", &file), RedirectKind::Write);
+    }
+
+    #[test]
+    fn substitution_syntax_and_zsh() {
+        assert!(has_subst_syntax("a[$(id)]"));
+        assert!(has_subst_syntax("`id`"));
+        assert!(!has_subst_syntax("$HOME"));
+        assert!(zsh_only("ls *(e:rm x:)"));
+        assert!(zsh_only("cat =(ls)"));
+        assert!(!zsh_only("echo $(ls) && (cd x; ls)"));
+    }
 }

@@ -103,6 +103,13 @@ pub(crate) fn resolve(w: &mut Walker, mut p: Pending, ctx: &Ctx) {
             w.mark_feeds_shell(subs);
             return;
         }
+        if matches!(head.text.as_str(), "{" | "}" | "(" | ")" | "((" | "[[") {
+            // A reserved word as a command name means the grammar read a compound command
+            // (`coproc { …; }`) as a simple one.
+            w.unknown(format!("`{}` where a command name should be", head.text));
+            w.push_pending(p, ctx);
+            return;
+        }
         if p.chain.len().saturating_sub(ctx.chain.len()) >= MAX_WRAPPERS {
             w.unknown(format!("more than {MAX_WRAPPERS} nested wrappers"));
             w.push_pending(p, ctx);
@@ -113,6 +120,14 @@ pub(crate) fn resolve(w: &mut Walker, mut p: Pending, ctx: &Ctx) {
             return;
         }
         let Some(name) = wrapper_name(&head.text).map(str::to_owned) else {
+            // `./env`, `/tmp/sh`, `/usr/bin/../bin/sh`: maybe a copy of the wrapper, maybe not.
+            let base = basename(&head.text);
+            if !matches!(classify(base, &p.words), Step::Done) {
+                w.unknown(format!(
+                    "`{}` is named like `{base}` but is not the system one",
+                    head.text
+                ));
+            }
             w.push_pending(p, ctx);
             return;
         };
@@ -235,10 +250,12 @@ fn stdin_script(
     zsh: bool,
 ) {
     let text = p.redirects.iter().rev().find(|r| is_stdin_text(r)).cloned();
-    let file = p
-        .redirects
-        .iter()
-        .any(|r| r.kind == RedirectKind::Read && matches!(r.fd, None | Some(0)));
+    let file = p.redirects.iter().any(|r| {
+        r.kind == RedirectKind::Read
+            && matches!(r.fd, None | Some(0))
+            && !r.dynamic
+            && fd_path(&r.target).is_none()
+    });
     match text {
         Some(r) if !r.dynamic => {
             p.chain.push(Wrapper {
@@ -262,6 +279,21 @@ fn stdin_script(
             w.push_pending(p, ctx);
         }
     }
+}
+
+/// `Some(true)` for paths that are standard input (`/dev/stdin`, `/dev/fd/0`,
+/// `/proc/self/fd/0`), `Some(false)` for other descriptor paths (`/dev/fd/63`, what a process
+/// substitution becomes), `None` for ordinary files.
+pub(crate) fn fd_path(path: &str) -> Option<bool> {
+    if matches!(path, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0") {
+        return Some(true);
+    }
+    let descriptor = path.starts_with("/dev/fd/")
+        || (path.starts_with("/proc/") && path.contains("/fd/"))
+        || path == "/dev/tcp"
+        || path.starts_with("/dev/tcp/")
+        || path.starts_with("/dev/udp/");
+    descriptor.then_some(false)
 }
 
 fn find(w: &mut Walker, p: Pending, ctx: &Ctx) {
@@ -446,9 +478,22 @@ mod tests {
     }
 
     #[test]
-    fn local_programs_named_like_wrappers_are_not_unwrapped() {
-        assert_eq!(single("./env sh -c ls"), ["./env", "sh", "-c", "ls"]);
-        assert_eq!(single("/tmp/timeout 5 ls"), ["/tmp/timeout", "5", "ls"]);
+    fn programs_named_like_wrappers_elsewhere_are_unknown() {
+        for script in [
+            "./env sh -c ls",
+            "/tmp/timeout 5 ls",
+            "/usr/bin/../bin/sh -c ls",
+        ] {
+            let (argvs, unknown) = effective(script);
+            assert!(unknown.is_some(), "{script}");
+            assert_eq!(
+                argvs.len(),
+                1,
+                "{script}: the program itself is still a segment"
+            );
+        }
+        assert_eq!(single("./ls -la"), ["./ls", "-la"]);
+        assert_eq!(single("./sudo -l"), ["./sudo", "-l"]);
     }
 
     #[test]

@@ -46,6 +46,9 @@ impl Bubblewrap {
                             .into(),
                     )
                 })?;
+                if probe_cache::passed(&program) {
+                    return Ok(Bubblewrap { program });
+                }
                 let filter = seccomp::filter_fd(false)?;
                 let fd = filter.as_raw_fd();
                 let mut command = std::process::Command::new(&program);
@@ -70,6 +73,7 @@ impl Bubblewrap {
                         String::from_utf8_lossy(&output.stderr).trim()
                     )));
                 }
+                probe_cache::record(&program);
                 Ok(Bubblewrap { program })
             })
             .clone()
@@ -78,6 +82,59 @@ impl Bubblewrap {
     /// The `bwrap` binary in use.
     pub fn program(&self) -> &Path {
         &self.program
+    }
+}
+
+/// A passed probe, remembered across processes until the machine reboots or `bwrap` changes,
+/// so one-shot commands (`talon tool call`) do not pay for a probe run each time. Only passes
+/// are remembered; a failing host is probed again by every process. Kept in a directory only
+/// this user can write (`$XDG_RUNTIME_DIR/talon`, else `/tmp/talon-<uid>`), and trusted only
+/// when that directory is owned by this user and closed to others.
+mod probe_cache {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    use std::path::{Path, PathBuf};
+
+    fn dir() -> Option<PathBuf> {
+        let uid = std::fs::metadata("/proc/self").ok()?.uid();
+        let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(runtime) if !runtime.is_empty() => PathBuf::from(runtime).join("talon"),
+            _ => std::env::temp_dir().join(format!("talon-{uid}")),
+        };
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        let meta = std::fs::symlink_metadata(&dir).ok()?;
+        (meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 == 0)
+            .then_some(dir)
+    }
+
+    /// What a pass is valid for: this `bwrap` (path and modification time) in this boot.
+    fn stamp(program: &Path) -> Option<String> {
+        let meta = std::fs::metadata(program).ok()?;
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(format!(
+            "{}\n{}.{}\n{}\n",
+            program.display(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            boot.trim()
+        ))
+    }
+
+    pub fn passed(program: &Path) -> bool {
+        match (dir(), stamp(program)) {
+            (Some(dir), Some(stamp)) => {
+                std::fs::read_to_string(dir.join("bwrap-probe")).is_ok_and(|s| s == stamp)
+            }
+            _ => false,
+        }
+    }
+
+    pub fn record(program: &Path) {
+        if let (Some(dir), Some(stamp)) = (dir(), stamp(program)) {
+            let temp = dir.join(format!("bwrap-probe.{}", std::process::id()));
+            if std::fs::write(&temp, stamp).is_ok() {
+                let _ = std::fs::rename(&temp, dir.join("bwrap-probe"));
+            }
+        }
     }
 }
 
@@ -145,8 +202,12 @@ impl Sandbox for Bubblewrap {
         // A hidden directory that holds a writable root (the gateway's per-agent workspaces
         // live in the data directory) is hidden first, so the root bound after it stays
         // reachable while everything else in it stays hidden.
-        let holds_a_root =
-            |hidden: &Path| policy.writable_roots.iter().any(|root| root.starts_with(hidden));
+        let holds_a_root = |hidden: &Path| {
+            policy
+                .writable_roots
+                .iter()
+                .any(|root| root.starts_with(hidden))
+        };
         for hidden in policy.hidden.iter().filter(|h| holds_a_root(h)) {
             hide(&mut args, hidden);
         }

@@ -287,10 +287,7 @@ impl Sandbox {
         let mut stopping: Option<(Ending, Instant)> = None;
         let deadline = tokio::time::Instant::now() + command.timeout;
         let result = loop {
-            let next_signal = match stopping {
-                None => None,
-                Some((_, since)) => Some(since + GRACE),
-            };
+            let next_signal = stopping.map(|(_, since)| since + GRACE);
             let event = tokio::select! {
                 event = events.recv() => event,
                 () = tokio::time::sleep_until(deadline), if stopping.is_none() => {

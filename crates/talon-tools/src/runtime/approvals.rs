@@ -80,9 +80,7 @@ impl ExecApprovals {
     }
 
     fn policy(&self, agent: Option<&str>) -> &AgentExecPolicy {
-        self.agents
-            .get(agent_key(agent))
-            .unwrap_or(&self.defaults)
+        self.agents.get(agent_key(agent)).unwrap_or(&self.defaults)
     }
 
     /// The analysed script of a shell tool's call, if this is one.

@@ -48,6 +48,7 @@ pub async fn call(
             workspace,
             data_dir,
             prompt_on_tty: true,
+            one_shot: true,
             ..Overrides::default()
         },
     )
