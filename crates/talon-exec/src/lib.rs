@@ -14,6 +14,7 @@ pub mod background;
 pub mod cap;
 pub mod credentialed;
 pub mod env;
+mod limits;
 pub mod run;
 pub mod sandbox;
 pub mod session;
@@ -154,7 +155,21 @@ impl Shell {
     /// The job that runs `request` (wrapped in the sandbox when it applies) and the sandbox's
     /// placeholders to remove once it has ended.
     fn prepare(&self, request: &Request<'_>) -> Result<(Job, Option<Placeholders>), ExecError> {
-        let argv: Vec<OsString> = vec![request.shell.into(), "-c".into(), request.command.into()];
+        // On the host the shell itself lowers its limits (hard and soft) before it reads the
+        // command, so the command starts with `posix_spawn` instead of a fork with a pre-exec
+        // hook; nothing of the command runs before the limits hold. In a sandbox the wrapper
+        // takes them (see `job_for_argv`).
+        let on_host = !self.config.mode.applies_to(request.agent);
+        let script = if on_host {
+            format!(
+                "{}{}",
+                limits::shell_prefix(&self.config.limits, request.shell),
+                request.command
+            )
+        } else {
+            request.command.to_string()
+        };
+        let argv: Vec<OsString> = vec![request.shell.into(), "-c".into(), script.into()];
         let (mut job, placeholders) = self.job_for_argv(
             argv,
             request.cwd,
@@ -162,6 +177,9 @@ impl Shell {
             request.agent,
             request.timeout,
         )?;
+        if on_host {
+            job.limits = None;
+        }
         job.env = self.config.env.vars();
         Ok((job, placeholders))
     }
