@@ -216,3 +216,82 @@ fn deny_groups_hold_even_when_permissions_are_bypassed() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("no one can be asked here"), "{text}");
 }
+
+/// Runs `talon tool call exec` under a pseudo-terminal (util-linux `script`), typing `answer`
+/// at the approval prompt; returns what the terminal showed and the exit status.
+fn at_a_terminal(home: &std::path::Path, command: &str, answer: &str) -> (String, bool) {
+    use std::io::Write;
+    let talon = support::talon();
+    let args = json!({"command": command}).to_string();
+    let line = format!(
+        "{} tool call exec --workspace {} --args '{}'",
+        talon.display(),
+        home.join("ws").display(),
+        args
+    );
+    // The environment `support::command` gives talon, for `script` (which passes it on).
+    let mut child = std::process::Command::new("script")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TALON_DATA_DIR", home.join("data"))
+        .env("TALON_TOOLS__PERMISSION_MODE", "default")
+        .current_dir(home)
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Answer once the prompt is up.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(answer.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.success(),
+    )
+}
+
+#[test]
+fn a_person_answers_at_the_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("ws")).unwrap();
+    std::fs::write(home.path().join("talon.toml"), CONFIG).unwrap();
+    let ws = home.path().join("ws");
+
+    let (screen, ok) = at_a_terminal(home.path(), "touch once.txt", "y\n");
+    assert!(screen.contains("needs approval"), "{screen}");
+    assert!(
+        screen.contains("[a] always (remembers exactly: touch once.txt)"),
+        "{screen}"
+    );
+    assert!(ok && ws.join("once.txt").exists(), "{screen}");
+
+    let (screen, ok) = at_a_terminal(home.path(), "touch refused.txt", "n\n");
+    assert!(
+        !ok && screen.contains("refused at the terminal"),
+        "{screen}"
+    );
+    assert!(!ws.join("refused.txt").exists());
+
+    let (screen, ok) = at_a_terminal(home.path(), "touch always.txt", "a\n");
+    assert!(ok, "{screen}");
+    // Remembered: the same command runs later with nobody to ask.
+    std::fs::remove_file(ws.join("always.txt")).unwrap();
+    let out = support::command(home.path())
+        .env("TALON_TOOLS__PERMISSION_MODE", "default")
+        .args(["tool", "call", "exec", "--workspace"])
+        .arg(&ws)
+        .args(["--args", r#"{"command":"touch always.txt"}"#])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(ws.join("always.txt").exists());
+}
