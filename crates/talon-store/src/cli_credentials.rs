@@ -177,6 +177,43 @@ fn spec_of(row: &sqlx::any::AnyRow) -> Result<(CliCredentialSpec, Vec<String>), 
 
 const COLUMNS: &str = "binary_name, binary_path, env_names, deny_args, deny_verbose, timeout_seconds, tips, created_at, updated_at";
 
+/// The last read list of binary names and when it was read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NamesCache(
+    std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<String>>)>>>,
+);
+
+impl NamesCache {
+    fn fresh(&self, max_age: std::time::Duration) -> Option<std::sync::Arc<Vec<String>>> {
+        let cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cached
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < max_age)
+            .map(|(_, names)| std::sync::Arc::clone(names))
+    }
+
+    fn set(&self, names: Vec<String>) -> std::sync::Arc<Vec<String>> {
+        let names = std::sync::Arc::new(names);
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((std::time::Instant::now(), std::sync::Arc::clone(&names)));
+        names
+    }
+
+    /// Forgets the list (after a change through this store).
+    pub(crate) fn clear(&self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
 impl Store {
     /// Registers a binary with its environment. Fails if it is already registered (use
     /// [`Store::update_cli_credential`]), so an `add` never silently replaces a credential.
@@ -185,6 +222,7 @@ impl Store {
         spec: &CliCredentialSpec,
         env: &BTreeMap<String, String>,
     ) -> Result<(), StoreError> {
+        self.binary_names.clear();
         check_spec(spec)?;
         check_env(env)?;
         let names: Vec<String> = env.keys().cloned().collect();
@@ -226,6 +264,7 @@ impl Store {
         spec: &CliCredentialSpec,
         env: Option<&BTreeMap<String, String>>,
     ) -> Result<(), StoreError> {
+        self.binary_names.clear();
         check_spec(spec)?;
         if let Some(env) = env {
             check_env(env)?;
@@ -334,6 +373,7 @@ impl Store {
 
     /// Removes a binary, its grants and its environment; returns whether it was registered.
     pub async fn remove_cli_credential(&self, binary: &str) -> Result<bool, StoreError> {
+        self.binary_names.clear();
         let mut tx = self.pool().begin().await?;
         sqlx::query("DELETE FROM cli_credential_grants WHERE binary_name = $1")
             .bind(binary)
@@ -388,6 +428,28 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Names of every credentialed binary, read at most `max_age` ago (by this process; changes
+    /// made through this store are seen at once). For `exec`'s routing, which needs the store
+    /// only when a command runs one of these: a binary added by another process is routed
+    /// after at most `max_age`, while grants and credentials themselves are always read fresh,
+    /// so a revocation holds at once.
+    pub async fn cli_binary_names_recent(
+        &self,
+        max_age: std::time::Duration,
+    ) -> Result<std::sync::Arc<Vec<String>>, StoreError> {
+        if let Some(names) = self.binary_names.fresh(max_age) {
+            return Ok(names);
+        }
+        let rows = sqlx::query("SELECT binary_name FROM cli_credentials")
+            .fetch_all(self.pool())
+            .await?;
+        let names = rows
+            .iter()
+            .map(|r| r.try_get("binary_name").map_err(StoreError::from))
+            .collect::<Result<Vec<String>, StoreError>>()?;
+        Ok(self.binary_names.set(names))
     }
 
     /// The binaries granted to `agent`, sorted (what `exec` routes to credentialed exec).

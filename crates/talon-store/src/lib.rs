@@ -137,6 +137,9 @@ pub struct Store {
     pool: AnyPool,
     engine: Engine,
     key: Option<EncryptionKey>,
+    /// Names of the credentialed binaries, as last read (see
+    /// [`Store::cli_binary_names_recent`]); shared by the store's clones.
+    binary_names: cli_credentials::NamesCache,
 }
 
 fn valid_identifier(s: &str) -> bool {
@@ -273,6 +276,7 @@ impl Store {
             pool,
             engine,
             key: None,
+            binary_names: cli_credentials::NamesCache::default(),
         })
     }
 

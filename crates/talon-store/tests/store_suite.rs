@@ -91,6 +91,7 @@ suite!(
     allowed_commands_are_whole_commands_per_agent,
     cli_credentials_are_encrypted_and_granted_per_agent,
     cli_credential_updates_and_removal,
+    binary_names_are_cached_briefly_and_refreshed_on_local_changes,
 );
 
 async fn migrations_apply_once_and_are_recorded(config: &StoreConfig) {
@@ -926,4 +927,41 @@ async fn cli_credential_updates_and_removal(config: &StoreConfig) {
         .map(|c| c.spec.binary_name)
         .collect();
     assert_eq!(names, vec!["git"]);
+}
+
+async fn binary_names_are_cached_briefly_and_refreshed_on_local_changes(config: &StoreConfig) {
+    use std::time::Duration;
+    let store = Store::open(config).await.unwrap();
+    let store = store.unlock(EncryptionKey::generate()).await.unwrap();
+    let long = Duration::from_secs(3600);
+    assert!(
+        store
+            .cli_binary_names_recent(long)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let env =
+        std::collections::BTreeMap::from([("GH_TOKEN".to_string(), "t0k3n-value".to_string())]);
+    // A change through this store is seen at once, however long the cache could live.
+    store.add_cli_credential(&gh_spec(), &env).await.unwrap();
+    assert_eq!(
+        *store.cli_binary_names_recent(long).await.unwrap(),
+        vec!["gh".to_string()]
+    );
+    // Another process (another store) sees it once its list is older than the limit.
+    let other = Store::open(config).await.unwrap();
+    other.remove_cli_credential("gh").await.unwrap();
+    assert_eq!(
+        store.cli_binary_names_recent(long).await.unwrap().len(),
+        1,
+        "cached"
+    );
+    assert!(
+        store
+            .cli_binary_names_recent(Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -98,6 +98,9 @@ impl Tool for CredentialedExec {
     }
 }
 
+/// How old the list of credentialed binary names may be when `exec` routes a command.
+const NAMES_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// For `exec`: the result of running `input` as a credentialed command when it runs a binary
 /// granted to the calling agent; `None` when the shell should run it. A store error refuses the
 /// command (fail closed) rather than guess.
@@ -109,12 +112,23 @@ pub async fn route(
 ) -> Option<ToolOutput> {
     let store = fs.store.as_ref()?;
     let agent = agent_of(ctx);
+    let programs = credentialed::programs(&input.command);
+    // Most commands run no credentialed binary: knowing the names (read at most a second ago)
+    // spares them a store query per call. Grants are read fresh below.
+    match store.cli_binary_names_recent(NAMES_MAX_AGE).await {
+        Ok(names) if !programs.iter().any(|p| names.contains(p)) => return None,
+        Ok(_) => {}
+        Err(e) => {
+            return Some(ToolOutput::error(format!(
+                "cannot look up the credentialed tools, so the command was not run: {e}"
+            )));
+        }
+    }
     let granted = match granted_binaries(store, agent).await {
         Ok(granted) if granted.is_empty() => return None,
         Ok(granted) => granted,
         Err(e) => return Some(ToolOutput::error(e)),
     };
-    let programs = credentialed::programs(&input.command);
     let binary = programs.iter().find(|p| granted.contains(p))?;
     let credential = match lookup(store, agent, binary).await {
         Ok(found) => found?,
