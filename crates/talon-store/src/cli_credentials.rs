@@ -177,11 +177,12 @@ fn spec_of(row: &sqlx::any::AnyRow) -> Result<(CliCredentialSpec, Vec<String>), 
 
 const COLUMNS: &str = "binary_name, binary_path, env_names, deny_args, deny_verbose, timeout_seconds, tips, created_at, updated_at";
 
+/// A list of binary names and when it was read.
+type ReadNames = (std::time::Instant, std::sync::Arc<Vec<String>>);
+
 /// The last read list of binary names and when it was read.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct NamesCache(
-    std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<String>>)>>>,
-);
+pub(crate) struct NamesCache(std::sync::Arc<std::sync::Mutex<Option<ReadNames>>>);
 
 impl NamesCache {
     fn fresh(&self, max_age: std::time::Duration) -> Option<std::sync::Arc<Vec<String>>> {
