@@ -46,15 +46,19 @@ class Mcp:
         self.proc.wait()
 
 
-def per_call(fn, calls):
-    for _ in range(10):
-        fn()
-    times = []
+def interleaved(fns, calls):
+    """Median wall time (ms) of each function, called in turn so that drifting machine load
+    falls on all of them alike."""
+    for fn in fns.values():
+        for _ in range(10):
+            fn()
+    times = {name: [] for name in fns}
     for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) * 1000 for name, t in times.items()}
 
 
 def main():
@@ -68,27 +72,32 @@ def main():
     data = tempfile.mkdtemp(prefix="talon-exec-bench-data-")
     base = dict(os.environ, TALON_TOOLS__PERMISSION_MODE="bypassPermissions",
                 TALON_TOOLS__RATE_LIMIT_PER_HOUR="0")
-    rows = []
-    for mode in ("off", "all"):
-        server = Mcp([talon, "--data-dir", data, "mcp", "--workspace", ws],
-                     dict(base, TALON_EXEC__SANDBOX=mode))
+    servers = {mode: Mcp([talon, "--data-dir", data, "mcp", "--workspace", ws],
+                         dict(base, TALON_EXEC__SANDBOX=mode))
+               for mode in ("off", "all")}
 
-        def call():
+    def call(server):
+        def run():
             reply = server.request("tools/call", {"name": "exec", "arguments": {"command": "true"}})
             if reply["result"].get("isError"):
                 raise RuntimeError(reply)
-        rows.append((f"talon mcp exec true (sandbox {mode})", per_call(call, args.calls)))
+        return run
+    fns = {
+        "talon mcp exec true (sandbox off)": call(servers["off"]),
+        "talon mcp exec true (sandbox all)": call(servers["all"]),
+        "sh -c true (spawned directly)": lambda: subprocess.run(["sh", "-c", "true"], check=True),
+        "bwrap … sh -c true (spawned directly)":
+            lambda: subprocess.run(BWRAP + ["--", "sh", "-c", "true"], check=True),
+    }
+    t = interleaved(fns, args.calls)
+    for server in servers.values():
         server.close()
-    rows.append(("sh -c true (spawned directly)",
-                 per_call(lambda: subprocess.run(["sh", "-c", "true"], check=True), args.calls)))
-    rows.append(("bwrap … sh -c true (spawned directly)",
-                 per_call(lambda: subprocess.run(BWRAP + ["--", "sh", "-c", "true"], check=True), args.calls)))
-    print(f"{args.calls} sequential calls each, median wall time per call")
+    rows = list(t.items())
+    print(f"{args.calls} rounds, each command once per round in turn; median wall time per call")
     print("| command | ms per call |")
     print("| --- | --- |")
     for name, ms in rows:
         print(f"| {name} | {ms:.2f} |")
-    t = dict(rows)
     off, on = t["talon mcp exec true (sandbox off)"], t["talon mcp exec true (sandbox all)"]
     sh, bw = t["sh -c true (spawned directly)"], t["bwrap … sh -c true (spawned directly)"]
     print(f"\nunsandboxed / sh -c: {off / sh:.2f}; sandboxed / unsandboxed: {on / off:.2f}; "
