@@ -93,6 +93,18 @@ async fn timeouts_and_escaped_processes_are_killed() {
     let out = e.sh_in("s", "sleep 30", Duration::from_millis(300)).await;
     assert_eq!(out.ending, Ending::TimedOut);
     assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+    // One that ignores SIGTERM gets SIGKILL after the grace period.
+    let out = e
+        .sh_in("s", "trap '' TERM; sleep 30; sleep 30", Duration::from_millis(200))
+        .await;
+    assert_eq!(out.ending, Ending::TimedOut);
+    assert!(
+        out.elapsed >= Duration::from_secs(3) && out.elapsed < Duration::from_secs(10),
+        "{:?}",
+        out.elapsed
+    );
+    // The sandbox is still usable afterwards.
+    assert_eq!(e.ok("s", "echo still").await, "still\n");
     // A process that left the command's group with setsid does not outlive the command.
     let count =
         "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done | grep -c '^sleep 3[01]'";

@@ -284,37 +284,41 @@ impl Sandbox {
             return Err(failed(format!("cannot reach the session sandbox: {e}")));
         }
         let (mut stdout, mut stderr) = (Captured::default(), Captured::default());
-        let mut stopping: Option<(Ending, Instant)> = None;
+        let mut stop = Stop::Running;
         let deadline = tokio::time::Instant::now() + command.timeout;
         let result = loop {
-            let next_signal = stopping.map(|(_, since)| since + GRACE);
             let event = tokio::select! {
                 event = events.recv() => event,
-                () = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                    stopping = Some((Ending::TimedOut, Instant::now()));
+                () = tokio::time::sleep_until(deadline), if stop == Stop::Running => {
+                    stop = Stop::Terminating { why: Ending::TimedOut, since: Instant::now() };
                     let _ = self.send(&Request::Signal { id, signal: 15 }).await;
                     continue;
                 }
-                () = cancel.cancelled(), if stopping.is_none() => {
-                    stopping = Some((Ending::Cancelled, Instant::now()));
+                () = cancel.cancelled(), if stop == Stop::Running => {
+                    stop = Stop::Terminating { why: Ending::Cancelled, since: Instant::now() };
                     let _ = self.send(&Request::Signal { id, signal: 15 }).await;
                     continue;
                 }
-                () = tokio::time::sleep_until(next_signal.unwrap_or_else(Instant::now).into()), if next_signal.is_some() => {
-                    let _ = self.send(&Request::Signal { id, signal: 9 }).await;
-                    if let Some((ending, _)) = stopping {
-                        // Far in the future: only the end event is awaited now.
-                        stopping = Some((ending, Instant::now() + Duration::from_secs(3600)));
+                () = tokio::time::sleep_until(stop.next_step().into()), if stop != Stop::Running => {
+                    match stop {
+                        Stop::Terminating { why, .. } => {
+                            let _ = self.send(&Request::Signal { id, signal: 9 }).await;
+                            stop = Stop::Killed { why, since: Instant::now() };
+                            continue;
+                        }
+                        // The init did not report the end of a killed command: the sandbox is
+                        // not trusted any more, and the next command gets a new one.
+                        _ => {
+                            self.alive.store(false, Ordering::Relaxed);
+                            break Err(failed("the session sandbox did not report the end of a killed command".into()));
+                        }
                     }
-                    continue;
                 }
             };
             match event {
                 Some(Event::Output(1, bytes)) => stdout.push(&bytes, command.stream_cap),
                 Some(Event::Output(_, bytes)) => stderr.push(&bytes, command.stream_cap),
-                Some(Event::Ended(ending)) => {
-                    break Ok(stopping.map_or(ending, |(why, _)| why));
-                }
+                Some(Event::Ended(ending)) => break Ok(stop.ending().unwrap_or(ending)),
                 Some(Event::Failed(message)) => break Err(failed(message)),
                 None => break Err(failed("the session sandbox stopped".into())),
             }
@@ -342,6 +346,41 @@ impl Sandbox {
             elapsed: begin.elapsed(),
             network: None,
         })
+    }
+}
+
+/// Where stopping a command early stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Running,
+    /// SIGTERM sent (for `why`); SIGKILL follows after the grace period.
+    Terminating {
+        why: Ending,
+        since: Instant,
+    },
+    /// SIGKILL sent; the init must report the end soon.
+    Killed {
+        why: Ending,
+        since: Instant,
+    },
+}
+
+impl Stop {
+    /// When the next step is due.
+    fn next_step(self) -> Instant {
+        match self {
+            Self::Running => Instant::now() + Duration::from_secs(3600),
+            Self::Terminating { since, .. } => since + GRACE,
+            Self::Killed { since, .. } => since + Duration::from_secs(5),
+        }
+    }
+
+    /// Why the command was stopped, if it was.
+    fn ending(self) -> Option<Ending> {
+        match self {
+            Self::Running => None,
+            Self::Terminating { why, .. } | Self::Killed { why, .. } => Some(why),
+        }
     }
 }
 
