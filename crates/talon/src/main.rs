@@ -52,6 +52,10 @@ enum Command {
         /// Agent the calls run as (default: [agents] default, "default" unless configured).
         #[arg(long, value_name = "KEY")]
         agent: Option<String>,
+        /// Ask approvals on this process's terminal (/dev/tty). Off by default: an MCP client
+        /// that runs in the same terminal (Claude Code) owns its screen and keyboard.
+        #[arg(long)]
+        tty_approvals: bool,
     },
     /// Inspect tools.
     Tools {

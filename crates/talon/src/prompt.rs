@@ -1,6 +1,7 @@
-//! Answering approvals at the terminal: `talon tool call` and `talon mcp` ask on `/dev/tty`
-//! (the MCP protocol owns stdin and stdout), so a person running Talon by hand can allow a call
-//! once, always, or refuse it. Without a terminal the prompter stands aside and the request waits
+//! Answering approvals at the terminal: `talon tool call` and `talon mcp --tty-approvals` ask
+//! on `/dev/tty` (the MCP protocol owns stdin and stdout), so a person running Talon by hand can
+//! allow a call once, always, or refuse it. `talon mcp` does not by default: a client running
+//! in the same terminal (Claude Code) owns its screen and keyboard. Without a terminal the prompter stands aside and the request waits
 //! for an answer through the gateway (`POST /v1/approvals`) or times out as denied.
 
 use std::io::{BufRead, BufReader, Write};

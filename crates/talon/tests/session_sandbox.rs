@@ -95,7 +95,11 @@ async fn timeouts_and_escaped_processes_are_killed() {
     assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
     // One that ignores SIGTERM gets SIGKILL after the grace period.
     let out = e
-        .sh_in("s", "trap '' TERM; sleep 30; sleep 30", Duration::from_millis(200))
+        .sh_in(
+            "s",
+            "trap '' TERM; sleep 30; sleep 30",
+            Duration::from_millis(200),
+        )
         .await;
     assert_eq!(out.ending, Ending::TimedOut);
     assert!(

@@ -13,6 +13,7 @@ pub async fn run(
     profile: Option<String>,
     agent: Option<String>,
     data_dir: Option<PathBuf>,
+    tty_approvals: bool,
 ) -> ExitCode {
     let rt = match runtime::build(
         config,
@@ -22,7 +23,7 @@ pub async fn run(
             agent,
             workspace,
             data_dir,
-            prompt_on_tty: true,
+            prompt_on_tty: tty_approvals,
             ..Overrides::default()
         },
     )

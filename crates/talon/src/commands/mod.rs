@@ -39,7 +39,18 @@ pub async fn run(cli: Cli) -> ExitCode {
             workspace,
             profile,
             agent,
-        } => mcp::run(config, workspace, profile, agent, cli.data_dir).await,
+            tty_approvals,
+        } => {
+            mcp::run(
+                config,
+                workspace,
+                profile,
+                agent,
+                cli.data_dir,
+                tty_approvals,
+            )
+            .await
+        }
         Command::Tools {
             command:
                 ToolsCommand::List {
