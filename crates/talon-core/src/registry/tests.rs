@@ -238,3 +238,21 @@ fn schema_is_derived_and_required_listed() {
         "optional fields accept null"
     );
 }
+
+#[test]
+fn schemas_with_newer_keywords_keep_their_draft() {
+    use serde_json::json;
+    assert!(!super::uses_newer_keywords(&json!({
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {"enum": [1, 2]}}},
+        "required": ["a"],
+        "additionalProperties": false
+    })));
+    assert!(super::uses_newer_keywords(&json!({
+        "type": "object",
+        "properties": {"a": {"type": "array", "prefixItems": [{"type": "string"}]}}
+    })));
+    assert!(super::uses_newer_keywords(&json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema"
+    })));
+}
