@@ -147,6 +147,11 @@ async fn exec_routes_a_granted_binary_and_scrubs_its_credentials() {
         )
         .await;
     assert_ran_with_token(&out, "api user");
+    // Claude Code's Bash routes the same way.
+    let out = e
+        .call("ops", "Bash", json!({"command": "gh api user"}))
+        .await;
+    assert_ran_with_token(&out, "api user");
 }
 
 #[tokio::test]

@@ -19,6 +19,8 @@ use talon_exec::{Ending, Request, Shell};
 
 use crate::fs::workspace::FsConfig;
 use crate::runtime::background::{self, DEFAULT_LIFETIME};
+use crate::runtime::credentialed_exec;
+use crate::runtime::exec::ExecInput;
 use crate::runtime::{
     MAX_OUTPUT_CHARS, check_command, ending_line, network_clause, with_network_footer, working_dir,
 };
@@ -150,6 +152,21 @@ impl Tool for Bash {
             Some(dir) if dir.starts_with(&workspace) && dir.is_dir() => dir,
             _ => root,
         };
+        // A command running a CLI with stored credentials granted to this agent runs without a
+        // shell, as through `exec`.
+        let routed = ExecInput {
+            command: input.command.clone(),
+            working_dir: cwd
+                .strip_prefix(&workspace)
+                .ok()
+                .map(|rel| rel.display().to_string())
+                .filter(|rel| !rel.is_empty()),
+            timeout: input.timeout.map(|ms| ms.div_ceil(1000)),
+            background: input.run_in_background,
+        };
+        if let Some(output) = credentialed_exec::route(&self.fs, &self.shell, ctx, &routed).await {
+            return output;
+        }
         if input.run_in_background == Some(true) {
             let request = Request {
                 shell: Path::new("/bin/bash"),
