@@ -193,6 +193,19 @@ impl Background {
             .ok_or_else(|| BackgroundError::Unknown(id.to_string()))
     }
 
+    /// `owner`'s command `id`, which must still be running.
+    fn running_task(&self, owner: &str, id: &str) -> Result<Arc<Task>, BackgroundError> {
+        let task = self.task(owner, id)?;
+        if task.running() {
+            return Ok(task);
+        }
+        let info = task.info();
+        Err(BackgroundError::NotRunning {
+            id: info.id,
+            status: info.status.describe(),
+        })
+    }
+
     /// Whether `owner` may start another command now.
     pub fn check_room(&self, owner: &str) -> Result<(), BackgroundError> {
         let running = self
@@ -207,8 +220,8 @@ impl Background {
     }
 
     /// Starts `job` for `owner` as task `id`, logging its output to `log_file` (opened for
-    /// reading and appending, at `log`). `cleanup` runs once the command has ended; the job's
-    /// network proxy, if any, serves it until then.
+    /// reading and appending, at `log`). `cleanup` runs once the command has ended, or at once
+    /// when it could not be started; the job's network proxy, if any, serves it until then.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         self: &Arc<Self>,
@@ -220,14 +233,25 @@ impl Background {
         log: PathBuf,
         cleanup: Option<Cleanup>,
     ) -> Result<TaskInfo, BackgroundError> {
-        self.check_room(owner)?;
-        let log_reader = log_file
-            .try_clone()
-            .map_err(|source| BackgroundError::Log {
-                log: log.clone(),
-                source,
-            })?;
-        let mut started = run::start(&job, Stdio::piped())?;
+        let prepared = self.check_room(owner).and_then(|()| {
+            let log_reader = log_file
+                .try_clone()
+                .map_err(|source| BackgroundError::Log {
+                    log: log.clone(),
+                    source,
+                })?;
+            Ok((log_reader, run::start(&job, Stdio::piped())?))
+        });
+        let (log_reader, mut started) = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // Nothing started: what the sandbox set up for it goes now.
+                if let Some(cleanup) = cleanup {
+                    cleanup();
+                }
+                return Err(e);
+            }
+        };
         let task = Arc::new(Task {
             id: id.clone(),
             owner: owner.to_string(),
@@ -345,14 +369,7 @@ impl Background {
         data: &[u8],
         close: bool,
     ) -> Result<TaskInfo, BackgroundError> {
-        let task = self.task(owner, id)?;
-        if !task.running() {
-            let info = task.info();
-            return Err(BackgroundError::NotRunning {
-                id: info.id,
-                status: info.status.describe(),
-            });
-        }
+        let task = self.running_task(owner, id)?;
         let mut stdin = task.stdin.lock().await;
         let Some(pipe) = stdin.as_mut() else {
             return Err(BackgroundError::StdinClosed(task.id.clone()));
@@ -389,14 +406,7 @@ impl Background {
     /// Stops `owner`'s command `id` (SIGTERM to its group, SIGKILL after the grace period) and
     /// waits for it to be gone.
     pub async fn stop(&self, owner: &str, id: &str) -> Result<TaskInfo, BackgroundError> {
-        let task = self.task(owner, id)?;
-        if !task.running() {
-            let info = task.info();
-            return Err(BackgroundError::NotRunning {
-                id: info.id,
-                status: info.status.describe(),
-            });
-        }
+        let task = self.running_task(owner, id)?;
         task.stop.cancel();
         let mut status = task.status.subscribe();
         let _ = tokio::time::timeout(

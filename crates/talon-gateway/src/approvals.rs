@@ -13,6 +13,8 @@ use futures::Stream;
 use serde::Deserialize;
 use serde_json::json;
 use talon_core::approvals::{Resolution, ResolveError};
+use talon_core::events::ToolEvent;
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
 
@@ -80,54 +82,30 @@ pub(crate) async fn resolve(
 pub(crate) async fn events(
     State(state): State<AppState>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let mut receiver = state.pipeline.events().subscribe();
-    let stream = async_stream(move |send| async move {
-        loop {
-            match receiver.recv().await {
-                Ok(event) => {
-                    let kind = match &event {
-                        talon_core::events::ToolEvent::Started { .. } => "tool_started",
-                        talon_core::events::ToolEvent::Finished { .. } => "tool_finished",
-                        talon_core::events::ToolEvent::ApprovalRequested { .. } => {
-                            "approval_requested"
-                        }
-                        talon_core::events::ToolEvent::ApprovalResolved { .. } => {
-                            "approval_resolved"
-                        }
-                    };
-                    let Ok(sse) = Event::default().event(kind).json_data(&event) else {
-                        continue;
-                    };
-                    if send.send(Ok(sse)).await.is_err() {
-                        return;
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    let note = Event::default()
-                        .event("lagged")
-                        .data(format!("{missed} events were dropped"));
-                    if send.send(Ok(note)).await.is_err() {
-                        return;
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            }
-        }
+    let receiver = state.pipeline.events().subscribe();
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        let event = match receiver.recv().await {
+            Ok(event) => sse_event(&event),
+            Err(RecvError::Lagged(missed)) => Event::default()
+                .event("lagged")
+                .data(format!("{missed} events were dropped")),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok(event), receiver))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-/// A stream fed by a task through a bounded channel (ends when the task does or the client
-/// goes away).
-fn async_stream<T, F, Fut>(producer: F) -> impl Stream<Item = T>
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (sender, receiver) = tokio::sync::mpsc::channel(64);
-    tokio::spawn(producer(sender));
-    futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
-    })
+/// One event as SSE: its kind as the event name, the event as JSON data.
+fn sse_event(event: &ToolEvent) -> Event {
+    let kind = match event {
+        ToolEvent::Started { .. } => "tool_started",
+        ToolEvent::Finished { .. } => "tool_finished",
+        ToolEvent::ApprovalRequested { .. } => "approval_requested",
+        ToolEvent::ApprovalResolved { .. } => "approval_resolved",
+    };
+    Event::default()
+        .event(kind)
+        .json_data(event)
+        .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()))
 }

@@ -140,6 +140,8 @@ async fn a_session_cannot_run_too_many() {
     let dir = tempfile::tempdir().expect("dir");
     let log = dir.path().join("x");
     let file = log_file(&log);
+    let cleaned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&cleaned);
     let err = bg
         .start(
             "s",
@@ -148,10 +150,14 @@ async fn a_session_cannot_run_too_many() {
             job("sleep 30", Duration::from_secs(60)),
             file,
             log,
-            None,
+            Some(Box::new(move || flag.store(true, Ordering::SeqCst))),
         )
         .expect_err("refused");
     assert!(matches!(err, BackgroundError::TooMany), "{err}");
+    assert!(
+        cleaned.load(Ordering::SeqCst),
+        "what the sandbox set up for a refused command is cleaned up at once"
+    );
     assert!(bg.check_room("other").is_ok());
     bg.stop_all();
 }

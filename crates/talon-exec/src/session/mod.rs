@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use self::proto::{Reply, Request};
 use crate::cap::Captured;
 use crate::run::{self, Ending, GRACE, Job, Limits, Outcome, RunError};
-use crate::sandbox::{Placeholders, Protection, protected_paths};
+use crate::sandbox::{Protection, protected_paths};
 
 /// Sandboxes kept at once.
 pub const MAX_SANDBOXES: usize = 32;
@@ -96,24 +96,9 @@ struct Sandbox {
     next: AtomicU64,
     roots: Vec<PathBuf>,
     plan: Vec<Protection>,
-    placeholders: Mutex<Option<Placeholders>>,
     last_used: Mutex<Instant>,
     /// The bubblewrap process; killed (and with it the sandbox) when this is dropped.
     _child: tokio::process::Child,
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        if let Some(p) = self
-            .placeholders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            // The sandbox goes with `_child` (kill on drop, die-with-parent); its pins with it.
-            p.remove();
-        }
-    }
 }
 
 type LastWords = Arc<Mutex<Vec<String>>>;
@@ -189,7 +174,7 @@ async fn read_replies(
 
 impl Sandbox {
     /// Starts `job` (bubblewrap around the init) for writable `roots`.
-    fn start(job: &Job, roots: Vec<PathBuf>, placeholders: Placeholders) -> Result<Self, RunError> {
+    fn start(job: &Job, roots: Vec<PathBuf>) -> Result<Self, RunError> {
         let mut started = run::start(job, Stdio::piped())?;
         let spawn_error = |what: &str| RunError::Spawn {
             program: "session sandbox".into(),
@@ -237,7 +222,6 @@ impl Sandbox {
             next: AtomicU64::new(1),
             roots,
             plan,
-            placeholders: Mutex::new(Some(placeholders)),
             last_used: Mutex::new(Instant::now()),
             _child: started.child,
         })
@@ -409,7 +393,7 @@ impl std::fmt::Debug for Sessions {
 
 impl Sessions {
     /// Runs `command` in `key`'s sandbox, starting one (with `start`: the bubblewrap job around
-    /// the init, its writable roots and placeholders) when there is none or the one there no
+    /// the init, and its writable roots) when there is none or the one there no
     /// longer fits the workspace.
     pub async fn run<F>(
         &self,
@@ -419,7 +403,7 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<Outcome, crate::ExecError>
     where
-        F: FnOnce() -> Result<(Job, Vec<PathBuf>, Placeholders), crate::ExecError>,
+        F: FnOnce() -> Result<(Job, Vec<PathBuf>), crate::ExecError>,
     {
         let sandbox = {
             let mut sandboxes = self.sandboxes.lock().await;
@@ -445,8 +429,8 @@ impl Sessions {
                     {
                         sandboxes.remove(&oldest);
                     }
-                    let (job, roots, placeholders) = start()?;
-                    let sandbox = Arc::new(Sandbox::start(&job, roots, placeholders)?);
+                    let (job, roots) = start()?;
+                    let sandbox = Arc::new(Sandbox::start(&job, roots)?);
                     sandboxes.insert(key, Arc::clone(&sandbox));
                     sandbox
                 }

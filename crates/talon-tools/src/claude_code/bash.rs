@@ -167,16 +167,17 @@ impl Tool for Bash {
         if let Some(output) = credentialed_exec::route(&self.fs, &self.shell, ctx, &routed).await {
             return output;
         }
+        let request = |command, timeout| Request {
+            shell: Path::new("/bin/bash"),
+            command,
+            cwd: &cwd,
+            workspace: &workspace,
+            agent: ctx.agent_key.as_deref(),
+            session: Some(&ctx.session_key),
+            timeout,
+        };
         if input.run_in_background == Some(true) {
-            let request = Request {
-                shell: Path::new("/bin/bash"),
-                command: &input.command,
-                cwd: &cwd,
-                workspace: &workspace,
-                agent: ctx.agent_key.as_deref(),
-                session: Some(&ctx.session_key),
-                timeout: DEFAULT_LIFETIME,
-            };
+            let request = request(&input.command, DEFAULT_LIFETIME);
             let info = or_error!(background::start(&self.fs, &self.shell, ctx, &request));
             notes.insert(
                 0,
@@ -190,16 +191,11 @@ impl Tool for Bash {
         }
         let marker = format!("__TALON_CWD_{:016x}=", talon_exec::random_u64());
         let script = with_cwd_report(&input.command, &marker);
-        let request = Request {
-            shell: Path::new("/bin/bash"),
-            command: &script,
-            cwd: &cwd,
-            workspace: &workspace,
-            agent: ctx.agent_key.as_deref(),
-            session: Some(&ctx.session_key),
-            timeout,
-        };
-        let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
+        let outcome = or_error!(
+            self.shell
+                .run(&request(&script, timeout), &ctx.cancel)
+                .await
+        );
         let (stderr, reported) = take_cwd_report(&outcome.stderr.text(), &marker);
         match reported {
             Some(dir) if dir.starts_with(&workspace) => self.cwds.insert(&ctx.session_key, dir),

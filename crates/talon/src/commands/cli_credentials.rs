@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use talon_exec::credentialed::{self, PRESETS, Preset};
 use talon_store::{CliCredential, CliCredentialSpec, DEFAULT_CLI_TIMEOUT_SECS, Store, StoreError};
 
@@ -22,45 +22,7 @@ const MIN_SCRUBBED_LEN: usize = talon_core::context::ScrubBag::MIN_LEN;
 #[derive(Debug, Subcommand)]
 pub enum CliCredentialsCommand {
     /// Register a CLI with its credentials (env values are stored encrypted and never shown).
-    Add {
-        /// The program: a bare name (found on PATH) or an absolute path.
-        name: String,
-        /// Defaults (timeout, denied arguments) from a preset: gh, gcloud, aws, kubectl, terraform,
-        /// git, psql. Applied by default when NAME is one of them.
-        #[arg(long, value_name = "PRESET", conflicts_with = "no_preset")]
-        preset: Option<String>,
-        /// Do not apply the preset named like the program.
-        #[arg(long)]
-        no_preset: bool,
-        /// Absolute path of the program (default: NAME if absolute, else found on PATH).
-        #[arg(long, value_name = "PATH")]
-        path: Option<PathBuf>,
-        /// A credential variable; repeatable. Values here show up in shell history and `ps`:
-        /// prefer --env-from-stdin.
-        #[arg(long = "env", value_name = "NAME=VALUE")]
-        env: Vec<String>,
-        /// Read NAME=VALUE lines from stdin (blank lines and lines starting with # are skipped).
-        #[arg(long)]
-        env_from_stdin: bool,
-        /// A regex over the arguments (joined by spaces) that refuses a command; repeatable.
-        #[arg(long = "deny-arg", value_name = "REGEX")]
-        deny_args: Vec<String>,
-        /// A regex matched at the start of each argument that refuses it; repeatable.
-        #[arg(long = "deny-verbose", value_name = "REGEX")]
-        deny_verbose: Vec<String>,
-        /// Seconds before a command is killed (default: the preset's, else 30).
-        #[arg(long, value_name = "SECONDS")]
-        timeout: Option<u64>,
-        /// What the program is for, shown to the model.
-        #[arg(long, value_name = "TEXT")]
-        tips: Option<String>,
-        /// Grant it to this agent; repeatable.
-        #[arg(long = "grant", value_name = "AGENT")]
-        grants: Vec<String>,
-        /// Replace an existing registration (its env values stay unless new ones are given).
-        #[arg(long)]
-        replace: bool,
-    },
+    Add(AddArgs),
     /// List registered CLIs: path, variable names (never values), grants and rules.
     List {
         #[arg(long)]
@@ -80,6 +42,48 @@ pub enum CliCredentialsCommand {
         #[arg(required = true)]
         agents: Vec<String>,
     },
+}
+
+/// `talon cli-credentials add …`
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The program: a bare name (found on PATH) or an absolute path.
+    name: String,
+    /// Defaults (timeout, denied arguments) from a preset: gh, gcloud, aws, kubectl, terraform,
+    /// git, psql. Applied by default when NAME is one of them.
+    #[arg(long, value_name = "PRESET", conflicts_with = "no_preset")]
+    preset: Option<String>,
+    /// Do not apply the preset named like the program.
+    #[arg(long)]
+    no_preset: bool,
+    /// Absolute path of the program (default: NAME if absolute, else found on PATH).
+    #[arg(long, value_name = "PATH")]
+    path: Option<PathBuf>,
+    /// A credential variable; repeatable. Values here show up in shell history and `ps`:
+    /// prefer --env-from-stdin.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Read NAME=VALUE lines from stdin (blank lines and lines starting with # are skipped).
+    #[arg(long)]
+    env_from_stdin: bool,
+    /// A regex over the arguments (joined by spaces) that refuses a command; repeatable.
+    #[arg(long = "deny-arg", value_name = "REGEX")]
+    deny_args: Vec<String>,
+    /// A regex matched at the start of each argument that refuses it; repeatable.
+    #[arg(long = "deny-verbose", value_name = "REGEX")]
+    deny_verbose: Vec<String>,
+    /// Seconds before a command is killed (default: the preset's, else 30).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// What the program is for, shown to the model.
+    #[arg(long, value_name = "TEXT")]
+    tips: Option<String>,
+    /// Grant it to this agent; repeatable.
+    #[arg(long = "grant", value_name = "AGENT")]
+    grants: Vec<String>,
+    /// Replace an existing registration (its env values stay unless new ones are given).
+    #[arg(long)]
+    replace: bool,
 }
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
@@ -102,38 +106,10 @@ pub async fn run(config: Config, data_dir: &Path, command: CliCredentialsCommand
         Err(e) => return fail(e),
     };
     match command {
-        CliCredentialsCommand::Add {
-            name,
-            preset,
-            no_preset,
-            path,
-            env,
-            env_from_stdin,
-            deny_args,
-            deny_verbose,
-            timeout,
-            tips,
-            grants,
-            replace,
-        } => {
-            let request = AddRequest {
-                name,
-                preset,
-                no_preset,
-                path,
-                env,
-                env_from_stdin,
-                deny_args,
-                deny_verbose,
-                timeout,
-                tips,
-                replace,
-            };
-            match add(&store, request).await {
-                Ok(binary) => grant(&store, &binary, &grants).await,
-                Err(code) => code,
-            }
-        }
+        CliCredentialsCommand::Add(args) => match add(&store, &args).await {
+            Ok(binary) => grant(&store, &binary, &args.grants).await,
+            Err(code) => code,
+        },
         CliCredentialsCommand::List { json } => match store.cli_credentials().await {
             Ok(list) => {
                 print_list(&list, json);
@@ -198,22 +174,8 @@ async fn grant(store: &Store, binary: &str, agents: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-struct AddRequest {
-    name: String,
-    preset: Option<String>,
-    no_preset: bool,
-    path: Option<PathBuf>,
-    env: Vec<String>,
-    env_from_stdin: bool,
-    deny_args: Vec<String>,
-    deny_verbose: Vec<String>,
-    timeout: Option<u64>,
-    tips: Option<String>,
-    replace: bool,
-}
-
 /// Registers (or with `--replace` updates) the binary; returns its normalised name.
-async fn add(store: &Store, r: AddRequest) -> Result<String, ExitCode> {
+async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
     let name = binary_name(&r.name)?;
     let preset: Option<&Preset> = match (&r.preset, r.no_preset) {
         (Some(p), _) => Some(credentialed::preset(p).ok_or_else(|| {
@@ -244,9 +206,9 @@ async fn add(store: &Store, r: AddRequest) -> Result<String, ExitCode> {
     credentialed::verify_binary_path(&name, &path, &[]).map_err(usage_error)?;
     let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let mut deny_args = preset.map(|p| strings(p.deny_args)).unwrap_or_default();
-    deny_args.extend(r.deny_args);
+    deny_args.extend(r.deny_args.iter().cloned());
     let mut deny_verbose = preset.map(|p| strings(p.deny_verbose)).unwrap_or_default();
-    deny_verbose.extend(r.deny_verbose);
+    deny_verbose.extend(r.deny_verbose.iter().cloned());
     credentialed::check_patterns(&name, &deny_args, &deny_verbose).map_err(usage_error)?;
     let env = read_env(&r.env, r.env_from_stdin)?;
     let spec = CliCredentialSpec {
@@ -260,6 +222,7 @@ async fn add(store: &Store, r: AddRequest) -> Result<String, ExitCode> {
             .unwrap_or(DEFAULT_CLI_TIMEOUT_SECS),
         tips: r
             .tips
+            .clone()
             .or(preset.map(|p| p.tips.to_string()))
             .unwrap_or_default(),
     };
