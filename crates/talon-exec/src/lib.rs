@@ -140,21 +140,26 @@ impl Shell {
         }
     }
 
-    /// The sandbox policy for a command in `workspace` with `network`.
-    fn policy(&self, workspace: &Path, network: sandbox::Network) -> Policy {
+    /// The sandbox policy for a command in `workspace` with `network`; `foreground`: see
+    /// [`Policy::skip_pins`].
+    fn policy(&self, workspace: &Path, network: sandbox::Network, foreground: bool) -> Policy {
         let mut writable = vec![workspace.to_path_buf()];
         writable.extend(self.config.extra_writable.iter().cloned());
         Policy {
             writable_roots: writable,
             hidden: self.config.hidden.clone(),
             network,
-            skip_pins: false,
+            skip_pins: foreground,
         }
     }
 
     /// The job that runs `request` (wrapped in the sandbox when it applies) and the sandbox's
-    /// placeholders to remove once it has ended.
-    fn prepare(&self, request: &Request<'_>) -> Result<(Job, Option<Placeholders>), ExecError> {
+    /// placeholders to remove once it has ended; `foreground`: see [`Policy::skip_pins`].
+    fn prepare(
+        &self,
+        request: &Request<'_>,
+        foreground: bool,
+    ) -> Result<(Job, Option<Placeholders>), ExecError> {
         // On the host the shell itself lowers its limits (hard and soft) before it reads the
         // command, so the command starts with `posix_spawn` instead of a fork with a pre-exec
         // hook; nothing of the command runs before the limits hold. In a sandbox the wrapper
@@ -170,13 +175,13 @@ impl Shell {
             request.command.to_string()
         };
         let argv: Vec<OsString> = vec![request.shell.into(), "-c".into(), script.into()];
-        let (mut job, placeholders) = self.job_for_argv(
-            argv,
-            request.cwd,
-            request.workspace,
-            request.agent,
-            request.timeout,
-        )?;
+        let place = Placement {
+            cwd: request.cwd,
+            workspace: request.workspace,
+            agent: request.agent,
+            timeout: request.timeout,
+        };
+        let (mut job, placeholders) = self.job_for_argv(argv, &place, foreground)?;
         if on_host {
             job.limits = None;
         }
@@ -184,25 +189,24 @@ impl Shell {
         Ok((job, placeholders))
     }
 
-    /// The job that runs `argv` directly (no shell) in `cwd`, wrapped in the sandbox when it
-    /// applies to `agent`, with this shell's limits and no environment (the caller sets it:
+    /// The job that runs `argv` directly (no shell) at `at`, wrapped in the sandbox when it
+    /// applies to the agent, with this shell's limits and no environment (the caller sets it:
     /// the allowlist for shell commands, a minimal one for credentialed exec). Also returns the
-    /// sandbox's placeholders to remove once the job has ended.
+    /// sandbox's placeholders to remove once the job has ended; `foreground`: see
+    /// [`Policy::skip_pins`].
     pub fn job_for_argv(
         &self,
         argv: Vec<OsString>,
-        cwd: &Path,
-        workspace: &Path,
-        agent: Option<&str>,
-        timeout: Duration,
+        at: &Placement<'_>,
+        foreground: bool,
     ) -> Result<(Job, Option<Placeholders>), ExecError> {
-        let (argv, placeholders, pass_fds, proxy) = match self.sandbox_for(agent)? {
+        let (argv, placeholders, pass_fds, proxy) = match self.sandbox_for(at.agent)? {
             Some(sandbox) => {
                 // Proxy mode: this job's own proxy, served while it runs (see `Job::network`).
                 let (network, proxy) =
                     sandbox::network::plan(&self.config.network, self.config.helper.as_deref())?;
-                let policy = self.policy(workspace, network);
-                let wrapped = sandbox.wrap(&policy, cwd, &argv)?;
+                let policy = self.policy(at.workspace, network, foreground);
+                let wrapped = sandbox.wrap(&policy, at.cwd, &argv)?;
                 let proxy = proxy.map(Arc::new);
                 (
                     wrapped.argv,
@@ -213,7 +217,7 @@ impl Shell {
             }
             None => (argv, None, Vec::new(), None),
         };
-        let mut job = Job::new(argv, cwd.to_path_buf(), timeout);
+        let mut job = Job::new(argv, at.cwd.to_path_buf(), at.timeout);
         job.limits = Some(self.config.limits);
         job.pass_fds = pass_fds;
         job.network = proxy;
@@ -229,12 +233,8 @@ impl Shell {
         if let Some(outcome) = self.run_in_session(request, cancel).await {
             return outcome;
         }
-        let (job, placeholders) = self.prepare(request)?;
-        let outcome = run::run(job, cancel).await;
-        if let Some(placeholders) = placeholders {
-            placeholders.remove();
-        }
-        Ok(outcome?)
+        let (job, placeholders) = self.prepare(request, true)?;
+        Ok(run_foreground(job, placeholders, cancel).await?)
     }
 
     /// Runs `request` in its session's sandbox when it can share one: a session, the helper
@@ -280,8 +280,7 @@ impl Shell {
             workspace: request.workspace.to_path_buf(),
         };
         let start = || {
-            let mut policy = self.policy(request.workspace, network.clone());
-            policy.skip_pins = true;
+            let policy = self.policy(request.workspace, network.clone(), true);
             let argv = vec![helper.into_os_string(), "__sandbox-init".into()];
             let wrapped = sandbox.wrap(&policy, request.workspace, &argv)?;
             let mut job = Job::new(
@@ -291,7 +290,8 @@ impl Shell {
             );
             job.env = self.config.env.vars();
             job.pass_fds = wrapped.pass_fds;
-            // `skip_pins`: a session sandbox pins nothing, so there is nothing to remove later.
+            // Nothing is pinned and nothing has run yet: the session removes what each command
+            // creates under a protected name itself.
             wrapped.placeholders.remove();
             Ok((job, policy.writable_roots))
         };
@@ -309,12 +309,48 @@ impl Shell {
         log_file: std::fs::File,
         log: PathBuf,
     ) -> Result<TaskInfo, ExecError> {
-        let (job, placeholders) = self.prepare(request)?;
-        let cleanup = placeholders.map(|p| Box::new(move || p.remove()) as background::Cleanup);
+        let (job, placeholders) = self.prepare(request, false)?;
+        let cleanup = placeholders.map(|p| {
+            Box::new(move || {
+                p.remove();
+            }) as background::Cleanup
+        });
         Ok(self
             .background
             .start(owner, id, request.command, job, log_file, log, cleanup)?)
     }
+}
+
+/// Where and how long a command runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    /// Where it starts; inside `workspace`.
+    pub cwd: &'a Path,
+    /// The call's workspace (writable inside the sandbox).
+    pub workspace: &'a Path,
+    /// The calling agent (selects the sandbox under `non-main`).
+    pub agent: Option<&'a str>,
+    /// Then the command and everything it started are killed (the binary's configured
+    /// timeout unless the call asked for another).
+    pub timeout: Duration,
+}
+
+/// Runs `job` to its end, then cleans up after its sandbox, telling the model (after the
+/// command's error output) about each protected name it created and Talon removed.
+async fn run_foreground(
+    job: Job,
+    placeholders: Option<Placeholders>,
+    cancel: &CancellationToken,
+) -> Result<Outcome, run::RunError> {
+    let outcome = run::run(job, cancel).await;
+    let removed = placeholders.map(Placeholders::remove).unwrap_or_default();
+    let mut outcome = outcome?;
+    for path in removed {
+        outcome
+            .stderr
+            .push(sandbox::removal_note(&path).as_bytes(), usize::MAX);
+    }
+    Ok(outcome)
 }
 
 /// 64 random bits from the operating system, for markers and ids a command cannot predict.

@@ -111,15 +111,29 @@ async fn writes_stay_in_the_workspace_and_out_of_protected_paths() {
     assert!(!e.outside.join("new.txt").exists());
     e.fails("echo evil > .git/hooks/pre-commit").await;
     e.fails("echo '[alias]' >> .git/config").await;
-    e.fails("echo '{}' > .mcp.json").await;
-    e.fails("mkdir -p .claude/commands").await;
     e.fails("echo x > ~/.bashrc_from_sandbox").await;
+    // A missing protected name is not pinned for a foreground command: what the command
+    // creates there is removed as soon as it ends, and the model is told why.
+    let out = e
+        .sh(
+            "echo '{}' > .mcp.json; mkdir -p .claude/commands",
+            Duration::from_secs(20),
+        )
+        .await;
+    let err = String::from_utf8_lossy(&out.stderr.bytes);
+    for name in [".mcp.json", ".claude"] {
+        let note = format!(
+            "{}: sandboxed commands may not create it",
+            e.ws.join(name).display()
+        );
+        assert!(err.contains(&note), "{err}");
+    }
     assert!(!e.ws.join(".git/hooks/pre-commit").exists());
     assert_eq!(
         std::fs::read_to_string(e.ws.join(".git/config")).unwrap(),
         "[core]\n"
     );
-    // The empty files that pinned missing names are gone afterwards.
+    // Nothing is left of what it created, nor any placeholder.
     assert!(!e.ws.join(".mcp.json").exists());
     assert!(!e.ws.join(".claude").exists());
     assert!(!e.ws.join(".bashrc").exists());

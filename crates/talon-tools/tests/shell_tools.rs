@@ -375,3 +375,40 @@ async fn exec_background_processes_are_managed_with_the_process_tool() {
         out.for_llm
     );
 }
+
+#[tokio::test]
+async fn background_commands_cannot_create_protected_names_at_all() {
+    // A background command may run on while the user works on the host, so a missing protected
+    // name stays pinned for it (a foreground command's creations are removed when it ends).
+    let e = env();
+    let out = e
+        .call(
+            "exec",
+            json!({"command": "echo '{}' > .mcp.json && echo wrote || echo refused", "background": true}),
+        )
+        .await;
+    let id = id_after(&out.for_llm, "Started background process ");
+    let out = e
+        .call(
+            "process",
+            json!({"action": "output", "id": id, "timeout": 20}),
+        )
+        .await;
+    assert!(out.for_llm.contains("refused"), "{}", out.for_llm);
+    assert!(!e.ws.join(".mcp.json").exists());
+    let out = e
+        .call(
+            "exec",
+            json!({"command": "echo '{}' > .mcp.json; echo wrote"}),
+        )
+        .await;
+    assert!(
+        out.for_llm.contains("wrote")
+            && out
+                .for_llm
+                .contains(".mcp.json: sandboxed commands may not create it"),
+        "{}",
+        out.for_llm
+    );
+    assert!(!e.ws.join(".mcp.json").exists());
+}

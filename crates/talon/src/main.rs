@@ -227,13 +227,14 @@ fn main() -> ExitCode {
     } else {
         "warn"
     });
-    // `talon mcp` serves one client over stdio, one message at a time: a single-threaded runtime
-    // avoids a cross-thread hand-off per call. Tools that need parallelism (search) use their
-    // own threads.
-    let mut builder = if matches!(cli.command, Command::Mcp { .. }) {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
+    // Only the gateway serves many clients at once. Everything else (`talon mcp` serving one
+    // client over stdio, one message at a time; one-shot commands such as `talon tool call`)
+    // runs on a single-threaded runtime: no cross-thread hand-off per call and no worker
+    // threads to start. Tools that need parallelism (search) use their own threads.
+    let mut builder = if matches!(cli.command, Command::Serve { .. }) {
         tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
     };
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,

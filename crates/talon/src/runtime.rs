@@ -65,7 +65,8 @@ pub struct Overrides {
     pub prompt_on_tty: bool,
     /// Approval requests can be answered over HTTP (`talon serve`'s `/v1/approvals`).
     pub serves_approvals: bool,
-    /// The process runs one call and exits (`talon tool call`): no session sandboxes.
+    /// The process runs one command and exits (`talon tool call`, `talon tools list`): no
+    /// session sandboxes.
     pub one_shot: bool,
 }
 

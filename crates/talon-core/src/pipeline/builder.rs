@@ -28,7 +28,7 @@ pub struct PipelineBuilder {
     max_output_bytes: usize,
     default_timeout: Duration,
     audit: Option<Arc<dyn AuditSink>>,
-    events: EventBus,
+    events: Option<EventBus>,
     deferred: Option<DeferredActivator>,
 }
 
@@ -56,7 +56,7 @@ impl PipelineBuilder {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             default_timeout: DEFAULT_TIMEOUT,
             audit: None,
-            events: EventBus::default(),
+            events: None,
             deferred: None,
         }
     }
@@ -120,7 +120,7 @@ impl PipelineBuilder {
     }
 
     pub fn events(mut self, events: EventBus) -> Self {
-        self.events = events;
+        self.events = Some(events);
         self
     }
 
@@ -149,7 +149,7 @@ impl PipelineBuilder {
             max_output_bytes: self.max_output_bytes,
             default_timeout: self.default_timeout,
             audit: self.audit,
-            events: self.events,
+            events: self.events.unwrap_or_default(),
             deferred: self.deferred,
             next_call_id: AtomicU64::new(1),
         })

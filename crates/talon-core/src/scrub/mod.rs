@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, RwLock};
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 
 use crate::context::ScrubBag;
@@ -36,6 +36,11 @@ const PEM_WINDOW: usize = 64 * 1024;
 /// faster on 16 patterns than on 60 (measured: four 16-pattern passes over 100 MiB take about a
 /// third of the time of one 61-pattern pass), so the keywords are split and the hits merged.
 const PREFILTER_CHUNK: usize = 16;
+/// The automata are contiguous NFAs, not DFAs: the scan runs on the SIMD prefilter and only
+/// confirms candidates in the automaton, so both kinds scrub the 100 MiB corpus in the same time
+/// (141.2 against 140.8 ms, measured), while building the DFAs cost every short-lived process
+/// (`talon tool call`) about 0.4 ms.
+const AUTOMATON: Option<AhoCorasickKind> = Some(AhoCorasickKind::ContiguousNFA);
 
 /// A rule failed to compile; only possible if the built-in table is broken.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +94,7 @@ impl Dynamic {
             return Self::default();
         }
         let automaton = AhoCorasick::builder()
+            .kind(AUTOMATON)
             .match_kind(MatchKind::LeftmostLongest)
             .build(values.iter().map(|(v, _)| v.as_bytes()))
             .ok();
@@ -156,6 +162,7 @@ impl Scrubber {
             .enumerate()
             .map(|(i, chunk)| {
                 AhoCorasick::builder()
+                    .kind(AUTOMATON)
                     .match_kind(MatchKind::LeftmostFirst)
                     .build(chunk)
                     .map(|ac| (ac, i * PREFILTER_CHUNK))
@@ -260,6 +267,7 @@ impl Scrubber {
         if !bag.is_empty() {
             let values = bag.values();
             if let Ok(ac) = AhoCorasick::builder()
+                .kind(AUTOMATON)
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(values.iter().map(String::as_bytes))
             {

@@ -26,13 +26,13 @@ mod tests;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use regex::Regex;
 use tokio_util::sync::CancellationToken;
 
 pub use presets::{PRESETS, Preset, preset};
 
+pub use crate::Placement;
 use crate::analysis::{self, SegmentKind};
 use crate::{ExecError, Outcome, Shell};
 
@@ -413,20 +413,6 @@ fn starts_word_with_tilde(text: &str) -> bool {
     false
 }
 
-/// Where and how long a planned command runs.
-#[derive(Debug, Clone, Copy)]
-pub struct Placement<'a> {
-    /// Where it starts; inside `workspace`.
-    pub cwd: &'a Path,
-    /// The call's workspace (writable inside the sandbox).
-    pub workspace: &'a Path,
-    /// The calling agent (selects the sandbox under `non-main`).
-    pub agent: Option<&'a str>,
-    /// Then the command and everything it started are killed (the binary's configured
-    /// timeout unless the call asked for another).
-    pub timeout: Duration,
-}
-
 /// Runs `plan` directly (no shell) in its own process group, inside `shell`'s sandbox when it
 /// applies to the agent, until it ends, its timeout or `cancel`.
 pub async fn run(
@@ -435,19 +421,9 @@ pub async fn run(
     at: &Placement<'_>,
     cancel: &CancellationToken,
 ) -> Result<Outcome, ExecError> {
-    let (mut job, placeholders) = shell.job_for_argv(
-        plan.argv.clone(),
-        at.cwd,
-        at.workspace,
-        at.agent,
-        at.timeout,
-    )?;
+    let (mut job, placeholders) = shell.job_for_argv(plan.argv.clone(), at, true)?;
     job.env = plan.env.clone();
-    let outcome = crate::run::run(job, cancel).await;
-    if let Some(placeholders) = placeholders {
-        placeholders.remove();
-    }
-    Ok(outcome?)
+    Ok(crate::run_foreground(job, placeholders, cancel).await?)
 }
 
 /// The directories a command of `agent` could write: a configured binary inside one of them is

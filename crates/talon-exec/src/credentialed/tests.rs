@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
 
 use super::*;
 use crate::{SandboxMode, ShellConfig};

@@ -224,10 +224,10 @@ impl Sandbox for Bubblewrap {
             for protection in protected_paths(root) {
                 match protection {
                     Protection::ReadOnly(path) => push_mount(&mut args, "--ro-bind", &path, &path),
-                    Protection::Pin(_) if policy.skip_pins => {}
+                    Protection::Pin(path) if policy.skip_pins => placeholders.unpinned(path),
                     Protection::Pin(path) => {
                         push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), &path);
-                        placeholders.0.push(path);
+                        placeholders.pin(path);
                     }
                 }
             }

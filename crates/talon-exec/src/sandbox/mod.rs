@@ -23,7 +23,7 @@ pub mod landlock;
 mod net_helper;
 mod net_session;
 pub mod network;
-mod protected;
+pub(crate) mod protected;
 mod seccomp;
 mod select;
 
@@ -38,7 +38,7 @@ pub use network::{
     HELPER_SUBCOMMAND, Network, NetworkLists, NetworkMode, NetworkPolicy, NetworkPolicyError,
     NetworkReport,
 };
-pub use protected::{PROTECTED, Protection, protected_paths};
+pub use protected::{PROTECTED, Protection, protected_paths, removal_note};
 pub use seccomp::seccomp_program;
 pub use select::{Backend, Selected, reason, select};
 
@@ -93,9 +93,12 @@ pub struct Policy {
     /// too: reaching only the sandbox's loopback and the proxy's bridge ([`Network::Proxy`]),
     /// or the host's network ([`Network::Host`]).
     pub network: Network,
-    /// Do not pin missing protected names with placeholder files. Session sandboxes set this:
-    /// their mounts outlive a command, and placeholders would sit in the workspace for the
-    /// whole session; they remove what a command created instead (see [`crate::session`]).
+    /// Do not pin missing protected names with placeholder files; whatever a command created
+    /// under them is removed once it has ended instead ([`Placeholders::remove`]). Foreground
+    /// commands set this: a pin costs a bind mount (bubblewrap re-reads the mount table for
+    /// each: about 0.2 ms apiece, most of a one-shot sandbox's set-up), and a session
+    /// sandbox's mounts outlive its commands. Background commands keep the pins: they may run
+    /// on while the user runs git or opens a shell on the host.
     pub skip_pins: bool,
 }
 
@@ -141,29 +144,53 @@ pub struct Wrapped {
     pub placeholders: Placeholders,
 }
 
-/// Empty files the sandbox creates in a writable root to pin a protected name that did not
-/// exist (a `.mcp.json` the command must not create). Removed after the command by
-/// [`Placeholders::remove`] if they are still empty files.
+/// What to clean up in the writable roots once a sandboxed command has ended.
 ///
-/// Also the private scratch directories a backend made for the command (Landlock's `TMPDIR`),
-/// removed whole.
+/// - Empty files the sandbox created to pin a protected name that did not exist (a `.mcp.json`
+///   the command must not create), removed if they are still empty files.
+/// - Protected names left unpinned (a policy with [`Policy::skip_pins`]): whatever the command
+///   created under them is removed, and [`Placeholders::remove`] says which, so the model can
+///   be told.
+/// - The private scratch directories a backend made for the command (Landlock's `TMPDIR`),
+///   removed whole.
 #[derive(Debug, Default)]
 #[must_use = "placeholders must be removed after the command"]
-pub struct Placeholders(pub Vec<PathBuf>, Vec<PathBuf>);
+pub struct Placeholders {
+    pins: Vec<PathBuf>,
+    unpinned: Vec<PathBuf>,
+    scratch: Vec<PathBuf>,
+}
 
 impl Placeholders {
-    /// Registers a scratch directory to remove, with its contents, after the command.
-    pub fn scratch(&mut self, dir: PathBuf) {
-        self.1.push(dir);
+    /// Registers an empty file the sandbox pins a missing protected name with.
+    pub fn pin(&mut self, path: PathBuf) {
+        self.pins.push(path);
     }
 
-    /// Removes the placeholders that are still empty regular files, and the scratch
-    /// directories.
-    pub fn remove(self) {
-        for dir in self.1 {
+    /// Registers a missing protected name the sandbox leaves unpinned: removed after the
+    /// command if the command created it.
+    pub fn unpinned(&mut self, path: PathBuf) {
+        self.unpinned.push(path);
+    }
+
+    /// Registers a scratch directory to remove, with its contents, after the command.
+    pub fn scratch(&mut self, dir: PathBuf) {
+        self.scratch.push(dir);
+    }
+
+    /// The pinned names (for tests and diagnostics).
+    pub fn pinned(&self) -> &[PathBuf] {
+        &self.pins
+    }
+
+    /// Removes the placeholders that are still empty regular files, the scratch directories
+    /// and whatever the command created under an unpinned protected name; returns the
+    /// protected names it removed.
+    pub fn remove(self) -> Vec<PathBuf> {
+        for dir in self.scratch {
             let _ = std::fs::remove_dir_all(dir);
         }
-        for path in self.0 {
+        for path in self.pins {
             if let Ok(meta) = std::fs::symlink_metadata(&path)
                 && meta.is_file()
                 && meta.len() == 0
@@ -171,6 +198,7 @@ impl Placeholders {
                 let _ = std::fs::remove_file(&path);
             }
         }
+        protected::remove_created(&self.unpinned)
     }
 }
 

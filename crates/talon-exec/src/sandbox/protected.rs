@@ -70,6 +70,42 @@ pub fn protected_paths(root: &Path) -> Vec<Protection> {
     out
 }
 
+/// Removes each of `names` (missing protected names when a sandbox was set up) that exists
+/// now, because a sandboxed command created it, without following symlinks; returns what it
+/// removed.
+pub fn remove_created(names: &[PathBuf]) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for path in names {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        match gone {
+            Ok(()) => removed.push(path.clone()),
+            Err(e) => tracing::error!(
+                path = %path.display(),
+                error = %e,
+                "cannot remove a protected path a sandboxed command created"
+            ),
+        }
+    }
+    removed
+}
+
+/// What the model is told, after a command's output, about a protected name it created and
+/// Talon removed.
+pub fn removal_note(path: &Path) -> String {
+    format!(
+        "\ntalon: removed {}: sandboxed commands may not create it (it configures tools, \
+         shells or agents outside the sandbox)\n",
+        path.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use self::proto::{Reply, Request};
 use crate::cap::Captured;
 use crate::run::{self, Ending, GRACE, Job, Limits, Outcome, RunError};
-use crate::sandbox::{Protection, protected_paths};
+use crate::sandbox::protected::{self, Protection, protected_paths, removal_note};
 
 /// Sandboxes kept at once.
 pub const MAX_SANDBOXES: usize = 32;
@@ -51,32 +51,6 @@ fn plan(roots: &[PathBuf]) -> Vec<Protection> {
         .iter()
         .flat_map(|root| protected_paths(root))
         .collect()
-}
-
-/// Removes the protected names in `plan` that did not exist when the sandbox was built and
-/// exist now (a command created them), without following symlinks; returns what it removed.
-fn revert_created(plan: &[Protection]) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    for protection in plan {
-        let Protection::Pin(path) = protection else {
-            continue;
-        };
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
-            continue;
-        };
-        let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(path)
-        } else {
-            std::fs::remove_file(path)
-        };
-        match gone {
-            Ok(()) => removed.push(path.clone()),
-            Err(e) => {
-                tracing::error!(path = %path.display(), error = %e, "cannot remove a protected path a sandboxed command created")
-            }
-        }
-    }
-    removed
 }
 
 type Waiters = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>>;
@@ -315,13 +289,16 @@ impl Sandbox {
             .last_used
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
-        for path in revert_created(&self.plan) {
-            let note = format!(
-                "\ntalon: removed {}: sandboxed commands may not create it (it configures tools, \
-                 shells or agents outside the sandbox)\n",
-                path.display()
-            );
-            stderr.push(note.as_bytes(), usize::MAX);
+        let unpinned: Vec<PathBuf> = self
+            .plan
+            .iter()
+            .filter_map(|p| match p {
+                Protection::Pin(path) => Some(path.clone()),
+                Protection::ReadOnly(_) => None,
+            })
+            .collect();
+        for path in protected::remove_created(&unpinned) {
+            stderr.push(removal_note(&path).as_bytes(), usize::MAX);
         }
         Ok(Outcome {
             ending: result?,

@@ -24,6 +24,7 @@ pub async fn list(
             agent,
             provider,
             data_dir,
+            one_shot: true,
             ..Overrides::default()
         },
     )
