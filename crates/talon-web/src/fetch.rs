@@ -1,0 +1,396 @@
+//! Fetching a URL: every hop checked, every connection pinned to checked addresses, the body
+//! streamed into a capped buffer.
+//!
+//! The HTTP client resolves names only through [`GuardResolver`], which is the address guard
+//! ([`talon_net::Guard`]): it resolves once per connection, refuses the destination if any
+//! address of the answer is special-use, and hands the client exactly the addresses it checked.
+//! Nothing else resolves, so an answer that changes between a check and the connection (DNS
+//! rebinding) cannot redirect a connection. IP-literal hosts, which the client would dial
+//! without resolving, are checked before each request. Redirects are followed here, not by the
+//! client, so each hop passes the same checks, and https → http downgrades are refused.
+//!
+//! With `HTTPS_PROXY` / `HTTP_PROXY` set, requests go through the proxy (hosts in `NO_PROXY`
+//! excepted); the proxy's own address is the operator's choice and is not checked, while the
+//! target is still resolved and checked here before the request is sent. The proxy resolves the
+//! target again; deployments that need pinning end to end should not route through one.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION, USER_AGENT};
+use talon_net::{Guard, Refusal};
+use url::Url;
+
+use crate::target::{self, UrlError};
+
+/// Default cap on a response body, after decompression.
+pub const DEFAULT_MAX_BODY: usize = 5 * 1024 * 1024;
+/// Default time allowed for a whole fetch, redirects included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default and largest number of redirects followed.
+pub const MAX_REDIRECTS: usize = 5;
+/// The User-Agent sent: honest, so sites can tell an agent's fetch from a person's browser.
+pub const USER_AGENT_VALUE: &str = concat!(
+    "Mozilla/5.0 (compatible; Talon/",
+    env!("CARGO_PKG_VERSION"),
+    "; +https://github.com/talon-tools/talon)"
+);
+
+/// Limits and routing of a [`Fetcher`].
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// The body is read up to this many bytes (after decompression, so a compressed bomb stops
+    /// here too); the rest is not read.
+    pub max_body: usize,
+    /// Time allowed for the whole fetch, redirects included.
+    pub timeout: Duration,
+    /// Redirects followed, at most [`MAX_REDIRECTS`].
+    pub max_redirects: usize,
+    /// Ports allowed beside 80 and 443.
+    pub extra_ports: Vec<u16>,
+    /// Use `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` from the environment.
+    pub env_proxy: bool,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            max_body: DEFAULT_MAX_BODY,
+            timeout: DEFAULT_TIMEOUT,
+            max_redirects: MAX_REDIRECTS,
+            extra_ports: Vec::new(),
+            env_proxy: true,
+        }
+    }
+}
+
+/// Why a fetch failed. The messages are written for the model.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The URL (or a redirect's target) is not fetchable.
+    #[error("{0}")]
+    Url(#[from] UrlError),
+    /// The destination is refused by the domain lists or the address policy.
+    #[error("{0}")]
+    Refused(Box<Refusal>),
+    /// More redirects than allowed.
+    #[error("stopped after {0} redirects (the limit); fetch the last URL directly if it is the page you want")]
+    TooManyRedirects(usize),
+    /// A redirect from https to http.
+    #[error("refused a redirect from {from} to {to}: it downgrades https to plain http")]
+    Downgrade { from: String, to: String },
+    /// A redirect without a usable Location.
+    #[error("the redirect from {from} has no usable Location header")]
+    BadRedirect { from: String },
+    /// The whole fetch took too long.
+    #[error("the fetch of {url} did not finish within {secs} s")]
+    Timeout { url: String, secs: u64 },
+    /// The connection or the HTTP exchange failed.
+    #[error("fetching {url} failed: {message}")]
+    Http { url: String, message: String },
+    /// The HTTP client could not be built (TLS set-up).
+    #[error("the HTTP client cannot start: {0}")]
+    Client(String),
+}
+
+/// A fetched response.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The URL that answered (after redirects).
+    pub url: Url,
+    /// The URLs redirected through, in order (not including `url`).
+    pub redirects: Vec<Url>,
+    /// HTTP status.
+    pub status: u16,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
+    /// The body, decompressed, at most `max_body` bytes.
+    pub body: Vec<u8>,
+    /// The body was longer than `max_body` and was cut there.
+    pub truncated: bool,
+}
+
+/// Resolves names for the HTTP client through the address guard (see the module docs).
+struct GuardResolver {
+    guard: Arc<Guard>,
+    /// Proxy host names from the environment: resolved without checks (the operator chose
+    /// them; they are usually on a private network).
+    proxy_hosts: Vec<String>,
+}
+
+impl reqwest::dns::Resolve for GuardResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let guard = Arc::clone(&self.guard);
+        let name = name.as_str().to_ascii_lowercase();
+        let trusted = self.proxy_hosts.contains(&name);
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = if trusted {
+                tokio::net::lookup_host((name.as_str(), 0u16))
+                    .await
+                    .map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)?
+                    .collect()
+            } else {
+                // The port only labels refusals; the client puts the URL's port on each address
+                // it was given with port 0.
+                guard
+                    .resolve_checked(&name, 443)
+                    .await
+                    .map_err(|r| Box::new(r) as Box<dyn StdError + Send + Sync>)?
+                    .into_iter()
+                    .map(|mut a| {
+                        a.set_port(0);
+                        a
+                    })
+                    .collect()
+            };
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Fetches URLs under one guard. Cheap to share; holds a connection pool.
+pub struct Fetcher {
+    guard: Arc<Guard>,
+    client: reqwest::Client,
+    config: FetchConfig,
+    /// `Some(NO_PROXY)` when a proxy from the environment is in use.
+    proxied: Option<String>,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("guard", &self.guard)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The proxy URLs from the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, either case).
+fn env_proxies() -> Vec<(&'static str, String)> {
+    let get = |names: [&str; 2]| {
+        names
+            .iter()
+            .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()))
+    };
+    let all = get(["ALL_PROXY", "all_proxy"]);
+    let mut out = Vec::new();
+    if let Some(p) = get(["HTTPS_PROXY", "https_proxy"]).or_else(|| all.clone()) {
+        out.push(("https", p));
+    }
+    if let Some(p) = get(["HTTP_PROXY", "http_proxy"]).or(all) {
+        out.push(("http", p));
+    }
+    out
+}
+
+impl Fetcher {
+    /// A fetcher that reaches only what `guard` allows.
+    pub fn new(guard: Guard, config: FetchConfig) -> Result<Self, FetchError> {
+        let guard = Arc::new(guard);
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(guard.connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(30));
+        let mut proxy_hosts = Vec::new();
+        let mut proxied = None;
+        if config.env_proxy {
+            for (scheme, proxy_url) in env_proxies() {
+                let proxy = match scheme {
+                    "https" => reqwest::Proxy::https(&proxy_url),
+                    _ => reqwest::Proxy::http(&proxy_url),
+                }
+                .map_err(|e| FetchError::Client(format!("proxy {proxy_url:?}: {e}")))?;
+                let no_proxy = reqwest::NoProxy::from_env();
+                builder = builder.proxy(proxy.no_proxy(no_proxy));
+                if let Ok(parsed) = Url::parse(&proxy_url)
+                    && let Some(url::Host::Domain(d)) = parsed.host()
+                {
+                    proxy_hosts.push(d.to_ascii_lowercase());
+                }
+                proxied = Some(
+                    std::env::var("NO_PROXY")
+                        .or_else(|_| std::env::var("no_proxy"))
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        let client = builder
+            .dns_resolver(Arc::new(GuardResolver {
+                guard: Arc::clone(&guard),
+                proxy_hosts,
+            }))
+            .build()
+            .map_err(|e| FetchError::Client(e.to_string()))?;
+        Ok(Self {
+            guard,
+            client,
+            config: FetchConfig {
+                max_redirects: config.max_redirects.min(MAX_REDIRECTS),
+                ..config
+            },
+            proxied,
+        })
+    }
+
+    /// The guard this fetcher checks destinations with.
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    /// Parses and checks `raw` without fetching it (for errors before any network use).
+    pub fn parse(&self, raw: &str) -> Result<Url, FetchError> {
+        let url = target::parse(raw, &self.config.extra_ports)?;
+        self.check_host(&url)?;
+        Ok(url)
+    }
+
+    fn check_host(&self, url: &Url) -> Result<(), FetchError> {
+        self.guard
+            .check_host(&target::host(url), target::port(url))
+            .map(|_| ())
+            .map_err(|r| FetchError::Refused(Box::new(r)))
+    }
+
+    /// GETs `url`, following up to `max_redirects` checked redirects, within the timeout.
+    /// `accept` is sent as the `Accept` header.
+    pub async fn get(&self, url: Url, accept: &str) -> Result<Fetched, FetchError> {
+        let shown = url.to_string();
+        match tokio::time::timeout(self.config.timeout, self.get_inner(url, accept)).await {
+            Ok(result) => result,
+            Err(_) => Err(FetchError::Timeout {
+                url: shown,
+                secs: self.config.timeout.as_secs(),
+            }),
+        }
+    }
+
+    async fn get_inner(&self, mut url: Url, accept: &str) -> Result<Fetched, FetchError> {
+        let mut redirects: Vec<Url> = Vec::new();
+        loop {
+            target::check(&url, &self.config.extra_ports)?;
+            self.check_host(&url)?;
+            if self.is_proxied(&url) {
+                // The proxy connects; check the target here all the same.
+                self.guard
+                    .resolve_checked(&target::host(&url), target::port(&url))
+                    .await
+                    .map_err(|r| FetchError::Refused(Box::new(r)))?;
+            }
+            let response = self
+                .client
+                .get(url.clone())
+                .header(USER_AGENT, USER_AGENT_VALUE)
+                .header(ACCEPT, accept)
+                .send()
+                .await
+                .map_err(|e| http_error(&url, &e))?;
+            let status = response.status();
+            if status.is_redirection()
+                && let Some(location) = response.headers().get(LOCATION)
+            {
+                let next = location
+                    .to_str()
+                    .ok()
+                    .and_then(|l| url.join(l).ok())
+                    .ok_or_else(|| FetchError::BadRedirect {
+                        from: url.to_string(),
+                    })?;
+                if url.scheme() == "https" && next.scheme() == "http" {
+                    return Err(FetchError::Downgrade {
+                        from: url.to_string(),
+                        to: next.to_string(),
+                    });
+                }
+                if redirects.len() >= self.config.max_redirects {
+                    return Err(FetchError::TooManyRedirects(self.config.max_redirects));
+                }
+                redirects.push(std::mem::replace(&mut url, next));
+                continue;
+            }
+            let content_type = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let (body, truncated) = read_capped(response, self.config.max_body, &url).await?;
+            return Ok(Fetched {
+                url,
+                redirects,
+                status: status.as_u16(),
+                content_type,
+                body,
+                truncated,
+            });
+        }
+    }
+
+    fn is_proxied(&self, url: &Url) -> bool {
+        match &self.proxied {
+            None => false,
+            Some(no_proxy) => !no_proxy_matches(no_proxy, &target::host(url)),
+        }
+    }
+}
+
+/// Whether the `NO_PROXY` list `raw` exempts `host` (the rules reqwest applies: exact names,
+/// `.suffix` / `suffix` domain matches, `*`).
+fn no_proxy_matches(raw: &str, host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    raw.split(',').map(str::trim).any(|entry| {
+        let entry = entry.trim_start_matches('.');
+        !entry.is_empty()
+            && (entry == "*"
+                || host.eq_ignore_ascii_case(entry)
+                || host
+                    .to_ascii_lowercase()
+                    .ends_with(&format!(".{}", entry.to_ascii_lowercase())))
+    })
+}
+
+/// Reads the body until `cap` bytes, then stops reading (the connection is dropped).
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+    url: &Url,
+) -> Result<(Vec<u8>, bool), FetchError> {
+    let mut body: Vec<u8> = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| http_error(url, &e))? {
+        let room = cap - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// The model-facing error for a failed exchange, naming the guard's refusal when that is why.
+fn http_error(url: &Url, e: &reqwest::Error) -> FetchError {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(refusal) = err.downcast_ref::<Refusal>() {
+            return FetchError::Refused(Box::new(refusal.clone()));
+        }
+        source = err.source();
+    }
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(err) = source {
+        message.push_str(": ");
+        message.push_str(&err.to_string());
+        source = err.source();
+    }
+    FetchError::Http {
+        url: url.to_string(),
+        message,
+    }
+}

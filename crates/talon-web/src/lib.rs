@@ -1,0 +1,20 @@
+//! Web access for Talon's tools: `web_fetch` / `WebFetch` and `web_search` / `WebSearch` are
+//! thin layers over this crate.
+//!
+//! - [`target`]: which URLs may be fetched at all (schemes, user info, ports);
+//! - [`fetch`]: the HTTP client whose only resolver is the address guard of `talon-net`, so
+//!   every connection goes to an address that was checked (no DNS rebinding), with redirects
+//!   checked hop by hop and the body capped after decompression;
+//! - [`content`] and [`hidden`]: HTML to clean Markdown or text, hidden text dropped, main
+//!   content extracted; JSON pretty-printed; charsets detected;
+//! - [`wrap`]: the untrusted-content fence;
+//! - [`cache`]: the 15-minute cache.
+
+pub mod cache;
+pub mod content;
+pub mod fetch;
+pub mod hidden;
+pub mod target;
+pub mod wrap;
+
+pub use fetch::{FetchConfig, FetchError, Fetched, Fetcher};
