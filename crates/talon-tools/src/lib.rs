@@ -23,6 +23,7 @@ pub mod fs;
 pub mod memory;
 pub mod runtime;
 pub mod session_map;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -39,6 +40,8 @@ pub struct BuiltinConfig {
     pub store: Option<talon_store::Store>,
     /// How `exec` and `Bash` run commands (sandboxed by default).
     pub shell: talon_exec::ShellConfig,
+    /// What the web tools may reach, and their limits.
+    pub web: web::WebConfig,
 }
 
 /// Registers every built-in tool this build provides.
@@ -125,5 +128,10 @@ pub fn register_builtin_with(
         })?;
     }
     registry.register(claude_code::todo_write::TodoWrite::default())?;
+    let web = Arc::new(web::Web::new(config.web.clone()));
+    registry.register(web::web_fetch::WebFetch {
+        web: Arc::clone(&web),
+    })?;
+    registry.register(claude_code::web_fetch::WebFetch { web })?;
     Ok(())
 }

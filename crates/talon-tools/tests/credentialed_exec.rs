@@ -71,6 +71,7 @@ async fn env(mode: SandboxMode) -> Env {
             mode,
             ..ShellConfig::default()
         },
+        ..BuiltinConfig::default()
     };
     Env {
         _dir: dir,

@@ -52,7 +52,9 @@ pub fn kind(content_type: Option<&str>, body: &[u8]) -> Kind {
 /// Classifies a body without a useful `Content-Type` from its first bytes.
 fn sniff(body: &[u8]) -> Kind {
     let head = &body[..body.len().min(512)];
-    let text = String::from_utf8_lossy(head).trim_start().to_ascii_lowercase();
+    let text = String::from_utf8_lossy(head)
+        .trim_start()
+        .to_ascii_lowercase();
     if head.starts_with(b"%PDF-") {
         Kind::Pdf
     } else if head.starts_with(b"\x89PNG") {
@@ -188,7 +190,20 @@ pub fn to_markdown(html: &str) -> String {
 fn text_of(html: &str) -> String {
     let doc = dom_query::Document::from(html);
     doc.select("br").replace_with_html("\n");
-    for block in ["p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote"] {
+    for block in [
+        "p",
+        "div",
+        "li",
+        "tr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "blockquote",
+    ] {
         doc.select(block).append_html("\n");
     }
     doc.root().text().to_string()
@@ -229,7 +244,10 @@ mod tests {
     #[test]
     fn charsets_come_from_the_header_then_bom_then_meta() {
         let latin1 = b"caf\xe9";
-        assert_eq!(decode(Some("text/plain; charset=ISO-8859-1"), latin1, false), "café");
+        assert_eq!(
+            decode(Some("text/plain; charset=ISO-8859-1"), latin1, false),
+            "café"
+        );
         let meta = b"<html><head><meta charset=\"windows-1252\"></head><body>caf\xe9</body></html>";
         assert!(decode(Some("text/html"), meta, true).contains("café"));
         let bom = b"\xef\xbb\xbfcaf\xc3\xa9";
@@ -243,13 +261,22 @@ mod tests {
         assert_eq!(kind(Some("application/ld+json"), b""), Kind::Json);
         assert_eq!(kind(None, b"%PDF-1.7"), Kind::Pdf);
         assert_eq!(kind(None, b"<!DOCTYPE html><html>"), Kind::Html);
-        assert_eq!(kind(Some("image/png"), b""), Kind::Image("image/png".into()));
-        assert_eq!(kind(Some("application/zip"), b""), Kind::Binary("application/zip".into()));
+        assert_eq!(
+            kind(Some("image/png"), b""),
+            Kind::Image("image/png".into())
+        );
+        assert_eq!(
+            kind(Some("application/zip"), b""),
+            Kind::Binary("application/zip".into())
+        );
     }
 
     #[test]
     fn json_is_pretty_printed() {
-        assert_eq!(json("{\"a\":[1,2]}"), "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
+        assert_eq!(
+            json("{\"a\":[1,2]}"),
+            "{\n  \"a\": [\n    1,\n    2\n  ]\n}"
+        );
         assert_eq!(json("not json"), "not json");
     }
 }

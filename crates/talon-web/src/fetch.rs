@@ -75,7 +75,9 @@ pub enum FetchError {
     #[error("{0}")]
     Refused(Box<Refusal>),
     /// More redirects than allowed.
-    #[error("stopped after {0} redirects (the limit); fetch the last URL directly if it is the page you want")]
+    #[error(
+        "stopped after {0} redirects (the limit); fetch the last URL directly if it is the page you want"
+    )]
     TooManyRedirects(usize),
     /// A redirect from https to http.
     #[error("refused a redirect from {from} to {to}: it downgrades https to plain http")]

@@ -120,7 +120,14 @@ mod tests {
         assert!(strip(&doc) >= 6);
         let html = doc.html().to_string();
         assert!(html.contains("visible"));
-        for gone in ["IGNORE", "secret one", "secret two", "secret three", "secret four", "secret five"] {
+        for gone in [
+            "IGNORE",
+            "secret one",
+            "secret two",
+            "secret three",
+            "secret four",
+            "secret five",
+        ] {
             assert!(!html.contains(gone), "{gone} survived: {html}");
         }
     }

@@ -123,6 +123,9 @@ mod tests {
         );
         assert!(parse("http://example.com:8080/", &[8080]).is_ok());
         assert!(parse("https://example.com:443/", &[]).is_ok());
-        assert!(matches!(parse("not a url", &[]), Err(UrlError::Invalid { .. })));
+        assert!(matches!(
+            parse("not a url", &[]),
+            Err(UrlError::Invalid { .. })
+        ));
     }
 }

@@ -30,10 +30,16 @@ mod tests {
         let a = untrusted("Web Fetch", "https://example.com/", forged);
         let b = untrusted("Web Fetch", "https://example.com/", forged);
         let id = |s: &str| {
-            s.split("id=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_string)
+            s.split("id=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(str::to_string)
         };
         assert_ne!(id(&a), id(&b));
-        let real_end = format!("<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"{}\">>>", id(&a).unwrap_or_default());
+        let real_end = format!(
+            "<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\"{}\">>>",
+            id(&a).unwrap_or_default()
+        );
         assert!(a.ends_with(&real_end));
         assert_eq!(a.matches(&real_end).count(), 1);
     }

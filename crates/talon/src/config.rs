@@ -26,6 +26,7 @@ pub struct Config {
     pub scrub: ScrubConfig,
     pub fs: FsSection,
     pub exec: ExecSection,
+    pub web: crate::web_config::WebSection,
     pub database: DatabaseSection,
     /// The file this configuration came from (hidden from sandboxed commands).
     #[serde(skip)]
@@ -392,6 +393,7 @@ impl Config {
         fs.allow_hard_links = self.fs.allow_hard_links;
         talon_tools::BuiltinConfig {
             fs,
+            web: self.web.to_config(),
             ..talon_tools::BuiltinConfig::default()
         }
     }

@@ -8,6 +8,7 @@ mod prompt;
 mod runtime;
 mod server_ips;
 mod store;
+mod web_config;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

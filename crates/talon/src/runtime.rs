@@ -249,6 +249,9 @@ fn validate(
     data_dir: &std::path::Path,
 ) -> Result<Validated, ConfigError> {
     let mut problems = Vec::new();
+    if let Err(e) = config.web.to_config().validate() {
+        problems.push(e);
+    }
     let exec_policies =
         match crate::exec_policy::policies(&config.exec.approvals, &config.exec.agents) {
             Ok(policies) => Some(policies),

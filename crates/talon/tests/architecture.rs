@@ -39,10 +39,18 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-fs", &[]),
         ("talon-net", &[]),
         ("talon-exec", &["talon-net"]),
+        ("talon-web", &["talon-net"]),
         ("talon-store", &[]),
         (
             "talon-tools",
-            &["talon-core", "talon-fs", "talon-exec", "talon-store"],
+            &[
+                "talon-core",
+                "talon-fs",
+                "talon-exec",
+                "talon-net",
+                "talon-web",
+                "talon-store",
+            ],
         ),
         ("talon-mcp", &["talon-core"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
@@ -51,6 +59,7 @@ fn crates_depend_only_on_lower_layers() {
             &[
                 "talon-core",
                 "talon-exec",
+                "talon-web",
                 "talon-tools",
                 "talon-mcp",
                 "talon-gateway",

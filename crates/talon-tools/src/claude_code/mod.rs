@@ -10,6 +10,7 @@ pub mod read;
 pub mod task_output;
 pub mod task_stop;
 pub mod todo_write;
+pub mod web_fetch;
 pub mod write;
 
 use talon_fs::FsError;
