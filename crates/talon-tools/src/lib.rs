@@ -132,6 +132,12 @@ pub fn register_builtin_with(
     registry.register(web::web_fetch::WebFetch {
         web: Arc::clone(&web),
     })?;
-    registry.register(claude_code::web_fetch::WebFetch { web })?;
+    registry.register(claude_code::web_fetch::WebFetch {
+        web: Arc::clone(&web),
+    })?;
+    registry.register(web::web_search::WebSearch {
+        web: Arc::clone(&web),
+    })?;
+    registry.register(claude_code::web_search::WebSearch { web })?;
     Ok(())
 }

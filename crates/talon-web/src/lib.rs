@@ -14,6 +14,7 @@ pub mod cache;
 pub mod content;
 pub mod fetch;
 pub mod hidden;
+pub mod search;
 pub mod target;
 pub mod wrap;
 

@@ -393,7 +393,6 @@ impl Config {
         fs.allow_hard_links = self.fs.allow_hard_links;
         talon_tools::BuiltinConfig {
             fs,
-            web: self.web.to_config(),
             ..talon_tools::BuiltinConfig::default()
         }
     }

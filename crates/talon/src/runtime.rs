@@ -141,9 +141,12 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
 
     let audit = Arc::new(crate::audit::StoreAudit::start(store.clone()));
     let registry = Arc::new(Registry::new());
+    let keys = crate::web_config::search_keys(&store).await;
+    let web = config.web.to_config(&keys).map_err(ConfigError)?;
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
         shell,
+        web,
         ..config.builtin(&data_dir)
     };
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
@@ -191,6 +194,10 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         ips.extend(crate::server_ips::detect());
     }
     pipeline.scrubber().add_server_ips(ips);
+    // Search API keys from the environment are secrets too.
+    pipeline
+        .scrubber()
+        .add_credentials(keys.brave.iter().chain(keys.tavily.iter()).cloned());
     // Stored secrets are scrubbed from every tool output, whichever entry point runs the call.
     match store.secret_values().await {
         Ok((values, broken)) => {
@@ -249,7 +256,10 @@ fn validate(
     data_dir: &std::path::Path,
 ) -> Result<Validated, ConfigError> {
     let mut problems = Vec::new();
-    if let Err(e) = config.web.to_config().validate() {
+    if let Err(e) = config
+        .web
+        .to_config(&crate::web_config::SearchKeys::default())
+    {
         problems.push(e);
     }
     let exec_policies =

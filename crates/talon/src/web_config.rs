@@ -12,13 +12,22 @@
 //!
 //! [web.agents.researcher]                          # one agent's lists over the above
 //! allow_domains = ["arxiv.org"]
+//!
+//! [web.search]
+//! providers = ["brave", "searxng", "duckduckgo"]   # asked in this order
+//! searxng_url = "http://searx.internal:8080"
 //! ```
+//!
+//! Brave and Tavily keys come from the environment (`BRAVE_API_KEY`, `TAVILY_API_KEY`) or the
+//! encrypted store (`talon secrets set brave_api_key`, `tavily_api_key`). Without `providers`,
+//! the chain is every provider that is configured (a key or a URL), then DuckDuckGo.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
-use talon_tools::web::{WebConfig, WebPolicy};
+use talon_tools::web::{SearchProvider, WebConfig, WebPolicy};
+use talon_web::search;
 
 /// `[web]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -40,6 +49,90 @@ pub struct WebSection {
     pub max_redirects: usize,
     /// `[web.agents.<name>]`: one agent's lists; what it leaves out comes from `[web]`.
     pub agents: HashMap<String, WebAgentSection>,
+    /// `[web.search]`.
+    pub search: SearchSection,
+}
+
+/// `[web.search]`: the search providers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchSection {
+    /// Provider names in the order they are asked: `brave`, `duckduckgo`, `searxng`, `tavily`.
+    pub providers: Option<Vec<String>>,
+    /// The SearXNG instance (its JSON API must be enabled).
+    pub searxng_url: Option<String>,
+    /// Endpoint overrides (a local mirror, a test server).
+    pub brave_endpoint: Option<String>,
+    pub duckduckgo_endpoint: Option<String>,
+    pub tavily_endpoint: Option<String>,
+    /// Time allowed for one provider's answer (default 15 s).
+    pub timeout_secs: Option<u64>,
+}
+
+/// API keys found for the keyed providers.
+#[derive(Debug, Clone, Default)]
+pub struct SearchKeys {
+    pub brave: Option<String>,
+    pub tavily: Option<String>,
+}
+
+impl SearchSection {
+    /// The provider chain, or what is wrong with the configuration.
+    pub fn providers(&self, keys: &SearchKeys) -> Result<Vec<SearchProvider>, String> {
+        let brave = || SearchProvider::Brave {
+            endpoint: self
+                .brave_endpoint
+                .clone()
+                .unwrap_or_else(|| search::brave::ENDPOINT.into()),
+            api_key: keys.brave.clone(),
+        };
+        let tavily = || SearchProvider::Tavily {
+            endpoint: self
+                .tavily_endpoint
+                .clone()
+                .unwrap_or_else(|| search::tavily::ENDPOINT.into()),
+            api_key: keys.tavily.clone(),
+        };
+        let ddg = || SearchProvider::DuckDuckGo {
+            endpoint: self
+                .duckduckgo_endpoint
+                .clone()
+                .unwrap_or_else(|| search::duckduckgo::ENDPOINT.into()),
+        };
+        let searxng = |url: &String| SearchProvider::Searxng {
+            base_url: url.clone(),
+        };
+        let Some(names) = &self.providers else {
+            let mut chain = Vec::new();
+            if keys.brave.is_some() {
+                chain.push(brave());
+            }
+            if let Some(url) = &self.searxng_url {
+                chain.push(searxng(url));
+            }
+            if keys.tavily.is_some() {
+                chain.push(tavily());
+            }
+            chain.push(ddg());
+            return Ok(chain);
+        };
+        names
+            .iter()
+            .map(|name| match name.trim().to_ascii_lowercase().as_str() {
+                "brave" => Ok(brave()),
+                "tavily" => Ok(tavily()),
+                "duckduckgo" | "ddg" => Ok(ddg()),
+                "searxng" => self
+                    .searxng_url
+                    .as_ref()
+                    .map(searxng)
+                    .ok_or_else(|| "[web.search] lists searxng but sets no searxng_url".to_string()),
+                other => Err(format!(
+                    "[web.search] providers: unknown provider {other:?} (use brave, duckduckgo, searxng or tavily)"
+                )),
+            })
+            .collect()
+    }
 }
 
 /// `[web.agents.<name>]`.
@@ -63,13 +156,14 @@ impl Default for WebSection {
             timeout_secs: fetch.timeout.as_secs(),
             max_redirects: fetch.max_redirects,
             agents: HashMap::new(),
+            search: SearchSection::default(),
         }
     }
 }
 
 impl WebSection {
-    /// The web tools' settings.
-    pub fn to_config(&self) -> WebConfig {
+    /// The web tools' settings (search keys as found by the caller).
+    pub fn to_config(&self, keys: &SearchKeys) -> Result<WebConfig, String> {
         let default = WebPolicy {
             allow_private: self.allow_private.clone(),
             allow_domains: self.allow_domains.clone(),
@@ -96,9 +190,16 @@ impl WebSection {
                 (name.clone(), policy)
             })
             .collect();
-        WebConfig {
+        let defaults = WebConfig::default();
+        let config = WebConfig {
             default,
             agents,
+            search: self.search.providers(keys)?,
+            search_timeout: self
+                .search
+                .timeout_secs
+                .map(|s| Duration::from_secs(s.max(1)))
+                .unwrap_or(defaults.search_timeout),
             fetch: talon_web::FetchConfig {
                 max_body: self.max_body_bytes.max(1),
                 timeout: Duration::from_secs(self.timeout_secs.max(1)),
@@ -106,7 +207,29 @@ impl WebSection {
                 extra_ports: self.allowed_ports.clone(),
                 env_proxy: true,
             },
-            ..WebConfig::default()
+            resolver: defaults.resolver,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// The Brave and Tavily keys: the environment first, then the encrypted store.
+pub async fn search_keys(store: &talon_store::Store) -> SearchKeys {
+    let find = |env: &'static str, secret: &'static str| async move {
+        if let Some(v) = std::env::var(env).ok().filter(|v| !v.trim().is_empty()) {
+            return Some(v);
         }
+        match store.secret(secret).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(secret, error = %e, "cannot read a search API key from the store");
+                None
+            }
+        }
+    };
+    SearchKeys {
+        brave: find("BRAVE_API_KEY", "brave_api_key").await,
+        tavily: find("TAVILY_API_KEY", "tavily_api_key").await,
     }
 }

@@ -11,6 +11,7 @@ pub mod task_output;
 pub mod task_stop;
 pub mod todo_write;
 pub mod web_fetch;
+pub mod web_search;
 pub mod write;
 
 use talon_fs::FsError;

@@ -5,6 +5,7 @@
 //! and mode so that a page one agent may read is never served to another that may not.
 
 pub mod web_fetch;
+pub mod web_search;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,8 @@ use talon_core::Media;
 use talon_net::{AddressPolicy, DomainPolicy, Guard, Resolve, SystemResolver};
 use talon_web::cache::Cache;
 use talon_web::content::{self, Kind, Mode};
+use talon_web::search;
+use talon_web::search::reqwest_client;
 use talon_web::{FetchConfig, Fetcher};
 
 /// What one agent may reach on the web.
@@ -38,6 +41,51 @@ pub struct WebConfig {
     pub fetch: FetchConfig,
     /// The resolver (the system's; tests inject their own).
     pub resolver: Arc<dyn Resolve>,
+    /// Search providers, in the order they are asked.
+    pub search: Vec<SearchProvider>,
+    /// Time allowed for one provider's answer.
+    pub search_timeout: std::time::Duration,
+}
+
+/// A configured search provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchProvider {
+    Brave {
+        endpoint: String,
+        api_key: Option<String>,
+    },
+    DuckDuckGo {
+        endpoint: String,
+    },
+    Searxng {
+        base_url: String,
+    },
+    Tavily {
+        endpoint: String,
+        api_key: Option<String>,
+    },
+}
+
+impl SearchProvider {
+    fn build(&self, client: &reqwest_client::Client) -> Box<dyn search::Provider> {
+        let client = client.clone();
+        match self.clone() {
+            Self::Brave { endpoint, api_key } => Box::new(search::brave::Brave {
+                endpoint,
+                api_key,
+                client,
+            }),
+            Self::DuckDuckGo { endpoint } => {
+                Box::new(search::duckduckgo::DuckDuckGo { endpoint, client })
+            }
+            Self::Searxng { base_url } => Box::new(search::searxng::Searxng { base_url, client }),
+            Self::Tavily { endpoint, api_key } => Box::new(search::tavily::Tavily {
+                endpoint,
+                api_key,
+                client,
+            }),
+        }
+    }
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -57,6 +105,10 @@ impl Default for WebConfig {
             agents: HashMap::new(),
             fetch: FetchConfig::default(),
             resolver: Arc::new(SystemResolver),
+            search: vec![SearchProvider::DuckDuckGo {
+                endpoint: search::duckduckgo::ENDPOINT.into(),
+            }],
+            search_timeout: std::time::Duration::from_secs(15),
         }
     }
 }
@@ -110,6 +162,7 @@ pub struct Page {
 /// The web tools' shared service.
 pub struct Web {
     config: WebConfig,
+    search: search::Chain,
     fetchers: Mutex<HashMap<Option<String>, Arc<Fetcher>>>,
     cache: Cache<(Option<String>, String, Mode), Arc<Page>>,
 }
@@ -124,8 +177,13 @@ impl std::fmt::Debug for Web {
 
 impl Web {
     pub fn new(config: WebConfig) -> Self {
+        let client = search::client(config.search_timeout);
+        let search = search::Chain {
+            providers: config.search.iter().map(|p| p.build(&client)).collect(),
+        };
         Self {
             config,
+            search,
             fetchers: Mutex::new(HashMap::new()),
             cache: Cache::default(),
         }
@@ -153,6 +211,26 @@ impl Web {
         );
         fetchers.insert(key, Arc::clone(&fetcher));
         Ok(fetcher)
+    }
+
+    /// The domain policy of `agent` (search results outside it are dropped).
+    pub fn domains(&self, agent: Option<&str>) -> Result<DomainPolicy, String> {
+        let policy = agent
+            .and_then(|a| self.config.agents.get(a))
+            .unwrap_or(&self.config.default);
+        DomainPolicy::parse(policy.allow_domains.as_ref(), &policy.deny_domains)
+            .map_err(|e| format!("allow_domains / deny_domains: {e}"))
+    }
+
+    /// Runs `query` for `agent` through the provider chain; the result text for the model.
+    pub async fn search(
+        &self,
+        agent: Option<&str>,
+        query: &search::Query,
+    ) -> Result<String, String> {
+        let policy = self.domains(agent)?;
+        let answer = self.search.search(query, &policy).await?;
+        Ok(search::render(&query.text, &answer))
     }
 
     /// Fetches and converts `raw` for `agent`, from the cache when it was fetched in the last

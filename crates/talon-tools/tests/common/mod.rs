@@ -10,6 +10,8 @@ use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry};
 use talon_tools::BuiltinConfig;
 
+pub mod http;
+
 /// A pipeline over the built-in tools registered with `config`, without rate limits.
 pub fn pipeline(config: &BuiltinConfig) -> Pipeline {
     let registry = Arc::new(Registry::new());
