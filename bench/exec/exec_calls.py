@@ -7,7 +7,6 @@ Needs `cargo build --release -p talon` (CARGO_TARGET_DIR is honoured) and bubble
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -17,33 +16,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from mcp_client import Mcp  # noqa: E402
 BWRAP = ["bwrap", "--new-session", "--die-with-parent", "--unshare-all", "--cap-drop", "ALL",
          "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-
-
-class Mcp:
-    def __init__(self, command, env):
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env)
-        self.next_id = 0
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "bench", "version": "1"}})
-        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.proc.stdin.flush()
-
-    def request(self, method, params):
-        self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
-        while True:
-            reply = json.loads(self.proc.stdout.readline())
-            if reply.get("id") == self.next_id:
-                return reply
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait()
 
 
 def interleaved(fns, calls):

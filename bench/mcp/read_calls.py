@@ -8,7 +8,6 @@ read_text_file) from one client in the same run. CPU is the server process's use
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -17,46 +16,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # utime and stime are fields 14 and 15 (1-based) of the whole line; after the ")" split they are 12 and 13.
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-class Server:
-    def __init__(self, command, env=None):
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self.next_id = 1
-
-    def request(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n").encode())
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("server exited")
-            message = json.loads(line)
-            if message.get("id") == rid:
-                return message
-
-    def start(self):
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
-        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.proc.stdin.flush()
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from mcp_client import Mcp, cpu_seconds  # noqa: E402
 
 
 def run(name, server, tool, path_of, calls, files):
-    server.start()
     # Warm up (first calls compile validators, fill caches).
     for i in range(50):
         server.request("tools/call", {"name": tool, "arguments": {"path": path_of(i % files)}})
@@ -91,9 +55,9 @@ def main():
     # the bench out of the user's.
     data_dir = tempfile.mkdtemp(prefix="talon-read-bench-data-")
     results = [
-        run("talon mcp (read_file)", Server([talon, "--data-dir", data_dir, "mcp", "--workspace", ws], env), "read_file",
+        run("talon mcp (read_file)", Mcp([talon, "--data-dir", data_dir, "mcp", "--workspace", ws], env), "read_file",
             lambda i: f"file{i:03}.txt", args.calls, args.files),
-        run("server-filesystem (read_text_file)", Server(["node", node_server, ws]), "read_text_file",
+        run("server-filesystem (read_text_file)", Mcp(["node", node_server, ws]), "read_text_file",
             lambda i: os.path.join(ws, f"file{i:03}.txt"), args.calls, args.files),
     ]
     print(f"{args.calls} sequential calls, {args.files} files of ~1 KiB")

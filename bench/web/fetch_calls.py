@@ -13,7 +13,6 @@ neither server answers from a cache.
 
 import argparse
 import http.server
-import json
 import os
 import statistics
 import subprocess
@@ -24,7 +23,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from mcp_client import Mcp, cpu_seconds  # noqa: E402
 
 ARTICLES = [
     ("Tides of the North Sea", [
@@ -98,52 +98,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def cpu_seconds(pid, children=False):
-    """The process's user+system time; with `children`, plus that of the children it waited
-    for (mcp-server-fetch may run Readability.js in a `node` child per page)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    own = int(fields[11]) + int(fields[12])
-    waited = int(fields[13]) + int(fields[14]) if children else 0
-    return (own + waited) / TICK
-
-
-class Server:
-    def __init__(self, command, env):
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env)
-        self.next_id = 1
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "bench", "version": "1"}})
-        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.proc.stdin.flush()
-
-    def request(self, method, params):
-        rid = self.next_id
-        self.next_id += 1
-        self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                           "params": params}) + "\n").encode())
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("server exited")
-            message = json.loads(line)
-            if message.get("id") == rid:
-                return message
-
-    def text(self, tool, args):
-        reply = self.request("tools/call", {"name": tool, "arguments": args})
-        result = reply.get("result") or {}
-        if result.get("isError") or "error" in reply:
-            raise RuntimeError(f"{tool}: {reply}")
-        return "".join(c.get("text", "") for c in result.get("content", []))
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
 def fetch_server(target):
     home = os.path.join(target, "bench-py")
     if not os.path.isdir(os.path.join(home, "mcp_server_fetch")):
@@ -180,10 +134,10 @@ def main():
                 '[tools]\npermission_mode = "bypassPermissions"\nrate_limit_per_hour = 0\n')
     env = dict(os.environ, TALON_CONFIG=config)
     servers = {
-        "talon mcp (web_fetch)": (Server([talon, "--data-dir", os.path.join(work, "data"), "mcp",
+        "talon mcp (web_fetch)": (Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp",
                                           "--workspace", work], env), "web_fetch",
                                   lambda u: {"url": u, "maxChars": 100000}),
-        "mcp-server-fetch (fetch)": (Server(*fetch_server(target)), "fetch",
+        "mcp-server-fetch (fetch)": (Mcp(*fetch_server(target)), "fetch",
                                      lambda u: {"url": u, "max_length": 100000}),
     }
     base = f"http://127.0.0.1:{port}"
@@ -192,7 +146,7 @@ def main():
     for name, (server, tool, make) in servers.items():
         kept_all, dropped_all = [], []
         for i, path in enumerate(PAGES):
-            kept, dropped = quality(server.text(tool, make(f"{base}{path}?q=0")), i)
+            kept, dropped = quality(server.call(tool, make(f"{base}{path}?q=0")), i)
             kept_all.append(kept)
             dropped_all.append(dropped)
         report[name] = (statistics.mean(kept_all) if kept_all else 0.0,
@@ -204,14 +158,14 @@ def main():
     paths = list(PAGES)
     for name, (server, tool, make) in servers.items():
         for i in range(5):
-            server.text(tool, make(f"{base}{paths[i % 3]}?warm={i}"))
+            server.call(tool, make(f"{base}{paths[i % 3]}?warm={i}"))
     for name, (server, _, _) in servers.items():
         cpu[name] = -cpu_seconds(server.proc.pid)
         cpu_all[name] = -cpu_seconds(server.proc.pid, children=True)
     for i in range(args.calls):
         for name, (server, tool, make) in servers.items():
             t0 = time.perf_counter()
-            server.text(tool, make(f"{base}{paths[i % 3]}?i={i}"))
+            server.call(tool, make(f"{base}{paths[i % 3]}?i={i}"))
             times[name].append(time.perf_counter() - t0)
     for name, (server, _, _) in servers.items():
         cpu[name] += cpu_seconds(server.proc.pid)
