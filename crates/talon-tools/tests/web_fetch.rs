@@ -450,3 +450,118 @@ async fn pages_are_cached_for_a_while_per_url_and_mode() {
     assert!(!out.is_error);
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn pdfs_are_read_images_attached_and_slow_servers_time_out() {
+    let png: Vec<u8> =
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89".to_vec();
+    let server = serve(
+        "127.0.0.1",
+        0,
+        vec![
+            ("/doc.pdf", ok("application/pdf", common::pdf(2))),
+            ("/pixel.png", ok("image/png", png.clone())),
+            ("/blob", ok("application/zip", b"PK\x03\x04".to_vec())),
+        ],
+    )
+    .await;
+    // A server that accepts and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let port = server.addr.port();
+    let mut web = WebConfig {
+        default: WebPolicy {
+            allow_private: vec!["127.0.0.1".into()],
+            ..WebPolicy::default()
+        },
+        resolver: Arc::new(resolver()),
+        ..WebConfig::default()
+    };
+    web.fetch.extra_ports = vec![port, silent_port];
+    web.fetch.env_proxy = false;
+    web.fetch.timeout = std::time::Duration::from_secs(1);
+    let p = common::pipeline(&BuiltinConfig {
+        web,
+        ..BuiltinConfig::default()
+    });
+    let base = format!("http://127.0.0.1:{port}");
+    let out = call(&p, "web_fetch", json!({"url": format!("{base}/doc.pdf")})).await;
+    assert!(
+        out.for_llm.contains("This is page 1") && out.for_llm.contains("This is page 2"),
+        "{}",
+        out.for_llm
+    );
+    let out = call(&p, "web_fetch", json!({"url": format!("{base}/pixel.png")})).await;
+    assert!(!out.is_error && out.media.len() == 1, "{}", out.for_llm);
+    assert_eq!(out.media[0].mime_type, "image/png");
+    assert_eq!(out.media[0].data, png);
+    let out = call(&p, "web_fetch", json!({"url": format!("{base}/blob")})).await;
+    assert!(
+        out.is_error && out.for_llm.contains("application/zip"),
+        "{}",
+        out.for_llm
+    );
+    let out = call(
+        &p,
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{silent_port}/")}),
+    )
+    .await;
+    assert!(
+        out.is_error && out.for_llm.contains("did not finish within 1 s"),
+        "{}",
+        out.for_llm
+    );
+}
+
+#[tokio::test]
+async fn each_agent_gets_its_own_domain_lists() {
+    let server = serve("127.0.0.1", 0, vec![("/article", ok("text/html", ARTICLE))]).await;
+    let port = server.addr.port();
+    let mut web = WebConfig {
+        default: WebPolicy {
+            allow_private: vec!["127.0.0.1".into()],
+            ..WebPolicy::default()
+        },
+        resolver: Arc::new(resolver()),
+        ..WebConfig::default()
+    };
+    web.agents.insert(
+        "locked".into(),
+        WebPolicy {
+            allow_private: vec!["127.0.0.1".into()],
+            allow_domains: Some(vec!["docs.example.org".into()]),
+            ..WebPolicy::default()
+        },
+    );
+    web.fetch.extra_ports = vec![port];
+    web.fetch.env_proxy = false;
+    let p = common::pipeline(&BuiltinConfig {
+        web,
+        ..BuiltinConfig::default()
+    });
+    let url = format!("http://site.test:{port}/article");
+    let out = call(&p, "web_fetch", json!({"url": url})).await;
+    assert!(!out.is_error, "{}", out.for_llm);
+    let mut ctx = common::context(&std::env::temp_dir(), "web");
+    ctx.agent_key = Some("locked".into());
+    let out = p
+        .call(
+            Arc::new(ctx),
+            ToolCall::new("web_fetch", json!({"url": url})),
+        )
+        .await
+        .output;
+    // Not served from the other agent's cache either.
+    assert!(
+        out.is_error && out.for_llm.contains("site.test"),
+        "{}",
+        out.for_llm
+    );
+}
