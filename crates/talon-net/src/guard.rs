@@ -244,6 +244,10 @@ pub struct Guard {
     pub domains: DomainPolicy,
     /// Which addresses may be dialled.
     pub addresses: AddressPolicy,
+    /// Host names whose answers may be non-public (an intranet wiki the operator named): their
+    /// addresses are dialled whatever their class, except cloud metadata addresses, which stay
+    /// refused. Only names match here; an IP-literal host is judged by `addresses` alone.
+    pub private_hosts: Vec<crate::hosts::Pattern>,
     /// The resolver, called once per destination.
     pub resolver: Arc<dyn Resolve>,
     /// Time allowed for one resolution.
@@ -273,6 +277,7 @@ impl Guard {
         Self {
             domains,
             addresses,
+            private_hosts: Vec::new(),
             resolver,
             resolve_timeout: DEFAULT_RESOLVE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -333,7 +338,12 @@ impl Guard {
         if ips.is_empty() {
             return Err(Refusal::new(&parsed, port, Reason::NoAddresses));
         }
+        let named_private = matches!(parsed, Host::Domain(_))
+            && self.private_hosts.iter().any(|p| p.matches(&parsed));
         for ip in &ips {
+            if named_private && crate::addr::classify(*ip) != crate::addr::AddrClass::Metadata {
+                continue;
+            }
             self.check_addr(&parsed, port, *ip)?;
         }
         let mut out: Vec<SocketAddr> = Vec::with_capacity(ips.len());
@@ -412,6 +422,29 @@ mod tests {
             .with("rebind.test", [ip("93.184.216.34"), ip("169.254.169.254")])
             .with("mapped.test", [ip("::ffff:127.0.0.1")])
             .with("empty.test", [])
+    }
+
+    #[tokio::test]
+    async fn named_private_hosts_may_resolve_privately_but_never_to_metadata() {
+        let resolver = StaticResolver::new()
+            .with("wiki.corp", [ip("10.1.2.3")])
+            .with("other.corp", [ip("10.1.2.4")])
+            .with("sneaky.corp", [ip("169.254.169.254")]);
+        let mut g = Guard::new(
+            DomainPolicy::allow_all(),
+            AddressPolicy::public_only(),
+            Arc::new(resolver),
+        );
+        g.private_hosts = Pattern::parse_list(["wiki.corp", "sneaky.corp"]).expect("patterns");
+        assert_eq!(
+            g.resolve_checked("wiki.corp", 80)
+                .await
+                .expect("named host"),
+            vec![SocketAddr::new(ip("10.1.2.3"), 80)]
+        );
+        assert!(g.resolve_checked("other.corp", 80).await.is_err());
+        assert!(g.resolve_checked("sneaky.corp", 80).await.is_err());
+        assert!(g.resolve_checked("10.1.2.3", 80).await.is_err());
     }
 
     fn guard(allow_loopback: bool) -> Guard {

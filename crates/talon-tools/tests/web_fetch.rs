@@ -565,3 +565,44 @@ async fn each_agent_gets_its_own_domain_lists() {
         out.for_llm
     );
 }
+
+#[tokio::test]
+async fn a_named_private_host_is_reachable_by_name_only() {
+    let server = serve("127.0.0.1", 0, vec![("/article", ok("text/html", ARTICLE))]).await;
+    let port = server.addr.port();
+    let mut web = WebConfig {
+        default: WebPolicy {
+            allow_private: vec!["site.test".into()],
+            ..WebPolicy::default()
+        },
+        resolver: Arc::new(resolver()),
+        ..WebConfig::default()
+    };
+    web.fetch.extra_ports = vec![port];
+    web.fetch.env_proxy = false;
+    let p = common::pipeline(&BuiltinConfig {
+        web,
+        ..BuiltinConfig::default()
+    });
+    let out = call(
+        &p,
+        "web_fetch",
+        json!({"url": format!("http://site.test:{port}/article")}),
+    )
+    .await;
+    assert!(
+        !out.is_error && out.for_llm.contains("Delta Works"),
+        "{}",
+        out.for_llm
+    );
+    // The same address by number, or another name for it, stays refused.
+    let out = call(
+        &p,
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/article")}),
+    )
+    .await;
+    assert!(out.is_error, "{}", out.for_llm);
+    let out = call(&p, "web_fetch", json!({"url": "http://meta.test/"})).await;
+    assert!(out.is_error, "{}", out.for_llm);
+}

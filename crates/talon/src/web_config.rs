@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [web]
-//! allow_private = ["10.1.2.3", "192.168.0.0/16"]  # non-public hosts made reachable
+//! allow_private = ["10.1.2.3", "192.168.0.0/16", "wiki.corp"]  # non-public hosts made reachable
 //! allow_domains = ["docs.rs", ".rust-lang.org"]    # when set, only these
 //! deny_domains = ["*.example.net"]
 //! allowed_ports = [8080]                           # besides 80 and 443
@@ -33,7 +33,8 @@ use talon_web::search;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebSection {
-    /// Private hosts or CIDRs the web tools may reach (cloud metadata addresses never).
+    /// Private addresses, CIDRs or host names the web tools may reach (cloud metadata
+    /// addresses never).
     pub allow_private: Vec<String>,
     /// When set, only these domain patterns.
     pub allow_domains: Option<Vec<String>>,

@@ -21,8 +21,9 @@ use talon_web::{FetchConfig, Fetcher};
 /// What one agent may reach on the web.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WebPolicy {
-    /// Private hosts or ranges this agent may reach anyway (`10.1.2.3`, `10.0.0.0/8`,
-    /// `127.0.0.1`); everything non-public is refused otherwise.
+    /// Private hosts or ranges this agent may reach anyway: addresses and CIDRs (`10.1.2.3`,
+    /// `10.0.0.0/8`) or host names (`wiki.corp`, `.corp`) that may resolve to private
+    /// addresses; everything non-public is refused otherwise, metadata addresses always.
     pub allow_private: Vec<String>,
     /// When set, only these domains (patterns as in `talon_net::Pattern`).
     pub allow_domains: Option<Vec<String>>,
@@ -130,13 +131,20 @@ impl WebConfig {
     }
 }
 
-/// The guard for `policy`.
+/// The guard for `policy`. `allow_private` entries that parse as addresses or CIDRs open those
+/// ranges; the others are host names (patterns) that may resolve to private addresses.
 fn guard(policy: &WebPolicy, resolver: &Arc<dyn Resolve>) -> Result<Guard, String> {
-    let addresses = AddressPolicy::allowing(&policy.allow_private)
-        .map_err(|e| format!("allow_private: {e}"))?;
+    let (ranges, names): (Vec<&String>, Vec<&String>) = policy
+        .allow_private
+        .iter()
+        .partition(|entry| talon_net::parse_cidr(entry).is_ok());
+    let addresses = AddressPolicy::allowing(ranges).map_err(|e| format!("allow_private: {e}"))?;
     let domains = DomainPolicy::parse(policy.allow_domains.as_ref(), &policy.deny_domains)
         .map_err(|e| format!("allow_domains / deny_domains: {e}"))?;
-    Ok(Guard::new(domains, addresses, Arc::clone(resolver)))
+    let mut guard = Guard::new(domains, addresses, Arc::clone(resolver));
+    guard.private_hosts = talon_net::Pattern::parse_list(names)
+        .map_err(|e| format!("allow_private: {e} (give an IP address, a CIDR or a host name)"))?;
+    Ok(guard)
 }
 
 /// A fetched page, converted for the model.
