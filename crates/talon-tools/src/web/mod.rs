@@ -261,7 +261,7 @@ impl Web {
         let kind = content::kind(fetched.content_type.as_deref(), &fetched.body);
         let ct = fetched.content_type.as_deref();
         let mut page = Page {
-            url: raw.to_string(),
+            url: key.1.clone(),
             final_url,
             status: fetched.status,
             content_type: fetched.content_type.clone(),
@@ -311,7 +311,8 @@ impl Web {
             }
             Kind::Binary(mime) => {
                 return Err(format!(
-                    "{raw} is {mime} ({} bytes), which web_fetch cannot turn into text",
+                    "{} is {mime} ({} bytes), which web_fetch cannot turn into text",
+                    key.1,
                     fetched.body.len()
                 ));
             }
@@ -332,9 +333,10 @@ pub fn cap_chars(text: &str, max: usize) -> (String, bool) {
     }
 }
 
-/// The tool result for `page`: a header the model can trust (Talon wrote it), then the page's
-/// text cut to `max_chars` inside the untrusted-content fence, plus the image if it was one.
-/// HTTP errors are error results with the start of the body.
+/// The tool result for `page`: a header the model can trust (Talon wrote it from parsed URLs and
+/// numbers), then, inside the untrusted-content fence, what the site controls (its title, its
+/// Content-Type and its text cut to `max_chars`), plus the image if it was one. HTTP errors are
+/// error results with the start of the body.
 pub fn render(
     page: &Page,
     max_chars: usize,
@@ -346,11 +348,15 @@ pub fn render(
         header.push_str(&format!("Final URL (after redirects): {final_url}\n"));
     }
     header.push_str(&format!("Status: {}\n", page.status));
-    if let Some(ct) = &page.content_type {
-        header.push_str(&format!("Content-Type: {ct}\n"));
-    }
+    let mut fenced = String::new();
     if let Some(title) = &page.title {
-        header.push_str(&format!("Title: {title}\n"));
+        fenced.push_str(&format!(
+            "Title: {}\n",
+            title.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    if let Some(ct) = &page.content_type {
+        fenced.push_str(&format!("Content-Type: {ct}\n"));
     }
     if page.hidden_removed > 0 {
         header.push_str(&format!(
@@ -376,8 +382,12 @@ pub fn render(
             page.text.chars().count()
         ));
     }
+    if !fenced.is_empty() {
+        fenced.push('\n');
+    }
+    fenced.push_str(&text);
     let origin = page.final_url.as_deref().unwrap_or(&page.url);
-    let body = talon_web::wrap::untrusted(source, origin, &text);
+    let body = talon_web::wrap::untrusted(source, origin, &fenced);
     let mut out = String::new();
     if let Some(p) = preface {
         out.push_str(&p);
