@@ -29,6 +29,7 @@ pub mod registry;
 pub mod schema;
 pub mod scrub;
 pub mod tool;
+pub mod untrusted;
 pub mod wire;
 pub mod workspace;
 

@@ -7,7 +7,7 @@
 //!   checked hop by hop and the body capped after decompression;
 //! - [`content`] and [`hidden`]: HTML to clean Markdown or text, hidden text dropped, main
 //!   content extracted; JSON pretty-printed; charsets detected;
-//! - [`wrap`]: the untrusted-content fence;
+//! - the untrusted-content fence is `talon_core::untrusted`, shared with the MCP bridge;
 //! - [`cache`]: the 15-minute cache.
 
 pub mod cache;
@@ -16,6 +16,6 @@ pub mod fetch;
 pub mod hidden;
 pub mod search;
 pub mod target;
-pub mod wrap;
+
 
 pub use fetch::{FetchConfig, FetchError, Fetched, Fetcher};

@@ -39,7 +39,7 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-fs", &[]),
         ("talon-net", &[]),
         ("talon-exec", &["talon-net"]),
-        ("talon-web", &["talon-net"]),
+        ("talon-web", &["talon-core", "talon-net"]),
         ("talon-store", &[]),
         (
             "talon-tools",

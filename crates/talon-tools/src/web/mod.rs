@@ -387,7 +387,7 @@ pub fn render(
     }
     fenced.push_str(&text);
     let origin = page.final_url.as_deref().unwrap_or(&page.url);
-    let body = talon_web::wrap::untrusted(source, origin, &fenced);
+    let body = talon_core::untrusted::wrap(source, origin, &fenced);
     let mut out = String::new();
     if let Some(p) = preface {
         out.push_str(&p);

@@ -291,7 +291,7 @@ pub fn render(query: &str, answer: &Answer) -> String {
         ));
     }
     out.push_str("\n\n");
-    out.push_str(&crate::wrap::untrusted(
+    out.push_str(&talon_core::untrusted::wrap(
         "Web Search",
         query,
         text.trim_end(),
