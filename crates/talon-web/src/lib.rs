@@ -17,5 +17,4 @@ pub mod hidden;
 pub mod search;
 pub mod target;
 
-
 pub use fetch::{FetchConfig, FetchError, Fetched, Fetcher};

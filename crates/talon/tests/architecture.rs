@@ -40,6 +40,7 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-net", &[]),
         ("talon-exec", &["talon-net"]),
         ("talon-web", &["talon-core", "talon-net"]),
+        ("talon-bridge", &["talon-core"]),
         ("talon-store", &[]),
         (
             "talon-tools",

@@ -1,0 +1,144 @@
+//! Talon as an MCP client: the tools of external MCP servers become Talon tools.
+//!
+//! Each configured server is started and listed in parallel, bounded by a start-up timeout, so
+//! one slow or dead server never holds up the others or Talon; its tools are registered under
+//! the dialect's names ([`names`]) in the groups `mcp` and `mcp:<server>`, with a risk from their
+//! annotations. A bridged tool is an ordinary registered tool, so every call to it goes through
+//! Talon's pipeline: policy, approvals, rate limits, hooks, scrubbing and audit.
+
+pub mod names;
+pub mod server;
+pub mod tool;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use talon_core::Registry;
+
+pub use names::Dialect;
+pub use server::{Server, ServerError, StdioConfig};
+
+/// One configured server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub name: String,
+    pub stdio: StdioConfig,
+    /// GoClaw dialect: the prefix replacing `mcp_<server>`.
+    pub prefix: Option<String>,
+    /// Time allowed for start-up (the process and the handshake and the tool list).
+    pub startup_timeout: Duration,
+    /// Time allowed for one call.
+    pub call_timeout: Duration,
+    /// Characters of a result kept.
+    pub max_output_chars: usize,
+    /// Fail Talon's start when this server cannot be reached.
+    pub required: bool,
+}
+
+impl ServerConfig {
+    /// A server with the defaults: 30 s to start, 60 s per call, Claude Code's output cap.
+    pub fn stdio(name: impl Into<String>, stdio: StdioConfig) -> Self {
+        Self {
+            name: name.into(),
+            stdio,
+            prefix: None,
+            startup_timeout: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(60),
+            max_output_chars: tool::DEFAULT_MAX_OUTPUT_CHARS,
+            required: false,
+        }
+    }
+}
+
+/// What connecting the servers gave.
+#[derive(Debug, Default)]
+pub struct Connected {
+    /// The running servers.
+    pub servers: Vec<Arc<Server>>,
+    /// Servers that could not be used, and why (the ones not `required`).
+    pub failed: Vec<String>,
+}
+
+/// Connects every server in parallel and registers its tools in `registry` under `dialect`'s
+/// names. A `required` server that fails fails the whole call.
+pub async fn connect_all(
+    configs: &[ServerConfig],
+    registry: &Registry,
+    dialect: Dialect,
+) -> Result<Connected, ServerError> {
+    let started = futures_join(configs).await;
+    let mut connected = Connected::default();
+    for (config, result) in configs.iter().zip(started) {
+        let (server, tools) = match result {
+            Ok(ok) => ok,
+            Err(e) if config.required => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "MCP server skipped");
+                connected.failed.push(e.to_string());
+                continue;
+            }
+        };
+        let server = Arc::new(server);
+        for listed in tools {
+            let name = names::bridged_name(
+                dialect,
+                &config.name,
+                config.prefix.as_deref(),
+                &listed.name,
+                |n| registry.resolve(n).is_some(),
+            );
+            let bridged = tool::Bridged {
+                server: Arc::clone(&server),
+                name: name.clone(),
+                listed,
+                timeout: config.call_timeout,
+                max_output_chars: config.max_output_chars,
+            };
+            if let Err(e) = registry.register(bridged) {
+                connected
+                    .failed
+                    .push(format!("MCP server {:?}: tool {name}: {e}", config.name));
+            }
+        }
+        connected.servers.push(server);
+    }
+    Ok(connected)
+}
+
+/// Starts and lists every server concurrently, each within its start-up timeout.
+async fn futures_join(
+    configs: &[ServerConfig],
+) -> Vec<Result<(Server, Vec<server::ListedTool>), ServerError>> {
+    let tasks: Vec<_> = configs
+        .iter()
+        .cloned()
+        .map(|config| {
+            tokio::spawn(async move {
+                let deadline = config.startup_timeout;
+                let work = async {
+                    let server = Server::start(&config.name, &config.stdio, deadline).await?;
+                    let tools = server.tools().await?;
+                    Ok::<_, ServerError>((server, tools))
+                };
+                tokio::time::timeout(deadline, work)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ServerError::Timeout {
+                            server: config.name.clone(),
+                            secs: deadline.as_secs(),
+                        })
+                    })
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for (task, config) in tasks.into_iter().zip(configs) {
+        out.push(task.await.unwrap_or_else(|e| {
+            Err(ServerError::Protocol {
+                server: config.name.clone(),
+                message: format!("the start-up task failed: {e}"),
+            })
+        }));
+    }
+    out
+}

@@ -1,0 +1,111 @@
+//! The names bridged tools are offered under.
+//!
+//! GoClaw calls a server's tool `mcp_<server>__<tool>` (the `mcp_<server>` part replaceable by a
+//! configured prefix); Claude Code calls it `mcp__<server>__<tool>`. Providers accept only
+//! `[A-Za-z0-9_-]` in tool names and at most 64 bytes, so other characters become `_` and a name
+//! that is too long, or that collides with one already given, is cut and gets `_` plus 12 hex
+//! digits of a stable hash of the raw server and tool names. The raw names are what the protocol
+//! call uses.
+
+/// Which naming scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `mcp_<server>__<tool>`, or `<prefix>__<tool>` with a configured prefix.
+    GoClaw,
+    /// `mcp__<server>__<tool>`.
+    ClaudeCode,
+}
+
+/// The longest name providers accept.
+pub const MAX_NAME: usize = 64;
+
+/// `s` with every character outside `[A-Za-z0-9_-]` replaced by `_`.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// 64-bit FNV-1a of `server`, a NUL, and `tool`: stable across runs and builds.
+fn stable_hash(server: &str, tool: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in server.bytes().chain([0u8]).chain(tool.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// The name of `tool` on `server` in `dialect` (`prefix` replaces GoClaw's `mcp_<server>`);
+/// `taken` says whether a name is already used, which forces the hash suffix.
+pub fn bridged_name(
+    dialect: Dialect,
+    server: &str,
+    prefix: Option<&str>,
+    tool: &str,
+    taken: impl Fn(&str) -> bool,
+) -> String {
+    let head = match (dialect, prefix) {
+        (Dialect::GoClaw, Some(p)) => sanitize(p),
+        (Dialect::GoClaw, None) => format!("mcp_{}", sanitize(server)),
+        (Dialect::ClaudeCode, _) => format!("mcp__{}", sanitize(server)),
+    };
+    let name = format!("{head}__{}", sanitize(tool));
+    if name.len() <= MAX_NAME && !taken(&name) {
+        return name;
+    }
+    let suffix = format!("_{:012x}", stable_hash(server, tool) & 0xffff_ffff_ffff);
+    let mut cut = name;
+    cut.truncate(MAX_NAME - suffix.len());
+    cut + &suffix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects_prefixes_and_characters() {
+        let none = |_: &str| false;
+        assert_eq!(
+            bridged_name(Dialect::GoClaw, "everything", None, "echo", none),
+            "mcp_everything__echo"
+        );
+        assert_eq!(
+            bridged_name(Dialect::ClaudeCode, "everything", None, "echo", none),
+            "mcp__everything__echo"
+        );
+        assert_eq!(
+            bridged_name(Dialect::GoClaw, "gh", Some("github"), "create issue", none),
+            "github__create_issue"
+        );
+        assert_eq!(
+            bridged_name(Dialect::ClaudeCode, "my.server", None, "a/b:c", none),
+            "mcp__my_server__a_b_c"
+        );
+    }
+
+    #[test]
+    fn long_or_colliding_names_get_a_stable_hash() {
+        let long = "x".repeat(100);
+        let a = bridged_name(Dialect::ClaudeCode, "srv", None, &long, |_| false);
+        assert_eq!(a.len(), MAX_NAME);
+        assert_eq!(
+            a,
+            bridged_name(Dialect::ClaudeCode, "srv", None, &long, |_| false)
+        );
+        // "a.b" and "a_b" sanitise alike; the second one gets a suffix from its raw name.
+        let first = bridged_name(Dialect::ClaudeCode, "srv", None, "a.b", |_| false);
+        let second = bridged_name(Dialect::ClaudeCode, "srv", None, "a_b", |n| n == first);
+        assert_ne!(first, second);
+        assert!(
+            second.starts_with("mcp__srv__a_b_") && second.len() == "mcp__srv__a_b_".len() + 12
+        );
+    }
+}

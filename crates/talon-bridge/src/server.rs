@@ -1,0 +1,212 @@
+//! One connected MCP server over stdio: the child process, its tool list, calls with a timeout.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Variables a server process gets from Talon's environment; everything else it needs is in
+/// its configured `env`. Talon's own secrets never reach it.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "USER",
+    "TMPDIR",
+    "NODE_PATH",
+];
+
+/// How to start a stdio server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioConfig {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the allowlisted environment.
+    pub env: HashMap<String, String>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// Why a server could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("MCP server {server:?}: cannot start {command:?}: {source}")]
+    Spawn {
+        server: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("MCP server {server:?}: the handshake failed: {message}")]
+    Handshake { server: String, message: String },
+    #[error("MCP server {server:?} did not answer within {secs} s")]
+    Timeout { server: String, secs: u64 },
+    #[error("MCP server {server:?}: {message}")]
+    Protocol { server: String, message: String },
+}
+
+/// A running, initialised server.
+pub struct Server {
+    name: String,
+    service: RunningService<RoleClient, ()>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool as the server lists it (the protocol's JSON, kept raw).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub read_only: bool,
+    pub destructive: bool,
+}
+
+impl Server {
+    /// Starts `config` as server `name` and completes the MCP handshake within `timeout`. The
+    /// server's stderr goes to Talon's log, never to Talon's own streams.
+    pub async fn start(
+        name: &str,
+        config: &StdioConfig,
+        timeout: Duration,
+    ) -> Result<Self, ServerError> {
+        let mut command = tokio::process::Command::new(&config.command);
+        command.args(&config.args).env_clear();
+        for key in ENV_ALLOWLIST {
+            if let Some(v) = std::env::var_os(key) {
+                command.env(key, v);
+            }
+        }
+        command.envs(&config.env);
+        if let Some(cwd) = &config.cwd {
+            command.current_dir(cwd);
+        }
+        let spawn_error = |source| ServerError::Spawn {
+            server: name.to_string(),
+            command: config.command.clone(),
+            source,
+        };
+        let (transport, stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        if let Some(stderr) = stderr {
+            let server = name.to_string();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::info!(server = %server, "{line}");
+                }
+            });
+        }
+        let service = tokio::time::timeout(timeout, ().serve(transport))
+            .await
+            .map_err(|_| ServerError::Timeout {
+                server: name.to_string(),
+                secs: timeout.as_secs(),
+            })?
+            .map_err(|e| ServerError::Handshake {
+                server: name.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            name: name.to_string(),
+            service,
+        })
+    }
+
+    /// The server's name in Talon.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every tool the server lists.
+    pub async fn tools(&self) -> Result<Vec<ListedTool>, ServerError> {
+        let tools = self
+            .service
+            .list_all_tools()
+            .await
+            .map_err(|e| self.protocol(e.to_string()))?;
+        Ok(tools
+            .into_iter()
+            .filter_map(|t| serde_json::to_value(&t).ok())
+            .map(|t| {
+                let hint = |k: &str| {
+                    t.pointer(&format!("/annotations/{k}"))
+                        .and_then(Value::as_bool)
+                };
+                ListedTool {
+                    name: t
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    description: t
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    input_schema: t
+                        .get("inputSchema")
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    read_only: hint("readOnlyHint").unwrap_or(false),
+                    // The protocol's default for destructiveHint is true, but only when readOnly
+                    // is false; an unannotated tool is "neither" (high risk), as Talon rates it.
+                    destructive: hint("destructiveHint").unwrap_or(false),
+                }
+            })
+            .filter(|t| !t.name.is_empty())
+            .collect())
+    }
+
+    /// Calls `tool` (its raw name) with `arguments`; the result as the protocol's JSON.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<Value, ServerError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = match arguments {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => return Err(self.protocol(format!("arguments must be an object, not {other}"))),
+        };
+        let result = tokio::time::timeout(timeout, self.service.call_tool(params))
+            .await
+            .map_err(|_| ServerError::Timeout {
+                server: self.name.clone(),
+                secs: timeout.as_secs(),
+            })?
+            .map_err(|e| self.protocol(e.to_string()))?;
+        serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+    }
+
+    fn protocol(&self, message: String) -> ServerError {
+        ServerError::Protocol {
+            server: self.name.clone(),
+            message,
+        }
+    }
+
+    /// Ends the session and the child process, waiting at most `grace`.
+    pub async fn close(self, grace: Duration) {
+        let _ = tokio::time::timeout(grace, self.service.cancel()).await;
+    }
+}
