@@ -4,9 +4,10 @@
 //! annotations, grouped, and called through Talon's pipeline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../talon/tests/support/npm.rs"]
+mod npm;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,55 +15,6 @@ use serde_json::json;
 use talon_bridge::{Dialect, ServerConfig, StdioConfig, connect_all};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry, Risk, ToolCall};
-
-/// The pinned version of the reference server.
-const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
-
-/// The server's entry point, installed with npm into the target directory (once; concurrent
-/// test binaries install into their own directory and the first rename wins).
-fn server_everything() -> PathBuf {
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let root = tmp.join("npm-peers");
-    let entry = root.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if entry.exists() {
-        return entry;
-    }
-    std::fs::create_dir_all(tmp).unwrap();
-    let partial = tempfile_dir(tmp);
-    let status = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
-        .arg(&partial)
-        .arg(EVERYTHING)
-        .status()
-        .expect("npm runs (the MCP bridge tests need Node.js and npm)");
-    assert!(status.success(), "npm install {EVERYTHING} failed");
-    if std::fs::rename(&partial, &root).is_err() {
-        let _ = std::fs::remove_dir_all(&partial);
-    }
-    assert!(
-        entry.exists(),
-        "{} is missing after npm install",
-        entry.display()
-    );
-    entry
-}
-
-fn tempfile_dir(base: &Path) -> PathBuf {
-    let dir = base.join(format!(
-        "npm-peers-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default()
-}
 
 fn stdio(command: &str, args: &[&str]) -> StdioConfig {
     StdioConfig {
@@ -75,7 +27,7 @@ fn stdio(command: &str, args: &[&str]) -> StdioConfig {
 
 #[tokio::test]
 async fn bridged_tools_are_registered_grouped_rated_and_called_through_the_pipeline() {
-    let entry = server_everything();
+    let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
     let mut everything = ServerConfig::stdio(
         "everything",
         stdio("node", &[entry.to_str().unwrap(), "stdio"]),

@@ -27,6 +27,9 @@ pub struct Config {
     pub fs: FsSection,
     pub exec: ExecSection,
     pub web: crate::web_config::WebSection,
+    pub mcp: crate::mcp_servers_config::McpSection,
+    pub mcp_servers:
+        std::collections::BTreeMap<String, crate::mcp_servers_config::McpServerSection>,
     pub database: DatabaseSection,
     /// The file this configuration came from (hidden from sandboxed commands).
     #[serde(skip)]

@@ -4,6 +4,7 @@ mod audit;
 mod commands;
 mod config;
 mod exec_policy;
+mod mcp_servers_config;
 mod prompt;
 mod runtime;
 mod server_ips;

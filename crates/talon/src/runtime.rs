@@ -152,6 +152,17 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
     talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
+    // External MCP servers, started in parallel; one that fails is skipped (unless required).
+    let bridged = crate::mcp_servers_config::servers(&config.mcp_servers).map_err(ConfigError)?;
+    if !bridged.is_empty() {
+        let dialect = config.mcp.dialect().map_err(ConfigError)?;
+        let connected = talon_bridge::connect_all(&bridged, &registry, dialect)
+            .await
+            .map_err(|e| ConfigError(format!("a required MCP server is unavailable: {e}")))?;
+        for failure in &connected.failed {
+            tracing::warn!("{failure}");
+        }
+    }
     let events = EventBus::default();
     let mut approvals = Approvals::new(events.clone());
     let prompter = overrides
@@ -260,6 +271,12 @@ fn validate(
         .web
         .to_config(&crate::web_config::SearchKeys::default())
     {
+        problems.push(e);
+    }
+    if let Err(e) = config.mcp.dialect() {
+        problems.push(e);
+    }
+    if let Err(e) = crate::mcp_servers_config::servers(&config.mcp_servers) {
         problems.push(e);
     }
     let exec_policies =

@@ -61,6 +61,7 @@ fn crates_depend_only_on_lower_layers() {
                 "talon-core",
                 "talon-exec",
                 "talon-web",
+                "talon-bridge",
                 "talon-tools",
                 "talon-mcp",
                 "talon-gateway",
