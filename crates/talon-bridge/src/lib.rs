@@ -10,7 +10,8 @@ pub mod names;
 pub mod server;
 pub mod tool;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use talon_core::Registry;
@@ -59,15 +60,21 @@ pub struct Connected {
     pub failed: Vec<String>,
 }
 
+/// The bridged names per server, to replace a server's tools and rebuild the groups.
+type Names = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
+
 /// Connects every server in parallel and registers its tools in `registry` under `dialect`'s
-/// names. A `required` server that fails fails the whole call.
+/// names. A `required` server that fails fails the whole call. Each server's tools are
+/// re-listed and replaced whenever it announces `notifications/tools/list_changed`, with the
+/// groups `mcp` and `mcp:<server>` rebuilt to match.
 pub async fn connect_all(
     configs: &[ServerConfig],
-    registry: &Registry,
+    registry: &Arc<Registry>,
     dialect: Dialect,
 ) -> Result<Connected, ServerError> {
     let started = futures_join(configs).await;
     let mut connected = Connected::default();
+    let names: Names = Arc::default();
     for (config, result) in configs.iter().zip(started) {
         let (server, tools) = match result {
             Ok(ok) => ok,
@@ -79,30 +86,90 @@ pub async fn connect_all(
             }
         };
         let server = Arc::new(server);
-        for listed in tools {
-            let name = names::bridged_name(
-                dialect,
-                &config.name,
-                config.prefix.as_deref(),
-                &listed.name,
-                |n| registry.resolve(n).is_some(),
-            );
-            let bridged = tool::Bridged {
-                server: Arc::clone(&server),
-                name: name.clone(),
-                listed,
-                timeout: config.call_timeout,
-                max_output_chars: config.max_output_chars,
-            };
-            if let Err(e) = registry.register(bridged) {
-                connected
-                    .failed
-                    .push(format!("MCP server {:?}: tool {name}: {e}", config.name));
-            }
-        }
+        connected
+            .failed
+            .extend(sync(registry, &names, config, &server, tools, dialect));
+        tokio::spawn(refresh_on_change(
+            Arc::downgrade(registry),
+            Arc::clone(&names),
+            config.clone(),
+            Arc::downgrade(&server),
+            dialect,
+        ));
         connected.servers.push(server);
     }
     Ok(connected)
+}
+
+/// Replaces `server`'s registered tools with `tools` and rebuilds the groups; returns the tools
+/// that could not be registered, and why.
+fn sync(
+    registry: &Registry,
+    names: &Names,
+    config: &ServerConfig,
+    server: &Arc<Server>,
+    tools: Vec<server::ListedTool>,
+    dialect: Dialect,
+) -> Vec<String> {
+    let mut all = names.lock().unwrap_or_else(PoisonError::into_inner);
+    for old in all.remove(&config.name).unwrap_or_default() {
+        registry.unregister(&old);
+    }
+    let mut failures = Vec::new();
+    let mut registered = Vec::new();
+    for listed in tools {
+        let name = names::bridged_name(
+            dialect,
+            &config.name,
+            config.prefix.as_deref(),
+            &listed.name,
+            |n| registry.resolve(n).is_some(),
+        );
+        let bridged = tool::Bridged {
+            server: Arc::clone(server),
+            name: name.clone(),
+            listed,
+            timeout: config.call_timeout,
+            max_output_chars: config.max_output_chars,
+        };
+        match registry.register(bridged) {
+            Ok(()) => registered.push(name),
+            Err(e) => failures.push(format!("MCP server {:?}: tool {name}: {e}", config.name)),
+        }
+    }
+    registry.register_group(&format!("mcp:{}", config.name), registered.clone());
+    all.insert(config.name.clone(), registered);
+    registry.register_group("mcp", all.values().flatten().cloned());
+    failures
+}
+
+/// Re-lists the server's tools each time it says they changed, until the server or the
+/// registry is gone.
+async fn refresh_on_change(
+    registry: Weak<Registry>,
+    names: Names,
+    config: ServerConfig,
+    server: Weak<Server>,
+    dialect: Dialect,
+) {
+    let Some(changed) = server.upgrade().map(|s| s.tools_changed()) else {
+        return;
+    };
+    loop {
+        changed.notified().await;
+        let (Some(server), Some(registry)) = (server.upgrade(), registry.upgrade()) else {
+            return;
+        };
+        match server.tools().await {
+            Ok(tools) => {
+                for failure in sync(&registry, &names, &config, &server, tools, dialect) {
+                    tracing::warn!("{failure}");
+                }
+                tracing::info!(server = %config.name, "MCP server's tool list changed; re-listed");
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot re-list a changed MCP server"),
+        }
+    }
 }
 
 /// Starts and lists every server concurrently, each within its start-up timeout.

@@ -5,12 +5,15 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rmcp::ServiceExt;
+use std::sync::Arc;
+
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::Notify;
 
 /// Variables a server process gets from Talon's environment; everything else it needs is in
 /// its configured `env`. Talon's own secrets never reach it.
@@ -53,10 +56,23 @@ pub enum ServerError {
     Protocol { server: String, message: String },
 }
 
+/// Talon's side of a session: it hears `notifications/tools/list_changed`.
+#[derive(Debug, Clone, Default)]
+pub struct Watcher {
+    tools_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+}
+
 /// A running, initialised server.
 pub struct Server {
     name: String,
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, Watcher>,
+    tools_changed: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Server {
@@ -114,7 +130,9 @@ impl Server {
                 }
             });
         }
-        let service = tokio::time::timeout(timeout, ().serve(transport))
+        let watcher = Watcher::default();
+        let tools_changed = Arc::clone(&watcher.tools_changed);
+        let service = tokio::time::timeout(timeout, watcher.serve(transport))
             .await
             .map_err(|_| ServerError::Timeout {
                 server: name.to_string(),
@@ -127,7 +145,13 @@ impl Server {
         Ok(Self {
             name: name.to_string(),
             service,
+            tools_changed,
         })
+    }
+
+    /// Woken when the server says its tool list changed.
+    pub fn tools_changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.tools_changed)
     }
 
     /// The server's name in Talon.
