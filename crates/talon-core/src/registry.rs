@@ -124,6 +124,39 @@ struct State {
 pub struct Registry {
     state: RwLock<State>,
     generation: AtomicU64,
+    /// The generation after each change, for entry points that tell their clients (MCP's
+    /// `notifications/tools/list_changed`).
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+/// The write lock on a registry's state; announces the change when released.
+struct WriteGuard<'a> {
+    guard: Option<RwLockWriteGuard<'a, State>>,
+    registry: &'a Registry,
+}
+
+impl std::ops::Deref for WriteGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        // Present until drop.
+        self.guard.as_deref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl std::ops::DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        // Release the lock first, so a woken subscriber can read the new state at once.
+        self.guard = None;
+        self.registry
+            .changes
+            .send_replace(self.registry.generation());
+    }
 }
 
 impl Default for Registry {
@@ -166,6 +199,7 @@ impl Registry {
         Self {
             state: RwLock::new(state),
             generation: AtomicU64::new(0),
+            changes: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -175,9 +209,18 @@ impl Registry {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
+    fn write(&self) -> WriteGuard<'_> {
         self.generation.fetch_add(1, Ordering::Release);
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        WriteGuard {
+            guard: Some(self.state.write().unwrap_or_else(|e| e.into_inner())),
+            registry: self,
+        }
+    }
+
+    /// Changes from now on: the receiver sees a new value after each change of the tools,
+    /// aliases or groups.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// A counter bumped by every change; caches of derived data (effective tool sets) key on it.
@@ -411,6 +454,7 @@ impl Registry {
         Registry {
             state: RwLock::new(self.read().clone()),
             generation: AtomicU64::new(self.generation()),
+            changes: tokio::sync::watch::Sender::new(self.generation()),
         }
     }
 }

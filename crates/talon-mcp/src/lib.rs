@@ -18,7 +18,7 @@ use rmcp::model::{
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -157,6 +157,7 @@ impl ServerHandler for TalonMcp {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_logging()
                 .build(),
         )
@@ -165,6 +166,20 @@ impl ServerHandler for TalonMcp {
                 "Talon tools. Every call passes Talon's policy, validation, rate limit, hooks, permission \
                  checks and credential scrubbing.",
             )
+    }
+
+    /// Tells the client whenever the registry changes (a bridged server's tools came, went or
+    /// changed), so it lists the tools again.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.pipeline.registry().subscribe();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
     }
 
     async fn list_tools(

@@ -59,3 +59,87 @@ fn configured_servers_are_bridged_and_a_dead_one_is_skipped() {
         "{stderr}"
     );
 }
+
+/// `talon mcp` tells its client when a bridged server's tools change.
+#[test]
+fn talon_mcp_passes_list_changed_on_to_its_client() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../talon-bridge/tests/fixtures/changing_server.py"
+    );
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!("[mcp_servers.chg]\ncommand = \"python3\"\nargs = [{script:?}]\n"),
+    )
+    .unwrap();
+    let mut child = command(home.path())
+        .args(["mcp"])
+        .env("TALON_TOOLS__PERMISSION_MODE", "bypassPermissions")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut send = |v: serde_json::Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let wait_for = |pred: &dyn Fn(&serde_json::Value) -> bool| loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(15))
+            .expect("a message from talon mcp");
+        if pred(&v) {
+            return v;
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    let init = wait_for(&|v| v["id"] == 1);
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{init}"
+    );
+    send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__chg__alpha","arguments":{}}}),
+    );
+    let reply = wait_for(&|v| v["id"] == 2);
+    assert!(
+        reply.to_string().contains("alpha replaced by beta"),
+        "{reply}"
+    );
+    wait_for(&|v| v["method"] == "notifications/tools/list_changed");
+    send(serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}));
+    let list = wait_for(&|v| v["id"] == 3);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"mcp__chg__beta") && !names.contains(&"mcp__chg__alpha"),
+        "{names:?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
