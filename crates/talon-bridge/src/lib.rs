@@ -6,6 +6,7 @@
 //! annotations. A bridged tool is an ordinary registered tool, so every call to it goes through
 //! Talon's pipeline: policy, approvals, rate limits, hooks, scrubbing and audit.
 
+pub mod link;
 pub mod names;
 pub mod server;
 pub mod tool;
@@ -54,8 +55,8 @@ impl ServerConfig {
 /// What connecting the servers gave.
 #[derive(Debug, Default)]
 pub struct Connected {
-    /// The running servers.
-    pub servers: Vec<Arc<Server>>,
+    /// The connected servers' links (kept up by their supervisors).
+    pub links: Vec<Arc<link::Link>>,
     /// Servers that could not be used, and why (the ones not `required`).
     pub failed: Vec<String>,
 }
@@ -86,17 +87,45 @@ pub async fn connect_all(
             }
         };
         let server = Arc::new(server);
+        let link = Arc::new(link::Link::new(config.clone(), Arc::clone(&server)));
         connected
             .failed
-            .extend(sync(registry, &names, config, &server, tools, dialect));
+            .extend(sync(registry, &names, &link, tools, dialect));
         tokio::spawn(refresh_on_change(
             Arc::downgrade(registry),
             Arc::clone(&names),
-            config.clone(),
+            Arc::downgrade(&link),
             Arc::downgrade(&server),
             dialect,
         ));
-        connected.servers.push(server);
+        let (weak_registry, names_for_reconnect) = (Arc::downgrade(registry), Arc::clone(&names));
+        tokio::spawn(Arc::clone(&link).supervise(move |link, server| {
+            // A restarted server may list other tools: list it again and follow its changes.
+            let (registry, names) = (weak_registry.clone(), Arc::clone(&names_for_reconnect));
+            let (link, server) = (Arc::clone(link), Arc::clone(server));
+            tokio::spawn(async move {
+                match (server.tools().await, registry.upgrade()) {
+                    (Ok(tools), Some(live)) => {
+                        for failure in sync(&live, &names, &link, tools, dialect) {
+                            tracing::warn!("{failure}");
+                        }
+                    }
+                    (Err(e), _) => {
+                        tracing::warn!(error = %e, "cannot list a reconnected MCP server")
+                    }
+                    (_, None) => return,
+                }
+                refresh_on_change(
+                    registry,
+                    names,
+                    Arc::downgrade(&link),
+                    Arc::downgrade(&server),
+                    dialect,
+                )
+                .await;
+            });
+        }));
+        connected.links.push(link);
     }
     Ok(connected)
 }
@@ -106,11 +135,11 @@ pub async fn connect_all(
 fn sync(
     registry: &Registry,
     names: &Names,
-    config: &ServerConfig,
-    server: &Arc<Server>,
+    link: &Arc<link::Link>,
     tools: Vec<server::ListedTool>,
     dialect: Dialect,
 ) -> Vec<String> {
+    let config = &link.config;
     let mut all = names.lock().unwrap_or_else(PoisonError::into_inner);
     for old in all.remove(&config.name).unwrap_or_default() {
         registry.unregister(&old);
@@ -126,7 +155,7 @@ fn sync(
             |n| registry.resolve(n).is_some(),
         );
         let bridged = tool::Bridged {
-            server: Arc::clone(server),
+            link: Arc::clone(link),
             name: name.clone(),
             listed,
             timeout: config.call_timeout,
@@ -148,7 +177,7 @@ fn sync(
 async fn refresh_on_change(
     registry: Weak<Registry>,
     names: Names,
-    config: ServerConfig,
+    link: Weak<link::Link>,
     server: Weak<Server>,
     dialect: Dialect,
 ) {
@@ -157,15 +186,17 @@ async fn refresh_on_change(
     };
     loop {
         changed.notified().await;
-        let (Some(server), Some(registry)) = (server.upgrade(), registry.upgrade()) else {
+        let (Some(server), Some(registry), Some(link)) =
+            (server.upgrade(), registry.upgrade(), link.upgrade())
+        else {
             return;
         };
         match server.tools().await {
             Ok(tools) => {
-                for failure in sync(&registry, &names, &config, &server, tools, dialect) {
+                for failure in sync(&registry, &names, &link, tools, dialect) {
                     tracing::warn!("{failure}");
                 }
-                tracing::info!(server = %config.name, "MCP server's tool list changed; re-listed");
+                tracing::info!(server = %link.name(), "MCP server's tool list changed; re-listed");
             }
             Err(e) => tracing::warn!(error = %e, "cannot re-list a changed MCP server"),
         }

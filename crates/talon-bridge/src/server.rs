@@ -149,6 +149,27 @@ impl Server {
         })
     }
 
+    /// Whether the session is still up (the process has not exited, the pipe is open).
+    pub fn is_alive(&self) -> bool {
+        !self.service.is_closed() && !self.service.is_transport_closed()
+    }
+
+    /// Sends `ping` and waits for the answer.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), ServerError> {
+        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        tokio::time::timeout(timeout, self.service.send_request(ping))
+            .await
+            .map_err(|_| ServerError::Timeout {
+                server: self.name.clone(),
+                secs: timeout.as_secs(),
+            })?
+            .map(|_| ())
+            .map_err(|e| self.protocol(e.to_string()))
+    }
+
     /// Woken when the server says its tool list changed.
     pub fn tools_changed(&self) -> Arc<Notify> {
         Arc::clone(&self.tools_changed)

@@ -8,7 +8,8 @@ use base64::Engine;
 use serde_json::Value;
 use talon_core::{Authorized, Media, Risk, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use crate::server::{ListedTool, Server};
+use crate::link::Link;
+use crate::server::ListedTool;
 
 /// Claude Code's default cap on an MCP result: 25,000 tokens, counted here as 4 characters each.
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 100_000;
@@ -27,7 +28,7 @@ pub fn risk(tool: &ListedTool) -> Risk {
 /// One bridged tool.
 #[derive(Debug, Clone)]
 pub struct Bridged {
-    pub server: Arc<Server>,
+    pub link: Arc<Link>,
     /// The name Talon offers it under.
     pub name: String,
     pub listed: ListedTool,
@@ -51,7 +52,7 @@ impl Tool for Bridged {
         )
         .with_risk(risk(&self.listed))
         .in_group("mcp")
-        .in_group(format!("mcp:{}", self.server.name()))
+        .in_group(format!("mcp:{}", self.link.name()))
     }
 
     fn input_schema(&self) -> Value {
@@ -59,18 +60,26 @@ impl Tool for Bridged {
     }
 
     async fn execute(&self, call: Authorized<Value>) -> ToolOutput {
-        match self
-            .server
+        let server = match self.link.server() {
+            Ok(server) => server,
+            Err(message) => return ToolOutput::error(message),
+        };
+        match server
             .call(&self.listed.name, call.input().clone(), self.timeout)
             .await
         {
             Ok(result) => convert(
-                self.server.name(),
+                self.link.name(),
                 &self.listed.name,
                 &result,
                 self.max_output_chars,
             ),
-            Err(e) => ToolOutput::error(e.to_string()),
+            Err(e) => {
+                if !server.is_alive() {
+                    self.link.lost();
+                }
+                ToolOutput::error(e.to_string())
+            }
         }
     }
 }
