@@ -64,70 +64,106 @@ pub struct Connected {
 /// The bridged names per server, to replace a server's tools and rebuild the groups.
 type Names = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
 
-/// Connects every server in parallel and registers its tools in `registry` under `dialect`'s
+/// Whether [`connect_all`] waits for servers that are not `required`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Startup {
+    /// Wait for every server (one-shot commands, which need the tools now).
+    Wait,
+    /// Return once the `required` servers are up; the others connect in the background and
+    /// their tools appear as each one answers (long-running entry points, whose clients hear
+    /// `notifications/tools/list_changed`). A dead server then delays nothing.
+    Background,
+}
+
+/// Connects the servers in parallel and registers their tools in `registry` under `dialect`'s
 /// names. A `required` server that fails fails the whole call. Each server's tools are
 /// re-listed and replaced whenever it announces `notifications/tools/list_changed`, with the
-/// groups `mcp` and `mcp:<server>` rebuilt to match.
+/// groups `mcp` and `mcp:<server>` rebuilt to match; a server that goes down is reconnected
+/// ([`link`]).
 pub async fn connect_all(
     configs: &[ServerConfig],
     registry: &Arc<Registry>,
     dialect: Dialect,
+    startup: Startup,
 ) -> Result<Connected, ServerError> {
-    let started = futures_join(configs).await;
-    let mut connected = Connected::default();
     let names: Names = Arc::default();
-    for (config, result) in configs.iter().zip(started) {
-        let (server, tools) = match result {
-            Ok(ok) => ok,
+    let (awaited, background): (Vec<ServerConfig>, Vec<ServerConfig>) = configs
+        .iter()
+        .cloned()
+        .partition(|c| c.required || startup == Startup::Wait);
+    for config in background {
+        let (registry, names) = (Arc::clone(registry), Arc::clone(&names));
+        tokio::spawn(async move {
+            match start_and_list(config.clone()).await {
+                Ok((server, tools)) => {
+                    let (_, failures) = attach(&registry, &names, &config, server, tools, dialect);
+                    for failure in failures {
+                        tracing::warn!("{failure}");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "MCP server skipped"),
+            }
+        });
+    }
+    let started = futures_join(&awaited).await;
+    let mut connected = Connected::default();
+    for (config, result) in awaited.iter().zip(started) {
+        match result {
+            Ok((server, tools)) => {
+                let (link, failures) = attach(registry, &names, config, server, tools, dialect);
+                connected.failed.extend(failures);
+                connected.links.push(link);
+            }
             Err(e) if config.required => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, "MCP server skipped");
                 connected.failed.push(e.to_string());
-                continue;
             }
-        };
-        let server = Arc::new(server);
-        let link = Arc::new(link::Link::new(config.clone(), Arc::clone(&server)));
-        connected
-            .failed
-            .extend(sync(registry, &names, &link, tools, dialect));
-        tokio::spawn(refresh_on_change(
-            Arc::downgrade(registry),
-            Arc::clone(&names),
-            Arc::downgrade(&link),
-            Arc::downgrade(&server),
-            dialect,
-        ));
-        let (weak_registry, names_for_reconnect) = (Arc::downgrade(registry), Arc::clone(&names));
-        tokio::spawn(Arc::clone(&link).supervise(move |link, server| {
-            // A restarted server may list other tools: list it again and follow its changes.
-            let (registry, names) = (weak_registry.clone(), Arc::clone(&names_for_reconnect));
-            let (link, server) = (Arc::clone(link), Arc::clone(server));
-            tokio::spawn(async move {
-                match (server.tools().await, registry.upgrade()) {
-                    (Ok(tools), Some(live)) => {
-                        for failure in sync(&live, &names, &link, tools, dialect) {
-                            tracing::warn!("{failure}");
-                        }
-                    }
-                    (Err(e), _) => {
-                        tracing::warn!(error = %e, "cannot list a reconnected MCP server")
-                    }
-                    (_, None) => return,
-                }
-                refresh_on_change(
-                    registry,
-                    names,
-                    Arc::downgrade(&link),
-                    Arc::downgrade(&server),
-                    dialect,
-                )
-                .await;
-            });
-        }));
-        connected.links.push(link);
+        }
     }
     Ok(connected)
+}
+
+/// Registers a started server's tools and starts following it (list changes, health,
+/// reconnection); returns its link and the tools that could not be registered.
+fn attach(
+    registry: &Arc<Registry>,
+    names: &Names,
+    config: &ServerConfig,
+    server: Server,
+    tools: Vec<server::ListedTool>,
+    dialect: Dialect,
+) -> (Arc<link::Link>, Vec<String>) {
+    let server = Arc::new(server);
+    let link = Arc::new(link::Link::new(config.clone(), Arc::clone(&server)));
+    let failures = sync(registry, names, &link, tools, dialect);
+    tokio::spawn(refresh_on_change(
+        Arc::downgrade(registry),
+        Arc::clone(names),
+        Arc::downgrade(&link),
+        Arc::downgrade(&server),
+        dialect,
+    ));
+    let (weak_registry, names) = (Arc::downgrade(registry), Arc::clone(names));
+    tokio::spawn(Arc::clone(&link).supervise(move |link, server| {
+        // A restarted server may list other tools: list it again and follow its changes.
+        let (registry, names) = (weak_registry.clone(), Arc::clone(&names));
+        let (link, server) = (Arc::clone(link), Arc::clone(server));
+        tokio::spawn(async move {
+            match (server.tools().await, registry.upgrade()) {
+                (Ok(tools), Some(live)) => {
+                    for failure in sync(&live, &names, &link, tools, dialect) {
+                        tracing::warn!("{failure}");
+                    }
+                }
+                (Err(e), _) => tracing::warn!(error = %e, "cannot list a reconnected MCP server"),
+                (_, None) => return,
+            }
+            let (link, server) = (Arc::downgrade(&link), Arc::downgrade(&server));
+            refresh_on_change(registry, names, link, server, dialect).await;
+        });
+    }));
+    (link, failures)
 }
 
 /// Replaces `server`'s registered tools with `tools` and rebuilds the groups; returns the tools
@@ -203,31 +239,34 @@ async fn refresh_on_change(
     }
 }
 
-/// Starts and lists every server concurrently, each within its start-up timeout.
+/// Starts `config`'s server and lists its tools, within its start-up timeout.
+async fn start_and_list(
+    config: ServerConfig,
+) -> Result<(Server, Vec<server::ListedTool>), ServerError> {
+    let deadline = config.startup_timeout;
+    let work = async {
+        let server = Server::start(&config.name, &config.stdio, deadline).await?;
+        let tools = server.tools().await?;
+        Ok::<_, ServerError>((server, tools))
+    };
+    tokio::time::timeout(deadline, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ServerError::Timeout {
+                server: config.name.clone(),
+                secs: deadline.as_secs(),
+            })
+        })
+}
+
+/// Starts and lists every server concurrently.
 async fn futures_join(
     configs: &[ServerConfig],
 ) -> Vec<Result<(Server, Vec<server::ListedTool>), ServerError>> {
     let tasks: Vec<_> = configs
         .iter()
         .cloned()
-        .map(|config| {
-            tokio::spawn(async move {
-                let deadline = config.startup_timeout;
-                let work = async {
-                    let server = Server::start(&config.name, &config.stdio, deadline).await?;
-                    let tools = server.tools().await?;
-                    Ok::<_, ServerError>((server, tools))
-                };
-                tokio::time::timeout(deadline, work)
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(ServerError::Timeout {
-                            server: config.name.clone(),
-                            secs: deadline.as_secs(),
-                        })
-                    })
-            })
-        })
+        .map(|config| tokio::spawn(start_and_list(config)))
         .collect();
     let mut out = Vec::with_capacity(tasks.len());
     for (task, config) in tasks.into_iter().zip(configs) {

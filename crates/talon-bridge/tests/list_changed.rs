@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use talon_bridge::{Dialect, ServerConfig, StdioConfig, connect_all};
+use talon_bridge::{Dialect, ServerConfig, Startup, StdioConfig, connect_all};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry, ToolCall};
 
@@ -40,7 +40,7 @@ async fn changed_tool_lists_replace_tools_and_groups() {
         },
     );
     let registry = Arc::new(Registry::new());
-    let connected = connect_all(&[config], &registry, Dialect::GoClaw)
+    let connected = connect_all(&[config], &registry, Dialect::GoClaw, Startup::Wait)
         .await
         .unwrap();
     assert!(connected.failed.is_empty(), "{:?}", connected.failed);
@@ -95,4 +95,51 @@ async fn changed_tool_lists_replace_tools_and_groups() {
         registry.group("mcp").unwrap(),
         vec!["mcp_chg__gamma".to_string()]
     );
+}
+
+#[tokio::test]
+async fn in_the_background_a_dead_server_delays_nothing() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/changing_server.py"
+    );
+    let live = ServerConfig::stdio(
+        "live",
+        StdioConfig {
+            command: "python3".into(),
+            args: vec![script.into()],
+            env: HashMap::new(),
+            cwd: None,
+        },
+    );
+    let mut dead = ServerConfig::stdio(
+        "dead",
+        StdioConfig {
+            command: "sleep".into(),
+            args: vec!["600".into()],
+            env: HashMap::new(),
+            cwd: None,
+        },
+    );
+    dead.startup_timeout = Duration::from_secs(300);
+    let registry = Arc::new(Registry::new());
+    // Generous bound: it only trips if start-up waited for the dead server's 300 s.
+    let connected = tokio::time::timeout(
+        Duration::from_secs(60),
+        connect_all(
+            &[dead, live],
+            &registry,
+            Dialect::GoClaw,
+            Startup::Background,
+        ),
+    )
+    .await
+    .expect("start-up does not wait for a server that never answers")
+    .unwrap();
+    assert!(connected.links.is_empty() && connected.failed.is_empty());
+    eventually("the live server's tools", || {
+        registry.resolve("mcp_live__alpha").is_some()
+    })
+    .await;
+    assert!(registry.group("mcp:dead").is_none());
 }

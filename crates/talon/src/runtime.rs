@@ -156,7 +156,14 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let bridged = crate::mcp_servers_config::servers(&config.mcp_servers).map_err(ConfigError)?;
     if !bridged.is_empty() {
         let dialect = config.mcp.dialect().map_err(ConfigError)?;
-        let connected = talon_bridge::connect_all(&bridged, &registry, dialect)
+        // One-shot commands wait for every server (they need the tools now); `talon mcp` and
+        // `talon serve` start at once and gain each server's tools as it answers.
+        let startup = if overrides.one_shot {
+            talon_bridge::Startup::Wait
+        } else {
+            talon_bridge::Startup::Background
+        };
+        let connected = talon_bridge::connect_all(&bridged, &registry, dialect, startup)
             .await
             .map_err(|e| ConfigError(format!("a required MCP server is unavailable: {e}")))?;
         for failure in &connected.failed {

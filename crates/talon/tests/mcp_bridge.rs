@@ -119,6 +119,23 @@ fn talon_mcp_passes_list_changed_on_to_its_client() {
         "{init}"
     );
     send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    // `talon mcp` starts before its bridged servers answer; their tools appear when they do.
+    let listed = |list: &serde_json::Value, name: &str| {
+        list["result"]["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == name))
+    };
+    let mut id = 100;
+    loop {
+        id += 1;
+        send(serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/list","params":{}}));
+        let list = wait_for(&|v| v["id"] == id);
+        if listed(&list, "mcp__chg__alpha") {
+            break;
+        }
+        assert!(id < 250, "the bridged server's tools never appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     send(
         serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__chg__alpha","arguments":{}}}),
     );
