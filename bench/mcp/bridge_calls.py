@@ -76,4 +76,5 @@ def main():
     print(f"\noverhead: {b - d:.0f} µs ({(b - d) / d:.0%}); target <= 10 % or <= 100 µs, whichever is larger")
 
 
-main()
+if __name__ == "__main__":
+    main()
