@@ -8,6 +8,7 @@
 
 pub mod link;
 pub mod names;
+pub mod resources;
 pub mod server;
 pub mod tool;
 
@@ -87,16 +88,31 @@ pub async fn connect_all(
     startup: Startup,
 ) -> Result<Connected, ServerError> {
     let names: Names = Arc::default();
+    let links: resources::Links = Arc::default();
+    if !configs.is_empty() {
+        let _ = registry.register(resources::ListMcpResources {
+            links: Arc::clone(&links),
+        });
+        let _ = registry.register(resources::ReadMcpResource {
+            links: Arc::clone(&links),
+        });
+    }
     let (awaited, background): (Vec<ServerConfig>, Vec<ServerConfig>) = configs
         .iter()
         .cloned()
         .partition(|c| c.required || startup == Startup::Wait);
     for config in background {
-        let (registry, names) = (Arc::clone(registry), Arc::clone(&names));
+        let (registry, names, links) =
+            (Arc::clone(registry), Arc::clone(&names), Arc::clone(&links));
         tokio::spawn(async move {
             match start_and_list(config.clone()).await {
                 Ok((server, tools)) => {
-                    let (_, failures) = attach(&registry, &names, &config, server, tools, dialect);
+                    let (link, failures) =
+                        attach(&registry, &names, &config, server, tools, dialect);
+                    links
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(config.name.clone(), link);
                     for failure in failures {
                         tracing::warn!("{failure}");
                     }
@@ -111,6 +127,10 @@ pub async fn connect_all(
         match result {
             Ok((server, tools)) => {
                 let (link, failures) = attach(registry, &names, config, server, tools, dialect);
+                links
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(config.name.clone(), Arc::clone(&link));
                 connected.failed.extend(failures);
                 connected.links.push(link);
             }

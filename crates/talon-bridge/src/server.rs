@@ -220,6 +220,34 @@ impl Server {
             .collect())
     }
 
+    /// Every resource the server lists, as the protocol's JSON.
+    pub async fn resources(&self, timeout: Duration) -> Result<Vec<Value>, ServerError> {
+        let listed = tokio::time::timeout(timeout, self.service.list_all_resources())
+            .await
+            .map_err(|_| ServerError::Timeout {
+                server: self.name.clone(),
+                secs: timeout.as_secs(),
+            })?
+            .map_err(|e| self.protocol(e.to_string()))?;
+        Ok(listed
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect())
+    }
+
+    /// Reads the resource at `uri`; the result as the protocol's JSON.
+    pub async fn read_resource(&self, uri: &str, timeout: Duration) -> Result<Value, ServerError> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
+        let result = tokio::time::timeout(timeout, self.service.read_resource(params))
+            .await
+            .map_err(|_| ServerError::Timeout {
+                server: self.name.clone(),
+                secs: timeout.as_secs(),
+            })?
+            .map_err(|e| self.protocol(e.to_string()))?;
+        serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+    }
+
     /// Calls `tool` (its raw name) with `arguments`; the result as the protocol's JSON.
     pub async fn call(
         &self,

@@ -109,6 +109,36 @@ async fn bridged_tools_are_registered_grouped_rated_and_called_through_the_pipel
         "{}",
         out.for_llm
     );
+    // Resources, Claude Code's way.
+    let out = call("ListMcpResources", json!({"server": "everything"})).await;
+    assert!(
+        !out.is_error && out.for_llm.contains("\"server\": \"everything\""),
+        "{}",
+        out.for_llm
+    );
+    let uri = out
+        .for_llm
+        .split("\"uri\": \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a resource URI")
+        .to_string();
+    let out = call(
+        "ReadMcpResource",
+        json!({"server": "everything", "uri": uri}),
+    )
+    .await;
+    assert!(
+        !out.is_error && out.for_llm.contains(&format!("[resource {uri}")),
+        "{}",
+        out.for_llm
+    );
+    let out = call("ReadMcpResource", json!({"server": "nope", "uri": "x"})).await;
+    assert!(
+        out.is_error && out.for_llm.contains("no MCP server named \"nope\""),
+        "{}",
+        out.for_llm
+    );
     // The server sees the allowlisted environment and its configured variables, nothing else.
     let out = call("mcp__everything__get-env", json!({})).await;
     assert!(out.for_llm.contains("hello from talon"), "{}", out.for_llm);

@@ -1,0 +1,151 @@
+//! Claude Code's `ListMcpResources` and `ReadMcpResource` over the bridged servers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+
+use crate::link::Link;
+
+/// The connected servers by name, shared with the resource tools.
+pub type Links = Arc<Mutex<BTreeMap<String, Arc<Link>>>>;
+
+fn link(links: &Links, server: &str) -> Result<Arc<Link>, String> {
+    let all = links.lock().unwrap_or_else(PoisonError::into_inner);
+    all.get(server).cloned().ok_or_else(|| {
+        let known: Vec<&String> = all.keys().collect();
+        format!("no MCP server named {server:?}; connected servers: {known:?}")
+    })
+}
+
+/// Input of [`ListMcpResources`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// Only this server's resources.
+    #[serde(default)]
+    pub server: Option<String>,
+}
+
+/// `ListMcpResources`.
+#[derive(Debug, Clone)]
+pub struct ListMcpResources {
+    pub links: Links,
+}
+
+impl Tool for ListMcpResources {
+    type Input = ListInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "ListMcpResources",
+            "Lists the resources of the connected MCP servers (each with its server, URI, name and \
+             MIME type). Optionally only one server's.",
+            SideEffect::ReadOnly,
+        )
+        .in_group("claude_code")
+        .in_group("mcp")
+    }
+
+    async fn execute(&self, call: Authorized<ListInput>) -> ToolOutput {
+        let targets: Vec<Arc<Link>> = match &call.input().server {
+            Some(name) => match link(&self.links, name) {
+                Ok(l) => vec![l],
+                Err(e) => return ToolOutput::error(e),
+            },
+            None => self
+                .links
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+                .cloned()
+                .collect(),
+        };
+        let mut out: Vec<Value> = Vec::new();
+        let mut problems = Vec::new();
+        for l in targets {
+            let listed = match l.server() {
+                Ok(server) => server
+                    .resources(l.config.call_timeout)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            };
+            match listed {
+                Ok(resources) => out.extend(resources.into_iter().map(|mut r| {
+                    r["server"] = Value::String(l.name().to_string());
+                    r
+                })),
+                Err(e) => problems.push(e),
+            }
+        }
+        let mut text = serde_json::to_string_pretty(&out).unwrap_or_default();
+        if !problems.is_empty() {
+            text.push_str(&format!("\n\nNot listed: {}", problems.join("; ")));
+        }
+        ToolOutput::text(talon_core::untrusted::wrap("MCP", "resources", &text))
+    }
+}
+
+/// Input of [`ReadMcpResource`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    /// The MCP server name.
+    pub server: String,
+    /// The resource URI to read.
+    pub uri: String,
+}
+
+/// `ReadMcpResource`.
+#[derive(Debug, Clone)]
+pub struct ReadMcpResource {
+    pub links: Links,
+}
+
+impl Tool for ReadMcpResource {
+    type Input = ReadInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "ReadMcpResource",
+            "Reads a resource from an MCP server, given the server's name and the resource's URI.",
+            SideEffect::ReadOnly,
+        )
+        .in_group("claude_code")
+        .in_group("mcp")
+    }
+
+    async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {
+        let input = call.input();
+        let l = match link(&self.links, &input.server) {
+            Ok(l) => l,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let server = match l.server() {
+            Ok(s) => s,
+            Err(e) => return ToolOutput::error(e),
+        };
+        match server
+            .read_resource(&input.uri, l.config.call_timeout)
+            .await
+        {
+            Ok(result) => {
+                // Same shape as a tool result's embedded resources.
+                let content: Vec<Value> = result
+                    .get("contents")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|c| serde_json::json!({"type": "resource", "resource": c}))
+                    .collect();
+                let as_call = serde_json::json!({"content": content});
+                crate::tool::convert(l.name(), &input.uri, &as_call, l.config.max_output_chars)
+            }
+            Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}
