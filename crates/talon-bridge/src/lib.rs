@@ -163,25 +163,19 @@ fn attach(
         Arc::downgrade(&link),
         Arc::downgrade(&server),
         dialect,
+        false,
     ));
-    let (weak_registry, names) = (Arc::downgrade(registry), Arc::clone(names));
+    let (registry, names) = (Arc::downgrade(registry), Arc::clone(names));
     tokio::spawn(Arc::clone(&link).supervise(move |link, server| {
-        // A restarted server may list other tools: list it again and follow its changes.
-        let (registry, names) = (weak_registry.clone(), Arc::clone(&names));
-        let (link, server) = (Arc::clone(link), Arc::clone(server));
-        tokio::spawn(async move {
-            match (server.tools().await, registry.upgrade()) {
-                (Ok(tools), Some(live)) => {
-                    for failure in sync(&live, &names, &link, tools, dialect) {
-                        tracing::warn!("{failure}");
-                    }
-                }
-                (Err(e), _) => tracing::warn!(error = %e, "cannot list a reconnected MCP server"),
-                (_, None) => return,
-            }
-            let (link, server) = (Arc::downgrade(&link), Arc::downgrade(&server));
-            refresh_on_change(registry, names, link, server, dialect).await;
-        });
+        // A restarted server may list other tools: list it now, then follow its changes.
+        tokio::spawn(refresh_on_change(
+            registry.clone(),
+            Arc::clone(&names),
+            Arc::downgrade(link),
+            Arc::downgrade(server),
+            dialect,
+            true,
+        ));
     }));
     (link, failures)
 }
@@ -228,33 +222,37 @@ fn sync(
     failures
 }
 
-/// Re-lists the server's tools each time it says they changed, until the server or the
-/// registry is gone.
+/// Re-lists the server's tools each time it says they changed (and at once with `list_now`),
+/// until the server or the registry is gone.
 async fn refresh_on_change(
     registry: Weak<Registry>,
     names: Names,
     link: Weak<link::Link>,
     server: Weak<Server>,
     dialect: Dialect,
+    mut list_now: bool,
 ) {
     let Some(changed) = server.upgrade().map(|s| s.tools_changed()) else {
         return;
     };
     loop {
-        changed.notified().await;
+        if !list_now {
+            changed.notified().await;
+        }
+        list_now = false;
         let (Some(server), Some(registry), Some(link)) =
             (server.upgrade(), registry.upgrade(), link.upgrade())
         else {
             return;
         };
-        match server.tools().await {
+        match server.tools(link.config.startup_timeout).await {
             Ok(tools) => {
                 for failure in sync(&registry, &names, &link, tools, dialect) {
                     tracing::warn!("{failure}");
                 }
-                tracing::info!(server = %link.name(), "MCP server's tool list changed; re-listed");
+                tracing::info!(server = %link.name(), "MCP server's tools (re-)listed");
             }
-            Err(e) => tracing::warn!(error = %e, "cannot re-list a changed MCP server"),
+            Err(e) => tracing::warn!(error = %e, "cannot list an MCP server's tools"),
         }
     }
 }
@@ -266,7 +264,7 @@ async fn start_and_list(
     let deadline = config.startup_timeout;
     let work = async {
         let server = Server::start(&config.name, &config.stdio, deadline).await?;
-        let tools = server.tools().await?;
+        let tools = server.tools(deadline).await?;
         Ok::<_, ServerError>((server, tools))
     };
     tokio::time::timeout(deadline, work)

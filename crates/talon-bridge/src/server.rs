@@ -160,14 +160,9 @@ impl Server {
             method: Default::default(),
             extensions: Default::default(),
         });
-        tokio::time::timeout(timeout, self.service.send_request(ping))
+        self.within(timeout, self.service.send_request(ping))
             .await
-            .map_err(|_| ServerError::Timeout {
-                server: self.name.clone(),
-                secs: timeout.as_secs(),
-            })?
             .map(|_| ())
-            .map_err(|e| self.protocol(e.to_string()))
     }
 
     /// Woken when the server says its tool list changed.
@@ -181,12 +176,8 @@ impl Server {
     }
 
     /// Every tool the server lists.
-    pub async fn tools(&self) -> Result<Vec<ListedTool>, ServerError> {
-        let tools = self
-            .service
-            .list_all_tools()
-            .await
-            .map_err(|e| self.protocol(e.to_string()))?;
+    pub async fn tools(&self, timeout: Duration) -> Result<Vec<ListedTool>, ServerError> {
+        let tools = self.within(timeout, self.service.list_all_tools()).await?;
         Ok(tools
             .into_iter()
             .filter_map(|t| serde_json::to_value(&t).ok())
@@ -222,13 +213,9 @@ impl Server {
 
     /// Every resource the server lists, as the protocol's JSON.
     pub async fn resources(&self, timeout: Duration) -> Result<Vec<Value>, ServerError> {
-        let listed = tokio::time::timeout(timeout, self.service.list_all_resources())
-            .await
-            .map_err(|_| ServerError::Timeout {
-                server: self.name.clone(),
-                secs: timeout.as_secs(),
-            })?
-            .map_err(|e| self.protocol(e.to_string()))?;
+        let listed = self
+            .within(timeout, self.service.list_all_resources())
+            .await?;
         Ok(listed
             .iter()
             .filter_map(|r| serde_json::to_value(r).ok())
@@ -238,13 +225,9 @@ impl Server {
     /// Reads the resource at `uri`; the result as the protocol's JSON.
     pub async fn read_resource(&self, uri: &str, timeout: Duration) -> Result<Value, ServerError> {
         let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
-        let result = tokio::time::timeout(timeout, self.service.read_resource(params))
-            .await
-            .map_err(|_| ServerError::Timeout {
-                server: self.name.clone(),
-                secs: timeout.as_secs(),
-            })?
-            .map_err(|e| self.protocol(e.to_string()))?;
+        let result = self
+            .within(timeout, self.service.read_resource(params))
+            .await?;
         serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
     }
 
@@ -261,14 +244,23 @@ impl Server {
             Value::Null => None,
             other => return Err(self.protocol(format!("arguments must be an object, not {other}"))),
         };
-        let result = tokio::time::timeout(timeout, self.service.call_tool(params))
+        let result = self.within(timeout, self.service.call_tool(params)).await?;
+        serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+    }
+
+    /// `request`'s answer within `timeout`, its errors as this server's.
+    async fn within<T, E: std::fmt::Display>(
+        &self,
+        timeout: Duration,
+        request: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, ServerError> {
+        tokio::time::timeout(timeout, request)
             .await
             .map_err(|_| ServerError::Timeout {
                 server: self.name.clone(),
                 secs: timeout.as_secs(),
             })?
-            .map_err(|e| self.protocol(e.to_string()))?;
-        serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+            .map_err(|e| self.protocol(e.to_string()))
     }
 
     fn protocol(&self, message: String) -> ServerError {

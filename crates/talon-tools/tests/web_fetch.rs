@@ -69,7 +69,9 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn pipeline(allow_private: &[&str], ports: &[u16], resolver: Arc<dyn Resolve>) -> Pipeline {
+/// Web settings for the tests: `allow_private`, `ports`, `resolver`, no proxy from the
+/// environment.
+fn web_config(allow_private: &[&str], ports: &[u16], resolver: Arc<dyn Resolve>) -> WebConfig {
     let mut web = WebConfig {
         default: WebPolicy {
             allow_private: allow_private.iter().map(|s| s.to_string()).collect(),
@@ -80,10 +82,18 @@ fn pipeline(allow_private: &[&str], ports: &[u16], resolver: Arc<dyn Resolve>) -
     };
     web.fetch.extra_ports = ports.to_vec();
     web.fetch.env_proxy = false;
+    web
+}
+
+fn pipeline_of(web: WebConfig) -> Pipeline {
     common::pipeline(&BuiltinConfig {
         web,
         ..BuiltinConfig::default()
     })
+}
+
+fn pipeline(allow_private: &[&str], ports: &[u16], resolver: Arc<dyn Resolve>) -> Pipeline {
+    pipeline_of(web_config(allow_private, ports, resolver))
 }
 
 async fn call(p: &Pipeline, tool: &str, args: Value) -> ToolOutput {
@@ -475,28 +485,13 @@ async fn pdfs_are_read_images_attached_and_slow_servers_time_out() {
         }
     });
     let port = server.addr.port();
-    let mut web = WebConfig {
-        default: WebPolicy {
-            allow_private: vec!["127.0.0.1".into()],
-            ..WebPolicy::default()
-        },
-        resolver: Arc::new(resolver()),
-        ..WebConfig::default()
-    };
-    web.fetch.extra_ports = vec![port, silent_port];
-    web.fetch.env_proxy = false;
+    let web = web_config(&["127.0.0.1"], &[port, silent_port], Arc::new(resolver()));
     // Only the silent server gets the short timeout: the other fetches must not race it on a
     // busy machine.
     let mut impatient = web.clone();
     impatient.fetch.timeout = std::time::Duration::from_secs(1);
-    let quick = common::pipeline(&BuiltinConfig {
-        web: impatient,
-        ..BuiltinConfig::default()
-    });
-    let p = common::pipeline(&BuiltinConfig {
-        web,
-        ..BuiltinConfig::default()
-    });
+    let quick = pipeline_of(impatient);
+    let p = pipeline_of(web);
     let base = format!("http://127.0.0.1:{port}");
     let out = call(&p, "web_fetch", json!({"url": format!("{base}/doc.pdf")})).await;
     assert!(
@@ -531,14 +526,7 @@ async fn pdfs_are_read_images_attached_and_slow_servers_time_out() {
 async fn each_agent_gets_its_own_domain_lists() {
     let server = serve("127.0.0.1", 0, vec![("/article", ok("text/html", ARTICLE))]).await;
     let port = server.addr.port();
-    let mut web = WebConfig {
-        default: WebPolicy {
-            allow_private: vec!["127.0.0.1".into()],
-            ..WebPolicy::default()
-        },
-        resolver: Arc::new(resolver()),
-        ..WebConfig::default()
-    };
+    let mut web = web_config(&["127.0.0.1"], &[port], Arc::new(resolver()));
     web.agents.insert(
         "locked".into(),
         WebPolicy {
@@ -547,12 +535,7 @@ async fn each_agent_gets_its_own_domain_lists() {
             ..WebPolicy::default()
         },
     );
-    web.fetch.extra_ports = vec![port];
-    web.fetch.env_proxy = false;
-    let p = common::pipeline(&BuiltinConfig {
-        web,
-        ..BuiltinConfig::default()
-    });
+    let p = pipeline_of(web);
     let url = format!("http://site.test:{port}/article");
     let out = call(&p, "web_fetch", json!({"url": url})).await;
     assert!(!out.is_error, "{}", out.for_llm);
@@ -577,20 +560,7 @@ async fn each_agent_gets_its_own_domain_lists() {
 async fn a_named_private_host_is_reachable_by_name_only() {
     let server = serve("127.0.0.1", 0, vec![("/article", ok("text/html", ARTICLE))]).await;
     let port = server.addr.port();
-    let mut web = WebConfig {
-        default: WebPolicy {
-            allow_private: vec!["site.test".into()],
-            ..WebPolicy::default()
-        },
-        resolver: Arc::new(resolver()),
-        ..WebConfig::default()
-    };
-    web.fetch.extra_ports = vec![port];
-    web.fetch.env_proxy = false;
-    let p = common::pipeline(&BuiltinConfig {
-        web,
-        ..BuiltinConfig::default()
-    });
+    let p = pipeline(&["site.test"], &[port], Arc::new(resolver()));
     let out = call(
         &p,
         "web_fetch",

@@ -137,12 +137,6 @@ pub fn html(source: &str, url: Option<&str>, mode: Mode) -> Page {
         let t = doc.select("title").text().trim().to_string();
         (!t.is_empty()).then_some(t)
     };
-    let body_html = doc.select("body").html().to_string();
-    let fallback_html = if body_html.is_empty() {
-        doc.html().to_string()
-    } else {
-        body_html
-    };
     let config = dom_smoothie::Config {
         text_mode: dom_smoothie::TextMode::Formatted,
         ..dom_smoothie::Config::default()
@@ -163,6 +157,9 @@ pub fn html(source: &str, url: Option<&str>, mode: Mode) -> Page {
             (content, true, title)
         }
         None => {
+            // Readability found no article (and consumed the document): the whole visible
+            // body instead. Rare, so the page is parsed again rather than serialised up front.
+            let fallback_html = visible_body(source);
             let content = match mode {
                 Mode::Markdown => to_markdown(&fallback_html),
                 Mode::Text => text_of(&fallback_html),
@@ -175,6 +172,18 @@ pub fn html(source: &str, url: Option<&str>, mode: Mode) -> Page {
         content: tidy(&content),
         hidden_removed,
         extracted,
+    }
+}
+
+/// The body of `source` (the whole document if it has none) with its hidden parts dropped.
+fn visible_body(source: &str) -> String {
+    let doc = dom_query::Document::from(source);
+    crate::hidden::strip(&doc);
+    let body = doc.select("body").html().to_string();
+    if body.is_empty() {
+        doc.html().to_string()
+    } else {
+        body
     }
 }
 

@@ -2,7 +2,7 @@
 
 use futures::future::BoxFuture;
 
-use super::{Hit, Provider, ProviderError, Query, field, json, send};
+use super::{Hit, Provider, ProviderError, Query, hits, json, send};
 
 /// The public endpoint.
 pub const ENDPOINT: &str = "https://api.search.brave.com/res/v1/web/search";
@@ -62,16 +62,7 @@ impl Provider for Brave {
                     })
                 };
             };
-            Ok(results
-                .iter()
-                .map(|r| Hit {
-                    title: field(r, "title"),
-                    url: field(r, "url"),
-                    snippet: field(r, "description"),
-                    age: Some(field(r, "age")).filter(|a| !a.is_empty()),
-                })
-                .filter(|h| !h.url.is_empty())
-                .collect())
+            Ok(hits(results, "description", "age"))
         })
     }
 }

@@ -177,6 +177,21 @@ pub fn field(v: &serde_json::Value, key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The hits of a JSON result list whose items carry `title` and `url`, the snippet under
+/// `snippet` and the age under `age`; items without a URL are skipped.
+pub fn hits(results: &[serde_json::Value], snippet: &str, age: &str) -> Vec<Hit> {
+    results
+        .iter()
+        .map(|r| Hit {
+            title: field(r, "title"),
+            url: field(r, "url"),
+            snippet: field(r, snippet),
+            age: Some(field(r, age)).filter(|a| !a.is_empty()),
+        })
+        .filter(|h| !h.url.is_empty())
+        .collect()
+}
+
 /// What a chain answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {

@@ -2,7 +2,7 @@
 
 use futures::future::BoxFuture;
 
-use super::{Hit, Provider, ProviderError, Query, field, json, send};
+use super::{Hit, Provider, ProviderError, Query, hits, json, send};
 
 const NAME: &str = "SearXNG";
 
@@ -39,16 +39,7 @@ impl Provider for Searxng {
                     provider: NAME,
                     message: "no results array (is format=json enabled in settings.yml?)".into(),
                 })?;
-            Ok(results
-                .iter()
-                .map(|r| Hit {
-                    title: field(r, "title"),
-                    url: field(r, "url"),
-                    snippet: field(r, "content"),
-                    age: Some(field(r, "publishedDate")).filter(|a| !a.is_empty()),
-                })
-                .filter(|h| !h.url.is_empty())
-                .collect())
+            Ok(hits(results, "content", "publishedDate"))
         })
     }
 }

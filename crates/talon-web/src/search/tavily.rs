@@ -3,7 +3,7 @@
 use futures::future::BoxFuture;
 use serde_json::json as j;
 
-use super::{Hit, Provider, ProviderError, Query, field, json, send};
+use super::{Hit, Provider, ProviderError, Query, hits, json, send};
 
 /// The public endpoint.
 pub const ENDPOINT: &str = "https://api.tavily.com/search";
@@ -60,16 +60,7 @@ impl Provider for Tavily {
                     provider: NAME,
                     message: "no results array".into(),
                 })?;
-            Ok(results
-                .iter()
-                .map(|r| Hit {
-                    title: field(r, "title"),
-                    url: field(r, "url"),
-                    snippet: field(r, "content"),
-                    age: Some(field(r, "published_date")).filter(|a| !a.is_empty()),
-                })
-                .filter(|h| !h.url.is_empty())
-                .collect())
+            Ok(hits(results, "content", "published_date"))
         })
     }
 }
