@@ -6,11 +6,14 @@
 //! annotations. A bridged tool is an ordinary registered tool, so every call to it goes through
 //! Talon's pipeline: policy, approvals, rate limits, hooks, scrubbing and audit.
 
+pub mod access;
 pub mod link;
 pub mod names;
 pub mod resources;
 pub mod server;
+pub mod sse;
 pub mod tool;
+pub mod transport;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -19,13 +22,14 @@ use std::time::Duration;
 use talon_core::Registry;
 
 pub use names::Dialect;
-pub use server::{Server, ServerError, StdioConfig};
+pub use server::{Server, ServerError};
+pub use transport::{HttpConfig, StdioConfig, Transport};
 
 /// One configured server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub name: String,
-    pub stdio: StdioConfig,
+    pub transport: Transport,
     /// GoClaw dialect: the prefix replacing `mcp_<server>`.
     pub prefix: Option<String>,
     /// Time allowed for start-up (the process and the handshake and the tool list).
@@ -36,19 +40,27 @@ pub struct ServerConfig {
     pub max_output_chars: usize,
     /// Fail Talon's start when this server cannot be reached.
     pub required: bool,
+    /// Only agents and users with a grant may use it ([`access`]).
+    pub require_grant: bool,
 }
 
 impl ServerConfig {
-    /// A server with the defaults: 30 s to start, 60 s per call, Claude Code's output cap.
+    /// A stdio server with the defaults ([`ServerConfig::new`]).
     pub fn stdio(name: impl Into<String>, stdio: StdioConfig) -> Self {
+        Self::new(name, Transport::Stdio(stdio))
+    }
+
+    /// A server with the defaults: 30 s to start, 60 s per call, Claude Code's output cap.
+    pub fn new(name: impl Into<String>, transport: Transport) -> Self {
         Self {
             name: name.into(),
-            stdio,
+            transport,
             prefix: None,
             startup_timeout: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
             max_output_chars: tool::DEFAULT_MAX_OUTPUT_CHARS,
             required: false,
+            require_grant: false,
         }
     }
 }
@@ -65,7 +77,7 @@ pub struct Connected {
 /// The bridged names per server, to replace a server's tools and rebuild the groups.
 type Names = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
 
-/// Whether [`connect_all`] waits for servers that are not `required`.
+/// Whether [`Bridge::connect`] waits for servers that are not `required`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Startup {
     /// Wait for every server (one-shot commands, which need the tools now).
@@ -76,160 +88,272 @@ pub enum Startup {
     Background,
 }
 
-/// Connects the servers in parallel and registers their tools in `registry` under `dialect`'s
-/// names. A `required` server that fails fails the whole call. Each server's tools are
-/// re-listed and replaced whenever it announces `notifications/tools/list_changed`, with the
-/// groups `mcp` and `mcp:<server>` rebuilt to match; a server that goes down is reconnected
-/// ([`link`]).
-pub async fn connect_all(
-    configs: &[ServerConfig],
-    registry: &Arc<Registry>,
+/// The bridged servers of one registry: connected at start, and added, changed and removed
+/// while Talon runs. Each server's tools are re-listed and replaced whenever it announces
+/// `notifications/tools/list_changed`, with the groups `mcp` and `mcp:<server>` rebuilt to
+/// match; a server that goes down is reconnected ([`link`]).
+pub struct Bridge {
+    registry: Arc<Registry>,
     dialect: Dialect,
-    startup: Startup,
-) -> Result<Connected, ServerError> {
-    let names: Names = Arc::default();
-    let links: resources::Links = Arc::default();
-    if !configs.is_empty() {
-        let _ = registry.register(resources::ListMcpResources {
-            links: Arc::clone(&links),
-        });
-        let _ = registry.register(resources::ReadMcpResource {
-            links: Arc::clone(&links),
-        });
+    names: Names,
+    links: resources::Links,
+    access: Option<Arc<dyn access::Access>>,
+    /// Servers still connecting in the background, by name.
+    connecting: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge")
+            .field("dialect", &self.dialect)
+            .field("servers", &self.server_names())
+            .finish_non_exhaustive()
     }
-    let (awaited, background): (Vec<ServerConfig>, Vec<ServerConfig>) = configs
-        .iter()
-        .cloned()
-        .partition(|c| c.required || startup == Startup::Wait);
-    for config in background {
-        let (registry, names, links) =
-            (Arc::clone(registry), Arc::clone(&names), Arc::clone(&links));
-        tokio::spawn(async move {
-            match start_and_list(config.clone()).await {
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Bridge {
+    /// A bridge registering into `registry` under `dialect`'s names. With `access`, every call
+    /// to a bridged tool or resource is first checked against the caller's grants.
+    pub fn new(
+        registry: &Arc<Registry>,
+        dialect: Dialect,
+        access: Option<Arc<dyn access::Access>>,
+    ) -> Arc<Self> {
+        let links: resources::Links = Arc::default();
+        let _ = registry.register(resources::ListMcpResources::new(
+            dialect,
+            Arc::clone(&links),
+        ));
+        let _ = registry.register(resources::ReadMcpResource::new(dialect, Arc::clone(&links)));
+        Arc::new(Self {
+            registry: Arc::clone(registry),
+            dialect,
+            names: Arc::default(),
+            links,
+            access,
+            connecting: Mutex::default(),
+        })
+    }
+
+    /// Connects `configs` in parallel. A `required` server that fails fails the whole call;
+    /// with [`Startup::Background`] the others are not waited for.
+    pub async fn connect(
+        self: &Arc<Self>,
+        configs: &[ServerConfig],
+        startup: Startup,
+    ) -> Result<Connected, ServerError> {
+        let (awaited, background): (Vec<ServerConfig>, Vec<ServerConfig>) = configs
+            .iter()
+            .cloned()
+            .partition(|c| c.required || startup == Startup::Wait);
+        for config in background {
+            self.add_in_background(config);
+        }
+        let started = futures_join(&awaited).await;
+        let mut connected = Connected::default();
+        for (config, result) in awaited.iter().zip(started) {
+            match result {
                 Ok((server, tools)) => {
-                    let (link, failures) =
-                        attach(&registry, &names, &config, server, tools, dialect);
-                    links
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(config.name.clone(), link);
-                    for failure in failures {
+                    let (link, failures) = self.attach(config, server, tools);
+                    connected.failed.extend(failures);
+                    connected.links.push(link);
+                }
+                Err(e) if config.required => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "MCP server skipped");
+                    connected.failed.push(e.to_string());
+                }
+            }
+        }
+        Ok(connected)
+    }
+
+    /// Starts connecting `config` without waiting; its tools appear when it answers. A server
+    /// of the same name is replaced.
+    pub fn add_in_background(self: &Arc<Self>, config: ServerConfig) {
+        self.remove(&config.name);
+        let bridge = Arc::downgrade(self);
+        let name = config.name.clone();
+        let task = tokio::spawn(async move {
+            let result = start_and_list(config.clone()).await;
+            let Some(bridge) = bridge.upgrade() else {
+                return;
+            };
+            lock(&bridge.connecting).remove(&config.name);
+            match result {
+                Ok((server, tools)) => {
+                    for failure in bridge.attach(&config, server, tools).1 {
                         tracing::warn!("{failure}");
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "MCP server skipped"),
             }
         });
+        lock(&self.connecting).insert(name, task);
     }
-    let started = futures_join(&awaited).await;
-    let mut connected = Connected::default();
-    for (config, result) in awaited.iter().zip(started) {
-        match result {
-            Ok((server, tools)) => {
-                let (link, failures) = attach(registry, &names, config, server, tools, dialect);
-                links
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(config.name.clone(), Arc::clone(&link));
-                connected.failed.extend(failures);
-                connected.links.push(link);
+
+    /// Connects `config` now (replacing a server of the same name) and returns its link.
+    pub async fn add(
+        self: &Arc<Self>,
+        config: ServerConfig,
+    ) -> Result<Arc<link::Link>, ServerError> {
+        self.remove(&config.name);
+        let (server, tools) = start_and_list(config.clone()).await?;
+        let (link, failures) = self.attach(&config, server, tools);
+        for failure in failures {
+            tracing::warn!("{failure}");
+        }
+        Ok(link)
+    }
+
+    /// Disconnects a server and unregisters its tools; returns whether it was bridged.
+    pub fn remove(&self, name: &str) -> bool {
+        let pending = lock(&self.connecting).remove(name);
+        let was_pending = pending.is_some_and(|task| {
+            task.abort();
+            true
+        });
+        let link = lock(&self.links).remove(name);
+        let mut all = lock(&self.names);
+        for old in all.remove(name).unwrap_or_default() {
+            self.registry.unregister(&old);
+        }
+        self.registry
+            .register_group(&format!("mcp:{name}"), Vec::<String>::new());
+        self.registry
+            .register_group("mcp", all.values().flatten().cloned());
+        drop(all);
+        match link {
+            Some(link) => {
+                link.shut_down();
+                true
             }
-            Err(e) if config.required => return Err(e),
-            Err(e) => {
-                tracing::warn!(error = %e, "MCP server skipped");
-                connected.failed.push(e.to_string());
-            }
+            None => was_pending,
         }
     }
-    Ok(connected)
-}
 
-/// Registers a started server's tools and starts following it (list changes, health,
-/// reconnection); returns its link and the tools that could not be registered.
-fn attach(
-    registry: &Arc<Registry>,
-    names: &Names,
-    config: &ServerConfig,
-    server: Server,
-    tools: Vec<server::ListedTool>,
-    dialect: Dialect,
-) -> (Arc<link::Link>, Vec<String>) {
-    let server = Arc::new(server);
-    let link = Arc::new(link::Link::new(config.clone(), Arc::clone(&server)));
-    let failures = sync(registry, names, &link, tools, dialect);
-    tokio::spawn(refresh_on_change(
-        Arc::downgrade(registry),
-        Arc::clone(names),
-        Arc::downgrade(&link),
-        Arc::downgrade(&server),
-        dialect,
-        false,
-    ));
-    let (registry, names) = (Arc::downgrade(registry), Arc::clone(names));
-    tokio::spawn(Arc::clone(&link).supervise(move |link, server| {
-        // A restarted server may list other tools: list it now, then follow its changes.
-        tokio::spawn(refresh_on_change(
-            registry.clone(),
-            Arc::clone(&names),
-            Arc::downgrade(link),
-            Arc::downgrade(server),
-            dialect,
-            true,
+    /// The configuration of every bridged server (connected or connecting), by name.
+    pub fn server_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = lock(&self.links).keys().cloned().collect();
+        names.extend(lock(&self.connecting).keys().cloned());
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Where each server stands, by name (`None` while it is still connecting).
+    pub fn statuses(&self) -> BTreeMap<String, Option<link::Status>> {
+        let mut out: BTreeMap<String, Option<link::Status>> = lock(&self.connecting)
+            .keys()
+            .map(|n| (n.clone(), None))
+            .collect();
+        for (name, link) in lock(&self.links).iter() {
+            out.insert(name.clone(), Some(link.status()));
+        }
+        out
+    }
+
+    /// The link of a connected server.
+    pub fn link(&self, name: &str) -> Option<Arc<link::Link>> {
+        lock(&self.links).get(name).cloned()
+    }
+
+    /// The registry the bridge registers into.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+    /// Registers a started server's tools and starts following it (list changes, health,
+    /// reconnection); returns its link and the tools that could not be registered.
+    fn attach(
+        self: &Arc<Self>,
+        config: &ServerConfig,
+        server: Server,
+        tools: Vec<server::ListedTool>,
+    ) -> (Arc<link::Link>, Vec<String>) {
+        let server = Arc::new(server);
+        let link = Arc::new(link::Link::new(
+            config.clone(),
+            Arc::clone(&server),
+            self.access.clone(),
         ));
-    }));
-    (link, failures)
-}
-
-/// Replaces `server`'s registered tools with `tools` and rebuilds the groups; returns the tools
-/// that could not be registered, and why.
-fn sync(
-    registry: &Registry,
-    names: &Names,
-    link: &Arc<link::Link>,
-    tools: Vec<server::ListedTool>,
-    dialect: Dialect,
-) -> Vec<String> {
-    let config = &link.config;
-    let mut all = names.lock().unwrap_or_else(PoisonError::into_inner);
-    for old in all.remove(&config.name).unwrap_or_default() {
-        registry.unregister(&old);
-    }
-    let mut failures = Vec::new();
-    let mut registered = Vec::new();
-    for listed in tools {
-        let name = names::bridged_name(
-            dialect,
-            &config.name,
-            config.prefix.as_deref(),
-            &listed.name,
-            |n| registry.resolve(n).is_some(),
-        );
-        let bridged = tool::Bridged {
-            link: Arc::clone(link),
-            name: name.clone(),
-            listed,
-            timeout: config.call_timeout,
-            max_output_chars: config.max_output_chars,
-        };
-        match registry.register(bridged) {
-            Ok(()) => registered.push(name),
-            Err(e) => failures.push(format!("MCP server {:?}: tool {name}: {e}", config.name)),
+        if let Some(old) = lock(&self.links).insert(config.name.clone(), Arc::clone(&link)) {
+            old.shut_down();
         }
+        let failures = self.sync(&link, tools);
+        tokio::spawn(refresh_on_change(
+            Arc::downgrade(self),
+            Arc::downgrade(&link),
+            Arc::downgrade(&server),
+            false,
+        ));
+        let bridge = Arc::downgrade(self);
+        tokio::spawn(Arc::clone(&link).supervise(move |link, server| {
+            // A restarted server may list other tools: list it now, then follow its changes.
+            tokio::spawn(refresh_on_change(
+                bridge.clone(),
+                Arc::downgrade(link),
+                Arc::downgrade(server),
+                true,
+            ));
+        }));
+        (link, failures)
     }
-    registry.register_group(&format!("mcp:{}", config.name), registered.clone());
-    all.insert(config.name.clone(), registered);
-    registry.register_group("mcp", all.values().flatten().cloned());
-    failures
+
+    /// Replaces the link's server's registered tools with `tools` and rebuilds the groups;
+    /// returns the tools that could not be registered, and why. A link that was removed
+    /// meanwhile registers nothing.
+    fn sync(&self, link: &Arc<link::Link>, tools: Vec<server::ListedTool>) -> Vec<String> {
+        let config = &link.config;
+        let registry = &self.registry;
+        let mut all = lock(&self.names);
+        let current = lock(&self.links)
+            .get(&config.name)
+            .is_some_and(|l| Arc::ptr_eq(l, link));
+        if !current {
+            return Vec::new();
+        }
+        for old in all.remove(&config.name).unwrap_or_default() {
+            registry.unregister(&old);
+        }
+        let mut failures = Vec::new();
+        let mut registered = Vec::new();
+        for listed in tools {
+            let name = names::bridged_name(
+                self.dialect,
+                &config.name,
+                config.prefix.as_deref(),
+                &listed.name,
+                |n| registry.resolve(n).is_some(),
+            );
+            let bridged = tool::Bridged {
+                link: Arc::clone(link),
+                name: name.clone(),
+                listed,
+                timeout: config.call_timeout,
+                max_output_chars: config.max_output_chars,
+            };
+            match registry.register(bridged) {
+                Ok(()) => registered.push(name),
+                Err(e) => failures.push(format!("MCP server {:?}: tool {name}: {e}", config.name)),
+            }
+        }
+        registry.register_group(&format!("mcp:{}", config.name), registered.clone());
+        all.insert(config.name.clone(), registered);
+        registry.register_group("mcp", all.values().flatten().cloned());
+        failures
+    }
 }
 
 /// Re-lists the server's tools each time it says they changed (and at once with `list_now`),
-/// until the server or the registry is gone.
+/// until the server, its link or the bridge is gone.
 async fn refresh_on_change(
-    registry: Weak<Registry>,
-    names: Names,
+    bridge: Weak<Bridge>,
     link: Weak<link::Link>,
     server: Weak<Server>,
-    dialect: Dialect,
     mut list_now: bool,
 ) {
     let Some(changed) = server.upgrade().map(|s| s.tools_changed()) else {
@@ -240,14 +364,14 @@ async fn refresh_on_change(
             changed.notified().await;
         }
         list_now = false;
-        let (Some(server), Some(registry), Some(link)) =
-            (server.upgrade(), registry.upgrade(), link.upgrade())
+        let (Some(server), Some(bridge), Some(link)) =
+            (server.upgrade(), bridge.upgrade(), link.upgrade())
         else {
             return;
         };
         match server.tools(link.config.startup_timeout).await {
             Ok(tools) => {
-                for failure in sync(&registry, &names, &link, tools, dialect) {
+                for failure in bridge.sync(&link, tools) {
                     tracing::warn!("{failure}");
                 }
                 tracing::info!(server = %link.name(), "MCP server's tools (re-)listed");
@@ -263,7 +387,7 @@ async fn start_and_list(
 ) -> Result<(Server, Vec<server::ListedTool>), ServerError> {
     let deadline = config.startup_timeout;
     let work = async {
-        let server = Server::start(&config.name, &config.stdio, deadline).await?;
+        let server = Server::start(&config.name, &config.transport, deadline).await?;
         let tools = server.tools(deadline).await?;
         Ok::<_, ServerError>((server, tools))
     };

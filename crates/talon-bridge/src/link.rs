@@ -7,12 +7,16 @@
 //! then it rests for [`COOLDOWN`] and the cycle starts again. Its tools stay listed meanwhile and
 //! fail fast with a message saying what is happening.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
+
+use talon_core::CallContext;
 
 use tokio::sync::Notify;
 
 use crate::ServerConfig;
+use crate::access::{self, Access, Caller};
 use crate::server::Server;
 
 /// Health-check interval.
@@ -42,23 +46,68 @@ pub enum Status {
 }
 
 /// One configured server's connection, replaced on reconnect.
-#[derive(Debug)]
 pub struct Link {
     pub config: ServerConfig,
     current: RwLock<Option<Arc<Server>>>,
     status: Mutex<Status>,
-    /// Wakes the supervisor (a call found the server gone).
+    /// Wakes the supervisor (a call found the server gone, or the link is shut down).
     wake: Notify,
+    /// Set when the server is removed: the supervisor closes it and stops.
+    shut: AtomicBool,
+    /// Where the callers' grants come from; `None` lets every caller through.
+    access: Option<Arc<dyn Access>>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("config", &self.config)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Link {
-    pub(crate) fn new(config: ServerConfig, server: Arc<Server>) -> Self {
+    pub(crate) fn new(
+        config: ServerConfig,
+        server: Arc<Server>,
+        access: Option<Arc<dyn Access>>,
+    ) -> Self {
         Self {
             config,
             current: RwLock::new(Some(server)),
             status: Mutex::new(Status::Connected),
             wake: Notify::new(),
+            shut: AtomicBool::new(false),
+            access,
         }
+    }
+
+    /// Whether the caller in `ctx` may use `tool` (a raw name; `None` for resources) of this
+    /// server; `Err` says why not ([`access::decide`]).
+    pub async fn authorize(&self, ctx: &CallContext, tool: Option<&str>) -> Result<(), String> {
+        let Some(source) = &self.access else {
+            return Ok(());
+        };
+        let caller = Caller {
+            agent: ctx.agent_key.as_deref(),
+            user: ctx.user.as_deref(),
+        };
+        let grants = source
+            .grants(self.name(), caller)
+            .await
+            .map_err(|e| format!("cannot check access to MCP server {:?}: {e}", self.name()))?;
+        access::decide(self.name(), self.config.require_grant, &grants, tool)
+    }
+
+    /// Disconnects for good (the server was removed): the supervisor closes the session.
+    pub(crate) fn shut_down(&self) {
+        self.shut.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    fn is_shut(&self) -> bool {
+        self.shut.load(Ordering::SeqCst)
     }
 
     /// The server's name.
@@ -87,6 +136,10 @@ impl Link {
             .clone();
         match current {
             Some(server) if server.is_alive() => Ok(server),
+            _ if self.is_shut() => Err(format!(
+                "MCP server {:?} was removed; its tools are no longer available.",
+                self.name()
+            )),
             _ => {
                 self.wake.notify_one();
                 Err(match self.status() {
@@ -121,7 +174,15 @@ impl Link {
     pub(crate) async fn supervise(self: Arc<Self>, reconnected: impl Fn(&Arc<Self>, &Arc<Server>)) {
         loop {
             let _ = tokio::time::timeout(PING_EVERY, self.wake.notified()).await;
-            if Arc::strong_count(&self) == 1 {
+            if self.is_shut() || Arc::strong_count(&self) == 1 {
+                let old = self
+                    .current
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(old) = old.and_then(|s| Arc::try_unwrap(s).ok()) {
+                    old.close(Duration::from_secs(5)).await;
+                }
                 return;
             }
             let current = self
@@ -143,7 +204,9 @@ impl Link {
             if let Some(old) = current.and_then(|s| Arc::try_unwrap(s).ok()) {
                 old.close(Duration::from_secs(5)).await;
             }
-            let server = self.reconnect().await;
+            let Some(server) = self.reconnect().await else {
+                return;
+            };
             *self.current.write().unwrap_or_else(PoisonError::into_inner) =
                 Some(Arc::clone(&server));
             self.set_status(Status::Connected);
@@ -152,8 +215,24 @@ impl Link {
         }
     }
 
-    /// Starts the server again until it answers, with backoff and cooldowns.
-    async fn reconnect(&self) -> Arc<Server> {
+    /// Waits `period` (calls that find the server down do not shorten it); false when the
+    /// link is shut down meanwhile.
+    async fn rest(&self, period: Duration) -> bool {
+        let until = tokio::time::Instant::now() + period;
+        while !self.is_shut() {
+            if tokio::time::timeout_at(until, self.wake.notified())
+                .await
+                .is_err()
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Starts the server again until it answers, with backoff and cooldowns; `None` once the
+    /// link is shut down.
+    async fn reconnect(&self) -> Option<Arc<Server>> {
         loop {
             let mut backoff = FIRST_BACKOFF;
             let mut last_error = String::from("the process exited");
@@ -162,12 +241,18 @@ impl Link {
                     attempt,
                     last_error: last_error.clone(),
                 });
-                tokio::time::sleep(backoff).await;
+                if !self.rest(backoff).await {
+                    return None;
+                }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-                match Server::start(self.name(), &self.config.stdio, self.config.startup_timeout)
-                    .await
+                match Server::start(
+                    self.name(),
+                    &self.config.transport,
+                    self.config.startup_timeout,
+                )
+                .await
                 {
-                    Ok(server) => return Arc::new(server),
+                    Ok(server) => return Some(Arc::new(server)),
                     Err(e) => {
                         tracing::warn!(server = %self.name(), attempt, error = %e, "MCP reconnect failed");
                         last_error = e.to_string();
@@ -175,7 +260,9 @@ impl Link {
                 }
             }
             self.set_status(Status::CoolingDown { last_error });
-            tokio::time::sleep(COOLDOWN).await;
+            if !self.rest(COOLDOWN).await {
+                return None;
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
+use crate::Dialect;
 use crate::link::Link;
 
 /// The connected servers by name, shared with the resource tools.
@@ -21,6 +22,14 @@ fn link(links: &Links, server: &str) -> Result<Arc<Link>, String> {
     })
 }
 
+/// The dialect's own group (`claude_code` for Claude Code's names).
+fn dialect_group(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::ClaudeCode => "claude_code",
+        Dialect::GoClaw => "mcp",
+    }
+}
+
 /// Input of [`ListMcpResources`].
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -30,10 +39,26 @@ pub struct ListInput {
     pub server: Option<String>,
 }
 
-/// `ListMcpResources`.
+/// `ListMcpResources` (Claude Code) or `mcp_list_resources` (GoClaw dialect).
 #[derive(Debug, Clone)]
 pub struct ListMcpResources {
-    pub links: Links,
+    name: &'static str,
+    dialect: Dialect,
+    links: Links,
+}
+
+impl ListMcpResources {
+    pub fn new(dialect: Dialect, links: Links) -> Self {
+        let name = match dialect {
+            Dialect::ClaudeCode => "ListMcpResources",
+            Dialect::GoClaw => "mcp_list_resources",
+        };
+        Self {
+            name,
+            dialect,
+            links,
+        }
+    }
 }
 
 impl Tool for ListMcpResources {
@@ -41,13 +66,13 @@ impl Tool for ListMcpResources {
 
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
-            "ListMcpResources",
+            self.name,
             "Lists the resources of the connected MCP servers (each with its server, URI, name and \
              MIME type). Optionally only one server's.",
             SideEffect::ReadOnly,
         )
-        .in_group("claude_code")
         .in_group("mcp")
+        .in_group(dialect_group(self.dialect))
     }
 
     async fn execute(&self, call: Authorized<ListInput>) -> ToolOutput {
@@ -67,6 +92,10 @@ impl Tool for ListMcpResources {
         let mut out: Vec<Value> = Vec::new();
         let mut problems = Vec::new();
         for l in targets {
+            if let Err(e) = l.authorize(call.ctx(), None).await {
+                problems.push(e);
+                continue;
+            }
             let listed = match l.server() {
                 Ok(server) => server
                     .resources(l.config.call_timeout)
@@ -100,10 +129,26 @@ pub struct ReadInput {
     pub uri: String,
 }
 
-/// `ReadMcpResource`.
+/// `ReadMcpResource` (Claude Code) or `mcp_read_resource` (GoClaw dialect).
 #[derive(Debug, Clone)]
 pub struct ReadMcpResource {
-    pub links: Links,
+    name: &'static str,
+    dialect: Dialect,
+    links: Links,
+}
+
+impl ReadMcpResource {
+    pub fn new(dialect: Dialect, links: Links) -> Self {
+        let name = match dialect {
+            Dialect::ClaudeCode => "ReadMcpResource",
+            Dialect::GoClaw => "mcp_read_resource",
+        };
+        Self {
+            name,
+            dialect,
+            links,
+        }
+    }
 }
 
 impl Tool for ReadMcpResource {
@@ -111,12 +156,12 @@ impl Tool for ReadMcpResource {
 
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
-            "ReadMcpResource",
+            self.name,
             "Reads a resource from an MCP server, given the server's name and the resource's URI.",
             SideEffect::ReadOnly,
         )
-        .in_group("claude_code")
         .in_group("mcp")
+        .in_group(dialect_group(self.dialect))
     }
 
     async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {
@@ -125,6 +170,9 @@ impl Tool for ReadMcpResource {
             Ok(l) => l,
             Err(e) => return ToolOutput::error(e),
         };
+        if let Err(e) = l.authorize(call.ctx(), None).await {
+            return ToolOutput::error(e);
+        }
         let server = match l.server() {
             Ok(s) => s,
             Err(e) => return ToolOutput::error(e),

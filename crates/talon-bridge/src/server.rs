@@ -1,42 +1,16 @@
-//! One connected MCP server over stdio: the child process, its tool list, calls with a timeout.
+//! One connected MCP server (any transport): its tool list, resources, calls with a timeout.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use std::sync::Arc;
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 
-/// Variables a server process gets from Talon's environment; everything else it needs is in
-/// its configured `env`. Talon's own secrets never reach it.
-pub const ENV_ALLOWLIST: &[&str] = &[
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "TERM",
-    "USER",
-    "TMPDIR",
-    "NODE_PATH",
-];
-
-/// How to start a stdio server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StdioConfig {
-    pub command: String,
-    pub args: Vec<String>,
-    /// Added to the allowlisted environment.
-    pub env: HashMap<String, String>,
-    pub cwd: Option<PathBuf>,
-}
+use crate::transport::{self, Transport};
 
 /// Why a server could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +28,12 @@ pub enum ServerError {
     Timeout { server: String, secs: u64 },
     #[error("MCP server {server:?}: {message}")]
     Protocol { server: String, message: String },
+    #[error("MCP server {server:?} is misconfigured: {message}")]
+    Config { server: String, message: String },
+    #[error(
+        "MCP server {server:?} needs authorization: run `talon mcp-servers login {server}`, or configure a bearer token or header"
+    )]
+    NeedsAuth { server: String },
 }
 
 /// Talon's side of a session: it hears `notifications/tools/list_changed`.
@@ -94,54 +74,51 @@ pub struct ListedTool {
 }
 
 impl Server {
-    /// Starts `config` as server `name` and completes the MCP handshake within `timeout`. The
-    /// server's stderr goes to Talon's log, never to Talon's own streams.
+    /// Connects to server `name` over `transport` and completes the MCP handshake within
+    /// `timeout`. A child process's stderr goes to Talon's log, never to Talon's own streams.
     pub async fn start(
         name: &str,
-        config: &StdioConfig,
+        transport: &Transport,
         timeout: Duration,
     ) -> Result<Self, ServerError> {
-        let mut command = tokio::process::Command::new(&config.command);
-        command.args(&config.args).env_clear();
-        for key in ENV_ALLOWLIST {
-            if let Some(v) = std::env::var_os(key) {
-                command.env(key, v);
-            }
-        }
-        command.envs(&config.env);
-        if let Some(cwd) = &config.cwd {
-            command.current_dir(cwd);
-        }
-        let spawn_error = |source| ServerError::Spawn {
-            server: name.to_string(),
-            command: config.command.clone(),
-            source,
-        };
-        let (transport, stderr) = TokioChildProcess::builder(command)
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_error)?;
-        if let Some(stderr) = stderr {
-            let server = name.to_string();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::info!(server = %server, "{line}");
-                }
-            });
-        }
         let watcher = Watcher::default();
         let tools_changed = Arc::clone(&watcher.tools_changed);
-        let service = tokio::time::timeout(timeout, watcher.serve(transport))
+        let handshake = async {
+            match transport {
+                Transport::Stdio(config) => {
+                    watcher.serve(transport::spawn_stdio(name, config)?).await
+                }
+                Transport::Http(config) => {
+                    watcher
+                        .serve(transport::streamable_http(name, config)?)
+                        .await
+                }
+                Transport::Sse(config) => {
+                    watcher
+                        .serve(crate::sse::LegacySse::connect(name, config, timeout).await?)
+                        .await
+                }
+            }
+            .map_err(|e| {
+                let message = e.to_string();
+                if message.contains("Auth required") {
+                    ServerError::NeedsAuth {
+                        server: name.to_string(),
+                    }
+                } else {
+                    ServerError::Handshake {
+                        server: name.to_string(),
+                        message,
+                    }
+                }
+            })
+        };
+        let service = tokio::time::timeout(timeout, handshake)
             .await
             .map_err(|_| ServerError::Timeout {
                 server: name.to_string(),
                 secs: timeout.as_secs(),
-            })?
-            .map_err(|e| ServerError::Handshake {
-                server: name.to_string(),
-                message: e.to_string(),
-            })?;
+            })??;
         Ok(Self {
             name: name.to_string(),
             service,

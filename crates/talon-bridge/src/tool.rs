@@ -60,6 +60,13 @@ impl Tool for Bridged {
     }
 
     async fn execute(&self, call: Authorized<Value>) -> ToolOutput {
+        if let Err(message) = self
+            .link
+            .authorize(call.ctx(), Some(&self.listed.name))
+            .await
+        {
+            return ToolOutput::error(message);
+        }
         let server = match self.link.server() {
             Ok(server) => server,
             Err(message) => return ToolOutput::error(message),

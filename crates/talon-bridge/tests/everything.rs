@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use talon_bridge::{Dialect, ServerConfig, Startup, StdioConfig, connect_all};
+use talon_bridge::{Bridge, Dialect, ServerConfig, Startup, StdioConfig};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry, Risk, ToolCall};
 
@@ -37,14 +37,11 @@ async fn bridged_tools_are_registered_grouped_rated_and_called_through_the_pipel
     dead.startup_timeout = Duration::from_secs(2);
     let missing = ServerConfig::stdio("missing", stdio("/nonexistent/mcp-server", &[]));
     let registry = Arc::new(Registry::new());
-    let connected = connect_all(
-        &[everything, dead, missing],
-        &registry,
-        Dialect::ClaudeCode,
-        Startup::Wait,
-    )
-    .await
-    .expect("the required server connects");
+    let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
+    let connected = bridge
+        .connect(&[everything, dead, missing], Startup::Wait)
+        .await
+        .expect("the required server connects");
     assert_eq!(connected.links.len(), 1);
     assert_eq!(connected.failed.len(), 2, "{:?}", connected.failed);
     assert!(

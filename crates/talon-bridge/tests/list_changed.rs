@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use talon_bridge::{Dialect, ServerConfig, Startup, StdioConfig, connect_all};
+use talon_bridge::{Bridge, Dialect, ServerConfig, Startup, StdioConfig};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry, ToolCall};
 
@@ -40,9 +40,8 @@ async fn changed_tool_lists_replace_tools_and_groups() {
         },
     );
     let registry = Arc::new(Registry::new());
-    let connected = connect_all(&[config], &registry, Dialect::GoClaw, Startup::Wait)
-        .await
-        .unwrap();
+    let bridge = Bridge::new(&registry, Dialect::GoClaw, None);
+    let connected = bridge.connect(&[config], Startup::Wait).await.unwrap();
     assert!(connected.failed.is_empty(), "{:?}", connected.failed);
     assert!(registry.resolve("mcp_chg__alpha").is_some());
     assert_eq!(
@@ -123,15 +122,11 @@ async fn in_the_background_a_dead_server_delays_nothing() {
     );
     dead.startup_timeout = Duration::from_secs(300);
     let registry = Arc::new(Registry::new());
+    let bridge = Bridge::new(&registry, Dialect::GoClaw, None);
     // Generous bound: it only trips if start-up waited for the dead server's 300 s.
     let connected = tokio::time::timeout(
         Duration::from_secs(60),
-        connect_all(
-            &[dead, live],
-            &registry,
-            Dialect::GoClaw,
-            Startup::Background,
-        ),
+        bridge.connect(&[dead, live], Startup::Background),
     )
     .await
     .expect("start-up does not wait for a server that never answers")

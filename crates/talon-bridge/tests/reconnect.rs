@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use talon_bridge::link::Status;
-use talon_bridge::{Dialect, ServerConfig, Startup, StdioConfig, connect_all};
+use talon_bridge::{Bridge, Dialect, ServerConfig, Startup, StdioConfig};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry, ToolCall, ToolOutput};
 
@@ -28,9 +28,8 @@ async fn a_crashed_server_is_reconnected_and_its_tools_fail_fast_meanwhile() {
         },
     );
     let registry = Arc::new(Registry::new());
-    let connected = connect_all(&[config], &registry, Dialect::ClaudeCode, Startup::Wait)
-        .await
-        .unwrap();
+    let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
+    let connected = bridge.connect(&[config], Startup::Wait).await.unwrap();
     let link = Arc::clone(&connected.links[0]);
     let pipeline = Pipeline::builder(Arc::clone(&registry))
         .rate_limiter(None)

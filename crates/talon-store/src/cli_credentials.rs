@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use sqlx::Row;
 
 use crate::agents::valid_key;
+use crate::fields::{check_env, invalid, json_list, parse_list};
 use crate::{Store, StoreError, now_ms};
 
 /// Prefix of the secret holding a binary's environment.
@@ -70,20 +71,6 @@ pub(crate) fn is_env_secret(name: &str) -> bool {
     name.starts_with(CLI_CREDENTIAL_SECRET_PREFIX)
 }
 
-/// The values of an environment secret; nothing when it is not a JSON object of strings.
-pub(crate) fn env_values(secret: &str) -> Vec<String> {
-    serde_json::from_str::<BTreeMap<String, String>>(secret)
-        .map(|env| env.into_values().collect())
-        .unwrap_or_default()
-}
-
-fn invalid(what: &'static str, reason: impl Into<String>) -> StoreError {
-    StoreError::Invalid {
-        what,
-        reason: reason.into(),
-    }
-}
-
 fn check_spec(spec: &CliCredentialSpec) -> Result<(), StoreError> {
     let name = &spec.binary_name;
     let name_ok = (1..=64).contains(&name.len())
@@ -127,38 +114,6 @@ fn check_spec(spec: &CliCredentialSpec) -> Result<(), StoreError> {
         }
     }
     Ok(())
-}
-
-fn check_env(env: &BTreeMap<String, String>) -> Result<(), StoreError> {
-    for (name, value) in env {
-        let ok = (1..=128).contains(&name.len())
-            && name
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !ok {
-            return Err(invalid(
-                "environment variable name",
-                format!("{name:?}: use letters, digits and _, not starting with a digit"),
-            ));
-        }
-        if value.is_empty() || value.contains('\0') {
-            return Err(invalid(
-                "environment variable value",
-                format!("{name}: the value must be non-empty and contain no NUL byte"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn json_list(items: &[String]) -> Result<String, StoreError> {
-    serde_json::to_string(items).map_err(|e| invalid("list", e.to_string()))
-}
-
-fn parse_list(what: &'static str, text: &str) -> Result<Vec<String>, StoreError> {
-    serde_json::from_str(text).map_err(|e| invalid(what, format!("stored value is corrupt: {e}")))
 }
 
 fn spec_of(row: &sqlx::any::AnyRow) -> Result<(CliCredentialSpec, Vec<String>), StoreError> {

@@ -16,6 +16,9 @@ mod audit;
 mod cli_credentials;
 mod crypto;
 mod exec_allow;
+mod fields;
+mod mcp_grants;
+mod mcp_servers;
 mod memory;
 mod migrate;
 mod pg_tls;
@@ -36,6 +39,11 @@ pub use cli_credentials::{
 };
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use exec_allow::MAX_ALLOWED_COMMAND;
+pub use mcp_grants::{GrantSpec, McpAccessRequest, McpGrant, RequestStatus, SubjectKind};
+pub use mcp_servers::{
+    MCP_CHANNEL, MCP_SERVER_SECRET_PREFIX, McpServerSecrets, McpServerSpec, StoredMcpServer,
+    check_headers, mcp_server_secret, valid_server_name,
+};
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,
 };
@@ -137,6 +145,8 @@ pub struct Store {
     pool: AnyPool,
     engine: Engine,
     key: Option<EncryptionKey>,
+    /// PostgreSQL: the connect URL, for the connection that listens for change notifications.
+    listen_url: Option<std::sync::Arc<str>>,
     /// Names of the credentialed binaries, as last read (see
     /// [`Store::cli_binary_names_recent`]); shared by the store's clones.
     binary_names: cli_credentials::NamesCache,
@@ -275,6 +285,8 @@ impl Store {
         Ok(Self {
             pool,
             engine,
+            listen_url: (engine == Engine::Postgres)
+                .then(|| std::sync::Arc::from(config.url.as_str())),
             key: None,
             binary_names: cli_credentials::NamesCache::default(),
         })

@@ -31,6 +31,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0002_exec.sql"),
         postgres: include_str!("../migrations/postgres/0002_exec.sql"),
     },
+    Migration {
+        version: 3,
+        name: "mcp",
+        sqlite: include_str!("../migrations/sqlite/0003_mcp.sql"),
+        postgres: include_str!("../migrations/postgres/0003_mcp.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -146,8 +146,11 @@ impl Store {
         let mut broken = Vec::new();
         for name in self.secret_names().await? {
             match self.secret(&name).await {
-                Ok(Some(v)) if crate::cli_credentials::is_env_secret(&name) => {
-                    values.extend(crate::cli_credentials::env_values(&v));
+                Ok(Some(v))
+                    if crate::cli_credentials::is_env_secret(&name)
+                        || crate::mcp_servers::is_server_secret(&name) =>
+                {
+                    values.extend(crate::fields::json_strings(&v));
                     values.push(v);
                 }
                 Ok(Some(v)) => values.push(v),

@@ -5,6 +5,7 @@ mod commands;
 mod config;
 mod exec_policy;
 mod mcp_servers_config;
+mod mcp_store;
 mod prompt;
 mod runtime;
 mod server_ips;
@@ -88,6 +89,11 @@ enum Command {
     CliCredentials {
         #[command(subcommand)]
         command: commands::cli_credentials::CliCredentialsCommand,
+    },
+    /// The MCP servers Talon bridges, who may use them, and requests for access.
+    McpServers {
+        #[command(subcommand)]
+        command: commands::mcp_servers::McpServersCommand,
     },
     /// Which sandbox backends work on this host, which one is active, and how to fix the others.
     /// Exit 0 when the configured backend works, 1 otherwise.

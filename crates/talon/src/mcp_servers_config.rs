@@ -1,4 +1,6 @@
-//! `[mcp_servers.<name>]`: external MCP servers whose tools Talon bridges.
+//! `[mcp_servers.<name>]`: external MCP servers whose tools Talon bridges, and the conversion of
+//! both sources (this file and the store's `talon mcp-servers add`) into one bridge
+//! configuration, checked by one rule (`McpServerSpec::check`).
 //!
 //! ```toml
 //! [mcp]
@@ -11,6 +13,12 @@
 //! startup_timeout_secs = 30
 //! tool_timeout_secs = 60
 //! required = false                  # true: Talon does not start without it
+//!
+//! [mcp_servers.remote]
+//! url = "https://mcp.example.com/mcp"   # streamable HTTP; transport = "sse" for legacy servers
+//! headers = { X-Team = "blue" }
+//! bearer_token_env = "REMOTE_TOKEN"     # Authorization: Bearer $REMOTE_TOKEN
+//! require_grant = true                  # only agents and users with a grant may use it
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -18,7 +26,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use talon_bridge::{Dialect, ServerConfig, StdioConfig};
+use talon_bridge::{Dialect, HttpConfig, ServerConfig, StdioConfig, Transport};
+use talon_store::{McpServerSecrets, McpServerSpec};
 
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -32,13 +41,24 @@ pub struct McpSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerSection {
-    pub command: String,
+    /// `stdio`, `http` or `sse`; default `stdio` with a command, `http` with a URL.
+    #[serde(default)]
+    pub transport: Option<String>,
+    #[serde(default)]
+    pub command: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
     pub env: HashMap<String, String>,
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The environment variable holding a bearer token for `Authorization`.
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
     /// GoClaw dialect: replaces `mcp_<server>` in tool names.
     #[serde(default)]
     pub prefix: Option<String>,
@@ -48,9 +68,11 @@ pub struct McpServerSection {
     pub tool_timeout_secs: Option<u64>,
     /// Characters of a result kept (default 100,000: Claude Code's 25,000 tokens).
     #[serde(default)]
-    pub max_output_chars: Option<usize>,
+    pub max_output_chars: Option<u64>,
     #[serde(default)]
     pub required: bool,
+    #[serde(default)]
+    pub require_grant: bool,
     #[serde(default = "enabled")]
     pub enabled: bool,
 }
@@ -72,45 +94,106 @@ impl McpSection {
     }
 }
 
-/// The enabled servers, in name order, or the first configuration mistake.
-pub fn servers(sections: &BTreeMap<String, McpServerSection>) -> Result<Vec<ServerConfig>, String> {
-    sections
-        .iter()
-        .filter(|(_, s)| s.enabled)
-        .map(|(name, s)| {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
+impl McpServerSection {
+    /// The section as the store's record and secrets (one shape for both sources).
+    fn spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
+        let transport = match (&self.transport, &self.command, &self.url) {
+            (Some(t), _, _) => t.clone(),
+            (None, Some(_), None) => "stdio".into(),
+            (None, None, Some(_)) => "http".into(),
+            _ => {
                 return Err(format!(
-                    "[mcp_servers.{name}]: server names use letters, digits, _ and -"
+                    "[mcp_servers.{name}]: give either command (a stdio server) or url (a remote one)"
                 ));
             }
-            if s.command.trim().is_empty() {
-                return Err(format!("[mcp_servers.{name}]: command is empty"));
-            }
-            let mut config = ServerConfig::stdio(
-                name.clone(),
-                StdioConfig {
-                    command: s.command.clone(),
-                    args: s.args.clone(),
-                    env: s.env.clone(),
-                    cwd: s.cwd.clone(),
-                },
-            );
-            config.prefix = s.prefix.clone();
-            config.required = s.required;
-            if let Some(secs) = s.startup_timeout_secs {
-                config.startup_timeout = Duration::from_secs(secs.max(1));
-            }
-            if let Some(secs) = s.tool_timeout_secs {
-                config.call_timeout = Duration::from_secs(secs.max(1));
-            }
-            if let Some(chars) = s.max_output_chars {
-                config.max_output_chars = chars.max(1000);
-            }
-            Ok(config)
+        };
+        let mut spec = McpServerSpec::new(name, transport);
+        spec.command = self.command.clone().unwrap_or_default();
+        spec.args = self.args.clone();
+        spec.url = self.url.clone().unwrap_or_default();
+        spec.cwd = self
+            .cwd
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        spec.tool_prefix = self.prefix.clone().unwrap_or_default();
+        spec.startup_timeout_secs = self
+            .startup_timeout_secs
+            .unwrap_or(spec.startup_timeout_secs);
+        spec.tool_timeout_secs = self.tool_timeout_secs.unwrap_or(spec.tool_timeout_secs);
+        spec.max_output_chars = self.max_output_chars.unwrap_or(spec.max_output_chars);
+        spec.required = self.required;
+        spec.require_grant = self.require_grant;
+        spec.enabled = self.enabled;
+        let mut headers = self.headers.clone();
+        if let Some(var) = &self.bearer_token_env {
+            let token = std::env::var(var).map_err(|_| {
+                format!("[mcp_servers.{name}]: bearer_token_env names {var}, which is not set")
+            })?;
+            headers.insert("Authorization".into(), format!("Bearer {token}"));
+        }
+        let secrets = McpServerSecrets {
+            env: self.env.clone().into_iter().collect(),
+            headers,
+        };
+        Ok((spec, secrets))
+    }
+}
+
+/// The bridge configuration of a checked server record and its secrets.
+pub fn server_config(
+    spec: &McpServerSpec,
+    secrets: &McpServerSecrets,
+) -> Result<ServerConfig, String> {
+    spec.check()
+        .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
+    talon_store::check_headers(&secrets.headers)
+        .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
+    let http = || HttpConfig {
+        url: spec.url.clone(),
+        headers: secrets.headers.clone(),
+        bearer: None,
+    };
+    let transport = match spec.transport.as_str() {
+        "http" => Transport::Http(http()),
+        "sse" => Transport::Sse(http()),
+        _ => Transport::Stdio(StdioConfig {
+            command: spec.command.clone(),
+            args: spec.args.clone(),
+            env: secrets.env.clone().into_iter().collect(),
+            cwd: (!spec.cwd.is_empty()).then(|| PathBuf::from(&spec.cwd)),
+        }),
+    };
+    let mut config = ServerConfig::new(spec.name.clone(), transport);
+    config.prefix = (!spec.tool_prefix.is_empty()).then(|| spec.tool_prefix.clone());
+    config.required = spec.required;
+    config.require_grant = spec.require_grant;
+    config.startup_timeout = Duration::from_secs(spec.startup_timeout_secs);
+    config.call_timeout = Duration::from_secs(spec.tool_timeout_secs);
+    config.max_output_chars = usize::try_from(spec.max_output_chars).unwrap_or(usize::MAX);
+    Ok(config)
+}
+
+/// The configured servers as records (enabled or not), in name order.
+pub fn specs(
+    sections: &BTreeMap<String, McpServerSection>,
+) -> Result<Vec<(McpServerSpec, McpServerSecrets)>, String> {
+    sections
+        .iter()
+        .map(|(name, section)| {
+            let (spec, secrets) = section.spec(name)?;
+            spec.check()
+                .map_err(|e| format!("[mcp_servers.{name}]: {e}"))?;
+            Ok((spec, secrets))
         })
+        .collect()
+}
+
+/// The enabled servers, in name order, or the first configuration mistake.
+pub fn servers(sections: &BTreeMap<String, McpServerSection>) -> Result<Vec<ServerConfig>, String> {
+    specs(sections)?
+        .iter()
+        .filter(|(spec, _)| spec.enabled)
+        .map(|(spec, secrets)| server_config(spec, secrets))
         .collect()
 }

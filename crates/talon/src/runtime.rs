@@ -31,6 +31,8 @@ pub struct Runtime {
     audit: Arc<crate::audit::StoreAudit>,
     /// The shell the command tools share (background commands, session sandboxes).
     shell: Arc<talon_exec::Shell>,
+    /// The bridged MCP servers (kept alive here; `None` when there are none to follow).
+    pub bridge: Option<Arc<talon_bridge::Bridge>>,
 }
 
 impl Runtime {
@@ -152,24 +154,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
     talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
-    // External MCP servers, started in parallel; one that fails is skipped (unless required).
-    let bridged = crate::mcp_servers_config::servers(&config.mcp_servers).map_err(ConfigError)?;
-    if !bridged.is_empty() {
-        let dialect = config.mcp.dialect().map_err(ConfigError)?;
-        // One-shot commands wait for every server (they need the tools now); `talon mcp` and
-        // `talon serve` start at once and gain each server's tools as it answers.
-        let startup = if overrides.one_shot {
-            talon_bridge::Startup::Wait
-        } else {
-            talon_bridge::Startup::Background
-        };
-        let connected = talon_bridge::connect_all(&bridged, &registry, dialect, startup)
-            .await
-            .map_err(|e| ConfigError(format!("a required MCP server is unavailable: {e}")))?;
-        for failure in &connected.failed {
-            tracing::warn!("{failure}");
-        }
-    }
+    let bridge = connect_mcp_servers(&config, &store, &registry, overrides.one_shot).await?;
     let events = EventBus::default();
     let mut approvals = Approvals::new(events.clone());
     let prompter = overrides
@@ -263,7 +248,60 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         approvals,
         audit,
         shell,
+        bridge,
     })
+}
+
+/// Connects the MCP servers of `talon.toml` and of the store, in parallel; one that fails is
+/// skipped unless it is required. One-shot commands wait for every server (they need the tools
+/// now) and return with no bridge when there are none; `talon mcp` and `talon serve` start at
+/// once, gain each server's tools as it answers, and follow the store's servers while they run.
+async fn connect_mcp_servers(
+    config: &Config,
+    store: &Store,
+    registry: &Arc<Registry>,
+    one_shot: bool,
+) -> Result<Option<Arc<talon_bridge::Bridge>>, BuildError> {
+    let from_file = crate::mcp_servers_config::servers(&config.mcp_servers).map_err(ConfigError)?;
+    let shadowed: std::collections::BTreeSet<String> = config.mcp_servers.keys().cloned().collect();
+    let stored = crate::mcp_store::stored_servers(store, &shadowed)
+        .await
+        .map_err(|e| BuildError::Store(format!("reading the stored MCP servers: {e}")))?;
+    if one_shot && from_file.is_empty() && stored.is_empty() {
+        return Ok(None);
+    }
+    let dialect = config.mcp.dialect().map_err(ConfigError)?;
+    let access = crate::mcp_store::StoreAccess {
+        store: store.clone(),
+    };
+    let bridge = talon_bridge::Bridge::new(
+        registry,
+        dialect,
+        Some(Arc::new(access) as Arc<dyn talon_bridge::access::Access>),
+    );
+    let startup = if one_shot {
+        talon_bridge::Startup::Wait
+    } else {
+        talon_bridge::Startup::Background
+    };
+    let all: Vec<_> = from_file.iter().chain(&stored).cloned().collect();
+    let connected = bridge
+        .connect(&all, startup)
+        .await
+        .map_err(|e| ConfigError(format!("a required MCP server is unavailable: {e}")))?;
+    for failure in &connected.failed {
+        tracing::warn!("{failure}");
+    }
+    if !one_shot {
+        let current = stored.into_iter().map(|c| (c.name.clone(), c)).collect();
+        tokio::spawn(crate::mcp_store::follow(
+            store.clone(),
+            Arc::downgrade(&bridge),
+            shadowed,
+            current,
+        ));
+    }
+    Ok(Some(bridge))
 }
 
 /// Checks everything that needs no I/O beyond the file system — the permission mode, the policy,

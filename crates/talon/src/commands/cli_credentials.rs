@@ -86,13 +86,13 @@ pub struct AddArgs {
     replace: bool,
 }
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("talon: {e}");
     ExitCode::from(1)
 }
 
 /// Store errors the operator can fix by changing the command are usage errors.
-fn store_error(e: StoreError) -> ExitCode {
+pub(crate) fn store_error(e: StoreError) -> ExitCode {
     match e {
         StoreError::Invalid { .. } | StoreError::NotFound { .. } => usage_error(e),
         e => fail(e),
@@ -210,7 +210,7 @@ async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
     let mut deny_verbose = preset.map(|p| strings(p.deny_verbose)).unwrap_or_default();
     deny_verbose.extend(r.deny_verbose.iter().cloned());
     credentialed::check_patterns(&name, &deny_args, &deny_verbose).map_err(usage_error)?;
-    let env = read_env(&r.env, r.env_from_stdin)?;
+    let env = read_pairs("an environment entry", &r.env, r.env_from_stdin)?;
     let spec = CliCredentialSpec {
         binary_name: name.clone(),
         binary_path: path.display().to_string(),
@@ -293,7 +293,13 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         })
 }
 
-fn read_env(pairs: &[String], from_stdin: bool) -> Result<BTreeMap<String, String>, ExitCode> {
+/// `NAME=VALUE` entries from the command line and, with `from_stdin`, stdin's lines (blank
+/// lines and `#` comments skipped). Entries are never echoed: they may hold secrets.
+pub(crate) fn read_pairs(
+    what: &str,
+    pairs: &[String],
+    from_stdin: bool,
+) -> Result<BTreeMap<String, String>, ExitCode> {
     let mut lines: Vec<String> = pairs.to_vec();
     if from_stdin {
         let mut text = String::new();
@@ -311,9 +317,9 @@ fn read_env(pairs: &[String], from_stdin: bool) -> Result<BTreeMap<String, Strin
     for line in lines {
         let Some((name, value)) = line.split_once('=') else {
             // Never echo the line: it may be a bare secret.
-            return Err(usage_error(
-                "an environment entry is not NAME=VALUE (the entry is not shown, it may hold a secret)",
-            ));
+            return Err(usage_error(format!(
+                "{what} is not NAME=VALUE (the entry is not shown, it may hold a secret)"
+            )));
         };
         let name = name.trim();
         if env.insert(name.to_string(), value.to_string()).is_some() {

@@ -4,6 +4,7 @@ mod admin;
 pub mod cli_credentials;
 mod doctor;
 mod mcp;
+pub mod mcp_servers;
 pub mod sandbox_landlock;
 mod serve;
 mod tool;
@@ -81,6 +82,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::CliCredentials { command } => {
             cli_credentials::run(config, &data_dir(&cli.data_dir), command).await
+        }
+        Command::McpServers { command } => {
+            mcp_servers::run(config, &data_dir(&cli.data_dir), command).await
         }
         Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)),
     }

@@ -1,0 +1,183 @@
+//! How Talon reaches a server: a child process over stdio, streamable HTTP, or the legacy
+//! HTTP+SSE transport (protocol version 2024-11-05), and the connection each one makes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::server::ServerError;
+
+/// Variables a server process gets from Talon's environment; everything else it needs is in
+/// its configured `env`. Talon's own secrets never reach it.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "USER",
+    "TMPDIR",
+    "NODE_PATH",
+];
+
+/// How to start a stdio server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioConfig {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the allowlisted environment.
+    pub env: HashMap<String, String>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// Where a remote server listens and what every request carries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// The endpoint: the MCP URL for streamable HTTP, the SSE URL for the legacy transport.
+    pub url: String,
+    /// Sent with every request (API keys and the like; values come from the encrypted store).
+    pub headers: BTreeMap<String, String>,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub bearer: Option<String>,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    // Header values and the token are credentials: never in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("bearer", &self.bearer.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// A server's transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio(StdioConfig),
+    /// Streamable HTTP (protocol 2025-03-26 and later).
+    Http(HttpConfig),
+    /// HTTP with Server-Sent Events (protocol 2024-11-05), still served by many servers.
+    Sse(HttpConfig),
+}
+
+impl Transport {
+    /// The transport's name as configured (`stdio`, `http`, `sse`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transport::Stdio(_) => "stdio",
+            Transport::Http(_) => "http",
+            Transport::Sse(_) => "sse",
+        }
+    }
+
+    /// What the server is, for listings: the command line or the URL.
+    pub fn target(&self) -> String {
+        match self {
+            Transport::Stdio(s) => std::iter::once(s.command.as_str())
+                .chain(s.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Transport::Http(h) | Transport::Sse(h) => h.url.clone(),
+        }
+    }
+}
+
+/// Starts `config` as a child process whose stderr goes to Talon's log.
+pub(crate) fn spawn_stdio(
+    server: &str,
+    config: &StdioConfig,
+) -> Result<TokioChildProcess, ServerError> {
+    let mut command = tokio::process::Command::new(&config.command);
+    command.args(&config.args).env_clear();
+    for key in ENV_ALLOWLIST {
+        if let Some(v) = std::env::var_os(key) {
+            command.env(key, v);
+        }
+    }
+    command.envs(&config.env);
+    if let Some(cwd) = &config.cwd {
+        command.current_dir(cwd);
+    }
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ServerError::Spawn {
+            server: server.to_string(),
+            command: config.command.clone(),
+            source,
+        })?;
+    if let Some(stderr) = stderr {
+        let server = server.to_string();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(server = %server, "{line}");
+            }
+        });
+    }
+    Ok(transport)
+}
+
+/// The configured headers as HTTP headers, or which one is unusable.
+pub(crate) fn header_map(
+    server: &str,
+    config: &HttpConfig,
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, ServerError> {
+    config
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let name = http::HeaderName::try_from(k.as_str());
+            let value = http::HeaderValue::try_from(v.as_str());
+            match (name, value) {
+                (Ok(name), Ok(mut value)) => {
+                    value.set_sensitive(true);
+                    Ok((name, value))
+                }
+                _ => Err(ServerError::Config {
+                    server: server.to_string(),
+                    message: format!(
+                        "header {k:?} is not a valid HTTP header name and value (no line breaks or control characters)"
+                    ),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The HTTP client every remote server's requests go through.
+pub(crate) fn http_client(server: &str) -> Result<reqwest::Client, ServerError> {
+    reqwest::Client::builder()
+        .user_agent(concat!("talon/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| ServerError::Config {
+            server: server.to_string(),
+            message: format!("cannot build the HTTP client: {e}"),
+        })
+}
+
+/// The streamable HTTP transport for `config`: retries the event stream as the server's SSE
+/// `retry` field says, resumes it with `Last-Event-ID`, and re-initialises an expired session
+/// once (rmcp's client does all three).
+pub(crate) fn streamable_http(
+    server: &str,
+    config: &HttpConfig,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, ServerError> {
+    let mut settings = StreamableHttpClientTransportConfig::with_uri(config.url.as_str())
+        .custom_headers(header_map(server, config)?)
+        .reinit_on_expired_session(true);
+    if let Some(token) = &config.bearer {
+        settings = settings.auth_header(token.clone());
+    }
+    Ok(StreamableHttpClientTransport::with_client(
+        http_client(server)?,
+        settings,
+    ))
+}

@@ -1,0 +1,437 @@
+//! MCP servers added at runtime (`talon mcp-servers add`, the HTTP API): what Talon connects to,
+//! with header and environment values kept encrypted in the secret `mcp-server/<name>`.
+//!
+//! Every change bumps `mcp_revision` in the same transaction (and, on PostgreSQL, sends
+//! `NOTIFY talon_mcp`), so a running gateway sees it with one cheap read or at once.
+
+use std::collections::BTreeMap;
+
+use sqlx::Row;
+
+use crate::fields::{check_env, invalid, json_list, parse_list};
+use crate::{Engine, Store, StoreError, now_ms};
+
+/// Prefix of the secret holding a server's header and environment values.
+pub const MCP_SERVER_SECRET_PREFIX: &str = "mcp-server/";
+/// The PostgreSQL channel changes are announced on.
+pub const MCP_CHANNEL: &str = "talon_mcp";
+
+/// The secret holding `server`'s values.
+pub fn mcp_server_secret(server: &str) -> String {
+    format!("{MCP_SERVER_SECRET_PREFIX}{server}")
+}
+
+pub(crate) fn is_server_secret(name: &str) -> bool {
+    name.starts_with(MCP_SERVER_SECRET_PREFIX)
+}
+
+/// A server as configured (everything but the secret values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerSpec {
+    /// Letters, digits, `_` and `-`; unique.
+    pub name: String,
+    /// `stdio`, `http` (streamable HTTP) or `sse` (legacy HTTP+SSE).
+    pub transport: String,
+    /// stdio: the program.
+    pub command: String,
+    pub args: Vec<String>,
+    /// http and sse: the endpoint.
+    pub url: String,
+    /// stdio: the working directory; empty for Talon's own.
+    pub cwd: String,
+    /// GoClaw dialect: replaces `mcp_<server>` in tool names; empty for the default.
+    pub tool_prefix: String,
+    pub startup_timeout_secs: u64,
+    pub tool_timeout_secs: u64,
+    pub max_output_chars: u64,
+    pub enabled: bool,
+    /// A gateway does not start without it.
+    pub required: bool,
+    /// Only agents and users with a grant may call its tools.
+    pub require_grant: bool,
+}
+
+impl McpServerSpec {
+    /// A server with the defaults (30 s start-up, 60 s per call, 100,000 characters).
+    pub fn new(name: impl Into<String>, transport: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: transport.into(),
+            command: String::new(),
+            args: Vec::new(),
+            url: String::new(),
+            cwd: String::new(),
+            tool_prefix: String::new(),
+            startup_timeout_secs: 30,
+            tool_timeout_secs: 60,
+            max_output_chars: 100_000,
+            enabled: true,
+            required: false,
+            require_grant: false,
+        }
+    }
+}
+
+/// A server's secret values.
+#[derive(Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct McpServerSecrets {
+    /// stdio: variables added to the server's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// http and sse: headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for McpServerSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerSecrets")
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A stored server as listed: its configuration and the names (never values) of its secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMcpServer {
+    pub spec: McpServerSpec,
+    pub env_names: Vec<String>,
+    pub header_names: Vec<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// Server names: what `[mcp_servers.<name>]` accepts.
+pub fn valid_server_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl McpServerSpec {
+    /// Checks the configuration (names, transport, URL, limits); the error says what to fix.
+    /// Servers from `talon.toml` are checked here too, so both sources follow one rule.
+    pub fn check(&self) -> Result<(), StoreError> {
+        check_spec(self)
+    }
+}
+
+fn check_spec(spec: &McpServerSpec) -> Result<(), StoreError> {
+    if !valid_server_name(&spec.name) {
+        return Err(invalid(
+            "server name",
+            format!("{:?}: use 1-64 letters, digits, _ and -", spec.name),
+        ));
+    }
+    match spec.transport.as_str() {
+        "stdio" if spec.command.trim().is_empty() => {
+            return Err(invalid("server", "a stdio server needs a command"));
+        }
+        "stdio" => {}
+        "http" | "sse" => {
+            let url = spec.url.as_str();
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2048 {
+                return Err(invalid(
+                    "server URL",
+                    format!("{url:?}: give the server's http:// or https:// URL"),
+                ));
+            }
+        }
+        other => {
+            return Err(invalid(
+                "transport",
+                format!("{other:?}: use stdio, http (streamable HTTP) or sse (legacy HTTP+SSE)"),
+            ));
+        }
+    }
+    for (what, secs) in [
+        ("start-up timeout", spec.startup_timeout_secs),
+        ("tool timeout", spec.tool_timeout_secs),
+    ] {
+        if !(1..=3600).contains(&secs) {
+            return Err(invalid(what, format!("{secs} seconds: use 1 to 3600")));
+        }
+    }
+    if !(1000..=10_000_000).contains(&spec.max_output_chars) {
+        return Err(invalid(
+            "output cap",
+            format!("{} characters: use 1000 to 10000000", spec.max_output_chars),
+        ));
+    }
+    if spec
+        .args
+        .iter()
+        .chain([&spec.command, &spec.cwd, &spec.tool_prefix])
+        .any(|s| s.contains('\0'))
+    {
+        return Err(invalid("server", "no value may contain a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Checks header names and values.
+pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), StoreError> {
+    for (name, value) in headers {
+        let name_ok = !name.is_empty()
+            && name.len() <= 128
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !name_ok {
+            return Err(invalid(
+                "header name",
+                format!("{name:?} is not an HTTP header name"),
+            ));
+        }
+        if value.bytes().any(|b| b < 0x20 && b != b'\t') {
+            return Err(invalid(
+                "header value",
+                format!("{name}: the value must not contain line breaks or control characters"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+const COLUMNS: &str = "name, transport, command, args, url, cwd, env_names, header_names, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, created_at, updated_at";
+
+fn int(row: &sqlx::any::AnyRow, column: &str) -> Result<u64, StoreError> {
+    let value: i64 = row.try_get(column)?;
+    Ok(u64::try_from(value).unwrap_or(0))
+}
+
+fn stored(row: &sqlx::any::AnyRow) -> Result<StoredMcpServer, StoreError> {
+    let spec = McpServerSpec {
+        name: row.try_get("name")?,
+        transport: row.try_get("transport")?,
+        command: row.try_get("command")?,
+        args: parse_list("args", &row.try_get::<String, _>("args")?)?,
+        url: row.try_get("url")?,
+        cwd: row.try_get("cwd")?,
+        tool_prefix: row.try_get("tool_prefix")?,
+        startup_timeout_secs: int(row, "startup_timeout_secs")?,
+        tool_timeout_secs: int(row, "tool_timeout_secs")?,
+        max_output_chars: int(row, "max_output_chars")?,
+        enabled: int(row, "enabled")? != 0,
+        required: int(row, "required")? != 0,
+        require_grant: int(row, "require_grant")? != 0,
+    };
+    Ok(StoredMcpServer {
+        spec,
+        env_names: parse_list("env_names", &row.try_get::<String, _>("env_names")?)?,
+        header_names: parse_list("header_names", &row.try_get::<String, _>("header_names")?)?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Adds a server, or with `replace` changes an existing one. `secrets` replace the stored
+    /// values when given; otherwise a changed server keeps its values. An `add` of a name that
+    /// exists fails, so nothing is silently replaced.
+    pub async fn put_mcp_server(
+        &self,
+        spec: &McpServerSpec,
+        secrets: Option<&McpServerSecrets>,
+        replace: bool,
+    ) -> Result<(), StoreError> {
+        check_spec(spec)?;
+        if let Some(secrets) = secrets {
+            check_env(&secrets.env)?;
+            check_headers(&secrets.headers)?;
+        }
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        let conflict = if replace {
+            "ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, command = excluded.command, args = excluded.args, url = excluded.url, cwd = excluded.cwd, tool_prefix = excluded.tool_prefix, startup_timeout_secs = excluded.startup_timeout_secs, tool_timeout_secs = excluded.tool_timeout_secs, max_output_chars = excluded.max_output_chars, enabled = excluded.enabled, required = excluded.required, require_grant = excluded.require_grant, updated_at = excluded.updated_at"
+        } else {
+            "ON CONFLICT (name) DO NOTHING"
+        };
+        let sql = format!(
+            "INSERT INTO mcp_servers (name, transport, command, args, url, cwd, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) {conflict}"
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&spec.name)
+            .bind(&spec.transport)
+            .bind(&spec.command)
+            .bind(json_list(&spec.args)?)
+            .bind(&spec.url)
+            .bind(&spec.cwd)
+            .bind(&spec.tool_prefix)
+            .bind(i(spec.startup_timeout_secs))
+            .bind(i(spec.tool_timeout_secs))
+            .bind(i(spec.max_output_chars))
+            .bind(i64::from(spec.enabled))
+            .bind(i64::from(spec.required))
+            .bind(i64::from(spec.require_grant))
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(invalid(
+                "server name",
+                format!(
+                    "{:?} is already added; remove it first or change it with --replace",
+                    spec.name
+                ),
+            ));
+        }
+        if let Some(secrets) = secrets {
+            let env: Vec<String> = secrets.env.keys().cloned().collect();
+            let headers: Vec<String> = secrets.headers.keys().cloned().collect();
+            sqlx::query("UPDATE mcp_servers SET env_names = $1, header_names = $2 WHERE name = $3")
+                .bind(json_list(&env)?)
+                .bind(json_list(&headers)?)
+                .bind(&spec.name)
+                .execute(&mut *tx)
+                .await?;
+            let secret = mcp_server_secret(&spec.name);
+            if env.is_empty() && headers.is_empty() {
+                sqlx::query("DELETE FROM secrets WHERE name = $1")
+                    .bind(&secret)
+                    .execute(&mut *tx)
+                    .await?;
+            } else {
+                let value = serde_json::to_string(secrets)
+                    .map_err(|e| invalid("server secrets", e.to_string()))?;
+                self.put_secret(&mut *tx, &secret, &value).await?;
+            }
+        }
+        self.bump_mcp_revision(&mut tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every stored server, by name (no secret values).
+    pub async fn mcp_servers(&self) -> Result<Vec<StoredMcpServer>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM mcp_servers ORDER BY name");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(stored).collect()
+    }
+
+    /// One stored server (no secret values), if it exists.
+    pub async fn mcp_server(&self, name: &str) -> Result<Option<StoredMcpServer>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM mcp_servers WHERE name = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(stored).transpose()
+    }
+
+    /// A server's decrypted header and environment values. A server listing names whose
+    /// secret is missing or unreadable is an error, never empty values: it must not connect
+    /// half-configured.
+    pub async fn mcp_server_secrets(
+        &self,
+        server: &StoredMcpServer,
+    ) -> Result<McpServerSecrets, StoreError> {
+        let secret = mcp_server_secret(&server.spec.name);
+        match self.secret(&secret).await? {
+            Some(text) => serde_json::from_str(&text).map_err(|e| StoreError::Decrypt {
+                name: secret,
+                reason: format!("not the expected JSON: {e}"),
+            }),
+            None if server.env_names.is_empty() && server.header_names.is_empty() => {
+                Ok(McpServerSecrets::default())
+            }
+            None => Err(StoreError::NotFound {
+                what: "secret",
+                key: secret,
+            }),
+        }
+    }
+
+    /// Removes a stored server, its secret values and its grants; returns whether it existed.
+    /// Its access requests stay, as history.
+    pub async fn remove_mcp_server(&self, name: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let done = sqlx::query("DELETE FROM mcp_servers WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM mcp_grants WHERE server_name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM secrets WHERE name = $1")
+            .bind(mcp_server_secret(name))
+            .execute(&mut *tx)
+            .await?;
+        self.bump_mcp_revision(&mut tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The revision of the MCP tables: it changes whenever a server, grant or request does.
+    pub async fn mcp_revision(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT revision FROM mcp_revision WHERE id = 1")
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get("revision")?)
+    }
+
+    /// Wakes `wake` whenever another process announces an MCP change (PostgreSQL's
+    /// `LISTEN talon_mcp`, reconnecting with backoff if the listening connection drops). A
+    /// no-op on SQLite, where readers poll [`Store::mcp_revision`]. The listener stops when
+    /// `wake` has no other owner.
+    pub fn notify_mcp_changes(&self, wake: std::sync::Arc<tokio::sync::Notify>) {
+        let Some(url) = self.listen_url.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut backoff = std::time::Duration::from_secs(1);
+            while std::sync::Arc::strong_count(&wake) > 1 {
+                match sqlx::postgres::PgListener::connect(&url).await {
+                    Ok(mut listener) => {
+                        if let Err(e) = listener.listen(MCP_CHANNEL).await {
+                            tracing::warn!(error = %e, "cannot LISTEN for MCP changes");
+                        } else {
+                            backoff = std::time::Duration::from_secs(1);
+                            // A change may have landed while (re)connecting.
+                            wake.notify_one();
+                            while let Ok(Some(_)) = listener.try_recv().await {
+                                wake.notify_one();
+                                if std::sync::Arc::strong_count(&wake) == 1 {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot connect to LISTEN for MCP changes")
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(60));
+            }
+        });
+    }
+
+    /// Records a change in the caller's transaction (and announces it on PostgreSQL, delivered
+    /// at commit).
+    pub(crate) async fn bump_mcp_revision(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE mcp_revision SET revision = revision + 1 WHERE id = 1")
+            .execute(&mut **tx)
+            .await?;
+        if self.engine() == Engine::Postgres {
+            sqlx::query(sqlx::AssertSqlSafe(format!("NOTIFY {MCP_CHANNEL}")))
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+}

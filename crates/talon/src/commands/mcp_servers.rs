@@ -1,0 +1,592 @@
+//! `talon mcp-servers`: the MCP servers Talon bridges (from `talon.toml` and the store), who may
+//! use them, and requests for access. Changes reach running gateways without a restart.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+use talon_store::{
+    GrantSpec, McpServerSecrets, McpServerSpec, RequestStatus, Store, StoredMcpServer, SubjectKind,
+};
+
+use super::cli_credentials::{fail, read_pairs, store_error};
+use super::usage_error;
+use crate::config::Config;
+use crate::store;
+
+/// `talon mcp-servers …`
+#[derive(Debug, Subcommand)]
+pub enum McpServersCommand {
+    /// Add a server (stored; header and env values encrypted). Running gateways connect it.
+    Add(AddArgs),
+    /// List the servers of talon.toml and of the store.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a stored server with its grants; running gateways disconnect it.
+    Remove { name: String },
+    /// Connect to a server now and list its tools (exit 1 when it cannot be used).
+    Test {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Grant a server to an agent or a user (replacing their grant).
+    Grant(GrantArgs),
+    /// Withdraw an agent's or a user's grant.
+    Revoke(SubjectArgs),
+    /// List grants (of one server, or all).
+    Grants {
+        server: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask for access to a server (an administrator approves or rejects it).
+    Request(RequestArgs),
+    /// List access requests.
+    Requests {
+        /// pending, approved or rejected (default: all).
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending request: creates the grant it asks for.
+    Approve(ReviewArgs),
+    /// Reject a pending request.
+    Reject(ReviewArgs),
+}
+
+/// `talon mcp-servers add …`
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Letters, digits, _ and -.
+    name: String,
+    /// A stdio server: the program (its arguments follow `--`).
+    #[arg(long, conflicts_with = "url")]
+    command: Option<String>,
+    /// A remote server: its URL (streamable HTTP unless --transport sse).
+    #[arg(long)]
+    url: Option<String>,
+    /// stdio, http or sse (default: from --command or --url).
+    #[arg(long)]
+    transport: Option<String>,
+    /// NAME=VALUE added to a stdio server's environment; repeatable (prefer --secrets-from-stdin).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// NAME=VALUE header sent to a remote server; repeatable (prefer --secrets-from-stdin).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+    /// Read env (stdio) or header (http, sse) NAME=VALUE lines from stdin.
+    #[arg(long)]
+    secrets_from_stdin: bool,
+    /// A stdio server's working directory.
+    #[arg(long)]
+    cwd: Option<String>,
+    /// GoClaw dialect: the tool-name prefix replacing mcp_<server>.
+    #[arg(long)]
+    prefix: Option<String>,
+    #[arg(long, value_name = "SECONDS")]
+    startup_timeout: Option<u64>,
+    #[arg(long, value_name = "SECONDS")]
+    tool_timeout: Option<u64>,
+    #[arg(long, value_name = "CHARS")]
+    max_output_chars: Option<u64>,
+    /// Gateways do not start without it.
+    #[arg(long)]
+    required: bool,
+    /// Only agents and users with a grant may use it.
+    #[arg(long)]
+    require_grant: bool,
+    /// Store it without connecting it.
+    #[arg(long)]
+    disabled: bool,
+    /// Replace a stored server of this name (its secrets stay unless new ones are given).
+    #[arg(long)]
+    replace: bool,
+    /// The stdio server's arguments.
+    #[arg(last = true)]
+    args: Vec<String>,
+}
+
+/// Whom a grant is for.
+#[derive(Debug, Args)]
+pub struct SubjectArgs {
+    server: String,
+    #[arg(long, conflicts_with = "user", required_unless_present = "user")]
+    agent: Option<String>,
+    #[arg(long)]
+    user: Option<String>,
+}
+
+impl SubjectArgs {
+    fn subject(&self) -> (SubjectKind, String) {
+        match (&self.agent, &self.user) {
+            (Some(agent), _) => (SubjectKind::Agent, agent.clone()),
+            (None, Some(user)) => (SubjectKind::User, user.clone()),
+            (None, None) => (SubjectKind::Agent, String::new()),
+        }
+    }
+}
+
+/// `talon mcp-servers grant …`
+#[derive(Debug, Args)]
+pub struct GrantArgs {
+    #[command(flatten)]
+    who: SubjectArgs,
+    /// Tools allowed (the server's own names, comma-separated); default every tool.
+    #[arg(long, value_delimiter = ',')]
+    allow: Vec<String>,
+    /// Tools refused even when allowed (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    deny: Vec<String>,
+    /// Record a grant that refuses the server outright.
+    #[arg(long)]
+    disabled: bool,
+}
+
+/// `talon mcp-servers request …`
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    #[command(flatten)]
+    who: SubjectArgs,
+    /// Tools asked for (comma-separated); default every tool.
+    #[arg(long, value_delimiter = ',')]
+    tools: Vec<String>,
+    #[arg(long, default_value = "")]
+    reason: String,
+}
+
+/// `talon mcp-servers approve|reject …`
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    id: i64,
+    #[arg(long, default_value = "")]
+    note: String,
+}
+
+/// Who is at the terminal, recorded with grants and reviews.
+fn operator() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "cli".into())
+}
+
+/// Runs one `talon mcp-servers` subcommand.
+pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) -> ExitCode {
+    let store = match store::open(&config, data_dir).await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match command {
+        McpServersCommand::Add(args) => add(&config, &store, args).await,
+        McpServersCommand::List { json } => list(&config, &store, json).await,
+        McpServersCommand::Remove { name } => {
+            if config.mcp_servers.contains_key(&name) {
+                return usage_error(format!(
+                    "{name} is configured in talon.toml; remove it there"
+                ));
+            }
+            match store.remove_mcp_server(&name).await {
+                Ok(true) => {
+                    println!("removed {name} with its grants");
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => usage_error(format!("no stored MCP server named {name}")),
+                Err(e) => fail(e),
+            }
+        }
+        McpServersCommand::Test { name, json } => test(&config, &store, &name, json).await,
+        McpServersCommand::Grant(args) => {
+            let (kind, subject) = args.who.subject();
+            let grant = GrantSpec {
+                server: args.who.server.clone(),
+                kind,
+                subject,
+                enabled: !args.disabled,
+                tool_allow: args.allow,
+                tool_deny: args.deny,
+                granted_by: operator(),
+            };
+            if let Err(code) = known_server(&config, &store, &grant.server).await {
+                return code;
+            }
+            match store.put_mcp_grant(&grant).await {
+                Ok(()) => {
+                    println!(
+                        "{}: granted to {} {}",
+                        grant.server,
+                        grant.kind.as_str(),
+                        grant.subject
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => store_error(e),
+            }
+        }
+        McpServersCommand::Revoke(who) => {
+            let (kind, subject) = who.subject();
+            match store.remove_mcp_grant(&who.server, kind, &subject).await {
+                Ok(true) => {
+                    println!("{}: revoked from {} {subject}", who.server, kind.as_str());
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => usage_error(format!(
+                    "{} {subject} has no grant for {}",
+                    kind.as_str(),
+                    who.server
+                )),
+                Err(e) => fail(e),
+            }
+        }
+        McpServersCommand::Grants { server, json } => {
+            match store.mcp_grants(server.as_deref()).await {
+                Ok(grants) => {
+                    let rows: Vec<_> = grants
+                    .iter()
+                    .map(|g| {
+                        json!({"server": g.server, "kind": g.kind.as_str(), "subject": g.subject,
+                            "enabled": g.enabled, "allow": g.tool_allow, "deny": g.tool_deny,
+                            "granted_by": g.granted_by})
+                    })
+                    .collect();
+                    print_rows(&rows, json, |r| {
+                        format!(
+                            "{}\t{} {}\t{}\tallow={}\tdeny={}",
+                            r["server"].as_str().unwrap_or_default(),
+                            r["kind"].as_str().unwrap_or_default(),
+                            r["subject"].as_str().unwrap_or_default(),
+                            if r["enabled"].as_bool() == Some(true) {
+                                "enabled"
+                            } else {
+                                "disabled"
+                            },
+                            list_or_all(&r["allow"]),
+                            list_or_all(&r["deny"]),
+                        )
+                    });
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        McpServersCommand::Request(args) => {
+            let (kind, subject) = args.who.subject();
+            if let Err(code) = known_server(&config, &store, &args.who.server).await {
+                return code;
+            }
+            match store
+                .request_mcp_access(
+                    &args.who.server,
+                    kind,
+                    &subject,
+                    &args.tools,
+                    &args.reason,
+                    &operator(),
+                )
+                .await
+            {
+                Ok(id) => {
+                    println!(
+                        "request {id} filed; an administrator approves it with `talon mcp-servers approve {id}`"
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => store_error(e),
+            }
+        }
+        McpServersCommand::Requests { status, json } => {
+            let status = match status.as_deref().map(RequestStatus::parse).transpose() {
+                Ok(s) => s,
+                Err(e) => return usage_error(e),
+            };
+            match store.mcp_access_requests(status).await {
+                Ok(requests) => {
+                    let rows: Vec<_> = requests
+                        .iter()
+                        .map(|r| {
+                            json!({"id": r.id, "server": r.server, "kind": r.kind.as_str(),
+                                "subject": r.subject, "tools": r.tool_allow, "reason": r.reason,
+                                "requested_by": r.requested_by, "status": r.status.as_str(),
+                                "reviewed_by": r.reviewed_by, "review_note": r.review_note})
+                        })
+                        .collect();
+                    print_rows(&rows, json, |r| {
+                        format!(
+                            "{}\t{}\t{}\t{} {}\ttools={}\t{}",
+                            r["id"],
+                            r["status"].as_str().unwrap_or_default(),
+                            r["server"].as_str().unwrap_or_default(),
+                            r["kind"].as_str().unwrap_or_default(),
+                            r["subject"].as_str().unwrap_or_default(),
+                            list_or_all(&r["tools"]),
+                            r["reason"].as_str().unwrap_or_default(),
+                        )
+                    });
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        McpServersCommand::Approve(args) => review(&store, args, true).await,
+        McpServersCommand::Reject(args) => review(&store, args, false).await,
+    }
+}
+
+fn list_or_all(v: &serde_json::Value) -> String {
+    match v.as_array() {
+        Some(items) if !items.is_empty() => items
+            .iter()
+            .filter_map(|i| i.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "*".into(),
+    }
+}
+
+fn print_rows(rows: &[serde_json::Value], json: bool, line: impl Fn(&serde_json::Value) -> String) {
+    if json {
+        println!("{}", serde_json::Value::Array(rows.to_vec()));
+    } else if rows.is_empty() {
+        println!("(none)");
+    } else {
+        for row in rows {
+            println!("{}", line(row));
+        }
+    }
+}
+
+async fn review(store: &Store, args: ReviewArgs, approve: bool) -> ExitCode {
+    match store
+        .review_mcp_access(args.id, approve, &operator(), &args.note)
+        .await
+    {
+        Ok(r) if approve => {
+            println!(
+                "request {} approved: {} {} may use {}",
+                r.id,
+                r.kind.as_str(),
+                r.subject,
+                r.server
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            println!("request {} rejected", r.id);
+            ExitCode::SUCCESS
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+/// A server known to talon.toml or the store, or a usage error naming the known ones.
+async fn known_server(config: &Config, store: &Store, name: &str) -> Result<(), ExitCode> {
+    if config.mcp_servers.contains_key(name) {
+        return Ok(());
+    }
+    match store.mcp_server(name).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(usage_error(format!(
+            "no MCP server named {name}; `talon mcp-servers list` shows them"
+        ))),
+        Err(e) => Err(fail(e)),
+    }
+}
+
+async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
+    if config.mcp_servers.contains_key(&args.name) {
+        return usage_error(format!(
+            "{} is configured in talon.toml; choose another name",
+            args.name
+        ));
+    }
+    let transport = match (&args.transport, &args.command, &args.url) {
+        (Some(t), _, _) => t.clone(),
+        (None, Some(_), _) => "stdio".into(),
+        (None, None, Some(_)) => "http".into(),
+        (None, None, None) => {
+            return usage_error(
+                "give --command PROGRAM [-- ARGS…] for a stdio server, or --url URL for a remote one",
+            );
+        }
+    };
+    let mut spec = McpServerSpec::new(args.name.clone(), transport);
+    spec.command = args.command.unwrap_or_default();
+    spec.args = args.args;
+    spec.url = args.url.unwrap_or_default();
+    spec.cwd = args.cwd.unwrap_or_default();
+    spec.tool_prefix = args.prefix.unwrap_or_default();
+    spec.startup_timeout_secs = args.startup_timeout.unwrap_or(spec.startup_timeout_secs);
+    spec.tool_timeout_secs = args.tool_timeout.unwrap_or(spec.tool_timeout_secs);
+    spec.max_output_chars = args.max_output_chars.unwrap_or(spec.max_output_chars);
+    spec.required = args.required;
+    spec.require_grant = args.require_grant;
+    spec.enabled = !args.disabled;
+    let stdio = spec.transport == "stdio";
+    let stdin_target = if stdio { "env" } else { "header" };
+    let from_stdin = args.secrets_from_stdin;
+    let env = match read_pairs("an --env entry", &args.env, from_stdin && stdio) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let headers = match read_pairs("a --header entry", &args.headers, from_stdin && !stdio) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    if (stdio && !headers.is_empty()) || (!stdio && !env.is_empty()) {
+        return usage_error(format!(
+            "a {} server takes --{stdin_target} entries only",
+            spec.transport
+        ));
+    }
+    let given = !env.is_empty() || !headers.is_empty() || !args.replace;
+    let secrets = McpServerSecrets { env, headers };
+    match store
+        .put_mcp_server(&spec, given.then_some(&secrets), args.replace)
+        .await
+    {
+        Ok(()) => {
+            println!(
+                "{} {} ({}); running gateways connect it within seconds",
+                if args.replace { "changed" } else { "added" },
+                spec.name,
+                spec.transport
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+/// One row of `list`.
+fn row(spec: &McpServerSpec, source: &str, secret_names: Vec<String>) -> serde_json::Value {
+    let target = if spec.transport == "stdio" {
+        std::iter::once(spec.command.as_str())
+            .chain(spec.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        spec.url.clone()
+    };
+    json!({"name": spec.name, "source": source, "transport": spec.transport, "target": target,
+        "enabled": spec.enabled, "required": spec.required, "require_grant": spec.require_grant,
+        "secrets": secret_names})
+}
+
+async fn list(config: &Config, store: &Store, json: bool) -> ExitCode {
+    let from_file = match crate::mcp_servers_config::specs(&config.mcp_servers) {
+        Ok(specs) => specs,
+        Err(e) => return usage_error(e),
+    };
+    let stored = match store.mcp_servers().await {
+        Ok(list) => list,
+        Err(e) => return fail(e),
+    };
+    let mut rows: Vec<_> = from_file
+        .iter()
+        .map(|(spec, secrets)| {
+            let names = secrets
+                .env
+                .keys()
+                .chain(secrets.headers.keys())
+                .cloned()
+                .collect();
+            row(spec, "talon.toml", names)
+        })
+        .collect();
+    let shadowed: BTreeSet<&String> = config.mcp_servers.keys().collect();
+    rows.extend(
+        stored
+            .iter()
+            .filter(|s| !shadowed.contains(&s.spec.name))
+            .map(|s: &StoredMcpServer| {
+                let names = s.env_names.iter().chain(&s.header_names).cloned().collect();
+                row(&s.spec, "store", names)
+            }),
+    );
+    print_rows(&rows, json, |r| {
+        let mut flags = Vec::new();
+        if r["enabled"].as_bool() != Some(true) {
+            flags.push("disabled");
+        }
+        if r["required"].as_bool() == Some(true) {
+            flags.push("required");
+        }
+        if r["require_grant"].as_bool() == Some(true) {
+            flags.push("grant required");
+        }
+        format!(
+            "{}\t{}\t{}\t{}\t{}",
+            r["name"].as_str().unwrap_or_default(),
+            r["transport"].as_str().unwrap_or_default(),
+            r["target"].as_str().unwrap_or_default(),
+            r["source"].as_str().unwrap_or_default(),
+            flags.join(", ")
+        )
+    });
+    ExitCode::SUCCESS
+}
+
+async fn test(config: &Config, store: &Store, name: &str, json: bool) -> ExitCode {
+    let server = if let Some(section) = config.mcp_servers.get(name) {
+        let mut one = std::collections::BTreeMap::new();
+        one.insert(name.to_string(), section.clone());
+        match crate::mcp_servers_config::specs(&one) {
+            Ok(mut specs) => match specs.pop() {
+                Some((spec, secrets)) => crate::mcp_servers_config::server_config(&spec, &secrets),
+                None => Err(format!("no MCP server named {name}")),
+            },
+            Err(e) => Err(e),
+        }
+    } else {
+        match store.mcp_server(name).await {
+            Ok(Some(stored)) => match store.mcp_server_secrets(&stored).await {
+                Ok(secrets) => crate::mcp_servers_config::server_config(&stored.spec, &secrets),
+                Err(e) => return fail(e),
+            },
+            Ok(None) => {
+                return usage_error(format!(
+                    "no MCP server named {name}; `talon mcp-servers list` shows them"
+                ));
+            }
+            Err(e) => return fail(e),
+        }
+    };
+    let server = match server {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
+    };
+    let started = Instant::now();
+    let connected =
+        match talon_bridge::Server::start(name, &server.transport, server.startup_timeout).await {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+    let tools = connected.tools(server.startup_timeout).await;
+    let elapsed = started.elapsed();
+    connected.close(Duration::from_secs(5)).await;
+    match tools {
+        Ok(tools) => {
+            if json {
+                let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                println!(
+                    "{}",
+                    json!({"name": name, "ok": true, "millis": elapsed.as_millis(), "tools": names})
+                );
+            } else {
+                println!(
+                    "{name}: connected in {} ms, {} tools",
+                    elapsed.as_millis(),
+                    tools.len()
+                );
+                for t in &tools {
+                    println!("  {}", t.name);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
