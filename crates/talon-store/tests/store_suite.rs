@@ -5,72 +5,7 @@
 
 use talon_store::{AgentType, EncryptionKey, Engine, Store, StoreConfig, StoreError};
 
-struct Target {
-    config: StoreConfig,
-    _dir: Option<tempfile::TempDir>,
-}
-
-fn sqlite_target() -> Target {
-    let dir = tempfile::tempdir().unwrap();
-    Target {
-        config: StoreConfig::sqlite_in(dir.path()),
-        _dir: Some(dir),
-    }
-}
-
-fn postgres_target() -> Option<Target> {
-    let url = std::env::var("TALON_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())?;
-    let schema = format!("t_{:016x}", rand_u64());
-    let mut config = StoreConfig::url(url);
-    config.schema = Some(schema);
-    Some(Target { config, _dir: None })
-}
-
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::SystemTime::now())
-}
-
-async fn drop_schema(target: &Target) {
-    if let Some(schema) = &target.config.schema {
-        let mut config = target.config.clone();
-        config.schema = None;
-        let store = Store::connect(&config).await.unwrap();
-        store
-            .execute_admin(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .await
-            .unwrap();
-    }
-}
-
-macro_rules! suite {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let target = super::sqlite_target();
-                    super::$name(&target.config).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let Some(target) = super::postgres_target() else {
-                        eprintln!("TALON_TEST_DATABASE_URL is not set; PostgreSQL variant not run here");
-                        return;
-                    };
-                    super::$name(&target.config).await;
-                    super::drop_schema(&target).await;
-                }
-            )*
-        }
-    };
-}
+mod common;
 
 suite!(
     migrations_apply_once_and_are_recorded,
