@@ -83,6 +83,9 @@ pub struct Services {
     pub template: CallContext,
     pub callers: Callers,
     pub approvals: Arc<Approvals>,
+    /// More routes behind the same bearer token (the binary's administration API: MCP servers,
+    /// grants, access requests), so the gateway needs to know nothing about the store.
+    pub admin: Option<Router>,
 }
 
 /// Builds the router (exposed for tests that serve it on their own listener).
@@ -92,6 +95,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         template,
         callers,
         approvals,
+        admin,
     } = services;
     let allowed_hosts = if !config.allowed_hosts.is_empty() {
         config.allowed_hosts.clone()
@@ -132,11 +136,12 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         )
         .route("/v1/events", get(approvals::events))
         .nest_service("/mcp", mcp)
+        .with_state(state)
+        .merge(admin.unwrap_or_default())
         .layer(axum::middleware::from_fn_with_state(
             auth::Token(config.token.clone().map(Arc::from)),
             auth::require_bearer,
-        ))
-        .with_state(state);
+        ));
     Router::new()
         .route("/healthz", get(invoke::healthz))
         .merge(protected)

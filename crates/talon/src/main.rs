@@ -4,6 +4,7 @@ mod audit;
 mod commands;
 mod config;
 mod exec_policy;
+mod mcp_admin_http;
 mod mcp_servers_config;
 mod mcp_store;
 mod prompt;

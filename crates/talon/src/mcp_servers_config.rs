@@ -97,16 +97,12 @@ impl McpSection {
 impl McpServerSection {
     /// The section as the store's record and secrets (one shape for both sources).
     fn spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
-        let transport = match (&self.transport, &self.command, &self.url) {
-            (Some(t), _, _) => t.clone(),
-            (None, Some(_), None) => "stdio".into(),
-            (None, None, Some(_)) => "http".into(),
-            _ => {
-                return Err(format!(
-                    "[mcp_servers.{name}]: give either command (a stdio server) or url (a remote one)"
-                ));
-            }
-        };
+        let transport = transport_of(
+            self.transport.as_deref(),
+            self.command.is_some(),
+            self.url.is_some(),
+        )
+        .map_err(|e| format!("[mcp_servers.{name}]: {e}"))?;
         let mut spec = McpServerSpec::new(name, transport);
         spec.command = self.command.clone().unwrap_or_default();
         spec.args = self.args.clone();
@@ -137,6 +133,16 @@ impl McpServerSection {
             headers,
         };
         Ok((spec, secrets))
+    }
+}
+
+/// The transport named, or the one a command (stdio) or a URL (streamable HTTP) implies.
+pub fn transport_of(named: Option<&str>, command: bool, url: bool) -> Result<String, String> {
+    match (named, command, url) {
+        (Some(t), _, _) => Ok(t.to_string()),
+        (None, true, false) => Ok("stdio".into()),
+        (None, false, true) => Ok("http".into()),
+        _ => Err("give either a command (a stdio server) or a URL (a remote one)".into()),
     }
 }
 

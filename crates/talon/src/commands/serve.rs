@@ -34,6 +34,7 @@ pub async fn run(
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
         allowed_hosts: config.gateway.allowed_hosts.clone(),
     };
+    let config_names: Vec<String> = config.mcp_servers.keys().cloned().collect();
     // State: the database (created and migrated on first start), the secrets key, the default
     // agent. Each agent and user gets its own workspace unless one is configured.
     let rt = match runtime::build(
@@ -72,6 +73,11 @@ pub async fn run(
         template: rt.template.clone(),
         callers: rt.callers.clone(),
         approvals: Arc::clone(&rt.approvals),
+        admin: Some(crate::mcp_admin_http::routes(
+            rt.store.clone(),
+            rt.bridge.clone(),
+            config_names,
+        )),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;
     rt.shutdown().await;

@@ -1,0 +1,449 @@
+//! The HTTP administration API for bridged MCP servers, served by `talon serve` behind the
+//! gateway's bearer token. It writes the store; the running bridge (this gateway's and every
+//! other sharing the database) follows the change within seconds.
+//!
+//! | Route | |
+//! |---|---|
+//! | `GET /v1/mcp-servers` | stored servers (no secret values) and every bridged server's status |
+//! | `POST /v1/mcp-servers` | add (or with `"replace": true` change) a server |
+//! | `DELETE /v1/mcp-servers/{name}` | remove a stored server and its grants |
+//! | `GET /v1/mcp-grants[?server=]` | grants |
+//! | `POST /v1/mcp-grants` | create or replace a grant |
+//! | `DELETE /v1/mcp-grants/{server}/{agent\|user}/{subject}` | withdraw a grant |
+//! | `GET /v1/mcp-access-requests[?status=]` | access requests |
+//! | `POST /v1/mcp-access-requests` | file a request |
+//! | `POST /v1/mcp-access-requests/{id}/{approve\|reject}` | review one |
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use talon_bridge::Bridge;
+use talon_bridge::link::Status;
+use talon_store::{
+    GrantSpec, McpServerSecrets, McpServerSpec, RequestStatus, Store, StoreError, SubjectKind,
+};
+
+#[derive(Clone)]
+struct Admin {
+    store: Store,
+    bridge: Option<Arc<Bridge>>,
+    /// Names in talon.toml: not stored, not removable here.
+    configured: Arc<Vec<String>>,
+}
+
+/// The routes, over `store` and the running `bridge`.
+pub fn routes(store: Store, bridge: Option<Arc<Bridge>>, configured: Vec<String>) -> Router {
+    Router::new()
+        .route("/v1/mcp-servers", get(list_servers).post(add_server))
+        .route("/v1/mcp-servers/{name}", delete(remove_server))
+        .route("/v1/mcp-grants", get(list_grants).post(put_grant))
+        .route(
+            "/v1/mcp-grants/{server}/{kind}/{subject}",
+            delete(remove_grant),
+        )
+        .route(
+            "/v1/mcp-access-requests",
+            get(list_requests).post(file_request),
+        )
+        .route("/v1/mcp-access-requests/{id}/{decision}", post(review))
+        .with_state(Admin {
+            store,
+            bridge,
+            configured: Arc::new(configured),
+        })
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"ok": false, "error": message.into()}))).into_response()
+}
+
+fn store_error(e: StoreError) -> Response {
+    match e {
+        StoreError::Invalid { .. } => error(StatusCode::BAD_REQUEST, e.to_string()),
+        StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
+        e => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
+
+fn body<T>(body: Body<T>, shape: &str) -> Result<T, Response> {
+    body.map(|Json(b)| b)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("{e}; send {shape}")))
+}
+
+fn status_json(status: Option<&Status>) -> Value {
+    match status {
+        None => json!({"state": "connecting"}),
+        Some(Status::Connected) => json!({"state": "connected"}),
+        Some(Status::Reconnecting {
+            attempt,
+            last_error,
+        }) => json!({"state": "reconnecting", "attempt": attempt, "last_error": last_error}),
+        Some(Status::CoolingDown { last_error }) => {
+            json!({"state": "cooling_down", "last_error": last_error})
+        }
+    }
+}
+
+async fn list_servers(State(admin): State<Admin>) -> Response {
+    let stored = match admin.store.mcp_servers().await {
+        Ok(s) => s,
+        Err(e) => return store_error(e),
+    };
+    let live: BTreeMap<String, Value> = admin
+        .bridge
+        .as_ref()
+        .map(|b| b.statuses())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, status)| (name, status_json(status.as_ref())))
+        .collect();
+    let servers: Vec<Value> = stored
+        .iter()
+        .map(|s| {
+            json!({"name": s.spec.name, "transport": s.spec.transport, "command": s.spec.command,
+                "args": s.spec.args, "url": s.spec.url, "enabled": s.spec.enabled,
+                "required": s.spec.required, "require_grant": s.spec.require_grant,
+                "env_names": s.env_names, "header_names": s.header_names,
+                "status": live.get(&s.spec.name)})
+        })
+        .collect();
+    Json(json!({"servers": servers, "bridged": live, "configured": *admin.configured}))
+        .into_response()
+}
+
+/// Body of `POST /v1/mcp-servers`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerBody {
+    name: String,
+    #[serde(default)]
+    transport: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    prefix: Option<String>,
+    #[serde(default)]
+    startup_timeout_secs: Option<u64>,
+    #[serde(default)]
+    tool_timeout_secs: Option<u64>,
+    #[serde(default)]
+    max_output_chars: Option<u64>,
+    #[serde(default)]
+    required: bool,
+    #[serde(default)]
+    require_grant: bool,
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default)]
+    replace: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Response {
+    let b = match body(
+        raw,
+        r#"{"name": "…", "command": "…", "args": […]} or {"name": "…", "url": "https://…"}"#,
+    ) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if admin.configured.contains(&b.name) {
+        return error(
+            StatusCode::CONFLICT,
+            format!(
+                "{} is configured in talon.toml; choose another name",
+                b.name
+            ),
+        );
+    }
+    let transport = match crate::mcp_servers_config::transport_of(
+        b.transport.as_deref(),
+        b.command.is_some(),
+        b.url.is_some(),
+    ) {
+        Ok(t) => t,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let mut spec = McpServerSpec::new(b.name, transport);
+    spec.command = b.command.unwrap_or_default();
+    spec.args = b.args;
+    spec.url = b.url.unwrap_or_default();
+    spec.cwd = b.cwd.unwrap_or_default();
+    spec.tool_prefix = b.prefix.unwrap_or_default();
+    spec.startup_timeout_secs = b.startup_timeout_secs.unwrap_or(spec.startup_timeout_secs);
+    spec.tool_timeout_secs = b.tool_timeout_secs.unwrap_or(spec.tool_timeout_secs);
+    spec.max_output_chars = b.max_output_chars.unwrap_or(spec.max_output_chars);
+    spec.required = b.required;
+    spec.require_grant = b.require_grant;
+    spec.enabled = b.enabled;
+    let secrets =
+        (b.env.is_some() || b.headers.is_some() || !b.replace).then(|| McpServerSecrets {
+            env: b.env.unwrap_or_default(),
+            headers: b.headers.unwrap_or_default(),
+        });
+    match admin
+        .store
+        .put_mcp_server(&spec, secrets.as_ref(), b.replace)
+        .await
+    {
+        Ok(()) => (
+            StatusCode::CREATED,
+            Json(json!({"ok": true, "name": spec.name})),
+        )
+            .into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn remove_server(State(admin): State<Admin>, Path(name): Path<String>) -> Response {
+    if admin.configured.contains(&name) {
+        return error(
+            StatusCode::CONFLICT,
+            format!("{name} is configured in talon.toml; remove it there"),
+        );
+    }
+    match admin.store.remove_mcp_server(&name).await {
+        Ok(true) => Json(json!({"ok": true})).into_response(),
+        Ok(false) => error(
+            StatusCode::NOT_FOUND,
+            format!("no stored MCP server named {name}"),
+        ),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ServerFilter {
+    #[serde(default)]
+    server: Option<String>,
+}
+
+async fn list_grants(State(admin): State<Admin>, Query(f): Query<ServerFilter>) -> Response {
+    match admin.store.mcp_grants(f.server.as_deref()).await {
+        Ok(grants) => {
+            let grants: Vec<Value> = grants
+                .iter()
+                .map(|g| {
+                    json!({"server": g.server, "kind": g.kind.as_str(), "subject": g.subject,
+                        "enabled": g.enabled, "allow": g.tool_allow, "deny": g.tool_deny,
+                        "granted_by": g.granted_by, "updated_at": g.updated_at})
+                })
+                .collect();
+            Json(json!({"grants": grants})).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+/// Whom a grant or request is for: exactly one of `agent` and `user`.
+struct Subject {
+    agent: Option<String>,
+    user: Option<String>,
+}
+
+impl Subject {
+    fn resolve(self) -> Result<(SubjectKind, String), Response> {
+        match (self.agent, self.user) {
+            (Some(a), None) => Ok((SubjectKind::Agent, a)),
+            (None, Some(u)) => Ok((SubjectKind::User, u)),
+            _ => Err(error(
+                StatusCode::BAD_REQUEST,
+                "give exactly one of \"agent\" and \"user\"",
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantBody {
+    server: String,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default)]
+    granted_by: Option<String>,
+}
+
+async fn put_grant(State(admin): State<Admin>, raw: Body<GrantBody>) -> Response {
+    let b = match body(
+        raw,
+        r#"{"server": "…", "agent": "…" (or "user"), "allow": […], "deny": […]}"#,
+    ) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let who = Subject {
+        agent: b.agent,
+        user: b.user,
+    };
+    let (kind, subject) = match who.resolve() {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let grant = GrantSpec {
+        server: b.server,
+        kind,
+        subject,
+        enabled: b.enabled,
+        tool_allow: b.allow,
+        tool_deny: b.deny,
+        granted_by: b.granted_by.unwrap_or_else(|| "http".into()),
+    };
+    match admin.store.put_mcp_grant(&grant).await {
+        Ok(()) => Json(json!({"ok": true})).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn remove_grant(
+    State(admin): State<Admin>,
+    Path((server, kind, subject)): Path<(String, String, String)>,
+) -> Response {
+    let kind = match SubjectKind::parse(&kind) {
+        Ok(k) => k,
+        Err(e) => return store_error(e),
+    };
+    match admin.store.remove_mcp_grant(&server, kind, &subject).await {
+        Ok(true) => Json(json!({"ok": true})).into_response(),
+        Ok(false) => error(
+            StatusCode::NOT_FOUND,
+            format!("{} {subject} has no grant for {server}", kind.as_str()),
+        ),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusFilter {
+    #[serde(default)]
+    status: Option<String>,
+}
+
+fn request_json(r: &talon_store::McpAccessRequest) -> Value {
+    json!({"id": r.id, "server": r.server, "kind": r.kind.as_str(), "subject": r.subject,
+        "tools": r.tool_allow, "reason": r.reason, "requested_by": r.requested_by,
+        "status": r.status.as_str(), "reviewed_by": r.reviewed_by,
+        "review_note": r.review_note, "created_at": r.created_at, "reviewed_at": r.reviewed_at})
+}
+
+async fn list_requests(State(admin): State<Admin>, Query(f): Query<StatusFilter>) -> Response {
+    let status = match f.status.as_deref().map(RequestStatus::parse).transpose() {
+        Ok(s) => s,
+        Err(e) => return store_error(e),
+    };
+    match admin.store.mcp_access_requests(status).await {
+        Ok(list) => Json(json!({"requests": list.iter().map(request_json).collect::<Vec<_>>()}))
+            .into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestBody {
+    server: String,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    tools: Vec<String>,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    requested_by: Option<String>,
+}
+
+async fn file_request(State(admin): State<Admin>, raw: Body<RequestBody>) -> Response {
+    let b = match body(
+        raw,
+        r#"{"server": "…", "agent": "…" (or "user"), "tools": […], "reason": "…"}"#,
+    ) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let who = Subject {
+        agent: b.agent,
+        user: b.user,
+    };
+    let (kind, subject) = match who.resolve() {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let by = b.requested_by.unwrap_or_else(|| subject.clone());
+    match admin
+        .store
+        .request_mcp_access(&b.server, kind, &subject, &b.tools, &b.reason, &by)
+        .await
+    {
+        Ok(id) => (StatusCode::CREATED, Json(json!({"ok": true, "id": id}))).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewBody {
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    reviewed_by: Option<String>,
+}
+
+async fn review(
+    State(admin): State<Admin>,
+    Path((id, decision)): Path<(i64, String)>,
+    raw: Option<Json<ReviewBody>>,
+) -> Response {
+    let approve = match decision.as_str() {
+        "approve" => true,
+        "reject" => false,
+        other => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("unknown decision {other:?}; use approve or reject"),
+            );
+        }
+    };
+    let b = raw.map(|Json(b)| b).unwrap_or_default();
+    let by = b.reviewed_by.unwrap_or_else(|| "http".into());
+    match admin
+        .store
+        .review_mcp_access(id, approve, &by, &b.note)
+        .await
+    {
+        Ok(r) => Json(json!({"ok": true, "request": request_json(&r)})).into_response(),
+        Err(e @ StoreError::Invalid { .. }) => error(StatusCode::CONFLICT, e.to_string()),
+        Err(e) => store_error(e),
+    }
+}
