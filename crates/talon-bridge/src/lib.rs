@@ -7,6 +7,7 @@
 //! Talon's pipeline: policy, approvals, rate limits, hooks, scrubbing and audit.
 
 pub mod access;
+pub mod catalog;
 pub mod link;
 pub mod names;
 pub mod resources;
@@ -74,9 +75,6 @@ pub struct Connected {
     pub failed: Vec<String>,
 }
 
-/// The bridged names per server, to replace a server's tools and rebuild the groups.
-type Names = Arc<Mutex<BTreeMap<String, Vec<String>>>>;
-
 /// Whether [`Bridge::connect`] waits for servers that are not `required`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Startup {
@@ -95,9 +93,14 @@ pub enum Startup {
 pub struct Bridge {
     registry: Arc<Registry>,
     dialect: Dialect,
-    names: Names,
+    /// Every bridged tool, and which are registered (search mode).
+    catalog: Arc<Mutex<catalog::Catalog>>,
+    /// Above this many bridged tools, only activated ones are registered.
+    search_threshold: std::sync::atomic::AtomicUsize,
     links: resources::Links,
     access: Option<Arc<dyn access::Access>>,
+    /// Itself, for the search tool's activations.
+    me: Weak<Bridge>,
     /// Servers still connecting in the background, by name.
     connecting: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
 }
@@ -129,10 +132,14 @@ impl Bridge {
             Arc::clone(&links),
         ));
         let _ = registry.register(resources::ReadMcpResource::new(dialect, Arc::clone(&links)));
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             registry: Arc::clone(registry),
             dialect,
-            names: Arc::default(),
+            catalog: Arc::default(),
+            search_threshold: std::sync::atomic::AtomicUsize::new(
+                catalog::DEFAULT_SEARCH_THRESHOLD,
+            ),
             links,
             access,
             connecting: Mutex::default(),
@@ -218,15 +225,12 @@ impl Bridge {
             true
         });
         let link = lock(&self.links).remove(name);
-        let mut all = lock(&self.names);
-        for old in all.remove(name).unwrap_or_default() {
-            self.registry.unregister(&old);
+        {
+            let mut catalog = lock(&self.catalog);
+            catalog.tools.remove(name);
+            self.apply(&mut catalog, Some(name));
         }
-        self.registry
-            .register_group(&format!("mcp:{name}"), Vec::<String>::new());
-        self.registry
-            .register_group("mcp", all.values().flatten().cloned());
-        drop(all);
+        self.registry.unregister_group(&format!("mcp:{name}"));
         match link {
             Some(link) => {
                 link.shut_down();
@@ -303,48 +307,116 @@ impl Bridge {
         (link, failures)
     }
 
-    /// Replaces the link's server's registered tools with `tools` and rebuilds the groups;
-    /// returns the tools that could not be registered, and why. A link that was removed
-    /// meanwhile registers nothing.
-    fn sync(&self, link: &Arc<link::Link>, tools: Vec<server::ListedTool>) -> Vec<String> {
+    /// Replaces the link's server's tools with `tools` and rebuilds the groups; returns the
+    /// tools that could not be registered, and why. A link that was removed meanwhile
+    /// registers nothing.
+    fn sync(
+        self: &Arc<Self>,
+        link: &Arc<link::Link>,
+        tools: Vec<server::ListedTool>,
+    ) -> Vec<String> {
         let config = &link.config;
-        let registry = &self.registry;
-        let mut all = lock(&self.names);
+        let mut catalog = lock(&self.catalog);
         let current = lock(&self.links)
             .get(&config.name)
             .is_some_and(|l| Arc::ptr_eq(l, link));
         if !current {
             return Vec::new();
         }
-        for old in all.remove(&config.name).unwrap_or_default() {
-            registry.unregister(&old);
-        }
-        let mut failures = Vec::new();
-        let mut registered = Vec::new();
+        let own: Vec<String> = catalog
+            .tools
+            .get(&config.name)
+            .map(|t| t.iter().map(|b| b.name.clone()).collect())
+            .unwrap_or_default();
+        let mut entries: Vec<tool::Bridged> = Vec::with_capacity(tools.len());
         for listed in tools {
             let name = names::bridged_name(
                 self.dialect,
                 &config.name,
                 config.prefix.as_deref(),
                 &listed.name,
-                |n| registry.resolve(n).is_some(),
+                |n| {
+                    (self.registry.resolve(n).is_some() && !own.iter().any(|o| o == n))
+                        || catalog.taken_by_other(&config.name, n)
+                        || entries.iter().any(|e| e.name == n)
+                },
             );
-            let bridged = tool::Bridged {
+            entries.push(tool::Bridged {
                 link: Arc::clone(link),
-                name: name.clone(),
+                name,
                 listed,
                 timeout: config.call_timeout,
                 max_output_chars: config.max_output_chars,
-            };
-            match registry.register(bridged) {
-                Ok(()) => registered.push(name),
-                Err(e) => failures.push(format!("MCP server {:?}: tool {name}: {e}", config.name)),
-            }
+            });
         }
-        registry.register_group(&format!("mcp:{}", config.name), registered.clone());
-        all.insert(config.name.clone(), registered);
-        registry.register_group("mcp", all.values().flatten().cloned());
-        failures
+        catalog.tools.insert(config.name.clone(), entries);
+        self.apply(&mut catalog, Some(&config.name))
+    }
+
+    /// Registers what the catalog says should be ([`catalog::Catalog::apply`]).
+    fn apply(&self, catalog: &mut catalog::Catalog, changed: Option<&str>) -> Vec<String> {
+        let threshold = self
+            .search_threshold
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let weak = Arc::downgrade(&self.catalog);
+        let me = self.me.clone();
+        catalog.apply(&self.registry, threshold, changed, || catalog::SearchTool {
+            catalog: weak,
+            activate: Arc::new(move |names: &[String]| {
+                if let Some(bridge) = me.upgrade() {
+                    bridge.activate(names);
+                }
+            }),
+        })
+    }
+
+    /// Above `threshold` bridged tools, only the activated ones are offered (search mode).
+    pub fn set_search_threshold(&self, threshold: usize) {
+        self.search_threshold
+            .store(threshold, std::sync::atomic::Ordering::Relaxed);
+        let mut catalog = lock(&self.catalog);
+        for failure in self.apply(&mut catalog, None) {
+            tracing::warn!("{failure}");
+        }
+    }
+
+    /// Activates bridged tools by name (search mode); returns whether any was not yet.
+    pub fn activate(&self, names: &[String]) -> bool {
+        let mut catalog = lock(&self.catalog);
+        let known: Vec<String> = names
+            .iter()
+            .filter(|n| catalog.tools.values().flatten().any(|t| &t.name == *n))
+            .filter(|n| !catalog.activated.contains(*n))
+            .cloned()
+            .collect();
+        if known.is_empty() {
+            return false;
+        }
+        catalog.activated.extend(known);
+        for failure in self.apply(&mut catalog, None) {
+            tracing::warn!("{failure}");
+        }
+        true
+    }
+
+    /// For the pipeline: activates a deferred tool a call names, so it resolves.
+    pub fn activator(self: &Arc<Self>) -> talon_core::pipeline::DeferredActivator {
+        let bridge = Arc::downgrade(self);
+        Arc::new(move |name: &str| {
+            bridge
+                .upgrade()
+                .is_some_and(|b| b.activate(&[name.to_string()]))
+        })
+    }
+
+    /// Every bridged tool's name, registered or deferred.
+    pub fn tool_names(&self) -> Vec<String> {
+        lock(&self.catalog)
+            .tools
+            .values()
+            .flatten()
+            .map(|t| t.name.clone())
+            .collect()
     }
 }
 

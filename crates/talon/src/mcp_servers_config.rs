@@ -5,6 +5,7 @@
 //! ```toml
 //! [mcp]
 //! dialect = "claude_code"          # tool names mcp__<server>__<tool>; "goclaw": mcp_<server>__<tool>
+//! search_threshold = 40             # above this many bridged tools: mcp_tool_search finds them
 //!
 //! [mcp_servers.everything]
 //! command = "npx"
@@ -35,6 +36,9 @@ use talon_store::{McpServerSecrets, McpServerSpec};
 pub struct McpSection {
     /// `claude_code` (default) or `goclaw`.
     pub dialect: Option<String>,
+    /// Above this many bridged tools only the ones found with `mcp_tool_search` are offered
+    /// (default 40, GoClaw's).
+    pub search_threshold: Option<usize>,
 }
 
 /// `[mcp_servers.<name>]`.

@@ -191,6 +191,10 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     if let Some(auto) = &config.tools.auto_allow {
         builder = builder.auto_allow(auto.iter().cloned());
     }
+    if let Some(bridge) = &bridge {
+        // Search mode: a call naming a deferred MCP tool activates it.
+        builder = builder.deferred_activator(bridge.activator());
+    }
     let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
     let mut ips = config.scrub.server_ips.clone();
     if config.scrub.detect_server_ips {
@@ -279,6 +283,9 @@ async fn connect_mcp_servers(
         dialect,
         Some(Arc::new(access) as Arc<dyn talon_bridge::access::Access>),
     );
+    if let Some(threshold) = config.mcp.search_threshold {
+        bridge.set_search_threshold(threshold);
+    }
     let startup = if one_shot {
         talon_bridge::Startup::Wait
     } else {

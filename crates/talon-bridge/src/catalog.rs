@@ -1,0 +1,306 @@
+//! Every bridged tool, and which of them are registered: all of them while there are few, only
+//! the activated ones above the search threshold ("search mode", as GoClaw does above 40).
+//!
+//! In search mode the model finds tools with `mcp_tool_search` (BM25 over names and
+//! descriptions); the tools it finds are activated, so they are offered from the next turn on,
+//! and a call by name activates a tool too (the pipeline's deferred activator). Activation is
+//! per bridge (per process), and survives re-listing and reconnection.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use talon_core::{Authorized, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
+
+use crate::tool::Bridged;
+
+/// GoClaw's `mcpToolInlineMaxCount`: above this many bridged tools, search mode.
+pub const DEFAULT_SEARCH_THRESHOLD: usize = 40;
+/// The search tool's name.
+pub const SEARCH_TOOL: &str = "mcp_tool_search";
+
+/// The bridged tools of every server, and what is registered.
+#[derive(Debug, Default)]
+pub(crate) struct Catalog {
+    /// Per server, its tools under their bridged names.
+    pub tools: BTreeMap<String, Vec<Bridged>>,
+    /// Names activated in search mode.
+    pub activated: BTreeSet<String>,
+    /// Per server, the names registered now.
+    pub registered: BTreeMap<String, Vec<String>>,
+    /// Whether the search tool is registered.
+    pub searching: bool,
+}
+
+impl Catalog {
+    fn total(&self) -> usize {
+        self.tools.values().map(Vec::len).sum()
+    }
+
+    /// Whether `name` is a bridged name of a server other than `server`.
+    pub fn taken_by_other(&self, server: &str, name: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|(s, tools)| s != server && tools.iter().any(|t| t.name == name))
+    }
+
+    /// Makes the registry match the catalog: `changed` is the server whose tools were just
+    /// re-listed (or removed), so its tools are replaced; the others only gain or lose tools
+    /// as search mode starts or ends. Returns the tools that could not be registered.
+    pub fn apply(
+        &mut self,
+        registry: &Registry,
+        threshold: usize,
+        changed: Option<&str>,
+        search_tool: impl FnOnce() -> SearchTool,
+    ) -> Vec<String> {
+        let search = self.total() > threshold;
+        let mut failures = Vec::new();
+        if let Some(server) = changed {
+            for old in self.registered.remove(server).unwrap_or_default() {
+                registry.unregister(&old);
+            }
+        }
+        for (server, tools) in &self.tools {
+            let registered = self.registered.entry(server.clone()).or_default();
+            let wanted: Vec<&Bridged> = tools
+                .iter()
+                .filter(|t| !search || self.activated.contains(&t.name))
+                .collect();
+            registered.retain(|name| {
+                let keep = wanted.iter().any(|t| &t.name == name);
+                if !keep {
+                    registry.unregister(name);
+                }
+                keep
+            });
+            for tool in wanted {
+                if registered.contains(&tool.name) {
+                    continue;
+                }
+                match registry.register(tool.clone()) {
+                    Ok(()) => registered.push(tool.name.clone()),
+                    Err(e) => {
+                        failures.push(format!("MCP server {server:?}: tool {}: {e}", tool.name))
+                    }
+                }
+            }
+            registry.register_group(&format!("mcp:{server}"), registered.clone());
+        }
+        self.registered
+            .retain(|server, _| self.tools.contains_key(server));
+        registry.register_group("mcp", self.registered.values().flatten().cloned());
+        if search != self.searching {
+            if search {
+                let _ = registry.register(search_tool());
+            } else {
+                registry.unregister(SEARCH_TOOL);
+            }
+            self.searching = search;
+        }
+        failures
+    }
+}
+
+/// Splits names and text into lowercase words (`get-sum`, `getSum`, `get_sum` → get, sum),
+/// plurals folded (`issues` → issue).
+fn words(text: &str) -> Vec<String> {
+    split(text).into_iter().map(singular).collect()
+}
+
+fn singular(mut word: String) -> String {
+    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
+        word.pop();
+    }
+    word
+}
+
+fn split(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && previous_lower && !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+            previous_lower = c.is_lowercase() || c.is_numeric();
+            current.extend(c.to_lowercase());
+        } else {
+            previous_lower = false;
+            if !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Ranks `documents` (id, text) for `query` with Okapi BM25 (k1 = 1.2, b = 0.75); only
+/// documents sharing a word with the query, best first, ties by id.
+pub fn bm25<'a>(query: &str, documents: &[(&'a str, String)], limit: usize) -> Vec<&'a str> {
+    let docs: Vec<(&str, Vec<String>)> = documents
+        .iter()
+        .map(|(id, text)| (*id, words(text)))
+        .collect();
+    if docs.is_empty() {
+        return Vec::new();
+    }
+    let n = docs.len() as f64;
+    let average = docs.iter().map(|(_, w)| w.len()).sum::<usize>() as f64 / n;
+    let terms: BTreeSet<String> = words(query).into_iter().collect();
+    let mut scored: Vec<(f64, &str)> = docs
+        .iter()
+        .filter_map(|(id, doc)| {
+            let mut counts: HashMap<&str, f64> = HashMap::new();
+            for w in doc {
+                *counts.entry(w.as_str()).or_default() += 1.0;
+            }
+            let score: f64 = terms
+                .iter()
+                .filter_map(|t| counts.get(t.as_str()).map(|tf| (t, *tf)))
+                .map(|(t, tf)| {
+                    let containing = docs.iter().filter(|(_, d)| d.contains(t)).count() as f64;
+                    let idf = ((n - containing + 0.5) / (containing + 0.5) + 1.0).ln();
+                    let norm = 1.2 * (0.25 + 0.75 * doc.len() as f64 / average.max(1.0));
+                    idf * tf * 2.2 / (tf + norm)
+                })
+                .sum();
+            (score > 0.0).then_some((score, *id))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(limit).map(|(_, id)| id).collect()
+}
+
+/// Input of `mcp_tool_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchInput {
+    /// What the tool should do, in a few words (for example "create a github issue").
+    pub query: String,
+    /// How many tools to return (1-20, default 5).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Activates a found tool: registers it and rebuilds the groups.
+pub type Activate = Arc<dyn Fn(&[String]) + Send + Sync>;
+
+/// `mcp_tool_search`.
+#[derive(Clone)]
+pub struct SearchTool {
+    pub(crate) catalog: Weak<Mutex<Catalog>>,
+    pub(crate) activate: Activate,
+}
+
+impl std::fmt::Debug for SearchTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SearchTool")
+    }
+}
+
+impl Tool for SearchTool {
+    type Input = SearchInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            SEARCH_TOOL,
+            "Finds tools of the connected MCP servers that are not listed yet (there are too many \
+             to list them all). Describe what you need; the tools found are returned with their \
+             parameters and can be called at once by name.",
+            SideEffect::ReadOnly,
+        )
+        .in_group("mcp")
+    }
+
+    async fn execute(&self, call: Authorized<SearchInput>) -> ToolOutput {
+        let input = call.input();
+        let limit = input.limit.unwrap_or(5).clamp(1, 20);
+        let Some(catalog) = self.catalog.upgrade() else {
+            return ToolOutput::error("the MCP bridge has shut down");
+        };
+        let found: Vec<serde_json::Value> = {
+            let catalog = catalog.lock().unwrap_or_else(PoisonError::into_inner);
+            let all: Vec<&Bridged> = catalog.tools.values().flatten().collect();
+            let documents: Vec<(&str, String)> = all
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.as_str(),
+                        format!("{} {} {}", t.name, t.listed.name, t.listed.description),
+                    )
+                })
+                .collect();
+            bm25(&input.query, &documents, limit)
+                .into_iter()
+                .filter_map(|name| all.iter().find(|t| t.name == name))
+                .map(|t| {
+                    json!({"name": t.name, "server": t.link.name(),
+                        "description": t.listed.description, "input_schema": t.listed.input_schema})
+                })
+                .collect()
+        };
+        if found.is_empty() {
+            return ToolOutput::text(format!(
+                "No MCP tool matches {:?}. Try other words (what the tool acts on, or its service's name).",
+                input.query
+            ));
+        }
+        let names: Vec<String> = found
+            .iter()
+            .filter_map(|f| f["name"].as_str().map(str::to_string))
+            .collect();
+        (self.activate)(&names);
+        let text = serde_json::to_string_pretty(&found).unwrap_or_default();
+        ToolOutput::text(format!(
+            "{} tool(s) found and activated; call them by name.\n{}",
+            found.len(),
+            talon_core::untrusted::wrap("MCP", "tool search", &text)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_names_and_case() {
+        assert_eq!(words("getSum"), ["get", "sum"]);
+        assert_eq!(
+            words("mcp__gh__create-issue"),
+            ["mcp", "gh", "create", "issue"]
+        );
+        assert_eq!(words("HTTPServer v2"), ["httpserver", "v2"]);
+    }
+
+    #[test]
+    fn bm25_ranks_rare_matching_words_first() {
+        let docs = vec![
+            (
+                "create_issue",
+                "create_issue Create a new issue in a repository".to_string(),
+            ),
+            (
+                "list_issues",
+                "list_issues List issues of a repository".to_string(),
+            ),
+            ("send_mail", "send_mail Send an email message".to_string()),
+            (
+                "create_file",
+                "create_file Create a file in a repository".to_string(),
+            ),
+        ];
+        let hits = bm25("create issue", &docs, 3);
+        assert_eq!(hits[0], "create_issue");
+        assert!(hits.contains(&"create_file") && hits.contains(&"list_issues"));
+        assert_eq!(bm25("email", &docs, 5), ["send_mail"]);
+        assert!(bm25("weather", &docs, 5).is_empty());
+    }
+}
