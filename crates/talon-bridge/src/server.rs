@@ -8,6 +8,11 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use talon_core::{ProgressSink, ProgressUpdate};
 use tokio::sync::Notify;
 
 use crate::transport::{self, Transport};
@@ -37,14 +42,89 @@ pub enum ServerError {
 }
 
 /// Talon's side of a session: it hears `notifications/tools/list_changed`.
-#[derive(Debug, Clone, Default)]
+/// It also routes the server's `notifications/progress` to the call that asked for them, and
+/// declines elicitation (logged with the reason); sampling requests get "method not found"
+/// (Talon does not declare the capability, and sampling is deprecated by SEP-2577).
+#[derive(Clone, Default)]
 pub struct Watcher {
     tools_changed: Arc<Notify>,
+    /// Calls in flight that want progress, by the token sent with them.
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watcher").finish_non_exhaustive()
+    }
 }
 
 impl ClientHandler for Watcher {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let sink = self
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(sink) = sink {
+            (sink.0)(ProgressUpdate {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        tracing::warn!(
+            "an MCP server asked Talon's user for input; declined: Talon cannot ask its user on a bridged server's behalf"
+        );
+        Ok(rmcp::model::ElicitResult::new(
+            rmcp::model::ElicitationAction::Decline,
+        ))
+    }
+}
+
+/// A call in flight: forgets its progress sink when done, and tells the server when the call is
+/// abandoned before its answer (cancelled by Talon's caller, or timed out).
+struct InFlight {
+    peer: rmcp::Peer<RoleClient>,
+    /// Cleared once the answer arrived.
+    id: Option<rmcp::model::RequestId>,
+    token: ProgressToken,
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let reason = "the caller cancelled the call".to_string();
+                let _ = peer
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                        Some(id),
+                        Some(reason),
+                    ))
+                    .await;
+            });
+        }
     }
 }
 
@@ -53,6 +133,7 @@ pub struct Server {
     name: String,
     service: RunningService<RoleClient, Watcher>,
     tools_changed: Arc<Notify>,
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -83,6 +164,7 @@ impl Server {
     ) -> Result<Self, ServerError> {
         let watcher = Watcher::default();
         let tools_changed = Arc::clone(&watcher.tools_changed);
+        let progress = Arc::clone(&watcher.progress);
         let handshake = async {
             match transport {
                 Transport::Stdio(config) => {
@@ -123,6 +205,7 @@ impl Server {
             name: name.to_string(),
             service,
             tools_changed,
+            progress,
         })
     }
 
@@ -208,12 +291,15 @@ impl Server {
         serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
     }
 
-    /// Calls `tool` (its raw name) with `arguments`; the result as the protocol's JSON.
+    /// Calls `tool` (its raw name) with `arguments`; the result as the protocol's JSON. The
+    /// server's progress reports go to `progress`; if the call is dropped before its answer
+    /// (the caller cancelled it), the server is sent `notifications/cancelled`.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Value,
         timeout: Duration,
+        progress: Option<ProgressSink>,
     ) -> Result<Value, ServerError> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = match arguments {
@@ -221,8 +307,40 @@ impl Server {
             Value::Null => None,
             other => return Err(self.protocol(format!("arguments must be an object, not {other}"))),
         };
-        let result = self.within(timeout, self.service.call_tool(params)).await?;
-        serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let peer = self.service.peer().clone();
+        let handle = self
+            .within(
+                timeout,
+                peer.send_cancellable_request(
+                    request,
+                    rmcp::service::PeerRequestOptions::no_options(),
+                ),
+            )
+            .await?;
+        let mut pending = InFlight {
+            peer,
+            id: Some(handle.id.clone()),
+            token: handle.progress_token.clone(),
+            progress: Arc::clone(&self.progress),
+        };
+        if let Some(sink) = progress {
+            self.progress
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(handle.progress_token.clone(), sink);
+        }
+        let answer = self.within(timeout, handle.await_response()).await;
+        if !matches!(answer, Err(ServerError::Timeout { .. })) {
+            pending.id = None;
+        }
+        match answer? {
+            rmcp::model::ServerResult::CallToolResult(result) => {
+                serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+            }
+            other => Err(self.protocol(format!("unexpected answer to tools/call: {other:?}"))),
+        }
     }
 
     /// `request`'s answer within `timeout`, its errors as this server's.

@@ -51,6 +51,7 @@ impl Tool for Bridged {
             side_effect,
         )
         .with_risk(risk(&self.listed))
+        .reporting_progress()
         .in_group("mcp")
         .in_group(format!("mcp:{}", self.link.name()))
     }
@@ -72,7 +73,12 @@ impl Tool for Bridged {
             Err(message) => return ToolOutput::error(message),
         };
         match server
-            .call(&self.listed.name, call.input().clone(), self.timeout)
+            .call(
+                &self.listed.name,
+                call.input().clone(),
+                self.timeout,
+                call.ctx().progress.clone(),
+            )
             .await
         {
             Ok(result) => convert(

@@ -116,6 +116,28 @@ pub struct CallContext {
     pub scrub_bag: ScrubBag,
     /// Path of the conversation transcript, reported to hooks as `transcript_path`.
     pub transcript_path: Option<PathBuf>,
+    /// Where a long tool's progress goes (an MCP client that sent a `progressToken`).
+    pub progress: Option<ProgressSink>,
+}
+
+/// One progress report of a running tool (MCP's `notifications/progress`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProgressUpdate {
+    /// Increases with each report.
+    pub progress: f64,
+    /// The value `progress` reaches when done, if known.
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Receives a call's progress reports; cheap to clone.
+#[derive(Clone)]
+pub struct ProgressSink(pub Arc<dyn Fn(ProgressUpdate) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
 }
 
 impl CallContext {
@@ -138,10 +160,18 @@ impl CallContext {
             run_kind: RunKind::default(),
             permission_mode: PermissionMode::default(),
             tool_allow: None,
+            progress: None,
             cancel: CancellationToken::new(),
             deadline: None,
             scrub_bag: ScrubBag::default(),
             transcript_path: None,
+        }
+    }
+
+    /// Passes a running tool's progress to whoever asked for it (nothing when no one did).
+    pub fn report_progress(&self, update: ProgressUpdate) {
+        if let Some(sink) = &self.progress {
+            (sink.0)(update);
         }
     }
 

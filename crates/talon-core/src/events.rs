@@ -28,6 +28,14 @@ pub enum ToolEvent {
         #[serde(with = "duration_ms")]
         elapsed: Duration,
     },
+    /// A running tool reported progress.
+    Progress {
+        tool: Arc<str>,
+        session_key: Arc<str>,
+        agent_key: Option<Arc<str>>,
+        #[serde(flatten)]
+        update: crate::context::ProgressUpdate,
+    },
     /// A call waits for a person's approval.
     ApprovalRequested {
         request: Arc<crate::approvals::PendingApproval>,

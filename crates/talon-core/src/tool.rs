@@ -127,6 +127,10 @@ pub struct ToolSpec {
     /// Per-tool execution timeout; the pipeline default applies when `None`.
     #[serde(skip)]
     pub timeout: Option<Duration>,
+    /// The tool reports progress ([`CallContext::report_progress`]); the pipeline then passes
+    /// its reports on as events.
+    #[serde(skip)]
+    pub reports_progress: bool,
 }
 
 impl ToolSpec {
@@ -144,7 +148,14 @@ impl ToolSpec {
             parallel_safe: side_effect.is_read_only(),
             groups: Vec::new(),
             timeout: None,
+            reports_progress: false,
         }
+    }
+
+    /// Marks a tool that reports progress.
+    pub fn reporting_progress(mut self) -> Self {
+        self.reports_progress = true;
+        self
     }
 
     /// Adds the tool to a group (without the `group:` prefix).

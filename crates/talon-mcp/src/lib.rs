@@ -201,6 +201,9 @@ impl ServerHandler for TalonMcp {
             let output = ToolOutput::error(e.to_string());
             return Ok(to_call_result(&output).into());
         }
+        if let Some(token) = context.meta.get_progress_token() {
+            ctx.progress = Some(progress_to(context.peer.clone(), token));
+        }
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let name = request.name.to_string();
         self.log_level.call_started(&context.peer, &name).await;
@@ -221,6 +224,29 @@ impl ServerHandler for TalonMcp {
         self.log_level.set(request.level);
         Ok(())
     }
+}
+
+/// Sends a call's progress reports to the client as `notifications/progress` for `token`, in
+/// order, until the call's context is dropped.
+fn progress_to(
+    peer: rmcp::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+) -> talon_core::ProgressSink {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<talon_core::ProgressUpdate>();
+    tokio::spawn(async move {
+        while let Some(update) = rx.recv().await {
+            let mut param =
+                rmcp::model::ProgressNotificationParam::new(token.clone(), update.progress);
+            param.total = update.total;
+            param.message = update.message;
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    });
+    talon_core::ProgressSink(Arc::new(move |update| {
+        let _ = tx.send(update);
+    }))
 }
 
 /// Serves MCP over stdin/stdout until the client disconnects.

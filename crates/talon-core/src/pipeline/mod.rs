@@ -529,6 +529,37 @@ impl Pipeline {
         }
     }
 
+    /// For a tool that reports progress, a context whose reports also become events.
+    fn with_progress_events(
+        &self,
+        ctx: &Arc<CallContext>,
+        tool: &RegisteredTool,
+    ) -> Arc<CallContext> {
+        if !tool.spec().reports_progress {
+            return Arc::clone(ctx);
+        }
+        let events = self.events.clone();
+        let onward = ctx.progress.clone();
+        let tool_name = Arc::clone(tool.name());
+        let session_key: Arc<str> = Arc::from(ctx.session_key.as_str());
+        let agent_key: Option<Arc<str>> = ctx.agent_key.as_deref().map(Arc::from);
+        let mut wrapped = CallContext::clone(ctx);
+        wrapped.progress = Some(crate::context::ProgressSink(Arc::new(move |update| {
+            if let Some(onward) = &onward {
+                (onward.0)(update.clone());
+            }
+            if events.has_subscribers() {
+                events.publish(ToolEvent::Progress {
+                    tool: Arc::clone(&tool_name),
+                    session_key: Arc::clone(&session_key),
+                    agent_key: agent_key.clone(),
+                    update,
+                });
+            }
+        })));
+        Arc::new(wrapped)
+    }
+
     async fn execute(
         &self,
         ctx: &Arc<CallContext>,
@@ -543,7 +574,8 @@ impl Pipeline {
             deadline = deadline.min(caller);
         }
         let budget = deadline.saturating_duration_since(start);
-        let run = AssertUnwindSafe(tool.exec.run(Arc::clone(ctx), args)).catch_unwind();
+        let ctx = self.with_progress_events(ctx, tool);
+        let run = AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args)).catch_unwind();
         let result = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => {
