@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use talon_core::Registry;
+use talon_core::{Registry, Tool};
 
 pub use names::Dialect;
 pub use server::{Server, ServerError};
@@ -127,11 +127,6 @@ impl Bridge {
         access: Option<Arc<dyn access::Access>>,
     ) -> Arc<Self> {
         let links: resources::Links = Arc::default();
-        let _ = registry.register(resources::ListMcpResources::new(
-            dialect,
-            Arc::clone(&links),
-        ));
-        let _ = registry.register(resources::ReadMcpResource::new(dialect, Arc::clone(&links)));
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             registry: Arc::clone(registry),
@@ -231,12 +226,31 @@ impl Bridge {
             self.apply(&mut catalog, Some(name));
         }
         self.registry.unregister_group(&format!("mcp:{name}"));
+        self.offer_resource_tools();
         match link {
             Some(link) => {
                 link.shut_down();
                 true
             }
             None => was_pending,
+        }
+    }
+
+    /// Registers the resource tools while a server is connected, and only then (every entry
+    /// point offers the same tools, with or without servers).
+    fn offer_resource_tools(&self) {
+        let (list, read) = (
+            resources::ListMcpResources::new(self.dialect, Arc::clone(&self.links)),
+            resources::ReadMcpResource::new(self.dialect, Arc::clone(&self.links)),
+        );
+        let names = [list.spec().name, read.spec().name];
+        if lock(&self.links).is_empty() {
+            for name in &names {
+                self.registry.unregister(name);
+            }
+        } else if self.registry.resolve(&names[0]).is_none() {
+            let _ = self.registry.register(list);
+            let _ = self.registry.register(read);
         }
     }
 
@@ -287,6 +301,7 @@ impl Bridge {
         if let Some(old) = lock(&self.links).insert(config.name.clone(), Arc::clone(&link)) {
             old.shut_down();
         }
+        self.offer_resource_tools();
         let failures = self.sync(&link, tools);
         tokio::spawn(refresh_on_change(
             Arc::downgrade(self),

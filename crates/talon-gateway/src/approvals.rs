@@ -101,6 +101,7 @@ fn sse_event(event: &ToolEvent) -> Event {
     let kind = match event {
         ToolEvent::Started { .. } => "tool_started",
         ToolEvent::Finished { .. } => "tool_finished",
+        ToolEvent::Progress { .. } => "tool_progress",
         ToolEvent::ApprovalRequested { .. } => "approval_requested",
         ToolEvent::ApprovalResolved { .. } => "approval_resolved",
     };
