@@ -107,10 +107,10 @@ mod tests {
                 .contains("denied")
         );
         let only_u = grant(true, &["u"], &[]);
-        assert!(decide("s", true, &[only_u.clone()], Some("t")).is_err());
-        assert!(decide("s", true, &[only_u.clone()], Some("u")).is_ok());
+        assert!(decide("s", true, std::slice::from_ref(&only_u), Some("t")).is_err());
+        assert!(decide("s", true, std::slice::from_ref(&only_u), Some("u")).is_ok());
         // Resources need an enabled grant, not a tool.
-        assert!(decide("s", true, &[only_u.clone()], None).is_ok());
+        assert!(decide("s", true, std::slice::from_ref(&only_u), None).is_ok());
         // Every grant that concerns the call must agree (the agent's and the user's).
         assert!(decide("s", true, &[only_u, grant(true, &[], &["u"])], Some("u")).is_err());
     }

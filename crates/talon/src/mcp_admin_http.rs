@@ -74,9 +74,10 @@ fn store_error(e: StoreError) -> Response {
 
 type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
 
-fn body<T>(body: Body<T>, shape: &str) -> Result<T, Response> {
+/// The parsed body, or what was wrong with it (for a 400).
+fn body<T>(body: Body<T>, shape: &str) -> Result<T, String> {
     body.map(|Json(b)| b)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("{e}; send {shape}")))
+        .map_err(|e| format!("{e}; send {shape}"))
 }
 
 fn status_json(status: Option<&Status>) -> Value {
@@ -167,7 +168,7 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
         r#"{"name": "…", "command": "…", "args": […]} or {"name": "…", "url": "https://…"}"#,
     ) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     if admin.configured.contains(&b.name) {
         return error(
@@ -264,14 +265,11 @@ struct Subject {
 }
 
 impl Subject {
-    fn resolve(self) -> Result<(SubjectKind, String), Response> {
+    fn resolve(self) -> Result<(SubjectKind, String), &'static str> {
         match (self.agent, self.user) {
             (Some(a), None) => Ok((SubjectKind::Agent, a)),
             (None, Some(u)) => Ok((SubjectKind::User, u)),
-            _ => Err(error(
-                StatusCode::BAD_REQUEST,
-                "give exactly one of \"agent\" and \"user\"",
-            )),
+            _ => Err("give exactly one of \"agent\" and \"user\""),
         }
     }
 }
@@ -300,7 +298,7 @@ async fn put_grant(State(admin): State<Admin>, raw: Body<GrantBody>) -> Response
         r#"{"server": "…", "agent": "…" (or "user"), "allow": […], "deny": […]}"#,
     ) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let who = Subject {
         agent: b.agent,
@@ -308,7 +306,7 @@ async fn put_grant(State(admin): State<Admin>, raw: Body<GrantBody>) -> Response
     };
     let (kind, subject) = match who.resolve() {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let grant = GrantSpec {
         server: b.server,
@@ -390,7 +388,7 @@ async fn file_request(State(admin): State<Admin>, raw: Body<RequestBody>) -> Res
         r#"{"server": "…", "agent": "…" (or "user"), "tools": […], "reason": "…"}"#,
     ) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let who = Subject {
         agent: b.agent,
@@ -398,7 +396,7 @@ async fn file_request(State(admin): State<Admin>, raw: Body<RequestBody>) -> Res
     };
     let (kind, subject) = match who.resolve() {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let by = b.requested_by.unwrap_or_else(|| subject.clone());
     match admin
