@@ -51,6 +51,13 @@ def main():
     env = dict(os.environ, TALON_CONFIG=config)
     bridged = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", work], env)
     direct = Mcp(["node", entry, "stdio"])
+    # `talon mcp` answers at once and gains the server's tools when it has connected.
+    deadline = time.time() + 60
+    while not any(t["name"] == "mcp__everything__echo"
+                  for t in bridged.request("tools/list", {})["result"]["tools"]):
+        if time.time() > deadline:
+            sys.exit("the bridged server's tools did not appear within 60 s")
+        time.sleep(0.05)
     calls = {
         "through talon mcp (mcp__everything__echo)": lambda i: bridged.call("mcp__everything__echo", {"message": f"m{i}"}),
         "direct to server-everything (echo)": lambda i: direct.call("echo", {"message": f"m{i}"}),

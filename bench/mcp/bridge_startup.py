@@ -25,7 +25,8 @@ LIVE = 4
 
 
 def config(entry, dead):
-    text = "[tools]\nrate_limit_per_hour = 0\n"
+    # Every tool listed inline (5 servers' tools are above the default search threshold).
+    text = "[tools]\nrate_limit_per_hour = 0\n[mcp]\nsearch_threshold = 1000\n"
     for i in range(LIVE):
         text += f'[mcp_servers.live{i}]\ncommand = "node"\nargs = ["{entry}", "stdio"]\n'
     if dead:

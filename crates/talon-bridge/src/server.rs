@@ -36,7 +36,7 @@ pub enum ServerError {
     #[error("MCP server {server:?} is misconfigured: {message}")]
     Config { server: String, message: String },
     #[error(
-        "MCP server {server:?} needs authorization: run `talon mcp-servers login {server}`, or configure a bearer token or header"
+        "MCP server {server:?} needs authorization (it answered HTTP 401): give it a token, as bearer_token_env in talon.toml or with `talon mcp-servers add {server} --replace --url URL --header Authorization='Bearer …'`; Talon has no OAuth login yet"
     )]
     NeedsAuth { server: String },
 }

@@ -182,7 +182,7 @@ async fn a_server_demanding_authorization_says_what_to_run() {
         let message = e.to_string();
         assert!(
             message.contains("needs authorization")
-                && message.contains("talon mcp-servers login locked"),
+                && message.contains("talon mcp-servers add locked --replace"),
             "{message}"
         );
     }
