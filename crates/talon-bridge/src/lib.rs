@@ -10,6 +10,7 @@ pub mod access;
 pub mod catalog;
 pub mod link;
 pub mod names;
+pub mod oauth;
 pub mod resources;
 pub mod server;
 pub mod sse;

@@ -36,9 +36,11 @@ pub enum ServerError {
     #[error("MCP server {server:?} is misconfigured: {message}")]
     Config { server: String, message: String },
     #[error(
-        "MCP server {server:?} needs authorization (it answered HTTP 401): give it a token, as bearer_token_env in talon.toml or with `talon mcp-servers add {server} --replace --url URL --header Authorization='Bearer …'`; Talon has no OAuth login yet"
+        "MCP server {server:?} needs authorization (it answered HTTP 401): sign in with OAuth (oauth = true, then `talon mcp-servers login {server}`) or give it a token (bearer_token_env, or `talon mcp-servers add {server} --replace --url URL --header Authorization='Bearer …'`)"
     )]
     NeedsAuth { server: String },
+    #[error("MCP server {server:?} needs you to sign in: run `talon mcp-servers login {server}`")]
+    NeedsLogin { server: String },
 }
 
 /// Talon's side of a session: it hears `notifications/tools/list_changed`.
@@ -170,11 +172,18 @@ impl Server {
                 Transport::Stdio(config) => {
                     watcher.serve(transport::spawn_stdio(name, config)?).await
                 }
-                Transport::Http(config) => {
-                    watcher
-                        .serve(transport::streamable_http(name, config)?)
-                        .await
-                }
+                Transport::Http(config) => match &config.oauth {
+                    Some(oauth) => {
+                        watcher
+                            .serve(transport::streamable_http_oauth(name, config, oauth).await?)
+                            .await
+                    }
+                    None => {
+                        watcher
+                            .serve(transport::streamable_http(name, config)?)
+                            .await
+                    }
+                },
                 Transport::Sse(config) => {
                     watcher
                         .serve(crate::sse::LegacySse::connect(name, config, timeout).await?)
@@ -183,7 +192,12 @@ impl Server {
             }
             .map_err(|e| {
                 let message = e.to_string();
-                if message.contains("Auth required") {
+                let oauth = matches!(transport, Transport::Http(h) if h.oauth.is_some());
+                if message.contains("Auth required") && oauth {
+                    ServerError::NeedsLogin {
+                        server: name.to_string(),
+                    }
+                } else if message.contains("Auth required") {
                     ServerError::NeedsAuth {
                         server: name.to_string(),
                     }

@@ -43,6 +43,8 @@ pub struct HttpConfig {
     pub headers: BTreeMap<String, String>,
     /// Sent as `Authorization: Bearer <token>`.
     pub bearer: Option<String>,
+    /// Sign in with OAuth (streamable HTTP only); the tokens come from its vault.
+    pub oauth: Option<crate::oauth::OAuthConfig>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -52,6 +54,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("url", &self.url)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("bearer", &self.bearer.as_ref().map(|_| "***"))
+            .field("oauth", &self.oauth)
             .finish()
     }
 }
@@ -163,6 +166,37 @@ pub(crate) fn http_client(server: &str) -> Result<reqwest::Client, ServerError> 
         })
 }
 
+/// The transport's settings for `config`.
+fn http_settings(
+    server: &str,
+    config: &HttpConfig,
+) -> Result<StreamableHttpClientTransportConfig, ServerError> {
+    let mut settings = StreamableHttpClientTransportConfig::with_uri(config.url.as_str())
+        .custom_headers(header_map(server, config)?)
+        .reinit_on_expired_session(true);
+    if let Some(token) = &config.bearer {
+        settings = settings.auth_header(token.clone());
+    }
+    Ok(settings)
+}
+
+/// The streamable HTTP transport for an OAuth server: every request carries the stored access
+/// token, refreshed before it expires.
+pub(crate) async fn streamable_http_oauth(
+    server: &str,
+    config: &HttpConfig,
+    oauth: &crate::oauth::OAuthConfig,
+) -> Result<
+    StreamableHttpClientTransport<rmcp::transport::auth::AuthClient<reqwest::Client>>,
+    ServerError,
+> {
+    let client = crate::oauth::authorized_client(server, config, oauth).await?;
+    Ok(StreamableHttpClientTransport::with_client(
+        client,
+        http_settings(server, config)?,
+    ))
+}
+
 /// The streamable HTTP transport for `config`: retries the event stream as the server's SSE
 /// `retry` field says, resumes it with `Last-Event-ID`, and re-initialises an expired session
 /// once (rmcp's client does all three).
@@ -170,14 +204,8 @@ pub(crate) fn streamable_http(
     server: &str,
     config: &HttpConfig,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ServerError> {
-    let mut settings = StreamableHttpClientTransportConfig::with_uri(config.url.as_str())
-        .custom_headers(header_map(server, config)?)
-        .reinit_on_expired_session(true);
-    if let Some(token) = &config.bearer {
-        settings = settings.auth_header(token.clone());
-    }
     Ok(StreamableHttpClientTransport::with_client(
         http_client(server)?,
-        settings,
+        http_settings(server, config)?,
     ))
 }

@@ -70,6 +70,7 @@ fn http(url: String) -> HttpConfig {
         url,
         headers: BTreeMap::from([("X-Talon-Test".to_string(), "1".to_string())]),
         bearer: Some("test-token".into()),
+        oauth: None,
     }
 }
 

@@ -61,3 +61,42 @@ pub(crate) fn json_strings(secret: &str) -> Vec<String> {
     }
     out
 }
+
+/// The token values in stored OAuth credentials (`access_token`, `refresh_token`, `id_token`,
+/// wherever they are nested), for the scrubber.
+pub(crate) fn oauth_tokens(secret: &str) -> Vec<String> {
+    fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    match (key.as_str(), v) {
+                        (
+                            "access_token" | "refresh_token" | "id_token",
+                            serde_json::Value::String(s),
+                        ) => out.push(s.clone()),
+                        _ => collect(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(secret) {
+        collect(&value, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_oauth_tokens_are_secret() {
+        let stored = r#"{"client_id":"client-1","token_response":{"access_token":"at-123456789","token_type":"Bearer","refresh_token":"rt-987654321","scope":"mcp"},"issuer":"http://127.0.0.1:9"}"#;
+        assert_eq!(
+            super::oauth_tokens(stored),
+            ["at-123456789", "rt-987654321"]
+        );
+    }
+}

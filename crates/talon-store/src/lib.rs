@@ -42,7 +42,7 @@ pub use exec_allow::MAX_ALLOWED_COMMAND;
 pub use mcp_grants::{GrantSpec, McpAccessRequest, McpGrant, RequestStatus, SubjectKind};
 pub use mcp_servers::{
     MCP_CHANNEL, MCP_SERVER_SECRET_PREFIX, McpServerSecrets, McpServerSpec, StoredMcpServer,
-    check_headers, mcp_server_secret, valid_server_name,
+    check_headers, mcp_oauth_secret, mcp_server_secret, valid_server_name,
 };
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,

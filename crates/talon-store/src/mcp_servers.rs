@@ -21,8 +21,20 @@ pub fn mcp_server_secret(server: &str) -> String {
     format!("{MCP_SERVER_SECRET_PREFIX}{server}")
 }
 
+/// Prefix of the secret holding a server's OAuth tokens.
+pub const MCP_OAUTH_SECRET_PREFIX: &str = "mcp-oauth/";
+
+/// The secret holding `server`'s OAuth tokens.
+pub fn mcp_oauth_secret(server: &str) -> String {
+    format!("{MCP_OAUTH_SECRET_PREFIX}{server}")
+}
+
 pub(crate) fn is_server_secret(name: &str) -> bool {
     name.starts_with(MCP_SERVER_SECRET_PREFIX)
+}
+
+pub(crate) fn is_oauth_secret(name: &str) -> bool {
+    name.starts_with(MCP_OAUTH_SECRET_PREFIX)
 }
 
 /// A server as configured (everything but the secret values).
@@ -49,6 +61,14 @@ pub struct McpServerSpec {
     pub required: bool,
     /// Only agents and users with a grant may call its tools.
     pub require_grant: bool,
+    /// Sign in with OAuth 2.1 (`talon mcp-servers login`).
+    pub oauth: bool,
+    /// OAuth: a client registered beforehand (empty: dynamic registration).
+    pub oauth_client_id: String,
+    /// OAuth: Talon's client metadata document URL, where the server supports them.
+    pub oauth_client_metadata_url: String,
+    /// OAuth: scopes to ask for (empty: what the server says).
+    pub oauth_scopes: Vec<String>,
 }
 
 impl McpServerSpec {
@@ -68,6 +88,10 @@ impl McpServerSpec {
             enabled: true,
             required: false,
             require_grant: false,
+            oauth: false,
+            oauth_client_id: String::new(),
+            oauth_client_metadata_url: String::new(),
+            oauth_scopes: Vec::new(),
         }
     }
 }
@@ -81,6 +105,9 @@ pub struct McpServerSecrets {
     /// http and sse: headers sent with every request.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// OAuth: the pre-registered client's secret.
+    #[serde(default)]
+    pub oauth_client_secret: Option<String>,
 }
 
 impl std::fmt::Debug for McpServerSecrets {
@@ -88,6 +115,10 @@ impl std::fmt::Debug for McpServerSecrets {
         f.debug_struct("McpServerSecrets")
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field(
+                "oauth_client_secret",
+                &self.oauth_client_secret.as_ref().map(|_| "***"),
+            )
             .finish()
     }
 }
@@ -146,6 +177,12 @@ fn check_spec(spec: &McpServerSpec) -> Result<(), StoreError> {
             ));
         }
     }
+    if spec.oauth && spec.transport != "http" {
+        return Err(invalid(
+            "server",
+            "OAuth sign-in is for streamable HTTP servers (transport http)",
+        ));
+    }
     for (what, secs) in [
         ("start-up timeout", spec.startup_timeout_secs),
         ("tool timeout", spec.tool_timeout_secs),
@@ -195,7 +232,7 @@ pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), StoreErro
     Ok(())
 }
 
-const COLUMNS: &str = "name, transport, command, args, url, cwd, env_names, header_names, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, created_at, updated_at";
+const COLUMNS: &str = "name, transport, command, args, url, cwd, env_names, header_names, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, oauth, oauth_client_id, oauth_client_metadata_url, oauth_scopes, created_at, updated_at";
 
 fn int(row: &sqlx::any::AnyRow, column: &str) -> Result<u64, StoreError> {
     let value: i64 = row.try_get(column)?;
@@ -217,6 +254,10 @@ fn stored(row: &sqlx::any::AnyRow) -> Result<StoredMcpServer, StoreError> {
         enabled: int(row, "enabled")? != 0,
         required: int(row, "required")? != 0,
         require_grant: int(row, "require_grant")? != 0,
+        oauth: int(row, "oauth")? != 0,
+        oauth_client_id: row.try_get("oauth_client_id")?,
+        oauth_client_metadata_url: row.try_get("oauth_client_metadata_url")?,
+        oauth_scopes: parse_list("oauth_scopes", &row.try_get::<String, _>("oauth_scopes")?)?,
     };
     Ok(StoredMcpServer {
         spec,
@@ -249,13 +290,13 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         let conflict = if replace {
-            "ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, command = excluded.command, args = excluded.args, url = excluded.url, cwd = excluded.cwd, tool_prefix = excluded.tool_prefix, startup_timeout_secs = excluded.startup_timeout_secs, tool_timeout_secs = excluded.tool_timeout_secs, max_output_chars = excluded.max_output_chars, enabled = excluded.enabled, required = excluded.required, require_grant = excluded.require_grant, updated_at = excluded.updated_at"
+            "ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, command = excluded.command, args = excluded.args, url = excluded.url, cwd = excluded.cwd, tool_prefix = excluded.tool_prefix, startup_timeout_secs = excluded.startup_timeout_secs, tool_timeout_secs = excluded.tool_timeout_secs, max_output_chars = excluded.max_output_chars, enabled = excluded.enabled, required = excluded.required, require_grant = excluded.require_grant, oauth = excluded.oauth, oauth_client_id = excluded.oauth_client_id, oauth_client_metadata_url = excluded.oauth_client_metadata_url, oauth_scopes = excluded.oauth_scopes, updated_at = excluded.updated_at"
         } else {
             "ON CONFLICT (name) DO NOTHING"
         };
         let sql = format!(
-            "INSERT INTO mcp_servers (name, transport, command, args, url, cwd, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) {conflict}"
+            "INSERT INTO mcp_servers (name, transport, command, args, url, cwd, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, oauth, oauth_client_id, oauth_client_metadata_url, oauth_scopes, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) {conflict}"
         );
         let done = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&spec.name)
@@ -271,6 +312,10 @@ impl Store {
             .bind(i64::from(spec.enabled))
             .bind(i64::from(spec.required))
             .bind(i64::from(spec.require_grant))
+            .bind(i64::from(spec.oauth))
+            .bind(&spec.oauth_client_id)
+            .bind(&spec.oauth_client_metadata_url)
+            .bind(json_list(&spec.oauth_scopes)?)
             .bind(now)
             .bind(now)
             .execute(&mut *tx)
@@ -294,7 +339,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             let secret = mcp_server_secret(&spec.name);
-            if env.is_empty() && headers.is_empty() {
+            if env.is_empty() && headers.is_empty() && secrets.oauth_client_secret.is_none() {
                 sqlx::query("DELETE FROM secrets WHERE name = $1")
                     .bind(&secret)
                     .execute(&mut *tx)
@@ -364,10 +409,12 @@ impl Store {
             .bind(name)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM secrets WHERE name = $1")
-            .bind(mcp_server_secret(name))
-            .execute(&mut *tx)
-            .await?;
+        for secret in [mcp_server_secret(name), mcp_oauth_secret(name)] {
+            sqlx::query("DELETE FROM secrets WHERE name = $1")
+                .bind(secret)
+                .execute(&mut *tx)
+                .await?;
+        }
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
         Ok(done.rows_affected() > 0)

@@ -146,6 +146,12 @@ impl Store {
         let mut broken = Vec::new();
         for name in self.secret_names().await? {
             match self.secret(&name).await {
+                Ok(Some(v)) if crate::mcp_servers::is_oauth_secret(&name) => {
+                    // Only the tokens: the rest (client id, issuer URL, "Bearer") is not secret
+                    // and would be scrubbed from every output.
+                    values.extend(crate::fields::oauth_tokens(&v));
+                    values.push(v);
+                }
                 Ok(Some(v))
                     if crate::cli_credentials::is_env_secret(&name)
                         || crate::mcp_servers::is_server_secret(&name) =>

@@ -42,8 +42,8 @@ fn remote() -> McpServerSpec {
 
 fn header_secrets() -> McpServerSecrets {
     McpServerSecrets {
-        env: BTreeMap::new(),
         headers: BTreeMap::from([("X-Api-Key".to_string(), "k3y-s3cret-value".to_string())]),
+        ..McpServerSecrets::default()
     }
 }
 
@@ -141,8 +141,8 @@ async fn bad_servers_are_refused_with_what_to_fix(config: &StoreConfig) {
         );
     }
     let bad_header = McpServerSecrets {
-        env: BTreeMap::new(),
         headers: BTreeMap::from([("X-Key".to_string(), "a\r\nInjected: yes".to_string())]),
+        ..McpServerSecrets::default()
     };
     let e = store
         .put_mcp_server(&remote(), Some(&bad_header), false)

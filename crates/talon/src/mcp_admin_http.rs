@@ -156,6 +156,15 @@ struct ServerBody {
     enabled: bool,
     #[serde(default)]
     replace: bool,
+    /// Sign in with OAuth (`talon mcp-servers login NAME` on the gateway's host).
+    #[serde(default)]
+    oauth: bool,
+    #[serde(default)]
+    oauth_client_id: Option<String>,
+    #[serde(default)]
+    oauth_client_metadata_url: Option<String>,
+    #[serde(default)]
+    oauth_scopes: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -199,10 +208,15 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
     spec.required = b.required;
     spec.require_grant = b.require_grant;
     spec.enabled = b.enabled;
+    spec.oauth = b.oauth;
+    spec.oauth_client_id = b.oauth_client_id.unwrap_or_default();
+    spec.oauth_client_metadata_url = b.oauth_client_metadata_url.unwrap_or_default();
+    spec.oauth_scopes = b.oauth_scopes;
     let secrets =
         (b.env.is_some() || b.headers.is_some() || !b.replace).then(|| McpServerSecrets {
             env: b.env.unwrap_or_default(),
             headers: b.headers.unwrap_or_default(),
+            oauth_client_secret: None,
         });
     match admin
         .store

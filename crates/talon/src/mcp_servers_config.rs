@@ -20,13 +20,19 @@
 //! headers = { X-Team = "blue" }
 //! bearer_token_env = "REMOTE_TOKEN"     # Authorization: Bearer $REMOTE_TOKEN
 //! require_grant = true                  # only agents and users with a grant may use it
+//!
+//! [mcp_servers.signed]
+//! url = "https://mcp.example.com/mcp"
+//! oauth = true                          # then: talon mcp-servers login signed
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use talon_bridge::oauth::{OAuthConfig, TokenVault};
 use talon_bridge::{Dialect, HttpConfig, ServerConfig, StdioConfig, Transport};
 use talon_store::{McpServerSecrets, McpServerSpec};
 
@@ -77,6 +83,20 @@ pub struct McpServerSection {
     pub required: bool,
     #[serde(default)]
     pub require_grant: bool,
+    /// Sign in with OAuth 2.1 (`talon mcp-servers login NAME`).
+    #[serde(default)]
+    pub oauth: bool,
+    /// OAuth: a client registered beforehand (default: dynamic registration).
+    #[serde(default)]
+    pub oauth_client_id: Option<String>,
+    /// OAuth: the environment variable holding that client's secret.
+    #[serde(default)]
+    pub oauth_client_secret_env: Option<String>,
+    /// OAuth: Talon's client metadata document (an HTTPS URL), where the server supports them.
+    #[serde(default)]
+    pub oauth_client_metadata_url: Option<String>,
+    #[serde(default)]
+    pub oauth_scopes: Vec<String>,
     #[serde(default = "enabled")]
     pub enabled: bool,
 }
@@ -125,6 +145,18 @@ impl McpServerSection {
         spec.required = self.required;
         spec.require_grant = self.require_grant;
         spec.enabled = self.enabled;
+        spec.oauth = self.oauth;
+        spec.oauth_client_id = self.oauth_client_id.clone().unwrap_or_default();
+        spec.oauth_client_metadata_url = self.oauth_client_metadata_url.clone().unwrap_or_default();
+        spec.oauth_scopes = self.oauth_scopes.clone();
+        let oauth_client_secret = match &self.oauth_client_secret_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                format!(
+                    "[mcp_servers.{name}]: oauth_client_secret_env names {var}, which is not set"
+                )
+            })?),
+            None => None,
+        };
         let mut headers = self.headers.clone();
         if let Some(var) = &self.bearer_token_env {
             let token = std::env::var(var).map_err(|_| {
@@ -135,6 +167,7 @@ impl McpServerSection {
         let secrets = McpServerSecrets {
             env: self.env.clone().into_iter().collect(),
             headers,
+            oauth_client_secret,
         };
         Ok((spec, secrets))
     }
@@ -154,6 +187,7 @@ pub fn transport_of(named: Option<&str>, command: bool, url: bool) -> Result<Str
 pub fn server_config(
     spec: &McpServerSpec,
     secrets: &McpServerSecrets,
+    vault: &Arc<dyn TokenVault>,
 ) -> Result<ServerConfig, String> {
     spec.check()
         .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
@@ -163,6 +197,14 @@ pub fn server_config(
         url: spec.url.clone(),
         headers: secrets.headers.clone(),
         bearer: None,
+        oauth: spec.oauth.then(|| OAuthConfig {
+            client_id: (!spec.oauth_client_id.is_empty()).then(|| spec.oauth_client_id.clone()),
+            client_secret: secrets.oauth_client_secret.clone(),
+            client_metadata_url: (!spec.oauth_client_metadata_url.is_empty())
+                .then(|| spec.oauth_client_metadata_url.clone()),
+            scopes: spec.oauth_scopes.clone(),
+            vault: Arc::clone(vault),
+        }),
     };
     let transport = match spec.transport.as_str() {
         "http" => Transport::Http(http()),
@@ -200,10 +242,13 @@ pub fn specs(
 }
 
 /// The enabled servers, in name order, or the first configuration mistake.
-pub fn servers(sections: &BTreeMap<String, McpServerSection>) -> Result<Vec<ServerConfig>, String> {
+pub fn servers(
+    sections: &BTreeMap<String, McpServerSection>,
+    vault: &Arc<dyn TokenVault>,
+) -> Result<Vec<ServerConfig>, String> {
     specs(sections)?
         .iter()
         .filter(|(spec, _)| spec.enabled)
-        .map(|(spec, secrets)| server_config(spec, secrets))
+        .map(|(spec, secrets)| server_config(spec, secrets, vault))
         .collect()
 }

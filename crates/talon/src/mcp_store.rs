@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talon_bridge::access::{Access, Caller, Grant, GrantsFuture};
+use talon_bridge::oauth::{TokenVault, VaultFuture};
 use talon_bridge::{Bridge, ServerConfig};
 use talon_store::{McpGrant, Store, SubjectKind};
 use tokio::sync::Notify;
@@ -48,11 +49,55 @@ impl Access for StoreAccess {
     }
 }
 
+/// OAuth tokens in the store, each server's in the encrypted secret `mcp-oauth/<server>`.
+#[derive(Debug, Clone)]
+pub struct StoreVault {
+    pub store: Store,
+}
+
+impl TokenVault for StoreVault {
+    fn load<'a>(&'a self, server: &'a str) -> VaultFuture<'a, Option<String>> {
+        Box::pin(async move {
+            self.store
+                .secret(&talon_store::mcp_oauth_secret(server))
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn save<'a>(&'a self, server: &'a str, tokens: String) -> VaultFuture<'a, ()> {
+        Box::pin(async move {
+            self.store
+                .set_secret(&talon_store::mcp_oauth_secret(server), &tokens)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn clear<'a>(&'a self, server: &'a str) -> VaultFuture<'a, ()> {
+        Box::pin(async move {
+            self.store
+                .delete_secret(&talon_store::mcp_oauth_secret(server))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// The vault every server's OAuth tokens go to.
+pub fn vault(store: &Store) -> Arc<dyn TokenVault> {
+    Arc::new(StoreVault {
+        store: store.clone(),
+    })
+}
+
 /// The enabled stored servers as bridge configurations, skipping `shadowed` names (servers in
 /// `talon.toml` win) and logging the ones that cannot be used.
 pub async fn stored_servers(
     store: &Store,
     shadowed: &BTreeSet<String>,
+    vault: &Arc<dyn TokenVault>,
 ) -> Result<Vec<ServerConfig>, String> {
     let mut out = Vec::new();
     for stored in store.mcp_servers().await.map_err(|e| e.to_string())? {
@@ -70,7 +115,7 @@ pub async fn stored_servers(
                 continue;
             }
         };
-        match crate::mcp_servers_config::server_config(&stored.spec, &secrets) {
+        match crate::mcp_servers_config::server_config(&stored.spec, &secrets, vault) {
             Ok(config) => out.push(config),
             Err(e) => tracing::error!(error = %e, "stored MCP server skipped"),
         }
@@ -84,6 +129,7 @@ pub async fn follow(
     store: Store,
     bridge: std::sync::Weak<Bridge>,
     shadowed: BTreeSet<String>,
+    vault: Arc<dyn TokenVault>,
     mut current: BTreeMap<String, ServerConfig>,
 ) {
     let wake = Arc::new(Notify::new());
@@ -105,7 +151,7 @@ pub async fn follow(
             continue;
         }
         seen = Some(revision);
-        let wanted = match stored_servers(&store, &shadowed).await {
+        let wanted = match stored_servers(&store, &shadowed, &vault).await {
             Ok(list) => list,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the stored MCP servers");

@@ -266,9 +266,11 @@ async fn connect_mcp_servers(
     registry: &Arc<Registry>,
     one_shot: bool,
 ) -> Result<Option<Arc<talon_bridge::Bridge>>, BuildError> {
-    let from_file = crate::mcp_servers_config::servers(&config.mcp_servers).map_err(ConfigError)?;
+    let vault = crate::mcp_store::vault(store);
+    let from_file =
+        crate::mcp_servers_config::servers(&config.mcp_servers, &vault).map_err(ConfigError)?;
     let shadowed: std::collections::BTreeSet<String> = config.mcp_servers.keys().cloned().collect();
-    let stored = crate::mcp_store::stored_servers(store, &shadowed)
+    let stored = crate::mcp_store::stored_servers(store, &shadowed, &vault)
         .await
         .map_err(|e| BuildError::Store(format!("reading the stored MCP servers: {e}")))?;
     if one_shot && from_file.is_empty() && stored.is_empty() {
@@ -305,6 +307,7 @@ async fn connect_mcp_servers(
             store.clone(),
             Arc::downgrade(&bridge),
             shadowed,
+            vault,
             current,
         ));
     }
@@ -328,7 +331,7 @@ fn validate(
     if let Err(e) = config.mcp.dialect() {
         problems.push(e);
     }
-    if let Err(e) = crate::mcp_servers_config::servers(&config.mcp_servers) {
+    if let Err(e) = crate::mcp_servers_config::specs(&config.mcp_servers) {
         problems.push(e);
     }
     let exec_policies =

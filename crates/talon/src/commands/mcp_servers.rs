@@ -35,6 +35,15 @@ pub enum McpServersCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Sign in to a server with OAuth: opens the browser ($BROWSER) and waits for the callback.
+    Login {
+        name: String,
+        /// Print the URL instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Delete a server's OAuth tokens.
+    Logout { name: String },
     /// Grant a server to an agent or a user (replacing their grant).
     Grant(GrantArgs),
     /// Withdraw an agent's or a user's grant.
@@ -102,6 +111,18 @@ pub struct AddArgs {
     /// Only agents and users with a grant may use it.
     #[arg(long)]
     require_grant: bool,
+    /// Sign in with OAuth 2.1 (then `talon mcp-servers login NAME`).
+    #[arg(long)]
+    oauth: bool,
+    /// OAuth: a client registered beforehand (default: dynamic registration).
+    #[arg(long, requires = "oauth")]
+    oauth_client_id: Option<String>,
+    /// OAuth: Talon's client metadata document URL (HTTPS).
+    #[arg(long, requires = "oauth")]
+    oauth_client_metadata_url: Option<String>,
+    /// OAuth: a scope to ask for; repeatable.
+    #[arg(long = "oauth-scope", requires = "oauth")]
+    oauth_scopes: Vec<String>,
     /// Store it without connecting it.
     #[arg(long)]
     disabled: bool,
@@ -199,6 +220,10 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
             }
         }
         McpServersCommand::Test { name, json } => test(&config, &store, &name, json).await,
+        McpServersCommand::Login { name, no_browser } => {
+            login(&config, &store, &name, no_browser).await
+        }
+        McpServersCommand::Logout { name } => logout(&config, &store, &name).await,
         McpServersCommand::Grant(args) => {
             let (kind, subject) = args.who.subject();
             let grant = GrantSpec {
@@ -424,6 +449,10 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
     spec.required = args.required;
     spec.require_grant = args.require_grant;
     spec.enabled = !args.disabled;
+    spec.oauth = args.oauth;
+    spec.oauth_client_id = args.oauth_client_id.unwrap_or_default();
+    spec.oauth_client_metadata_url = args.oauth_client_metadata_url.unwrap_or_default();
+    spec.oauth_scopes = args.oauth_scopes;
     let stdio = spec.transport == "stdio";
     let stdin_target = if stdio { "env" } else { "header" };
     let from_stdin = args.secrets_from_stdin;
@@ -442,7 +471,11 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
         ));
     }
     let given = !env.is_empty() || !headers.is_empty() || !args.replace;
-    let secrets = McpServerSecrets { env, headers };
+    let secrets = McpServerSecrets {
+        env,
+        headers,
+        oauth_client_secret: None,
+    };
     match store
         .put_mcp_server(&spec, given.then_some(&secrets), args.replace)
         .await
@@ -472,7 +505,7 @@ fn row(spec: &McpServerSpec, source: &str, secret_names: Vec<String>) -> serde_j
     };
     json!({"name": spec.name, "source": source, "transport": spec.transport, "target": target,
         "enabled": spec.enabled, "required": spec.required, "require_grant": spec.require_grant,
-        "secrets": secret_names})
+        "oauth": spec.oauth, "secrets": secret_names})
 }
 
 async fn list(config: &Config, store: &Store, json: bool) -> ExitCode {
@@ -506,8 +539,24 @@ async fn list(config: &Config, store: &Store, json: bool) -> ExitCode {
                 row(&s.spec, "store", names)
             }),
     );
+    let vault = crate::mcp_store::vault(store);
+    for row in rows.iter_mut().filter(|r| r["oauth"] == json!(true)) {
+        let name = row["name"].as_str().unwrap_or_default().to_string();
+        row["oauth"] = match vault.load(&name).await {
+            Ok(Some(_)) => json!("signed in"),
+            Ok(None) => json!("needs login"),
+            Err(e) => json!(format!("unknown: {e}")),
+        };
+    }
     print_rows(&rows, json, |r| {
         let mut flags = Vec::new();
+        if let Some(state) = r["oauth"].as_str() {
+            flags.push(if state == "needs login" {
+                "OAuth: needs login (talon mcp-servers login NAME)"
+            } else {
+                "OAuth: signed in"
+            });
+        }
         if r["enabled"].as_bool() != Some(true) {
             flags.push("disabled");
         }
@@ -529,13 +578,20 @@ async fn list(config: &Config, store: &Store, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn test(config: &Config, store: &Store, name: &str, json: bool) -> ExitCode {
+/// The bridge configuration of server `name`, from talon.toml or the store.
+async fn resolve(
+    config: &Config,
+    store: &Store,
+    name: &str,
+) -> Result<talon_bridge::ServerConfig, ExitCode> {
+    let vault = crate::mcp_store::vault(store);
     let server = if let Some(section) = config.mcp_servers.get(name) {
-        let mut one = std::collections::BTreeMap::new();
-        one.insert(name.to_string(), section.clone());
+        let one = std::collections::BTreeMap::from([(name.to_string(), section.clone())]);
         match crate::mcp_servers_config::specs(&one) {
             Ok(mut specs) => match specs.pop() {
-                Some((spec, secrets)) => crate::mcp_servers_config::server_config(&spec, &secrets),
+                Some((spec, secrets)) => {
+                    crate::mcp_servers_config::server_config(&spec, &secrets, &vault)
+                }
                 None => Err(format!("no MCP server named {name}")),
             },
             Err(e) => Err(e),
@@ -543,20 +599,101 @@ async fn test(config: &Config, store: &Store, name: &str, json: bool) -> ExitCod
     } else {
         match store.mcp_server(name).await {
             Ok(Some(stored)) => match store.mcp_server_secrets(&stored).await {
-                Ok(secrets) => crate::mcp_servers_config::server_config(&stored.spec, &secrets),
-                Err(e) => return fail(e),
+                Ok(secrets) => {
+                    crate::mcp_servers_config::server_config(&stored.spec, &secrets, &vault)
+                }
+                Err(e) => return Err(fail(e)),
             },
             Ok(None) => {
-                return usage_error(format!(
+                return Err(usage_error(format!(
                     "no MCP server named {name}; `talon mcp-servers list` shows them"
-                ));
+                )));
             }
-            Err(e) => return fail(e),
+            Err(e) => return Err(fail(e)),
         }
     };
-    let server = match server {
+    server.map_err(usage_error)
+}
+
+/// The OAuth settings of server `name`, or a usage error when it does not sign in with OAuth.
+async fn oauth_of(
+    config: &Config,
+    store: &Store,
+    name: &str,
+) -> Result<(talon_bridge::HttpConfig, talon_bridge::oauth::OAuthConfig), ExitCode> {
+    let server = resolve(config, store, name).await?;
+    match server.transport {
+        talon_bridge::Transport::Http(http) => match http.oauth.clone() {
+            Some(oauth) => Ok((http, oauth)),
+            None => Err(usage_error(format!(
+                "{name} does not sign in with OAuth: set oauth = true (talon.toml) or add it with --oauth"
+            ))),
+        },
+        _ => Err(usage_error(format!(
+            "{name} is not a streamable HTTP server; only those sign in with OAuth"
+        ))),
+    }
+}
+
+/// Opens `url` in the user's browser: `$BROWSER`, else xdg-open; the URL is printed either way.
+fn open_browser(url: &str) {
+    println!("Sign in at: {url}");
+    let browser = std::env::var("BROWSER").unwrap_or_else(|_| "xdg-open".into());
+    let opened = std::process::Command::new(&browser)
+        .arg(url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = opened {
+        eprintln!("talon: cannot start {browser} ({e}); open the URL above yourself");
+    }
+}
+
+async fn login(config: &Config, store: &Store, name: &str, no_browser: bool) -> ExitCode {
+    let (http, oauth) = match oauth_of(config, store, name).await {
+        Ok(pair) => pair,
+        Err(code) => return code,
+    };
+    let open = |url: &str| {
+        if no_browser {
+            println!("Sign in at: {url}");
+        } else {
+            open_browser(url);
+        }
+    };
+    match talon_bridge::oauth::login(name, &http, &oauth, open, Duration::from_secs(300)).await {
+        Ok(()) => {
+            println!(
+                "{name}: signed in; running gateways use the new tokens at their next connection"
+            );
+            // Running gateways reconnect the server when its configuration revision changes.
+            if let Ok(Some(stored)) = store.mcp_server(name).await {
+                let _ = store.put_mcp_server(&stored.spec, None, true).await;
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+async fn logout(config: &Config, store: &Store, name: &str) -> ExitCode {
+    let (_, oauth) = match oauth_of(config, store, name).await {
+        Ok(pair) => pair,
+        Err(code) => return code,
+    };
+    match talon_bridge::oauth::logout(name, &oauth).await {
+        Ok(()) => {
+            println!("{name}: signed out (its tokens are deleted)");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+async fn test(config: &Config, store: &Store, name: &str, json: bool) -> ExitCode {
+    let server = match resolve(config, store, name).await {
         Ok(s) => s,
-        Err(e) => return usage_error(e),
+        Err(code) => return code,
     };
     let started = Instant::now();
     let connected =

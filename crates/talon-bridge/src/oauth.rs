@@ -1,0 +1,280 @@
+//! OAuth 2.1 for remote servers, as the MCP authorization spec describes, on rmcp's
+//! implementation: protected-resource and authorization-server metadata discovery (path-aware),
+//! dynamic client registration, client ID metadata documents, pre-registered clients, PKCE
+//! S256, the `resource` parameter, scopes from the challenge.
+//!
+//! [`login`] runs the browser flow with a loopback callback and keeps the tokens in a
+//! [`TokenVault`] (Talon's encrypted store). A connection then sends the access token, refreshes
+//! it before it expires (and once more when the server rejects it), and saves every new token
+//! response, so a rotated refresh token is never lost. A server whose tokens are missing or no
+//! longer refreshable fails with [`ServerError::NeedsLogin`], which says what to run.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
+    CredentialStore, OAuthClientConfig, StoredCredentials,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::server::ServerError;
+use crate::transport::{HttpConfig, http_client};
+
+/// The boxed future a [`TokenVault`] returns.
+pub type VaultFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// Where a server's tokens are kept, as opaque text (Talon: an encrypted secret per server).
+pub trait TokenVault: Send + Sync + 'static {
+    fn load<'a>(&'a self, server: &'a str) -> VaultFuture<'a, Option<String>>;
+    fn save<'a>(&'a self, server: &'a str, tokens: String) -> VaultFuture<'a, ()>;
+    fn clear<'a>(&'a self, server: &'a str) -> VaultFuture<'a, ()>;
+}
+
+/// How a server's client is identified to its authorization server. With none of the three,
+/// Talon registers itself (dynamic client registration).
+#[derive(Clone)]
+pub struct OAuthConfig {
+    /// A client registered beforehand with the authorization server.
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// An HTTPS URL of Talon's client metadata document, used as the client ID where the
+    /// authorization server supports it.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for; empty: those the server's challenge or metadata names.
+    pub scopes: Vec<String>,
+    pub vault: Arc<dyn TokenVault>,
+}
+
+impl std::fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthConfig")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OAuthConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.client_id == other.client_id
+            && self.client_secret == other.client_secret
+            && self.client_metadata_url == other.client_metadata_url
+            && self.scopes == other.scopes
+            && Arc::ptr_eq(&self.vault, &other.vault)
+    }
+}
+
+impl Eq for OAuthConfig {}
+
+/// rmcp's credential store over a [`TokenVault`], for one server.
+struct VaultStore {
+    server: String,
+    vault: Arc<dyn TokenVault>,
+}
+
+fn vault_error(e: String) -> AuthError {
+    AuthError::InternalError(format!("token store: {e}"))
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for VaultStore {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        match self.vault.load(&self.server).await.map_err(vault_error)? {
+            Some(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| vault_error(format!("stored tokens are unreadable: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let text = serde_json::to_string(&credentials).map_err(|e| vault_error(e.to_string()))?;
+        self.vault
+            .save(&self.server, text)
+            .await
+            .map_err(vault_error)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.vault.clear(&self.server).await.map_err(vault_error)
+    }
+}
+
+fn auth_failed(server: &str, e: impl std::fmt::Display) -> ServerError {
+    ServerError::Protocol {
+        server: server.to_string(),
+        message: format!("OAuth: {e}"),
+    }
+}
+
+/// Whether `url` names this host or a private network: its metadata may then point at
+/// private addresses too (otherwise rmcp refuses them, against SSRF through metadata).
+fn is_local(url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
+    else {
+        return false;
+    };
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private(),
+        Ok(IpAddr::V6(ip)) => ip.is_loopback(),
+        Err(_) => host == "localhost",
+    }
+}
+
+async fn manager(
+    server: &str,
+    http: &HttpConfig,
+    oauth: &OAuthConfig,
+) -> Result<AuthorizationManager, ServerError> {
+    let mut manager = if is_local(&http.url) {
+        AuthorizationManager::new_allowing_private_addresses(http.url.as_str()).await
+    } else {
+        AuthorizationManager::new(http.url.as_str()).await
+    }
+    .map_err(|e| auth_failed(server, e))?;
+    manager.set_credential_store(VaultStore {
+        server: server.to_string(),
+        vault: Arc::clone(&oauth.vault),
+    });
+    Ok(manager)
+}
+
+/// An HTTP client that authorizes every request with the stored tokens, refreshing them as
+/// needed; [`ServerError::NeedsLogin`] when there are none.
+pub(crate) async fn authorized_client(
+    server: &str,
+    http: &HttpConfig,
+    oauth: &OAuthConfig,
+) -> Result<AuthClient<reqwest::Client>, ServerError> {
+    let mut manager = manager(server, http, oauth).await?;
+    let signed_in = manager
+        .initialize_from_store()
+        .await
+        .map_err(|e| auth_failed(server, e))?;
+    if !signed_in {
+        return Err(ServerError::NeedsLogin {
+            server: server.to_string(),
+        });
+    }
+    if let (Some(id), Some(secret)) = (&oauth.client_id, &oauth.client_secret) {
+        let config = OAuthClientConfig::new(id.clone(), "http://127.0.0.1/callback")
+            .with_client_secret(secret.clone());
+        manager
+            .configure_client(config)
+            .map_err(|e| auth_failed(server, e))?;
+    }
+    Ok(AuthClient::new(http_client(server)?, manager))
+}
+
+/// Whether tokens are stored for `server`.
+pub async fn signed_in(server: &str, oauth: &OAuthConfig) -> Result<bool, String> {
+    Ok(oauth.vault.load(server).await?.is_some())
+}
+
+/// Forgets `server`'s tokens.
+pub async fn logout(server: &str, oauth: &OAuthConfig) -> Result<(), String> {
+    oauth.vault.clear(server).await
+}
+
+/// Signs in to `server`: discovers its authorization server, registers Talon (or uses the
+/// configured client), hands the authorization URL to `open` (the browser), receives the code
+/// on a loopback callback, exchanges it (PKCE) and stores the tokens. Gives up after `timeout`.
+pub async fn login(
+    server: &str,
+    http: &HttpConfig,
+    oauth: &OAuthConfig,
+    open: impl FnOnce(&str),
+    timeout: Duration,
+) -> Result<(), ServerError> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| auth_failed(server, format!("cannot listen for the callback: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| auth_failed(server, e))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let manager = manager(server, http, oauth).await?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(None)
+        .await
+        .map_err(|e| auth_failed(server, format!("discovery failed: {e}")))?;
+    let mut manager = manager;
+    manager.set_metadata(resolution.metadata);
+    let mut request = AuthorizationRequest::new(redirect_uri.clone()).with_client_name("Talon");
+    if let Some(id) = &oauth.client_id {
+        request = request.with_preregistered_client(id.clone());
+        if let Some(secret) = &oauth.client_secret {
+            request = request.with_client_secret(secret.clone());
+        }
+    } else if let Some(url) = &oauth.client_metadata_url {
+        request = request.with_client_metadata_url(url.clone());
+    }
+    if !oauth.scopes.is_empty() {
+        request = request.with_scopes(oauth.scopes.iter().cloned());
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, e)| auth_failed(server, e))?;
+    open(&session.auth_url);
+    let callback = tokio::time::timeout(timeout, wait_for_callback(&listener))
+        .await
+        .map_err(|_| ServerError::Timeout {
+            server: server.to_string(),
+            secs: timeout.as_secs(),
+        })?
+        .map_err(|e| auth_failed(server, e))?;
+    session
+        .handle_callback_url(&format!("http://127.0.0.1:{port}{callback}"))
+        .await
+        .map_err(|e| auth_failed(server, format!("the token exchange failed: {e}")))?;
+    Ok(())
+}
+
+/// Answers requests on the loopback listener until one is the authorization callback; returns
+/// its path and query.
+async fn wait_for_callback(listener: &tokio::net::TcpListener) -> Result<String, String> {
+    loop {
+        let (mut socket, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = socket.read(&mut buf).await.map_err(|e| e.to_string())?;
+        let head = String::from_utf8_lossy(&buf[..n]);
+        let target = head
+            .lines()
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or("/")
+            .to_string();
+        if !target.starts_with("/callback") {
+            let _ = socket
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let denied = target.contains("error=");
+        let page = if denied {
+            "Talon: the authorization server refused the sign-in. You can close this tab."
+        } else {
+            "Talon: signed in. You can close this tab."
+        };
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+            page.len()
+        );
+        let _ = socket.write_all(response.as_bytes()).await;
+        if denied {
+            return Err(format!("the authorization server refused: {target}"));
+        }
+        return Ok(target);
+    }
+}
