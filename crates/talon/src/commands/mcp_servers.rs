@@ -21,7 +21,7 @@ use crate::store;
 #[derive(Debug, Subcommand)]
 pub enum McpServersCommand {
     /// Add a server (stored; header and env values encrypted). Running gateways connect it.
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// List the servers of talon.toml and of the store.
     List {
         #[arg(long)]
@@ -202,7 +202,7 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
         Err(e) => return fail(e),
     };
     match command {
-        McpServersCommand::Add(args) => add(&config, &store, args).await,
+        McpServersCommand::Add(args) => add(&config, &store, *args).await,
         McpServersCommand::List { json } => list(&config, &store, json).await,
         McpServersCommand::Remove { name } => {
             if config.mcp_servers.contains_key(&name) {
