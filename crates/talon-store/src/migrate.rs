@@ -37,6 +37,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0003_mcp.sql"),
         postgres: include_str!("../migrations/postgres/0003_mcp.sql"),
     },
+    Migration {
+        version: 4,
+        name: "mcp_oauth",
+        sqlite: include_str!("../migrations/sqlite/0004_mcp_oauth.sql"),
+        postgres: include_str!("../migrations/postgres/0004_mcp_oauth.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

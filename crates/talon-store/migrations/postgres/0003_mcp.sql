@@ -20,11 +20,6 @@ CREATE TABLE mcp_servers (
     enabled BIGINT NOT NULL DEFAULT 1,
     required BIGINT NOT NULL DEFAULT 0,
     require_grant BIGINT NOT NULL DEFAULT 0,
-    -- OAuth 2.1 sign-in (streamable HTTP); tokens live in the secret 'mcp-oauth/<name>'.
-    oauth BIGINT NOT NULL DEFAULT 0,
-    oauth_client_id TEXT NOT NULL DEFAULT '',
-    oauth_client_metadata_url TEXT NOT NULL DEFAULT '',
-    oauth_scopes TEXT NOT NULL DEFAULT '[]',
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
 );

@@ -20,11 +20,6 @@ CREATE TABLE mcp_servers (
     enabled INTEGER NOT NULL DEFAULT 1,
     required INTEGER NOT NULL DEFAULT 0,
     require_grant INTEGER NOT NULL DEFAULT 0,
-    -- OAuth 2.1 sign-in (streamable HTTP); tokens live in the secret 'mcp-oauth/<name>'.
-    oauth INTEGER NOT NULL DEFAULT 0,
-    oauth_client_id TEXT NOT NULL DEFAULT '',
-    oauth_client_metadata_url TEXT NOT NULL DEFAULT '',
-    oauth_scopes TEXT NOT NULL DEFAULT '[]',
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 );
