@@ -160,3 +160,40 @@ fn talon_mcp_passes_list_changed_on_to_its_client() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A bridged server's progress reaches `talon mcp`'s own client (the official Python SDK) as
+/// `notifications/progress` for the client's token.
+#[test]
+fn progress_from_a_bridged_server_reaches_talon_mcps_client() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../talon-bridge/tests/fixtures/misbehaving_server.py"
+    );
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\nauto_allow = [\"mcp__odd__slow\"]\n\
+             [mcp_servers.odd]\ncommand = \"python3\"\nargs = [{script:?}]\n\
+             env = {{ SLOW_SECS = \"0.3\", CANCEL_LOG = \"/dev/null\" }}\n"
+        ),
+    )
+    .unwrap();
+    let config = home.path().join("talon.toml").display().to_string();
+    let mut args = support::stdio_target(&home.path().join("data"), home.path());
+    args.splice(2..2, ["--config".to_string(), config]);
+    let report = support::mcp_plan(
+        &serde_json::json!([
+            {"wait_for_tool": "mcp__odd__slow"},
+            {"call": "mcp__odd__slow", "args": {}, "progress": true}
+        ]),
+        &args,
+    );
+    let step = &report["steps"][1];
+    assert!(step["text"].as_str().unwrap().contains("slow done"), "{report}");
+    let progress = step["progress"].as_array().unwrap();
+    assert_eq!(progress.len(), 3, "{report}");
+    assert_eq!(progress[2]["progress"], 3.0);
+    assert_eq!(progress[2]["total"], 3.0);
+    assert_eq!(progress[2]["message"], "step 3");
+}

@@ -7,7 +7,9 @@ Usage:
 PLAN is a JSON list of steps, run in order:
   {"list": true}                        -> the tool names offered
   {"set_level": "debug"}                -> logging/setLevel
-  {"call": "name", "args": {...}}       -> one tools/call
+  {"call": "name", "args": {...}}       -> one tools/call; with "progress": true it asks for
+                                           progress and reports it as "progress": [...]
+  {"wait_for_tool": "name"}             -> lists tools until the name appears (30 s at most)
 
 Prints one JSON document: {"steps": [...one result per step...], "logs": [...every
 notifications/message received, as {"level", "logger", "data"}...], "capabilities": {...}}.
@@ -50,13 +52,28 @@ async def run(session, plan, logs):
             await session.set_logging_level(step["set_level"])
             steps.append("ok")
         elif "call" in step:
-            result = await session.call_tool(step["call"], step.get("args", {}))
+            progress = []
+
+            async def on_progress(value, total, message):
+                progress.append({"progress": value, "total": total, "message": message})
+
+            callback = on_progress if step.get("progress") else None
+            result = await session.call_tool(step["call"], step.get("args", {}),
+                                             progress_callback=callback)
             steps.append(
                 {
                     "is_error": bool(field(result, "is_error", "isError")),
                     "text": "\n".join(getattr(b, "text", "") for b in result.content),
+                    "progress": progress,
                 }
             )
+        elif "wait_for_tool" in step:
+            for _ in range(300):
+                listed = await session.list_tools()
+                if any(t.name == step["wait_for_tool"] for t in listed.tools):
+                    break
+                await asyncio.sleep(0.1)
+            steps.append("ok")
         else:
             raise SystemExit(f"unknown step {step}")
     # Notifications sent on a separate stream may trail the last response slightly.
