@@ -52,8 +52,10 @@ pub fn bridged_name(
     taken: impl Fn(&str) -> bool,
 ) -> String {
     let head = match (dialect, prefix) {
-        (Dialect::GoClaw, Some(p)) => sanitize(p),
-        (Dialect::GoClaw, None) => format!("mcp_{}", sanitize(server)),
+        // GoClaw: a custom prefix gets `mcp_` unless it has it; `-` in a server name becomes `_`.
+        (Dialect::GoClaw, Some(p)) if p.starts_with("mcp_") => sanitize(p),
+        (Dialect::GoClaw, Some(p)) => format!("mcp_{}", sanitize(p)),
+        (Dialect::GoClaw, None) => format!("mcp_{}", sanitize(server).replace('-', "_")),
         (Dialect::ClaudeCode, _) => format!("mcp__{}", sanitize(server)),
     };
     let name = format!("{head}__{}", sanitize(tool));
@@ -83,7 +85,15 @@ mod tests {
         );
         assert_eq!(
             bridged_name(Dialect::GoClaw, "gh", Some("github"), "create issue", none),
-            "github__create_issue"
+            "mcp_github__create_issue"
+        );
+        assert_eq!(
+            bridged_name(Dialect::GoClaw, "gh", Some("mcp_gh2"), "x", none),
+            "mcp_gh2__x"
+        );
+        assert_eq!(
+            bridged_name(Dialect::GoClaw, "my-server", None, "search", none),
+            "mcp_my_server__search"
         );
         assert_eq!(
             bridged_name(Dialect::ClaudeCode, "my.server", None, "a/b:c", none),

@@ -7,13 +7,35 @@ use std::process::Command;
 
 /// The pinned version of the reference server.
 pub const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// The pinned version of the reference filesystem server.
+pub const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 
-/// The server's entry point, installed with npm into the target directory (once; concurrent
-/// test binaries install into their own directory and the first rename wins).
+/// server-everything's entry point, installed with npm into the target directory (once).
 pub fn server_everything(target_tmp: &str) -> PathBuf {
+    install(
+        target_tmp,
+        "npm-peers",
+        EVERYTHING,
+        "@modelcontextprotocol/server-everything/dist/index.js",
+    )
+}
+
+/// server-filesystem's entry point, installed like [`server_everything`].
+pub fn server_filesystem(target_tmp: &str) -> PathBuf {
+    install(
+        target_tmp,
+        "npm-peers-filesystem",
+        FILESYSTEM,
+        "@modelcontextprotocol/server-filesystem/dist/index.js",
+    )
+}
+
+/// Installs `package` into `dir` under the target directory unless `entry` is already there
+/// (concurrent test binaries install into their own directory and the first rename wins).
+fn install(target_tmp: &str, dir: &str, package: &str, entry: &str) -> PathBuf {
     let tmp = Path::new(target_tmp);
-    let root = tmp.join("npm-peers");
-    let entry = root.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let root = tmp.join(dir);
+    let entry = root.join("node_modules").join(entry);
     if entry.exists() {
         return entry;
     }
@@ -22,10 +44,10 @@ pub fn server_everything(target_tmp: &str) -> PathBuf {
     let status = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
         .arg(&partial)
-        .arg(EVERYTHING)
+        .arg(package)
         .status()
         .expect("npm runs (the MCP bridge tests need Node.js and npm)");
-    assert!(status.success(), "npm install {EVERYTHING} failed");
+    assert!(status.success(), "npm install {package} failed");
     if std::fs::rename(&partial, &root).is_err() {
         let _ = std::fs::remove_dir_all(&partial);
     }
