@@ -41,6 +41,10 @@ pub enum ServerError {
     NeedsAuth { server: String },
     #[error("MCP server {server:?} needs you to sign in: run `talon mcp-servers login {server}`")]
     NeedsLogin { server: String },
+    #[error(
+        "MCP server {server:?} needs more permissions (scopes) than Talon was granted: run `talon mcp-servers login {server}` to grant them"
+    )]
+    NeedsScope { server: String },
 }
 
 /// Talon's side of a session: it hears `notifications/tools/list_changed`.
@@ -369,7 +373,17 @@ impl Server {
                 server: self.name.clone(),
                 secs: timeout.as_secs(),
             })?
-            .map_err(|e| self.protocol(e.to_string()))
+            .map_err(|e| {
+                let message = e.to_string();
+                let server = self.name.clone();
+                if message.contains("Insufficient scope") {
+                    ServerError::NeedsScope { server }
+                } else if message.contains("Auth required") {
+                    ServerError::NeedsLogin { server }
+                } else {
+                    self.protocol(message)
+                }
+            })
     }
 
     fn protocol(&self, message: String) -> ServerError {

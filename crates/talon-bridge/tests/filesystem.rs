@@ -38,7 +38,9 @@ async fn server_filesystem_is_bridged_under_goclaw_names() {
     let bridge = Bridge::new(&registry, Dialect::GoClaw, None);
     bridge.connect(&[config], Startup::Wait).await.unwrap();
 
-    let read = registry.resolve("mcp_docs__read_text_file").expect("bridged");
+    let read = registry
+        .resolve("mcp_docs__read_text_file")
+        .expect("bridged");
     assert_eq!(read.spec().risk, Risk::Low, "read-only annotation");
     let write = registry.resolve("mcp_docs__write_file").expect("bridged");
     assert_ne!(write.spec().risk, Risk::Low);
@@ -48,7 +50,10 @@ async fn server_filesystem_is_bridged_under_goclaw_names() {
             .unwrap()
             .contains(&"mcp_docs__list_directory".to_string())
     );
-    assert!(registry.resolve("mcp_list_resources").is_some(), "GoClaw-dialect resource tools");
+    assert!(
+        registry.resolve("mcp_list_resources").is_some(),
+        "GoClaw-dialect resource tools"
+    );
 
     let pipeline = Pipeline::builder(Arc::clone(&registry))
         .rate_limiter(None)
@@ -63,7 +68,11 @@ async fn server_filesystem_is_bridged_under_goclaw_names() {
     };
     let path = root_path.join("notes.txt").display().to_string();
     let out = call("mcp_docs__read_text_file", json!({"path": path})).await;
-    assert!(!out.is_error && out.for_llm.contains("kiwi staging"), "{}", out.for_llm);
+    assert!(
+        !out.is_error && out.for_llm.contains("kiwi staging"),
+        "{}",
+        out.for_llm
+    );
     let out = call(
         "mcp_docs__list_directory",
         json!({"path": root_path.display().to_string()}),

@@ -190,7 +190,10 @@ fn progress_from_a_bridged_server_reaches_talon_mcps_client() {
         &args,
     );
     let step = &report["steps"][1];
-    assert!(step["text"].as_str().unwrap().contains("slow done"), "{report}");
+    assert!(
+        step["text"].as_str().unwrap().contains("slow done"),
+        "{report}"
+    );
     let progress = step["progress"].as_array().unwrap();
     assert_eq!(progress.len(), 3, "{report}");
     assert_eq!(progress[2]["progress"], 3.0);
