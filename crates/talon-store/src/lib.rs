@@ -147,6 +147,9 @@ pub struct Store {
     key: Option<EncryptionKey>,
     /// PostgreSQL: the connect URL, for the connection that listens for change notifications.
     listen_url: Option<std::sync::Arc<str>>,
+    /// SQLite: the file announcing the MCP tables' revision to every process on this host, and
+    /// the grants read at that revision (see [`Store::mcp_grants_for_current`]).
+    mcp_stamp: Option<std::sync::Arc<mcp_grants::GrantCache>>,
     /// Names of the credentialed binaries, as last read (see
     /// [`Store::cli_binary_names_recent`]); shared by the store's clones.
     binary_names: cli_credentials::NamesCache,
@@ -285,6 +288,7 @@ impl Store {
         Ok(Self {
             pool,
             engine,
+            mcp_stamp: mcp_grants::GrantCache::for_url(&config.url).map(std::sync::Arc::new),
             listen_url: (engine == Engine::Postgres)
                 .then(|| std::sync::Arc::from(config.url.as_str())),
             key: None,

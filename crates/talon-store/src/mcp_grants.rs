@@ -5,6 +5,10 @@
 //! The store keeps the facts; what they mean for one call is decided in one place,
 //! `talon_bridge::access`.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
 use sqlx::Row;
 
 use crate::fields::{invalid, json_list, parse_list};
@@ -208,7 +212,109 @@ async fn upsert_grant(
     Ok(())
 }
 
+/// Whose grants: (server, agent, user).
+type GrantKey = (String, Option<String>, Option<String>);
+
+/// SQLite: grants remembered at the revision a small file beside the database announces.
+/// Every change to the MCP tables, by any process, rewrites the file after its commit, so a
+/// reader that finds the file unchanged knows its remembered grants are current: one file read
+/// instead of a database round trip per bridged call.
+#[derive(Debug)]
+pub(crate) struct GrantCache {
+    path: PathBuf,
+    state: Mutex<(Option<String>, HashMap<GrantKey, Vec<McpGrant>>)>,
+}
+
+impl GrantCache {
+    /// The cache for a `sqlite://PATH…` URL; none for PostgreSQL or in-memory databases.
+    pub(crate) fn for_url(url: &str) -> Option<Self> {
+        let path = url.strip_prefix("sqlite://")?;
+        let path = path.split('?').next().unwrap_or(path);
+        if path.is_empty() || path.contains(":memory:") {
+            return None;
+        }
+        Some(Self {
+            path: PathBuf::from(format!("{path}-mcp-revision")),
+            state: Mutex::default(),
+        })
+    }
+
+    fn stamp(&self) -> Option<String> {
+        std::fs::read_to_string(&self.path).ok()
+    }
+}
+
 impl Store {
+    /// Tells every process on this host that the MCP tables changed (SQLite; after a commit).
+    pub(crate) async fn announce_mcp_change(&self) {
+        let Some(cache) = &self.mcp_stamp else {
+            return;
+        };
+        let revision = match self.mcp_revision().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the MCP revision to announce it");
+                return;
+            }
+        };
+        let tmp = cache
+            .path
+            .with_extension(format!("tmp{}", std::process::id()));
+        let written = std::fs::write(&tmp, format!("{revision}\n"))
+            .and_then(|()| std::fs::rename(&tmp, &cache.path));
+        if let Err(e) = written {
+            // Readers then fall back to the database on every call.
+            tracing::warn!(error = %e, path = %cache.path.display(), "cannot announce an MCP change");
+            let _ = std::fs::remove_file(&cache.path);
+        }
+    }
+
+    /// [`Store::mcp_grants_for`], answered from memory while no process has changed the MCP
+    /// tables since (SQLite), so a bridged call costs no database round trip; a change by any
+    /// process holds on the next call. PostgreSQL reads the database every time.
+    pub async fn mcp_grants_for_current(
+        &self,
+        server: &str,
+        agent: Option<&str>,
+        user: Option<&str>,
+    ) -> Result<Vec<McpGrant>, StoreError> {
+        let Some(cache) = &self.mcp_stamp else {
+            return self.mcp_grants_for(server, agent, user).await;
+        };
+        let stamp = match cache.stamp() {
+            Some(stamp) => stamp,
+            None => {
+                self.announce_mcp_change().await;
+                match cache.stamp() {
+                    Some(stamp) => stamp,
+                    None => return self.mcp_grants_for(server, agent, user).await,
+                }
+            }
+        };
+        let key = (
+            server.to_string(),
+            agent.map(str::to_string),
+            user.map(str::to_string),
+        );
+        {
+            let mut state = cache.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if state.0.as_deref() == Some(stamp.as_str()) {
+                if let Some(hit) = state.1.get(&key) {
+                    return Ok(hit.clone());
+                }
+            } else {
+                *state = (Some(stamp.clone()), HashMap::new());
+            }
+        }
+        // Read after the stamp: what is read is at least as new as the stamp it is kept under.
+        let grants = self.mcp_grants_for(server, agent, user).await?;
+        let mut state = cache.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.0.as_deref() == Some(stamp.as_str()) && state.1.len() < 10_000 {
+            state.1.insert(key, grants.clone());
+        }
+        Ok(grants)
+    }
+
     /// Creates or replaces a grant. It takes effect on the next call.
     pub async fn put_mcp_grant(&self, grant: &GrantSpec) -> Result<(), StoreError> {
         check_server(&grant.server)?;
@@ -219,6 +325,7 @@ impl Store {
         upsert_grant(&mut tx, grant, now_ms()).await?;
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
+        self.announce_mcp_change().await;
         Ok(())
     }
 
@@ -240,6 +347,7 @@ impl Store {
         .await?;
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
+        self.announce_mcp_change().await;
         Ok(done.rows_affected() > 0)
     }
 
@@ -308,6 +416,7 @@ impl Store {
         .await?;
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
+        self.announce_mcp_change().await;
         Ok(row.try_get("id")?)
     }
 
@@ -385,6 +494,7 @@ impl Store {
         }
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
+        self.announce_mcp_change().await;
         Ok(request)
     }
 }

@@ -352,6 +352,7 @@ impl Store {
         }
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
+        self.announce_mcp_change().await;
         Ok(())
     }
 
@@ -417,6 +418,7 @@ impl Store {
         }
         self.bump_mcp_revision(&mut tx).await?;
         tx.commit().await?;
+        self.announce_mcp_change().await;
         Ok(done.rows_affected() > 0)
     }
 

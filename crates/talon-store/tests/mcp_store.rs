@@ -18,6 +18,7 @@ suite!(
     grants_replace_and_revoke,
     approving_a_request_creates_its_grant_once,
     every_change_bumps_the_revision_and_notifies,
+    grants_kept_in_memory_follow_changes_by_other_processes,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -360,4 +361,30 @@ async fn every_change_bumps_the_revision_and_notifies(config: &StoreConfig) {
     expect_bump(store.mcp_revision().await.unwrap());
     other.remove_mcp_server("remote").await.unwrap();
     expect_bump(store.mcp_revision().await.unwrap());
+}
+
+async fn grants_kept_in_memory_follow_changes_by_other_processes(config: &StoreConfig) {
+    let key = EncryptionKey::generate();
+    let gateway = open_with(config, key.clone()).await;
+    let cli = open_with(config, key).await;
+    let read = || gateway.mcp_grants_for_current("files", Some("coder"), None);
+    assert!(read().await.unwrap().is_empty());
+    // Another process grants: the very next read sees it.
+    cli.put_mcp_grant(&grant("files", SubjectKind::Agent, "coder", &["read"], &[]))
+        .await
+        .unwrap();
+    assert_eq!(read().await.unwrap()[0].tool_allow, vec!["read"]);
+    assert_eq!(
+        read().await.unwrap()[0].tool_allow,
+        vec!["read"],
+        "from memory"
+    );
+    cli.put_mcp_grant(&grant("files", SubjectKind::Agent, "coder", &[], &["read"]))
+        .await
+        .unwrap();
+    assert_eq!(read().await.unwrap()[0].tool_deny, vec!["read"]);
+    cli.remove_mcp_grant("files", SubjectKind::Agent, "coder")
+        .await
+        .unwrap();
+    assert!(read().await.unwrap().is_empty());
 }

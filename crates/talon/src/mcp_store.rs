@@ -41,7 +41,7 @@ impl Access for StoreAccess {
     fn grants<'a>(&'a self, server: &'a str, caller: Caller<'a>) -> GrantsFuture<'a> {
         Box::pin(async move {
             self.store
-                .mcp_grants_for(server, caller.agent, caller.user)
+                .mcp_grants_for_current(server, caller.agent, caller.user)
                 .await
                 .map(|grants| grants.into_iter().map(grant).collect())
                 .map_err(|e| e.to_string())
