@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
-use talon_core::{ProgressSink, ProgressUpdate};
+use talon_core::{ClientHandle, ProgressSink, ProgressUpdate};
 use tokio::sync::Notify;
 
 use crate::transport::{self, Transport};
@@ -49,13 +49,16 @@ pub enum ServerError {
 
 /// Talon's side of a session: it hears `notifications/tools/list_changed`.
 /// It also routes the server's `notifications/progress` to the call that asked for them, and
-/// declines elicitation (logged with the reason); sampling requests get "method not found"
+/// passes elicitation on to the one caller in flight whose client can ask its user (declining,
+/// with the reason logged, when there is none or several); sampling requests get "method not found"
 /// (Talon does not declare the capability, and sampling is deprecated by SEP-2577).
 #[derive(Clone, Default)]
 pub struct Watcher {
     tools_changed: Arc<Notify>,
     /// Calls in flight that want progress, by the token sent with them.
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    /// Calls in flight whose caller's client can answer elicitations, by token.
+    clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
 }
 
 impl std::fmt::Debug for Watcher {
@@ -65,6 +68,17 @@ impl std::fmt::Debug for Watcher {
 }
 
 impl ClientHandler for Watcher {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::default();
+        info.client_info = rmcp::model::Implementation::new("talon", env!("CARGO_PKG_VERSION"));
+        // Servers may ask for the user's input; Talon passes the question to its own caller's
+        // client when it can, and declines otherwise.
+        let mut elicitation = rmcp::model::ElicitationCapability::default();
+        elicitation.form = Some(rmcp::model::FormElicitationCapability::default());
+        info.capabilities.elicitation = Some(elicitation);
+        info
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
     }
@@ -91,15 +105,42 @@ impl ClientHandler for Watcher {
 
     async fn create_elicitation(
         &self,
-        _request: rmcp::model::ElicitRequestParams,
+        request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        tracing::warn!(
-            "an MCP server asked Talon's user for input; declined: Talon cannot ask its user on a bridged server's behalf"
-        );
-        Ok(rmcp::model::ElicitResult::new(
-            rmcp::model::ElicitationAction::Decline,
-        ))
+        let decline = |why: &str| {
+            tracing::warn!("an MCP server asked for the user's input; declined: {why}");
+            Ok(rmcp::model::ElicitResult::new(
+                rmcp::model::ElicitationAction::Decline,
+            ))
+        };
+        let handles: Vec<ClientHandle> = self
+            .clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let [client] = handles.as_slice() else {
+            return if handles.is_empty() {
+                decline("no call in flight has a client that can ask its user")
+            } else {
+                decline("several calls are in flight; Talon cannot tell whose user to ask")
+            };
+        };
+        let params = match serde_json::to_value(&request) {
+            Ok(p) => p,
+            Err(e) => return decline(&e.to_string()),
+        };
+        match client.0.elicit(params).await {
+            Ok(answer) => match serde_json::from_value(answer) {
+                Ok(result) => Ok(result),
+                Err(e) => decline(&format!(
+                    "the client's answer is not an elicitation result: {e}"
+                )),
+            },
+            Err(e) => decline(&e),
+        }
     }
 }
 
@@ -111,11 +152,16 @@ struct InFlight {
     id: Option<rmcp::model::RequestId>,
     token: ProgressToken,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+        self.clients
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.token);
@@ -140,6 +186,7 @@ pub struct Server {
     service: RunningService<RoleClient, Watcher>,
     tools_changed: Arc<Notify>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -171,6 +218,7 @@ impl Server {
         let watcher = Watcher::default();
         let tools_changed = Arc::clone(&watcher.tools_changed);
         let progress = Arc::clone(&watcher.progress);
+        let clients = Arc::clone(&watcher.clients);
         let handshake = async {
             match transport {
                 Transport::Stdio(config) => {
@@ -224,6 +272,7 @@ impl Server {
             service,
             tools_changed,
             progress,
+            clients,
         })
     }
 
@@ -318,6 +367,7 @@ impl Server {
         arguments: Value,
         timeout: Duration,
         progress: Option<ProgressSink>,
+        client: Option<ClientHandle>,
     ) -> Result<Value, ServerError> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = match arguments {
@@ -342,7 +392,14 @@ impl Server {
             id: Some(handle.id.clone()),
             token: handle.progress_token.clone(),
             progress: Arc::clone(&self.progress),
+            clients: Arc::clone(&self.clients),
         };
+        if let Some(client) = client {
+            self.clients
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(handle.progress_token.clone(), client);
+        }
         if let Some(sink) = progress {
             self.progress
                 .lock()

@@ -78,6 +78,7 @@ impl Tool for Bridged {
                 call.input().clone(),
                 self.timeout,
                 call.ctx().progress.clone(),
+                call.ctx().client.clone(),
             )
             .await
         {

@@ -118,6 +118,29 @@ pub struct CallContext {
     pub transcript_path: Option<PathBuf>,
     /// Where a long tool's progress goes (an MCP client that sent a `progressToken`).
     pub progress: Option<ProgressSink>,
+    /// The caller's own client, when it can answer questions for its user (MCP elicitation).
+    pub client: Option<ClientHandle>,
+}
+
+/// The boxed answer of [`ClientRequests::elicit`].
+pub type ClientFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<serde_json::Value, String>> + Send>>;
+
+/// Requests a tool may pass to the caller's own client, as the protocol's JSON (so the core
+/// needs no MCP types).
+pub trait ClientRequests: Send + Sync {
+    /// Sends `elicitation/create` with `params` and returns the client's result.
+    fn elicit(&self, params: serde_json::Value) -> ClientFuture;
+}
+
+/// A shared [`ClientRequests`].
+#[derive(Clone)]
+pub struct ClientHandle(pub Arc<dyn ClientRequests>);
+
+impl std::fmt::Debug for ClientHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientHandle")
+    }
 }
 
 /// One progress report of a running tool (MCP's `notifications/progress`).
@@ -161,6 +184,7 @@ impl CallContext {
             permission_mode: PermissionMode::default(),
             tool_allow: None,
             progress: None,
+            client: None,
             cancel: CancellationToken::new(),
             deadline: None,
             scrub_bag: ScrubBag::default(),

@@ -37,7 +37,9 @@ pub mod workspace;
 mod test_tools;
 
 pub use caller::{AgentDirectory, CallerError, Callers};
-pub use context::{CallContext, DEFAULT_AGENT, ProgressSink, ProgressUpdate, RunKind};
+pub use context::{
+    CallContext, ClientHandle, ClientRequests, DEFAULT_AGENT, ProgressSink, ProgressUpdate, RunKind,
+};
 pub use output::{Media, ToolOutput, Usage};
 pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};
 pub use registry::Registry;

@@ -204,6 +204,15 @@ impl ServerHandler for TalonMcp {
         if let Some(token) = context.meta.get_progress_token() {
             ctx.progress = Some(progress_to(context.peer.clone(), token));
         }
+        let asks = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some());
+        if asks {
+            ctx.client = Some(talon_core::ClientHandle(Arc::new(PeerClient(
+                context.peer.clone(),
+            ))));
+        }
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let name = request.name.to_string();
         self.log_level.call_started(&context.peer, &name).await;
@@ -223,6 +232,24 @@ impl ServerHandler for TalonMcp {
     ) -> Result<(), ErrorData> {
         self.log_level.set(request.level);
         Ok(())
+    }
+}
+
+/// The connected client, for requests a tool passes on (elicitation from bridged servers).
+struct PeerClient(rmcp::Peer<RoleServer>);
+
+impl talon_core::ClientRequests for PeerClient {
+    fn elicit(&self, params: Value) -> talon_core::context::ClientFuture {
+        let peer = self.0.clone();
+        Box::pin(async move {
+            let params: rmcp::model::ElicitRequestParams = serde_json::from_value(params)
+                .map_err(|e| format!("not an elicitation request: {e}"))?;
+            let result = peer
+                .create_elicitation(params)
+                .await
+                .map_err(|e| format!("the client did not answer: {e}"))?;
+            serde_json::to_value(result).map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -200,3 +200,40 @@ fn progress_from_a_bridged_server_reaches_talon_mcps_client() {
     assert_eq!(progress[2]["total"], 3.0);
     assert_eq!(progress[2]["message"], "step 3");
 }
+
+/// A bridged server's elicitation reaches `talon mcp`'s own client when it can ask its user,
+/// and the user's answer goes back to the server.
+#[test]
+fn elicitation_from_a_bridged_server_reaches_talon_mcps_client() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../talon-bridge/tests/fixtures/misbehaving_server.py"
+    );
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\nauto_allow = [\"mcp__odd__elicit\"]\n\
+             [mcp_servers.odd]\ncommand = \"python3\"\nargs = [{script:?}]\n\
+             env = {{ CANCEL_LOG = \"/dev/null\" }}\n"
+        ),
+    )
+    .unwrap();
+    let config = home.path().join("talon.toml").display().to_string();
+    let mut args = support::stdio_target(&home.path().join("data"), home.path());
+    args.splice(2..2, ["--config".to_string(), config]);
+    let report = support::mcp_plan(
+        &serde_json::json!([
+            {"elicit_answer": {"action": "accept", "content": {"password": "correct horse"}}},
+            {"wait_for_tool": "mcp__odd__elicit"},
+            {"call": "mcp__odd__elicit", "args": {}}
+        ]),
+        &args,
+    );
+    assert_eq!(report["elicitations"][0], "Your password?", "{report}");
+    let text = report["steps"][2]["text"].as_str().unwrap();
+    assert!(
+        text.contains("accept") && text.contains("correct horse"),
+        "{report}"
+    );
+}

@@ -10,6 +10,9 @@ PLAN is a JSON list of steps, run in order:
   {"call": "name", "args": {...}}       -> one tools/call; with "progress": true it asks for
                                            progress and reports it as "progress": [...]
   {"wait_for_tool": "name"}             -> lists tools until the name appears (30 s at most)
+  {"elicit_answer": {...}}              -> how the client answers elicitation requests from now
+                                           on (an ElicitResult); a plan with such a step makes
+                                           the client declare the elicitation capability
 
 Prints one JSON document: {"steps": [...one result per step...], "logs": [...every
 notifications/message received, as {"level", "logger", "data"}...], "capabilities": {...}}.
@@ -67,6 +70,9 @@ async def run(session, plan, logs):
                     "progress": progress,
                 }
             )
+        elif "elicit_answer" in step:
+            ELICIT["answer"] = step["elicit_answer"]
+            steps.append("ok")
         elif "wait_for_tool" in step:
             for _ in range(300):
                 listed = await session.list_tools()
@@ -78,13 +84,26 @@ async def run(session, plan, logs):
             raise SystemExit(f"unknown step {step}")
     # Notifications sent on a separate stream may trail the last response slightly.
     await asyncio.sleep(0.3)
-    return {"steps": steps, "logs": logs, "capabilities": capabilities}
+    return {"steps": steps, "logs": logs, "capabilities": capabilities,
+            "elicitations": ELICIT["asked"]}
+
+
+ELICIT = {"answer": None, "asked": []}
+
+
+async def on_elicit(context, params):
+    from mcp import types
+    ELICIT["asked"].append(getattr(params, "message", None))
+    return types.ElicitResult(**ELICIT["answer"])
 
 
 async def main():
     plan = json.loads(sys.argv[1])
     mode = sys.argv[2]
     logs = []
+    extra = {}
+    if any("elicit_answer" in step for step in plan):
+        extra["elicitation_callback"] = on_elicit
 
     async def on_log(params):
         logs.append({"level": str(params.level), "logger": params.logger, "data": params.data})
@@ -92,13 +111,14 @@ async def main():
     if mode == "stdio":
         params = StdioServerParameters(command=sys.argv[3], args=sys.argv[4:])
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write, logging_callback=on_log) as session:
+            async with ClientSession(read, write, logging_callback=on_log, **extra) as session:
                 report = await run(session, plan, logs)
     elif mode == "http":
         headers = {"Authorization": f"Bearer {sys.argv[4]}"} if len(sys.argv) > 4 else None
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(sys.argv[3], http_client=http) as streams:
-                async with ClientSession(streams[0], streams[1], logging_callback=on_log) as session:
+                async with ClientSession(streams[0], streams[1], logging_callback=on_log,
+                                         **extra) as session:
                     report = await run(session, plan, logs)
     else:
         raise SystemExit(f"unknown mode {mode}")
