@@ -214,6 +214,8 @@ async fn upsert_grant(
 
 /// Whose grants: (server, agent, user).
 type GrantKey = (String, Option<String>, Option<String>);
+/// The stamp the remembered grants were read at, and the grants.
+type Remembered = (Option<String>, HashMap<GrantKey, Vec<McpGrant>>);
 
 /// SQLite: grants remembered at the revision a small file beside the database announces.
 /// Every change to the MCP tables, by any process, rewrites the file after its commit, so a
@@ -222,7 +224,7 @@ type GrantKey = (String, Option<String>, Option<String>);
 #[derive(Debug)]
 pub(crate) struct GrantCache {
     path: PathBuf,
-    state: Mutex<(Option<String>, HashMap<GrantKey, Vec<McpGrant>>)>,
+    state: Mutex<Remembered>,
 }
 
 impl GrantCache {
