@@ -299,3 +299,81 @@ async fn grants_hold_on_the_next_call_and_servers_come_and_go_at_runtime() {
     let out = call(&registry, echo, args, Some("anyone")).await;
     assert!(out.for_llm.contains("Echo: granted?"), "{}", out.for_llm);
 }
+
+/// A server whose first session expires and whose answer arrives only on a resumed stream.
+struct Resuming {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Resuming {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn stats(port: u16) -> serde_json::Value {
+    reqwest::get(format!("http://127.0.0.1:{port}/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn streamable_http_reinitialises_an_expired_session_and_resumes_a_dropped_stream() {
+    use std::io::BufRead;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/resuming_server.py"
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Resuming {
+        port: line.trim().strip_prefix("PORT ").unwrap().parse().unwrap(),
+        child,
+    };
+    let registry = Arc::new(Registry::new());
+    let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
+    let mut config = remote(
+        "resuming",
+        Transport::Http(HttpConfig {
+            url: format!("http://127.0.0.1:{}/mcp", server.port),
+            headers: BTreeMap::new(),
+            bearer: None,
+            oauth: None,
+        }),
+    );
+    config.call_timeout = Duration::from_secs(20);
+    bridge.connect(&[config], Startup::Wait).await.unwrap();
+    // The first call ends the session at the server; the second finds it expired.
+    for _ in 0..2 {
+        let out = call(&registry, "mcp__resuming__echo", json!({}), None).await;
+        assert!(
+            !out.is_error && out.for_llm.contains("echo"),
+            "{}",
+            out.for_llm
+        );
+    }
+    let seen = stats(server.port).await;
+    assert_eq!(seen["initializations"], 2, "re-initialised once: {seen}");
+    assert!(seen["expired_404"].as_u64().unwrap() >= 1, "{seen}");
+
+    let out = call(&registry, "mcp__resuming__resume", json!({}), None).await;
+    assert!(
+        out.for_llm.contains("delivered after resuming"),
+        "{}",
+        out.for_llm
+    );
+    let seen = stats(server.port).await;
+    assert_eq!(seen["resumed_with"][0], "ev-1", "{seen}");
+}
