@@ -237,3 +237,92 @@ fn elicitation_from_a_bridged_server_reaches_talon_mcps_client() {
         "{report}"
     );
 }
+
+/// Bridged stdio servers end with Talon: none outlives `talon tool call` or a `talon mcp` whose
+/// client hung up.
+#[test]
+fn bridged_server_processes_do_not_outlive_talon() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../talon-bridge/tests/fixtures/misbehaving_server.py"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let pid_file = home.path().join("server.pid");
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\nauto_allow = [\"mcp__odd__echo\"]\n\
+             [mcp_servers.odd]\ncommand = \"python3\"\nargs = [{script:?}]\n\
+             env = {{ CANCEL_LOG = \"/dev/null\", PID_FILE = {:?} }}\n",
+            pid_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let gone = |what: &str| {
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let proc_dir = std::path::Path::new("/proc").join(pid.trim());
+        for _ in 0..100 {
+            let zombie = std::fs::read_to_string(proc_dir.join("stat"))
+                .map(|s| s.contains(") Z "))
+                .unwrap_or(true);
+            if zombie {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the bridged server (pid {}) outlived {what}", pid.trim());
+    };
+    let out = command(home.path())
+        .args([
+            "tool",
+            "call",
+            "mcp__odd__echo",
+            "--args",
+            r#"{"message":"bye"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("echo: bye"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    gone("talon tool call");
+
+    std::fs::remove_file(&pid_file).unwrap();
+    let mut child = command(home.path())
+        .args(["mcp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::{BufRead, Write};
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        )
+        .unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("\"result\""), "{line}");
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        for _ in 0..200 {
+            if std::fs::read_to_string(&pid_file).is_ok_and(|p| !p.is_empty()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // The client hangs up.
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    gone("talon mcp");
+}
