@@ -265,3 +265,71 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
         .unwrap();
     assert_eq!(gone.status(), 404);
 }
+
+/// Two gateways sharing one PostgreSQL database: a server added through one is connected by the
+/// other (it hears `NOTIFY talon_mcp`, and reads the revision as a fallback), and removed alike.
+/// Runs where `TALON_TEST_DATABASE_URL` is set (`.ci/run` sets it).
+#[tokio::test]
+async fn gateways_sharing_postgresql_follow_each_others_changes() {
+    let Some(url) = std::env::var("TALON_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("TALON_TEST_DATABASE_URL is not set; PostgreSQL variant not run here");
+        return;
+    };
+    let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
+    let schema = format!(
+        "t_gw_{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let key = "11".repeat(32);
+    let env = [
+        ("TALON_DATABASE_URL", url.as_str()),
+        ("TALON_DATABASE__SCHEMA", schema.as_str()),
+        ("TALON_ENCRYPTION_KEY", key.as_str()),
+    ];
+    let first = support::serve(&env, None);
+    let second = support::serve(&env, None);
+    let client = reqwest::Client::new();
+    let added = client
+        .post(format!("http://{}/v1/mcp-servers", first.addr))
+        .json(&json!({"name": "everything", "command": "node",
+            "args": [entry.to_str().unwrap(), "stdio"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201, "{}", added.text().await.unwrap());
+    until("the other gateway connects the server", async || {
+        tool_names(&second.addr)
+            .await
+            .contains(&"mcp__everything__echo".to_string())
+    })
+    .await;
+    let call = json!({"tool": "mcp__everything__echo", "args": {"message": "via the other"}});
+    let (status, body) = support::invoke(&second.addr, None, call).await;
+    assert_eq!(status, 200, "{body}");
+    let removed = client
+        .delete(format!("http://{}/v1/mcp-servers/everything", second.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 200);
+    until("the first gateway drops the server", async || {
+        !tool_names(&first.addr)
+            .await
+            .contains(&"mcp__everything__echo".to_string())
+    })
+    .await;
+    drop((first, second));
+    let store = talon_store::Store::connect(&talon_store::StoreConfig::url(url))
+        .await
+        .unwrap();
+    store
+        .execute_admin(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+}
