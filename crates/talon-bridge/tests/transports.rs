@@ -207,6 +207,27 @@ impl Access for Grants {
     }
 }
 
+/// What a pipeline with the bridge's offer filter lists to `agent`.
+async fn offered_to(
+    registry: &Arc<Registry>,
+    bridge: &Arc<Bridge>,
+    agent: Option<&str>,
+) -> Vec<String> {
+    let pipeline = Pipeline::builder(Arc::clone(registry))
+        .rate_limiter(None)
+        .offer_filter(bridge.offer_filter())
+        .build()
+        .unwrap();
+    let mut ctx = CallContext::new("listing");
+    ctx.agent_key = agent.map(str::to_string);
+    pipeline
+        .offered_to(&ctx)
+        .await
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn grants_hold_on_the_next_call_and_servers_come_and_go_at_runtime() {
     let streamable = start_everything("streamableHttp").await;
@@ -252,8 +273,26 @@ async fn grants_hold_on_the_next_call_and_servers_come_and_go_at_runtime() {
         "{}",
         out.for_llm
     );
-    // An allow list lets only its tools through.
+    // An allow list lets only its tools through, in listings as in calls.
     *grants.0.lock().unwrap() = vec![("helper".into(), grant(&["get-sum"], &[]))];
+    let listed = offered_to(&registry, &bridge, Some("helper")).await;
+    assert!(
+        listed.contains(&"mcp_everything__get-sum".to_string()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.contains(&"mcp_everything__echo".to_string()),
+        "{listed:?}"
+    );
+    let stranger = offered_to(&registry, &bridge, Some("other")).await;
+    assert!(
+        !stranger.iter().any(|n| n.starts_with("mcp_everything__")),
+        "{stranger:?}"
+    );
+    assert!(
+        stranger.contains(&"mcp_list_resources".to_string()),
+        "other tools stay"
+    );
     let out = call(&registry, echo, args.clone(), Some("helper")).await;
     assert!(
         out.for_llm.contains("not among the tools granted"),

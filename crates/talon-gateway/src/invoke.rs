@@ -103,7 +103,7 @@ pub(crate) async fn invoke(State(state): State<AppState>, body: axum::body::Byte
         return caller_error(e);
     }
     if request.dry_run {
-        let offered = state.pipeline.offered(&ctx);
+        let offered = state.pipeline.offered_to(&ctx).await;
         let canonical = state.pipeline.registry().canonical_name(&request.tool);
         return match offered.iter().find(|t| Some(&t.spec().name) == canonical.as_ref()) {
             Some(tool) => Json(json!({"ok": true, "tool": tool.spec().name, "definition": definition(WireFormat::Mcp, tool.spec(), tool.schema())})).into_response(),
@@ -143,7 +143,7 @@ pub(crate) async fn list(
         Err(e) => return caller_error(e),
     }
     let format = query.format.unwrap_or(WireFormat::Mcp);
-    Json(json!({"tools": state.pipeline.definitions(&ctx, format)})).into_response()
+    Json(json!({"tools": state.pipeline.definitions_for(&ctx, format).await})).into_response()
 }
 
 pub(crate) async fn healthz() -> Response {

@@ -109,10 +109,11 @@ impl TalonMcp {
     }
 
     /// The tools this client is offered, as MCP tools.
-    pub fn tools(&self) -> Vec<Tool> {
+    pub async fn tools(&self) -> Vec<Tool> {
         let ctx = self.context(self.session_key.clone(), CancellationToken::new());
         self.pipeline
-            .offered(&ctx)
+            .offered_to(&ctx)
+            .await
             .iter()
             .map(|t| {
                 let spec = t.spec();
@@ -187,7 +188,7 @@ impl ServerHandler for TalonMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        Ok(ListToolsResult::with_all_items(self.tools().await))
     }
 
     async fn call_tool(

@@ -193,7 +193,9 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     }
     if let Some(bridge) = &bridge {
         // Search mode: a call naming a deferred MCP tool activates it.
-        builder = builder.deferred_activator(bridge.activator());
+        builder = builder
+            .deferred_activator(bridge.activator())
+            .offer_filter(bridge.offer_filter());
     }
     let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
     let mut ips = config.scrub.server_ips.clone();

@@ -66,6 +66,9 @@ fn stored_servers_grants_and_requests_through_the_cli() {
     assert!(ok && stdout.contains("  echo"), "{stdout}{stderr}");
 
     // Stored, and bridged by the next command; but it needs a grant.
+    // Not offered to an agent without a grant, and refused if called anyway.
+    let (_, listing, _) = talon(home, &["tools", "list"]);
+    assert!(!listing.contains("mcp__everything__"), "{listing}");
     let (ok, _, stderr) = echo(home, "no grant yet");
     assert!(
         !ok && stderr.contains("may be used only with a grant"),
@@ -96,6 +99,11 @@ fn stored_servers_grants_and_requests_through_the_cli() {
     let (ok, _, stderr) = talon(home, &["mcp-servers", "reject", "1"]);
     assert!(!ok && stderr.contains("already approved"), "{stderr}");
 
+    let (_, listing, _) = talon(home, &["tools", "list"]);
+    assert!(
+        listing.contains("mcp__everything__echo") && !listing.contains("mcp__everything__get-sum"),
+        "only the granted tool is listed: {listing}"
+    );
     let (ok, stdout, stderr) = echo(home, "granted now");
     assert!(
         ok && stdout.contains("Echo: granted now"),

@@ -5,7 +5,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, DeferredActivator, Pipeline, PolicyCache};
+use super::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, DeferredActivator, OfferFilter, Pipeline,
+    PolicyCache,
+};
 use crate::events::{AuditSink, EventBus};
 use crate::hooks::Hooks;
 use crate::permission::{Approver, DEFAULT_AUTO_ALLOW, DenyApprover, PermissionChecker};
@@ -30,6 +33,7 @@ pub struct PipelineBuilder {
     audit: Option<Arc<dyn AuditSink>>,
     events: Option<EventBus>,
     deferred: Option<DeferredActivator>,
+    offer_filter: Option<Arc<dyn OfferFilter>>,
 }
 
 impl PipelineBuilder {
@@ -58,6 +62,7 @@ impl PipelineBuilder {
             audit: None,
             events: None,
             deferred: None,
+            offer_filter: None,
         }
     }
 
@@ -129,6 +134,12 @@ impl PipelineBuilder {
         self
     }
 
+    /// Narrows listings beyond the policy ([`OfferFilter`]).
+    pub fn offer_filter(mut self, filter: Arc<dyn OfferFilter>) -> Self {
+        self.offer_filter = Some(filter);
+        self
+    }
+
     /// Builds the pipeline; fails only if the built-in scrubber rules do not compile.
     pub fn build(self) -> Result<Pipeline, ScrubError> {
         let scrubber = match self.scrubber {
@@ -151,6 +162,7 @@ impl PipelineBuilder {
             audit: self.audit,
             events: self.events.unwrap_or_default(),
             deferred: self.deferred,
+            offer_filter: self.offer_filter,
             next_call_id: AtomicU64::new(1),
         })
     }

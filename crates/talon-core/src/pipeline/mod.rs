@@ -123,6 +123,21 @@ pub struct CallOutcome {
 /// whether it registered something.
 pub type DeferredActivator = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
+/// The boxed future of [`OfferFilter::retain`].
+pub type OfferFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Arc<RegisteredTool>>> + Send + 'a>>;
+
+/// Narrows what a caller is offered beyond the policy (bridged MCP tools the caller has no
+/// grant for), so listings show only what the caller may call. Calls are still checked by
+/// the tools themselves.
+pub trait OfferFilter: Send + Sync {
+    fn retain<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        tools: Vec<Arc<RegisteredTool>>,
+    ) -> OfferFuture<'a>;
+}
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct PolicyKey {
     agent: Option<String>,
@@ -156,6 +171,7 @@ pub struct Pipeline {
     audit: Option<Arc<dyn AuditSink>>,
     events: EventBus,
     deferred: Option<DeferredActivator>,
+    offer_filter: Option<Arc<dyn OfferFilter>>,
     next_call_id: AtomicU64,
 }
 
@@ -249,6 +265,24 @@ impl Pipeline {
     /// Definitions of the offered tools in a wire format, sorted by name.
     pub fn definitions(&self, ctx: &CallContext, format: WireFormat) -> Vec<Value> {
         self.offered(ctx)
+            .iter()
+            .map(|t| definition(format, t.spec(), t.schema()))
+            .collect()
+    }
+
+    /// What entry points list: [`Pipeline::offered`], narrowed by the offer filter (grants).
+    pub async fn offered_to(&self, ctx: &CallContext) -> Vec<Arc<RegisteredTool>> {
+        let offered = self.offered(ctx);
+        match &self.offer_filter {
+            Some(filter) => filter.retain(ctx, offered).await,
+            None => offered,
+        }
+    }
+
+    /// Definitions of [`Pipeline::offered_to`] in a wire format, sorted by name.
+    pub async fn definitions_for(&self, ctx: &CallContext, format: WireFormat) -> Vec<Value> {
+        self.offered_to(ctx)
+            .await
             .iter()
             .map(|t| definition(format, t.spec(), t.schema()))
             .collect()

@@ -33,7 +33,7 @@ pub async fn list(
         Ok(rt) => rt,
         Err(e) => return e.report(),
     };
-    let tools = rt.pipeline.offered(&rt.template);
+    let tools = rt.pipeline.offered_to(&rt.template).await;
     if as_json {
         let items: Vec<_> = tools
             .iter()
