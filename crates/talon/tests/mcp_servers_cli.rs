@@ -198,23 +198,26 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
         .await
         .unwrap();
     assert_eq!(added.status(), 201, "{}", added.text().await.unwrap());
-    until("the added server's tools appear", async || {
-        tool_names(&addr)
+    let bridged = async || -> Value {
+        client
+            .get(api("/v1/mcp-servers"))
+            .send()
             .await
-            .contains(&"mcp__everything__echo".to_string())
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()["bridged"]
+            .clone()
+    };
+    until("the added server connects", async || {
+        bridged().await["everything"]["state"] == "connected"
     })
     .await;
-    let listed: Value = client
-        .get(api("/v1/mcp-servers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        listed["bridged"]["everything"]["state"], "connected",
-        "{listed}"
+    // It needs a grant: not offered yet.
+    assert!(
+        !tool_names(&addr)
+            .await
+            .contains(&"mcp__everything__echo".to_string())
     );
     let call = json!({"tool": "mcp__everything__echo", "args": {"message": "over http"}});
     let (_, body) = support::invoke(&addr, None, call.clone()).await;
@@ -249,6 +252,12 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
     let (status, body) = support::invoke(&addr, None, call.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.to_string().contains("Echo: over http"), "{body}");
+    assert!(
+        tool_names(&addr)
+            .await
+            .contains(&"mcp__everything__echo".to_string()),
+        "offered once granted"
+    );
     let bad = client
         .post(api("/v1/mcp-grants"))
         .json(&json!({"server": "everything", "agent": "a", "user": "b"}))
@@ -264,6 +273,7 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
         !tool_names(&addr)
             .await
             .contains(&"mcp__everything__echo".to_string())
+            && bridged().await.get("everything").is_none()
     })
     .await;
     let gone = client
