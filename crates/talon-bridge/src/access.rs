@@ -7,8 +7,12 @@
 //! `allow` lets every tool through. Grants are read for each call, so a change takes effect on
 //! the next one.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Weak};
+
+use crate::Bridge;
 
 /// One grant as far as a decision needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +82,73 @@ pub fn decide(
         }
     }
     Ok(())
+}
+
+/// [`Bridge::offer_filter`].
+pub(crate) struct GrantFilter(pub(crate) Weak<Bridge>);
+
+impl talon_core::pipeline::OfferFilter for GrantFilter {
+    fn retain<'a>(
+        &'a self,
+        ctx: &'a talon_core::CallContext,
+        tools: Vec<Arc<talon_core::registry::RegisteredTool>>,
+    ) -> talon_core::pipeline::OfferFuture<'a> {
+        Box::pin(async move {
+            let Some(bridge) = self.0.upgrade() else {
+                return tools;
+            };
+            let Some(source) = bridge.access.clone() else {
+                return tools;
+            };
+            // Which server and raw name each offered bridged tool has.
+            let bridged: BTreeMap<String, (String, String, bool)> = {
+                let catalog = bridge
+                    .catalog
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                catalog
+                    .tools
+                    .values()
+                    .flatten()
+                    .map(|t| {
+                        (
+                            t.name.clone(),
+                            (
+                                t.link.name().to_string(),
+                                t.listed.name.clone(),
+                                t.link.config.require_grant,
+                            ),
+                        )
+                    })
+                    .collect()
+            };
+            let caller = Caller {
+                agent: ctx.agent_key.as_deref(),
+                user: ctx.user.as_deref(),
+            };
+            let mut grants: BTreeMap<String, Option<Vec<Grant>>> = BTreeMap::new();
+            let mut kept = Vec::with_capacity(tools.len());
+            for tool in tools {
+                let Some((server, raw, require)) = bridged.get(tool.spec().name.as_str()) else {
+                    kept.push(tool);
+                    continue;
+                };
+                if !grants.contains_key(server) {
+                    let read = source.grants(server, caller).await.ok();
+                    grants.insert(server.clone(), read);
+                }
+                // Unreadable grants hide the tool, as a call would be refused.
+                let allowed = grants
+                    .get(server)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|g| decide(server, *require, g, Some(raw)).is_ok());
+                if allowed {
+                    kept.push(tool);
+                }
+            }
+            kept
+        })
+    }
 }
 
 #[cfg(test)]

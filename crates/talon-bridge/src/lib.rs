@@ -427,7 +427,7 @@ impl Bridge {
 
     /// For the pipeline: listings leave out bridged tools the caller's grants refuse.
     pub fn offer_filter(self: &Arc<Self>) -> Arc<dyn talon_core::pipeline::OfferFilter> {
-        Arc::new(GrantFilter(Arc::downgrade(self)))
+        Arc::new(access::GrantFilter(Arc::downgrade(self)))
     }
 
     /// Every bridged tool's name, registered or deferred.
@@ -438,70 +438,6 @@ impl Bridge {
             .flatten()
             .map(|t| t.name.clone())
             .collect()
-    }
-}
-
-/// [`Bridge::offer_filter`].
-struct GrantFilter(Weak<Bridge>);
-
-impl talon_core::pipeline::OfferFilter for GrantFilter {
-    fn retain<'a>(
-        &'a self,
-        ctx: &'a talon_core::CallContext,
-        tools: Vec<Arc<talon_core::registry::RegisteredTool>>,
-    ) -> talon_core::pipeline::OfferFuture<'a> {
-        Box::pin(async move {
-            let Some(bridge) = self.0.upgrade() else {
-                return tools;
-            };
-            let Some(source) = bridge.access.clone() else {
-                return tools;
-            };
-            // Which server and raw name each offered bridged tool has.
-            let bridged: BTreeMap<String, (String, String, bool)> = {
-                let catalog = lock(&bridge.catalog);
-                catalog
-                    .tools
-                    .values()
-                    .flatten()
-                    .map(|t| {
-                        (
-                            t.name.clone(),
-                            (
-                                t.link.name().to_string(),
-                                t.listed.name.clone(),
-                                t.link.config.require_grant,
-                            ),
-                        )
-                    })
-                    .collect()
-            };
-            let caller = access::Caller {
-                agent: ctx.agent_key.as_deref(),
-                user: ctx.user.as_deref(),
-            };
-            let mut grants: BTreeMap<String, Option<Vec<access::Grant>>> = BTreeMap::new();
-            let mut kept = Vec::with_capacity(tools.len());
-            for tool in tools {
-                let Some((server, raw, require)) = bridged.get(tool.spec().name.as_str()) else {
-                    kept.push(tool);
-                    continue;
-                };
-                if !grants.contains_key(server) {
-                    let read = source.grants(server, caller).await.ok();
-                    grants.insert(server.clone(), read);
-                }
-                // Unreadable grants hide the tool, as a call would be refused.
-                let allowed = grants
-                    .get(server)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|g| access::decide(server, *require, g, Some(raw)).is_ok());
-                if allowed {
-                    kept.push(tool);
-                }
-            }
-            kept
-        })
     }
 }
 
