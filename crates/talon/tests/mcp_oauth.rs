@@ -30,6 +30,7 @@ fn auth_server(expires_secs: u32) -> AuthServer {
     let mut child = Command::new("python3")
         .arg(script)
         .env("EXPIRES", expires_secs.to_string())
+        .env("PREREGISTERED", "talon-preregistered")
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 runs");
@@ -66,20 +67,48 @@ fn talon(home: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-#[test]
-fn login_refresh_rotation_and_logout() {
-    let server = auth_server(1);
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path();
-    // The "browser": follows the authorization URL's redirects to Talon's loopback callback, as
-    // a person who approves at once would.
+/// The "browser": follows the authorization URL's redirects to Talon's loopback callback, as a
+/// person who approves at once would.
+fn install_browser(home: &Path) {
+    use std::os::unix::fs::PermissionsExt;
     std::fs::write(
         home.join("browser"),
         "#!/bin/sh\nexec python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read()' \"$1\"\n",
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(home.join("browser"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_preregistered_client_signs_in_without_registering() {
+    let server = auth_server(3600);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    install_browser(home);
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    std::fs::write(
+        home.join("talon.toml"),
+        format!(
+            "[mcp_servers.pre]\nurl = {url:?}\noauth = true\noauth_client_id = \"talon-preregistered\"\n"
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = talon(home, &["mcp-servers", "login", "pre"]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = talon(home, &["tool", "call", "mcp__pre__whoami"]);
+    assert!(
+        ok && out.contains("hello talon-preregistered"),
+        "{out}{err}"
+    );
+    assert_eq!(stats(server.port)["registrations"], 0);
+}
+
+#[test]
+fn login_refresh_rotation_and_logout() {
+    let server = auth_server(1);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    install_browser(home);
     let url = format!("http://127.0.0.1:{}/mcp", server.port);
 
     let (ok, out, err) = talon(

@@ -14,7 +14,8 @@
                                                 valid, unexpired access token
   /stats                                        counts, for the tests
 
-Access tokens live EXPIRES seconds (env, default 3600). Prints "PORT <n>" when listening.
+Access tokens live EXPIRES seconds (env, default 3600). PREREGISTERED (env) names a client id
+known without registration. Prints "PORT <n>" when listening.
 """
 
 import base64
@@ -31,6 +32,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 EXPIRES = int(os.environ.get("EXPIRES", "3600"))
 lock = threading.Lock()
 clients = {}      # client_id -> redirect_uris
+if os.environ.get("PREREGISTERED"):
+    clients[os.environ["PREREGISTERED"]] = []
 codes = {}        # code -> (client_id, redirect_uri, challenge, resource, scope)
 access = {}       # token -> (client_id, expires_at)
 refresh = {}      # token -> client_id (removed when used)
