@@ -422,6 +422,16 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Announces a change that is not in the tables (a server was signed in to), so running
+    /// gateways retry servers they could not connect.
+    pub async fn touch_mcp(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        self.bump_mcp_revision(&mut tx).await?;
+        tx.commit().await?;
+        self.announce_mcp_change().await;
+        Ok(())
+    }
+
     /// The revision of the MCP tables: it changes whenever a server, grant or request does.
     pub async fn mcp_revision(&self) -> Result<i64, StoreError> {
         let row = sqlx::query("SELECT revision FROM mcp_revision WHERE id = 1")

@@ -123,13 +123,15 @@ pub async fn stored_servers(
     Ok(out)
 }
 
-/// Keeps the bridge's stored servers equal to the store's, until the bridge is dropped.
-/// `current` are the stored servers the bridge was started with.
+/// Keeps the bridge's stored servers equal to the store's, until the bridge is dropped, and on
+/// every change retries the servers (of the store or of `from_file`) it could not connect, such
+/// as one that needed a login. `current` are the stored servers the bridge was started with.
 pub async fn follow(
     store: Store,
     bridge: std::sync::Weak<Bridge>,
     shadowed: BTreeSet<String>,
     vault: Arc<dyn TokenVault>,
+    from_file: Vec<ServerConfig>,
     mut current: BTreeMap<String, ServerConfig>,
 ) {
     let wake = Arc::new(Notify::new());
@@ -166,11 +168,19 @@ pub async fn follow(
                 bridge.remove(name);
             }
         }
+        let bridged = bridge.server_names();
         for (name, config) in &wanted {
             if current.get(name) != Some(config) {
                 tracing::info!(server = %name, "MCP server added or changed; connecting");
                 bridge.add_in_background(config.clone());
+            } else if !bridged.contains(name) {
+                tracing::info!(server = %name, "retrying an MCP server that was not connected");
+                bridge.add_in_background(config.clone());
             }
+        }
+        for config in from_file.iter().filter(|c| !bridged.contains(&c.name)) {
+            tracing::info!(server = %config.name, "retrying an MCP server that was not connected");
+            bridge.add_in_background(config.clone());
         }
         current = wanted;
     }

@@ -310,6 +310,7 @@ async fn connect_mcp_servers(
             Arc::downgrade(&bridge),
             shadowed,
             vault,
+            from_file,
             current,
         ));
     }

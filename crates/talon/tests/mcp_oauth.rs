@@ -162,3 +162,34 @@ fn login_refresh_rotation_and_logout() {
         "{err}"
     );
 }
+
+/// A running gateway that could not connect a server for want of a login connects it once
+/// `talon mcp-servers login` has run in another process.
+#[tokio::test]
+async fn a_running_gateway_connects_a_server_once_signed_in() {
+    let server = auth_server(3600);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    install_browser(home);
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    std::fs::write(
+        home.join("talon.toml"),
+        format!("[mcp_servers.signed]\nurl = {url:?}\noauth = true\n"),
+    )
+    .unwrap();
+    let gateway = support::serve_in(home, &[]);
+    let listed = || async {
+        let tools = support::get_json(&format!("http://{}/v1/tools", gateway.addr)).await;
+        tools.to_string().contains("mcp__signed__whoami")
+    };
+    assert!(!listed().await, "not connected before the login");
+    let (ok, out, err) = talon(home, &["mcp-servers", "login", "signed"]);
+    assert!(ok, "{out}{err}");
+    for _ in 0..300 {
+        if listed().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the gateway did not connect the server after the login");
+}

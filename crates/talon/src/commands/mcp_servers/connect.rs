@@ -100,12 +100,12 @@ pub(super) async fn login(
     };
     match talon_bridge::oauth::login(name, &http, &oauth, open, Duration::from_secs(300)).await {
         Ok(()) => {
-            println!(
-                "{name}: signed in; running gateways use the new tokens at their next connection"
-            );
-            // Running gateways reconnect the server when its configuration revision changes.
-            if let Ok(Some(stored)) = store.mcp_server(name).await {
-                let _ = store.put_mcp_server(&stored.spec, None, true).await;
+            println!("{name}: signed in; running gateways connect it within seconds");
+            // Running gateways retry the servers they could not connect.
+            if let Err(e) = store.touch_mcp().await {
+                eprintln!(
+                    "talon: running gateways were not told ({e}); restart them to connect {name}"
+                );
             }
             ExitCode::SUCCESS
         }
