@@ -125,7 +125,8 @@ pub async fn stored_servers(
 
 /// Keeps the bridge's stored servers equal to the store's, until the bridge is dropped, and on
 /// every change retries the servers (of the store or of `from_file`) it could not connect, such
-/// as one that needed a login. `current` are the stored servers the bridge was started with.
+/// as one that needed a login. `current` are the stored servers the bridge was started with, and
+/// `seen` the revision read before them (a change made meanwhile is then not missed).
 pub async fn follow(
     store: Store,
     bridge: std::sync::Weak<Bridge>,
@@ -133,10 +134,10 @@ pub async fn follow(
     vault: Arc<dyn TokenVault>,
     from_file: Vec<ServerConfig>,
     mut current: BTreeMap<String, ServerConfig>,
+    mut seen: Option<i64>,
 ) {
     let wake = Arc::new(Notify::new());
     store.notify_mcp_changes(Arc::clone(&wake));
-    let mut seen = store.mcp_revision().await.ok();
     loop {
         let _ = tokio::time::timeout(POLL_EVERY, wake.notified()).await;
         let Some(bridge) = bridge.upgrade() else {

@@ -272,6 +272,8 @@ async fn connect_mcp_servers(
     let from_file =
         crate::mcp_servers_config::servers(&config.mcp_servers, &vault).map_err(ConfigError)?;
     let shadowed: std::collections::BTreeSet<String> = config.mcp_servers.keys().cloned().collect();
+    // Read before the servers: a change made while Talon starts is caught by `follow`.
+    let revision = store.mcp_revision().await.ok();
     let stored = crate::mcp_store::stored_servers(store, &shadowed, &vault)
         .await
         .map_err(|e| BuildError::Store(format!("reading the stored MCP servers: {e}")))?;
@@ -312,6 +314,7 @@ async fn connect_mcp_servers(
             vault,
             from_file,
             current,
+            revision,
         ));
     }
     Ok(Some(bridge))
