@@ -430,15 +430,13 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
             args.name
         ));
     }
-    let transport = match (&args.transport, &args.command, &args.url) {
-        (Some(t), _, _) => t.clone(),
-        (None, Some(_), _) => "stdio".into(),
-        (None, None, Some(_)) => "http".into(),
-        (None, None, None) => {
-            return usage_error(
-                "give --command PROGRAM [-- ARGS…] for a stdio server, or --url URL for a remote one",
-            );
-        }
+    let transport = match crate::mcp_servers_config::transport_of(
+        args.transport.as_deref(),
+        args.command.is_some(),
+        args.url.is_some(),
+    ) {
+        Ok(t) => t,
+        Err(e) => return usage_error(format!("{e}: --command PROGRAM [-- ARGS…] or --url URL")),
     };
     let mut spec = McpServerSpec::new(args.name.clone(), transport);
     spec.command = args.command.unwrap_or_default();
