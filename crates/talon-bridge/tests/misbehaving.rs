@@ -66,7 +66,7 @@ fn ctx() -> CallContext {
 }
 
 async fn cancellations(log: &std::path::Path) -> String {
-    for _ in 0..100 {
+    for _ in 0..300 {
         if let Ok(text) = std::fs::read_to_string(log)
             && !text.is_empty()
         {

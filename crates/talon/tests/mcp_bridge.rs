@@ -261,7 +261,7 @@ fn bridged_server_processes_do_not_outlive_talon() {
     let gone = |what: &str| {
         let pid = std::fs::read_to_string(&pid_file).unwrap();
         let proc_dir = std::path::Path::new("/proc").join(pid.trim());
-        for _ in 0..100 {
+        for _ in 0..300 {
             let zombie = std::fs::read_to_string(proc_dir.join("stat"))
                 .map(|s| s.contains(") Z "))
                 .unwrap_or(true);
