@@ -247,17 +247,11 @@ impl GrantCache {
 }
 
 impl Store {
-    /// Tells every process on this host that the MCP tables changed (SQLite; after a commit).
-    pub(crate) async fn announce_mcp_change(&self) {
+    /// Writes `revision` to the file readers compare (SQLite): every process on this host then
+    /// knows its remembered grants are stale.
+    pub(crate) fn write_mcp_stamp(&self, revision: i64) {
         let Some(cache) = &self.mcp_stamp else {
             return;
-        };
-        let revision = match self.mcp_revision().await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the MCP revision to announce it");
-                return;
-            }
         };
         let tmp = cache
             .path
@@ -286,7 +280,8 @@ impl Store {
         let stamp = match cache.stamp() {
             Some(stamp) => stamp,
             None => {
-                self.announce_mcp_change().await;
+                // No process has announced a change yet: announce the current revision.
+                self.write_mcp_stamp(self.mcp_revision().await?);
                 match cache.stamp() {
                     Some(stamp) => stamp,
                     None => return self.mcp_grants_for(server, agent, user).await,
@@ -325,9 +320,7 @@ impl Store {
         check_tools(&grant.tool_deny)?;
         let mut tx = self.pool().begin().await?;
         upsert_grant(&mut tx, grant, now_ms()).await?;
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
+        self.commit_mcp_change(tx).await?;
         Ok(())
     }
 
@@ -347,9 +340,7 @@ impl Store {
         .bind(subject)
         .execute(&mut *tx)
         .await?;
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
+        self.commit_mcp_change(tx).await?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -416,9 +407,7 @@ impl Store {
         .bind(now_ms())
         .fetch_one(&mut *tx)
         .await?;
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
+        self.commit_mcp_change(tx).await?;
         Ok(row.try_get("id")?)
     }
 
@@ -494,9 +483,7 @@ impl Store {
             };
             upsert_grant(&mut tx, &grant, now).await?;
         }
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
+        self.commit_mcp_change(tx).await?;
         Ok(request)
     }
 }

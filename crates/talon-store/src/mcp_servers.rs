@@ -350,9 +350,7 @@ impl Store {
                 self.put_secret(&mut *tx, &secret, &value).await?;
             }
         }
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
+        self.commit_mcp_change(tx).await?;
         Ok(())
     }
 
@@ -416,20 +414,15 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
+        self.commit_mcp_change(tx).await?;
         Ok(done.rows_affected() > 0)
     }
 
     /// Announces a change that is not in the tables (a server was signed in to), so running
     /// gateways retry servers they could not connect.
     pub async fn touch_mcp(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
-        self.bump_mcp_revision(&mut tx).await?;
-        tx.commit().await?;
-        self.announce_mcp_change().await;
-        Ok(())
+        let tx = self.pool().begin().await?;
+        self.commit_mcp_change(tx).await
     }
 
     /// The revision of the MCP tables: it changes whenever a server, grant or request does.
@@ -477,20 +470,25 @@ impl Store {
         });
     }
 
-    /// Records a change in the caller's transaction (and announces it on PostgreSQL, delivered
-    /// at commit).
-    pub(crate) async fn bump_mcp_revision(
+    /// Records a change made in `tx`, commits it, and tells the other processes: PostgreSQL's
+    /// `NOTIFY` goes out with the commit; on SQLite the revision file is rewritten after it.
+    pub(crate) async fn commit_mcp_change(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        mut tx: sqlx::Transaction<'_, sqlx::Any>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE mcp_revision SET revision = revision + 1 WHERE id = 1")
-            .execute(&mut **tx)
-            .await?;
+        let row = sqlx::query(
+            "UPDATE mcp_revision SET revision = revision + 1 WHERE id = 1 RETURNING revision",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let revision: i64 = row.try_get("revision")?;
         if self.engine() == Engine::Postgres {
             sqlx::query(sqlx::AssertSqlSafe(format!("NOTIFY {MCP_CHANNEL}")))
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
+        tx.commit().await?;
+        self.write_mcp_stamp(revision);
         Ok(())
     }
 }
