@@ -30,6 +30,18 @@ impl SubjectKind {
         }
     }
 
+    /// Whom a grant or request names: exactly one of an agent and a user.
+    pub fn of(agent: Option<String>, user: Option<String>) -> Result<(Self, String), StoreError> {
+        match (agent, user) {
+            (Some(a), None) => Ok((SubjectKind::Agent, a)),
+            (None, Some(u)) => Ok((SubjectKind::User, u)),
+            _ => Err(invalid(
+                "subject",
+                "give exactly one of an agent and a user",
+            )),
+        }
+    }
+
     /// `agent` or `user`.
     pub fn parse(s: &str) -> Result<Self, StoreError> {
         match s {

@@ -26,9 +26,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use talon_bridge::Bridge;
 use talon_bridge::link::Status;
-use talon_store::{
-    GrantSpec, McpServerSecrets, McpServerSpec, RequestStatus, Store, StoreError, SubjectKind,
-};
+use talon_store::{GrantSpec, RequestStatus, Store, StoreError, SubjectKind};
+
+use crate::mcp_servers_config::McpServerSection;
 
 #[derive(Clone)]
 struct Admin {
@@ -188,36 +188,36 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
             ),
         );
     }
-    let transport = match crate::mcp_servers_config::transport_of(
-        b.transport.as_deref(),
-        b.command.is_some(),
-        b.url.is_some(),
-    ) {
-        Ok(t) => t,
+    // The body is a server section like talon.toml's (without the fields that would read the
+    // gateway's environment), turned into a record by its rule.
+    let given = b.env.is_some() || b.headers.is_some() || !b.replace;
+    let section = McpServerSection {
+        transport: b.transport,
+        command: b.command,
+        args: b.args,
+        env: b.env.unwrap_or_default().into_iter().collect(),
+        cwd: b.cwd.map(std::path::PathBuf::from),
+        url: b.url,
+        headers: b.headers.unwrap_or_default(),
+        bearer_token_env: None,
+        prefix: b.prefix,
+        startup_timeout_secs: b.startup_timeout_secs,
+        tool_timeout_secs: b.tool_timeout_secs,
+        max_output_chars: b.max_output_chars,
+        required: b.required,
+        require_grant: b.require_grant,
+        oauth: b.oauth,
+        oauth_client_id: b.oauth_client_id,
+        oauth_client_secret_env: None,
+        oauth_client_metadata_url: b.oauth_client_metadata_url,
+        oauth_scopes: b.oauth_scopes,
+        enabled: b.enabled,
+    };
+    let (spec, secrets) = match section.checked_spec(&b.name) {
+        Ok(pair) => pair,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let mut spec = McpServerSpec::new(b.name, transport);
-    spec.command = b.command.unwrap_or_default();
-    spec.args = b.args;
-    spec.url = b.url.unwrap_or_default();
-    spec.cwd = b.cwd.unwrap_or_default();
-    spec.tool_prefix = b.prefix.unwrap_or_default();
-    spec.startup_timeout_secs = b.startup_timeout_secs.unwrap_or(spec.startup_timeout_secs);
-    spec.tool_timeout_secs = b.tool_timeout_secs.unwrap_or(spec.tool_timeout_secs);
-    spec.max_output_chars = b.max_output_chars.unwrap_or(spec.max_output_chars);
-    spec.required = b.required;
-    spec.require_grant = b.require_grant;
-    spec.enabled = b.enabled;
-    spec.oauth = b.oauth;
-    spec.oauth_client_id = b.oauth_client_id.unwrap_or_default();
-    spec.oauth_client_metadata_url = b.oauth_client_metadata_url.unwrap_or_default();
-    spec.oauth_scopes = b.oauth_scopes;
-    let secrets =
-        (b.env.is_some() || b.headers.is_some() || !b.replace).then(|| McpServerSecrets {
-            env: b.env.unwrap_or_default(),
-            headers: b.headers.unwrap_or_default(),
-            oauth_client_secret: None,
-        });
+    let secrets = given.then_some(secrets);
     match admin
         .store
         .put_mcp_server(&spec, secrets.as_ref(), b.replace)
@@ -272,22 +272,6 @@ async fn list_grants(State(admin): State<Admin>, Query(f): Query<ServerFilter>) 
     }
 }
 
-/// Whom a grant or request is for: exactly one of `agent` and `user`.
-struct Subject {
-    agent: Option<String>,
-    user: Option<String>,
-}
-
-impl Subject {
-    fn resolve(self) -> Result<(SubjectKind, String), &'static str> {
-        match (self.agent, self.user) {
-            (Some(a), None) => Ok((SubjectKind::Agent, a)),
-            (None, Some(u)) => Ok((SubjectKind::User, u)),
-            _ => Err("give exactly one of \"agent\" and \"user\""),
-        }
-    }
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GrantBody {
@@ -314,13 +298,9 @@ async fn put_grant(State(admin): State<Admin>, raw: Body<GrantBody>) -> Response
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let who = Subject {
-        agent: b.agent,
-        user: b.user,
-    };
-    let (kind, subject) = match who.resolve() {
+    let (kind, subject) = match SubjectKind::of(b.agent, b.user) {
         Ok(s) => s,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return store_error(e),
     };
     let grant = GrantSpec {
         server: b.server,
@@ -404,13 +384,9 @@ async fn file_request(State(admin): State<Admin>, raw: Body<RequestBody>) -> Res
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let who = Subject {
-        agent: b.agent,
-        user: b.user,
-    };
-    let (kind, subject) = match who.resolve() {
+    let (kind, subject) = match SubjectKind::of(b.agent, b.user) {
         Ok(s) => s,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return store_error(e),
     };
     let by = b.requested_by.unwrap_or_else(|| subject.clone());
     match admin

@@ -119,14 +119,14 @@ impl McpSection {
 }
 
 impl McpServerSection {
-    /// The section as the store's record and secrets (one shape for both sources).
-    fn spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
+    /// The server as the store's record and secrets, checked: one rule for every source
+    /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too).
+    pub fn checked_spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
         let transport = transport_of(
             self.transport.as_deref(),
             self.command.is_some(),
             self.url.is_some(),
-        )
-        .map_err(|e| format!("[mcp_servers.{name}]: {e}"))?;
+        )?;
         let mut spec = McpServerSpec::new(name, transport);
         spec.command = self.command.clone().unwrap_or_default();
         spec.args = self.args.clone();
@@ -149,19 +149,17 @@ impl McpServerSection {
         spec.oauth_client_id = self.oauth_client_id.clone().unwrap_or_default();
         spec.oauth_client_metadata_url = self.oauth_client_metadata_url.clone().unwrap_or_default();
         spec.oauth_scopes = self.oauth_scopes.clone();
-        let oauth_client_secret = match &self.oauth_client_secret_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| {
-                format!(
-                    "[mcp_servers.{name}]: oauth_client_secret_env names {var}, which is not set"
-                )
-            })?),
-            None => None,
-        };
+        let oauth_client_secret =
+            match &self.oauth_client_secret_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| {
+                    format!("oauth_client_secret_env names {var}, which is not set")
+                })?),
+                None => None,
+            };
         let mut headers = self.headers.clone();
         if let Some(var) = &self.bearer_token_env {
-            let token = std::env::var(var).map_err(|_| {
-                format!("[mcp_servers.{name}]: bearer_token_env names {var}, which is not set")
-            })?;
+            let token = std::env::var(var)
+                .map_err(|_| format!("bearer_token_env names {var}, which is not set"))?;
             headers.insert("Authorization".into(), format!("Bearer {token}"));
         }
         let secrets = McpServerSecrets {
@@ -169,12 +167,13 @@ impl McpServerSection {
             headers,
             oauth_client_secret,
         };
+        spec.check().map_err(|e| e.to_string())?;
         Ok((spec, secrets))
     }
 }
 
 /// The transport named, or the one a command (stdio) or a URL (streamable HTTP) implies.
-pub fn transport_of(named: Option<&str>, command: bool, url: bool) -> Result<String, String> {
+fn transport_of(named: Option<&str>, command: bool, url: bool) -> Result<String, String> {
     match (named, command, url) {
         (Some(t), _, _) => Ok(t.to_string()),
         (None, true, false) => Ok("stdio".into()),
@@ -233,10 +232,9 @@ pub fn specs(
     sections
         .iter()
         .map(|(name, section)| {
-            let (spec, secrets) = section.spec(name)?;
-            spec.check()
-                .map_err(|e| format!("[mcp_servers.{name}]: {e}"))?;
-            Ok((spec, secrets))
+            section
+                .checked_spec(name)
+                .map_err(|e| format!("[mcp_servers.{name}]: {e}"))
         })
         .collect()
 }

@@ -18,16 +18,12 @@ async fn resolve(
 ) -> Result<talon_bridge::ServerConfig, ExitCode> {
     let vault = crate::mcp_store::vault(store);
     let server = if let Some(section) = config.mcp_servers.get(name) {
-        let one = std::collections::BTreeMap::from([(name.to_string(), section.clone())]);
-        match crate::mcp_servers_config::specs(&one) {
-            Ok(mut specs) => match specs.pop() {
-                Some((spec, secrets)) => {
-                    crate::mcp_servers_config::server_config(&spec, &secrets, &vault)
-                }
-                None => Err(format!("no MCP server named {name}")),
-            },
-            Err(e) => Err(e),
-        }
+        section
+            .checked_spec(name)
+            .map_err(|e| format!("[mcp_servers.{name}]: {e}"))
+            .and_then(|(spec, secrets)| {
+                crate::mcp_servers_config::server_config(&spec, &secrets, &vault)
+            })
     } else {
         match store.mcp_server(name).await {
             Ok(Some(stored)) => match store.mcp_server_secrets(&stored).await {

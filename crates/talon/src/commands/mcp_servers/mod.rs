@@ -2,14 +2,12 @@
 //! use them, and requests for access. Changes reach running gateways without a restart.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use talon_store::{
-    GrantSpec, McpServerSecrets, McpServerSpec, RequestStatus, Store, StoredMcpServer, SubjectKind,
-};
+use talon_store::{GrantSpec, McpServerSpec, RequestStatus, Store, StoredMcpServer, SubjectKind};
 
 mod connect;
 
@@ -18,6 +16,7 @@ use connect::{login, logout, test};
 use super::cli_credentials::{fail, read_pairs, store_error};
 use super::usage_error;
 use crate::config::Config;
+use crate::mcp_servers_config::McpServerSection;
 use crate::store;
 
 /// `talon mcp-servers …`
@@ -148,12 +147,8 @@ pub struct SubjectArgs {
 }
 
 impl SubjectArgs {
-    fn subject(&self) -> (SubjectKind, String) {
-        match (&self.agent, &self.user) {
-            (Some(agent), _) => (SubjectKind::Agent, agent.clone()),
-            (None, Some(user)) => (SubjectKind::User, user.clone()),
-            (None, None) => (SubjectKind::Agent, String::new()),
-        }
+    fn subject(&self) -> Result<(SubjectKind, String), ExitCode> {
+        SubjectKind::of(self.agent.clone(), self.user.clone()).map_err(usage_error)
     }
 }
 
@@ -228,7 +223,10 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
         }
         McpServersCommand::Logout { name } => logout(&config, &store, &name).await,
         McpServersCommand::Grant(args) => {
-            let (kind, subject) = args.who.subject();
+            let (kind, subject) = match args.who.subject() {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
             let grant = GrantSpec {
                 server: args.who.server.clone(),
                 kind,
@@ -255,7 +253,10 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
             }
         }
         McpServersCommand::Revoke(who) => {
-            let (kind, subject) = who.subject();
+            let (kind, subject) = match who.subject() {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
             match store.remove_mcp_grant(&who.server, kind, &subject).await {
                 Ok(true) => {
                     println!("{}: revoked from {} {subject}", who.server, kind.as_str());
@@ -301,7 +302,10 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
             }
         }
         McpServersCommand::Request(args) => {
-            let (kind, subject) = args.who.subject();
+            let (kind, subject) = match args.who.subject() {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
             if let Err(code) = known_server(&config, &store, &args.who.server).await {
                 return code;
             }
@@ -430,31 +434,8 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
             args.name
         ));
     }
-    let transport = match crate::mcp_servers_config::transport_of(
-        args.transport.as_deref(),
-        args.command.is_some(),
-        args.url.is_some(),
-    ) {
-        Ok(t) => t,
-        Err(e) => return usage_error(format!("{e}: --command PROGRAM [-- ARGS…] or --url URL")),
-    };
-    let mut spec = McpServerSpec::new(args.name.clone(), transport);
-    spec.command = args.command.unwrap_or_default();
-    spec.args = args.args;
-    spec.url = args.url.unwrap_or_default();
-    spec.cwd = args.cwd.unwrap_or_default();
-    spec.tool_prefix = args.prefix.unwrap_or_default();
-    spec.startup_timeout_secs = args.startup_timeout.unwrap_or(spec.startup_timeout_secs);
-    spec.tool_timeout_secs = args.tool_timeout.unwrap_or(spec.tool_timeout_secs);
-    spec.max_output_chars = args.max_output_chars.unwrap_or(spec.max_output_chars);
-    spec.required = args.required;
-    spec.require_grant = args.require_grant;
-    spec.enabled = !args.disabled;
-    spec.oauth = args.oauth;
-    spec.oauth_client_id = args.oauth_client_id.unwrap_or_default();
-    spec.oauth_client_metadata_url = args.oauth_client_metadata_url.unwrap_or_default();
-    spec.oauth_scopes = args.oauth_scopes;
-    let stdio = spec.transport == "stdio";
+    // The arguments are a server section like talon.toml's, turned into a record by its rule.
+    let stdio = args.url.is_none() && args.transport.as_deref().is_none_or(|t| t == "stdio");
     let stdin_target = if stdio { "env" } else { "header" };
     let from_stdin = args.secrets_from_stdin;
     let env = match read_pairs("an --env entry", &args.env, from_stdin && stdio) {
@@ -468,14 +449,35 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
     if (stdio && !headers.is_empty()) || (!stdio && !env.is_empty()) {
         return usage_error(format!(
             "a {} server takes --{stdin_target} entries only",
-            spec.transport
+            if stdio { "stdio" } else { "remote" }
         ));
     }
     let given = !env.is_empty() || !headers.is_empty() || !args.replace;
-    let secrets = McpServerSecrets {
-        env,
+    let section = McpServerSection {
+        transport: args.transport,
+        command: args.command,
+        args: args.args,
+        env: env.into_iter().collect(),
+        cwd: args.cwd.map(PathBuf::from),
+        url: args.url,
         headers,
-        oauth_client_secret: None,
+        bearer_token_env: None,
+        prefix: args.prefix,
+        startup_timeout_secs: args.startup_timeout,
+        tool_timeout_secs: args.tool_timeout,
+        max_output_chars: args.max_output_chars,
+        required: args.required,
+        require_grant: args.require_grant,
+        oauth: args.oauth,
+        oauth_client_id: args.oauth_client_id,
+        oauth_client_secret_env: None,
+        oauth_client_metadata_url: args.oauth_client_metadata_url,
+        oauth_scopes: args.oauth_scopes,
+        enabled: !args.disabled,
+    };
+    let (spec, secrets) = match section.checked_spec(&args.name) {
+        Ok(pair) => pair,
+        Err(e) => return usage_error(e),
     };
     match store
         .put_mcp_server(&spec, given.then_some(&secrets), args.replace)
