@@ -180,6 +180,24 @@ impl Drop for InFlight {
     }
 }
 
+/// What an authorization failure means, told apart by rmcp's messages: a server that signs in
+/// with OAuth needs a (new) login or more scopes; any other needs a token configured. `None`
+/// for every other failure.
+fn auth_error(server: &str, message: &str, oauth: bool) -> Option<ServerError> {
+    let server = server.to_string();
+    if message.contains("Insufficient scope") {
+        Some(ServerError::NeedsScope { server })
+    } else if message.contains("Auth required") {
+        Some(if oauth {
+            ServerError::NeedsLogin { server }
+        } else {
+            ServerError::NeedsAuth { server }
+        })
+    } else {
+        None
+    }
+}
+
 /// A running, initialised server.
 pub struct Server {
     name: String,
@@ -187,6 +205,8 @@ pub struct Server {
     tools_changed: Arc<Notify>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
     clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
+    /// Signs in with OAuth (what an authorization failure asks of the operator).
+    oauth: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -219,6 +239,7 @@ impl Server {
         let tools_changed = Arc::clone(&watcher.tools_changed);
         let progress = Arc::clone(&watcher.progress);
         let clients = Arc::clone(&watcher.clients);
+        let oauth = matches!(transport, Transport::Http(h) if h.oauth.is_some());
         let handshake = async {
             match transport {
                 Transport::Stdio(config) => {
@@ -244,21 +265,10 @@ impl Server {
             }
             .map_err(|e| {
                 let message = e.to_string();
-                let oauth = matches!(transport, Transport::Http(h) if h.oauth.is_some());
-                if message.contains("Auth required") && oauth {
-                    ServerError::NeedsLogin {
-                        server: name.to_string(),
-                    }
-                } else if message.contains("Auth required") {
-                    ServerError::NeedsAuth {
-                        server: name.to_string(),
-                    }
-                } else {
-                    ServerError::Handshake {
-                        server: name.to_string(),
-                        message,
-                    }
-                }
+                auth_error(name, &message, oauth).unwrap_or(ServerError::Handshake {
+                    server: name.to_string(),
+                    message,
+                })
             })
         };
         let service = tokio::time::timeout(timeout, handshake)
@@ -273,6 +283,7 @@ impl Server {
             tools_changed,
             progress,
             clients,
+            oauth,
         })
     }
 
@@ -432,14 +443,8 @@ impl Server {
             })?
             .map_err(|e| {
                 let message = e.to_string();
-                let server = self.name.clone();
-                if message.contains("Insufficient scope") {
-                    ServerError::NeedsScope { server }
-                } else if message.contains("Auth required") {
-                    ServerError::NeedsLogin { server }
-                } else {
-                    self.protocol(message)
-                }
+                auth_error(&self.name, &message, self.oauth)
+                    .unwrap_or_else(|| self.protocol(message))
             })
     }
 
