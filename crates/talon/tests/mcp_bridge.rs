@@ -161,27 +161,45 @@ fn talon_mcp_passes_list_changed_on_to_its_client() {
     let _ = child.wait();
 }
 
-/// A bridged server's progress reaches `talon mcp`'s own client (the official Python SDK) as
-/// `notifications/progress` for the client's token.
-#[test]
-fn progress_from_a_bridged_server_reaches_talon_mcps_client() {
+/// A home whose talon.toml bridges the misbehaving test server as `odd`, with `tool` allowed
+/// without approval and `env` added to the server's environment (a TOML inline-table body).
+fn odd_server_home(tool: &str, env: &str) -> tempfile::TempDir {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../talon-bridge/tests/fixtures/misbehaving_server.py"
     );
     let home = tempfile::tempdir().unwrap();
+    let env = if env.is_empty() {
+        String::new()
+    } else {
+        format!(", {env}")
+    };
     std::fs::write(
         home.path().join("talon.toml"),
         format!(
-            "[tools]\nauto_allow = [\"mcp__odd__slow\"]\n\
+            "[tools]\nauto_allow = [\"mcp__odd__{tool}\"]\n\
              [mcp_servers.odd]\ncommand = \"python3\"\nargs = [{script:?}]\n\
-             env = {{ SLOW_SECS = \"0.3\", CANCEL_LOG = \"/dev/null\" }}\n"
+             env = {{ CANCEL_LOG = \"/dev/null\"{env} }}\n"
         ),
     )
     .unwrap();
-    let config = home.path().join("talon.toml").display().to_string();
-    let mut args = support::stdio_target(&home.path().join("data"), home.path());
+    home
+}
+
+/// The arguments for [`support::mcp_plan`] that start `talon mcp` in `home` with its talon.toml.
+fn talon_mcp_in(home: &std::path::Path) -> Vec<String> {
+    let config = home.join("talon.toml").display().to_string();
+    let mut args = support::stdio_target(&home.join("data"), home);
     args.splice(2..2, ["--config".to_string(), config]);
+    args
+}
+
+/// A bridged server's progress reaches `talon mcp`'s own client (the official Python SDK) as
+/// `notifications/progress` for the client's token.
+#[test]
+fn progress_from_a_bridged_server_reaches_talon_mcps_client() {
+    let home = odd_server_home("slow", "SLOW_SECS = \"0.3\"");
+    let args = talon_mcp_in(home.path());
     let report = support::mcp_plan(
         &serde_json::json!([
             {"wait_for_tool": "mcp__odd__slow"},
@@ -205,23 +223,8 @@ fn progress_from_a_bridged_server_reaches_talon_mcps_client() {
 /// and the user's answer goes back to the server.
 #[test]
 fn elicitation_from_a_bridged_server_reaches_talon_mcps_client() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../talon-bridge/tests/fixtures/misbehaving_server.py"
-    );
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("talon.toml"),
-        format!(
-            "[tools]\nauto_allow = [\"mcp__odd__elicit\"]\n\
-             [mcp_servers.odd]\ncommand = \"python3\"\nargs = [{script:?}]\n\
-             env = {{ CANCEL_LOG = \"/dev/null\" }}\n"
-        ),
-    )
-    .unwrap();
-    let config = home.path().join("talon.toml").display().to_string();
-    let mut args = support::stdio_target(&home.path().join("data"), home.path());
-    args.splice(2..2, ["--config".to_string(), config]);
+    let home = odd_server_home("elicit", "");
+    let args = talon_mcp_in(home.path());
     let report = support::mcp_plan(
         &serde_json::json!([
             {"elicit_answer": {"action": "accept", "content": {"password": "correct horse"}}},
@@ -242,22 +245,12 @@ fn elicitation_from_a_bridged_server_reaches_talon_mcps_client() {
 /// client hung up.
 #[test]
 fn bridged_server_processes_do_not_outlive_talon() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../talon-bridge/tests/fixtures/misbehaving_server.py"
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("server.pid");
+    let home = odd_server_home(
+        "echo",
+        &format!("PID_FILE = {:?}", pid_file.display().to_string()),
     );
-    let home = tempfile::tempdir().unwrap();
-    let pid_file = home.path().join("server.pid");
-    std::fs::write(
-        home.path().join("talon.toml"),
-        format!(
-            "[tools]\nauto_allow = [\"mcp__odd__echo\"]\n\
-             [mcp_servers.odd]\ncommand = \"python3\"\nargs = [{script:?}]\n\
-             env = {{ CANCEL_LOG = \"/dev/null\", PID_FILE = {:?} }}\n",
-            pid_file.display().to_string()
-        ),
-    )
-    .unwrap();
     let gone = |what: &str| {
         let pid = std::fs::read_to_string(&pid_file).unwrap();
         let proc_dir = std::path::Path::new("/proc").join(pid.trim());
