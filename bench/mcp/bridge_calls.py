@@ -5,8 +5,12 @@ back) and called on server-everything itself, interleaved. Prints the median wal
 and the overhead (target: <= 10 % or <= 100 µs, whichever is larger).
 
 Usage: bridge_calls.py [--calls N]
-Needs `cargo build --release -p talon` (CARGO_TARGET_DIR is honoured), node and npm; the server is
-the one the bridge tests install into the target directory (installed here if missing).
+A third path, the naive baseline, sends the same direct call through `stdio_relay` (a process that
+only copies bytes both ways): what it adds is the price of one extra process hop by itself.
+
+Needs `cargo build --release -p talon -p talon-bridge --example stdio_relay` (CARGO_TARGET_DIR is
+honoured), node and npm; the server is the one the bridge tests install into the target directory
+(installed here if missing).
 """
 
 import argparse
@@ -40,8 +44,11 @@ def main():
     args = parser.parse_args()
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     talon = os.path.join(target, "release", "talon")
-    if not os.path.exists(talon):
-        sys.exit(f"missing {talon}: run `cargo build --release -p talon` first")
+    relay = os.path.join(target, "release", "examples", "stdio_relay")
+    for binary in (talon, relay):
+        if not os.path.exists(binary):
+            sys.exit(f"missing {binary}: run `cargo build --release -p talon -p talon-bridge "
+                     "--example stdio_relay` first")
     entry = server_everything(target)
     work = tempfile.mkdtemp(prefix="talon-bridge-bench-")
     config = os.path.join(work, "talon.toml")
@@ -51,6 +58,7 @@ def main():
     env = dict(os.environ, TALON_CONFIG=config)
     bridged = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", work], env)
     direct = Mcp(["node", entry, "stdio"])
+    relayed = Mcp([relay, "node", entry, "stdio"])
     # `talon mcp` answers at once and gains the server's tools when it has connected.
     deadline = time.time() + 60
     while not any(t["name"] == "mcp__everything__echo"
@@ -61,6 +69,7 @@ def main():
     calls = {
         "through talon mcp (mcp__everything__echo)": lambda i: bridged.call("mcp__everything__echo", {"message": f"m{i}"}),
         "direct to server-everything (echo)": lambda i: direct.call("echo", {"message": f"m{i}"}),
+        "through the naive relay (echo)": lambda i: relayed.call("echo", {"message": f"m{i}"}),
     }
     for i in range(50):
         for fn in calls.values():
@@ -73,14 +82,17 @@ def main():
             times[name].append(time.perf_counter() - t0)
     bridged.stop()
     direct.stop()
+    relayed.stop()
     med = {name: statistics.median(t) * 1e6 for name, t in times.items()}
     print(f"{args.calls} calls each, interleaved; median wall time per call")
     print("| path | µs per call |")
     print("| --- | --- |")
     for name, us in med.items():
         print(f"| {name} | {us:.0f} |")
-    b, d = med.values()
+    b, d, r = med.values()
     print(f"\noverhead: {b - d:.0f} µs ({(b - d) / d:.0%}); target <= 10 % or <= 100 µs, whichever is larger")
+    print(f"the naive relay's own overhead (one extra hop, nothing parsed): {r - d:.0f} µs; "
+          f"Talon's beyond it: {b - r:.0f} µs")
 
 
 if __name__ == "__main__":

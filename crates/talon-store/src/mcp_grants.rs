@@ -230,13 +230,18 @@ type GrantKey = (String, Option<String>, Option<String>);
 type Remembered = (Option<String>, HashMap<GrantKey, Vec<McpGrant>>);
 
 /// SQLite: grants remembered at the revision a small file beside the database announces.
-/// Every change to the MCP tables, by any process, rewrites the file after its commit, so a
-/// reader that finds the file unchanged knows its remembered grants are current: one file read
-/// instead of a database round trip per bridged call.
+/// Every change to the MCP tables, by any process, replaces the file (a new file renamed over
+/// it) after its commit, so a reader that finds the file unchanged knows its remembered grants
+/// are current: no database round trip per bridged call.
 #[derive(Debug)]
 pub(crate) struct GrantCache {
     path: PathBuf,
     state: Mutex<Remembered>,
+    /// The stamp file as last opened, and what it said. Writers never change a stamp file in
+    /// place, they rename a new one over it, which unlinks this one: while it still has a link
+    /// it is the current stamp and its content is still `String`, known from one `fstat` on an
+    /// open descriptor (no path lookup, no read).
+    open: Mutex<Option<(std::fs::File, String)>>,
 }
 
 impl GrantCache {
@@ -250,11 +255,26 @@ impl GrantCache {
         Some(Self {
             path: PathBuf::from(format!("{path}-mcp-revision")),
             state: Mutex::default(),
+            open: Mutex::default(),
         })
     }
 
+    /// What the stamp file says now; `None` when there is none.
     fn stamp(&self) -> Option<String> {
-        std::fs::read_to_string(&self.path).ok()
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((file, said)) = open.as_ref()
+            && file.metadata().is_ok_and(|m| m.nlink() > 0)
+        {
+            return Some(said.clone());
+        }
+        *open = None;
+        let mut file = std::fs::File::open(&self.path).ok()?;
+        let mut said = String::new();
+        file.read_to_string(&mut said).ok()?;
+        *open = Some((file, said.clone()));
+        Some(said)
     }
 }
 
