@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 use crate::server::ServerError;
 use crate::transport::{HttpConfig, header_map, http_client};
 
-/// Largest event accepted from a server.
-pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub use talon_net::sse::MAX_EVENT_BYTES;
+use talon_net::sse::bounded;
 
 /// Why a message could not be sent.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +82,7 @@ impl LegacySse {
             if !status.is_success() {
                 return Err(fail(format!("GET {url} answered HTTP {status}")));
             }
-            let mut events = SseStream::from_bytes_stream(bounded(response.bytes_stream()));
+            let mut events = SseStream::from_bytes_stream(bounded(response.bytes_stream(), MAX_EVENT_BYTES));
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| fail(format!("the event stream broke: {e}")))?;
                 if event.event.as_deref() != Some("endpoint") {
@@ -121,47 +121,6 @@ impl LegacySse {
             reader,
         })
     }
-}
-
-/// Why the event stream was cut.
-#[derive(Debug, thiserror::Error)]
-enum StreamError {
-    #[error("{0}")]
-    Http(#[from] reqwest::Error),
-    #[error("an event is larger than {MAX_EVENT_BYTES} bytes")]
-    Oversized,
-}
-
-/// The response body, cut with an error once more than [`MAX_EVENT_BYTES`] arrive without an
-/// event boundary (a blank line), so a server cannot grow one event without bound.
-fn bounded(
-    body: impl futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>>,
-) -> impl futures::Stream<Item = Result<bytes::Bytes, StreamError>> {
-    body.scan(0usize, |pending, chunk| {
-        let chunk = match chunk {
-            Ok(chunk) => chunk,
-            Err(e) => return std::future::ready(Some(Err(StreamError::Http(e)))),
-        };
-        // An event ends at a blank line: LF LF, CR CR or CR LF CR LF.
-        let two = chunk
-            .windows(2)
-            .rposition(|w| w == b"\n\n" || w == b"\r\r")
-            .map(|i| i + 2);
-        let four = chunk
-            .windows(4)
-            .rposition(|w| w == b"\r\n\r\n")
-            .map(|i| i + 4);
-        let boundary = two.max(four);
-        *pending = match boundary {
-            Some(end) => chunk.len() - end,
-            None => *pending + chunk.len(),
-        };
-        std::future::ready(Some(if *pending > MAX_EVENT_BYTES {
-            Err(StreamError::Oversized)
-        } else {
-            Ok(chunk)
-        }))
-    })
 }
 
 /// Passes the stream's messages on until it ends or the session is dropped.
@@ -236,40 +195,5 @@ impl rmcp::transport::Transport<RoleClient> for LegacySse {
 impl Drop for LegacySse {
     fn drop(&mut self) {
         self.reader.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn outcome(chunks: Vec<Vec<u8>>) -> Vec<bool> {
-        let body = futures::stream::iter(
-            chunks
-                .into_iter()
-                .map(|c| Ok::<_, reqwest::Error>(bytes::Bytes::from(c))),
-        );
-        bounded(body).map(|r| r.is_ok()).collect().await
-    }
-
-    #[tokio::test]
-    async fn an_event_without_end_is_cut_but_many_small_events_are_not() {
-        let mib = 1024 * 1024;
-        let endless: Vec<Vec<u8>> = (0..17).map(|_| vec![b'x'; mib]).collect();
-        let seen = outcome(endless).await;
-        assert!(
-            seen[..16].iter().all(|ok| *ok) && !seen[16],
-            "cut at 16 MiB"
-        );
-        for end in [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"] {
-            let events: Vec<Vec<u8>> = (0..20)
-                .map(|_| {
-                    let mut c = vec![b'x'; mib];
-                    c.extend_from_slice(end);
-                    c
-                })
-                .collect();
-            assert!(outcome(events).await.iter().all(|ok| *ok));
-        }
     }
 }

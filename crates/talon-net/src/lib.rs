@@ -49,6 +49,7 @@ pub mod bridge;
 pub mod guard;
 pub mod hosts;
 pub mod proxy;
+pub mod sse;
 
 pub use addr::{AddrClass, AddrRefusal, AddressPolicy, CidrError, IpNet, classify, parse_cidr};
 pub use bridge::{Bridge, bridge, proxy_env};

@@ -40,7 +40,7 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-net", &[]),
         ("talon-exec", &["talon-net"]),
         ("talon-web", &["talon-core", "talon-net"]),
-        ("talon-bridge", &["talon-core"]),
+        ("talon-bridge", &["talon-core", "talon-net"]),
         ("talon-store", &[]),
         (
             "talon-tools",
@@ -54,6 +54,7 @@ fn crates_depend_only_on_lower_layers() {
             ],
         ),
         ("talon-mcp", &["talon-core"]),
+        ("talon-agent", &["talon-core", "talon-net"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         (
             "talon",
@@ -62,6 +63,7 @@ fn crates_depend_only_on_lower_layers() {
                 "talon-exec",
                 "talon-web",
                 "talon-bridge",
+                "talon-agent",
                 "talon-tools",
                 "talon-mcp",
                 "talon-gateway",
@@ -102,6 +104,7 @@ fn anyhow_only_in_the_binary() {
         "talon-exec",
         "talon-tools",
         "talon-mcp",
+        "talon-agent",
         "talon-gateway",
     ] {
         assert!(

@@ -1,0 +1,410 @@
+//! The tool-calling loop: ask the model, run the tool calls it makes through the pipeline, feed
+//! the results back, until it answers, the iteration cap or the token budget is reached, a loop
+//! is detected, or the caller cancels.
+//!
+//! Every call goes through [`Pipeline::call`] with the run's [`CallContext`]: policy, grants,
+//! hooks, approvals, rate limits, scrubbing and audit apply exactly as for every other entry
+//! point. Every call the model makes gets exactly one result, in the model's order; a cancelled
+//! turn answers the calls it did not finish with an "aborted" result, so the history stays valid
+//! for the next turn.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde::Serialize;
+use serde_json::Value;
+use talon_core::{CallContext, Pipeline, ToolCall};
+
+use crate::gate::Gate;
+use crate::loop_detect::{CallKind, LoopDetector, Verdict};
+use crate::message::{Image, Message, ToolCallRequest, ToolResult};
+use crate::provider::{ChatRequest, Provider, StopReason, StreamEvent, ToolDef, Usage};
+
+/// Limits and model choice for a run.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    pub model: String,
+    pub system: Option<String>,
+    /// Model requests per turn (GoClaw's default: 20).
+    pub max_iterations: u32,
+    /// Output tokens per model response.
+    pub max_tokens: u32,
+    /// Input plus output tokens a turn may use; `None` for no budget.
+    pub token_budget: Option<u64>,
+    /// Parallel-safe calls of one batch run at most this many at once.
+    pub max_parallel: usize,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            system: None,
+            max_iterations: 20,
+            max_tokens: 8192,
+            token_budget: None,
+            max_parallel: 4,
+        }
+    }
+}
+
+/// What a run reports as it goes (streamed output, tool calls starting and ending).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// A piece of the model's text.
+    Text { text: String },
+    /// A tool call is about to run.
+    ToolStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    /// A tool call finished.
+    ToolFinished {
+        call_id: String,
+        name: String,
+        is_error: bool,
+        elapsed_ms: u64,
+    },
+    /// The loop detector warned the model.
+    LoopWarning { message: String },
+    /// Tokens used by one model response.
+    Usage { usage: Usage },
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", content = "detail", rename_all = "snake_case")]
+pub enum TurnStop {
+    /// The model answered.
+    Final,
+    /// The model's answer was cut at its output limit.
+    MaxTokens,
+    /// The model declined.
+    Refusal,
+    IterationCap,
+    TokenBudget,
+    /// The loop detector ended the run.
+    LoopDetected(String),
+    Cancelled,
+    /// The provider could not answer.
+    Failed(String),
+}
+
+/// The result of one turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnOutcome {
+    pub stop: TurnStop,
+    /// The last answer's text.
+    pub text: String,
+    /// The turn's messages (the user's first), to append to the session.
+    pub messages: Vec<Message>,
+    pub usage: Usage,
+    /// Model requests made.
+    pub iterations: u32,
+}
+
+/// A model with the pipeline it calls tools through.
+pub struct Agent {
+    pipeline: Arc<Pipeline>,
+    provider: Arc<dyn Provider>,
+    config: LoopConfig,
+    gate: Gate,
+}
+
+/// Where a run's events go.
+pub type RunSink<'a> = &'a (dyn Fn(RunEvent) + Send + Sync);
+
+impl Agent {
+    pub fn new(pipeline: Arc<Pipeline>, provider: Arc<dyn Provider>, config: LoopConfig) -> Self {
+        Self {
+            pipeline,
+            provider,
+            config,
+            gate: Gate::default(),
+        }
+    }
+
+    pub fn config(&self) -> &LoopConfig {
+        &self.config
+    }
+
+    /// The tools offered to `ctx` (policy, then grants), in neutral form.
+    pub async fn tools(&self, ctx: &CallContext) -> Vec<ToolDef> {
+        self.pipeline
+            .offered_to(ctx)
+            .await
+            .iter()
+            .map(|t| ToolDef {
+                name: t.spec().name.clone(),
+                description: t.spec().description.clone(),
+                schema: t.schema().clone(),
+            })
+            .collect()
+    }
+
+    /// Runs one turn: `user` after `history`. Cancel it with `ctx.cancel`.
+    pub async fn run_turn(
+        &self,
+        ctx: Arc<CallContext>,
+        history: &[Message],
+        user: Message,
+        events: RunSink<'_>,
+    ) -> TurnOutcome {
+        let mut conversation: Vec<Message> = history.to_vec();
+        let start = conversation.len();
+        conversation.push(user);
+        let mut usage = Usage::default();
+        let mut detector = LoopDetector::default();
+        let mut iterations = 0;
+        let stop = loop {
+            if iterations >= self.config.max_iterations {
+                break TurnStop::IterationCap;
+            }
+            iterations += 1;
+            // The tool set can change between iterations (MCP servers, activation).
+            let tools = self.tools(&ctx).await;
+            let answer = match self.ask(&ctx, &conversation, &tools, events).await {
+                Asked::Answer(answer) => answer,
+                Asked::Cancelled(text) => {
+                    if !text.is_empty() {
+                        conversation.push(Message::Assistant {
+                            text,
+                            tool_calls: Vec::new(),
+                        });
+                    }
+                    break TurnStop::Cancelled;
+                }
+                Asked::Failed(message) => break TurnStop::Failed(message),
+            };
+            usage.input_tokens += answer.usage.input_tokens;
+            usage.output_tokens += answer.usage.output_tokens;
+            let calls = answer.tool_calls.clone();
+            conversation.push(Message::Assistant {
+                text: answer.text,
+                tool_calls: answer.tool_calls,
+            });
+            if calls.is_empty() {
+                break match answer.stop {
+                    StopReason::MaxTokens => TurnStop::MaxTokens,
+                    StopReason::Refusal => TurnStop::Refusal,
+                    // A paused turn continues with the conversation as it is.
+                    StopReason::PauseTurn => continue,
+                    _ => TurnStop::Final,
+                };
+            }
+            let (results, verdict) = self.run_calls(&ctx, &calls, &mut detector, events).await;
+            conversation.push(Message::ToolResults { results });
+            if ctx.cancel.is_cancelled() {
+                break TurnStop::Cancelled;
+            }
+            if let Some(reason) = verdict {
+                break TurnStop::LoopDetected(reason);
+            }
+            if let Some(budget) = self.config.token_budget
+                && usage.input_tokens + usage.output_tokens >= budget
+            {
+                break TurnStop::TokenBudget;
+            }
+        };
+        let messages = conversation.split_off(start);
+        let text = messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant { text, .. } if !text.is_empty() => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        TurnOutcome {
+            stop,
+            text,
+            messages,
+            usage,
+            iterations,
+        }
+    }
+
+    /// One model request, streamed to `events`, abandoned on cancellation.
+    async fn ask(
+        &self,
+        ctx: &CallContext,
+        conversation: &[Message],
+        tools: &[ToolDef],
+        events: RunSink<'_>,
+    ) -> Asked {
+        let request = ChatRequest {
+            model: &self.config.model,
+            system: self.config.system.as_deref(),
+            messages: conversation,
+            tools,
+            max_tokens: self.config.max_tokens,
+        };
+        let mut answer = Answer::default();
+        let mut sink = |event: StreamEvent| match event {
+            StreamEvent::TextDelta(text) => {
+                answer.text.push_str(&text);
+                events(RunEvent::Text { text });
+            }
+            StreamEvent::ToolCallStarted { .. } => {}
+            StreamEvent::ToolCall(call) => answer.tool_calls.push(call),
+            StreamEvent::Usage(usage) => {
+                answer.usage = usage;
+                events(RunEvent::Usage { usage });
+            }
+            StreamEvent::Finished(stop) => answer.stop = stop,
+        };
+        let result = tokio::select! {
+            result = self.provider.stream(&request, &mut sink) => result,
+            () = ctx.cancel.cancelled() => {
+                drop(sink);
+                return Asked::Cancelled(answer.text);
+            }
+        };
+        drop(sink);
+        match result {
+            Ok(()) => Asked::Answer(answer),
+            Err(e) => Asked::Failed(e.to_string()),
+        }
+    }
+
+    /// Runs one batch of calls through the gate; the results in the model's order, and the
+    /// reason to stop if the loop detector says so.
+    async fn run_calls(
+        &self,
+        ctx: &Arc<CallContext>,
+        calls: &[ToolCallRequest],
+        detector: &mut LoopDetector,
+        events: RunSink<'_>,
+    ) -> (Vec<ToolResult>, Option<String>) {
+        let registry = self.pipeline.registry();
+        let batch: Vec<(bool, _)> = calls
+            .iter()
+            .map(|call| {
+                let parallel = registry
+                    .resolve(&call.name)
+                    .is_some_and(|t| t.spec().parallel_safe);
+                (parallel, self.run_call(ctx, call, events))
+            })
+            .collect();
+        let finished = self.gate.run_batch(batch, self.config.max_parallel).await;
+        let mut results = Vec::with_capacity(finished.len());
+        let mut stop = None;
+        for (call, (mut result, kind)) in calls.iter().zip(finished) {
+            if stop.is_none() {
+                match detector.record(&call.name, kind, &call.arguments, &result.content) {
+                    Verdict::Fine => {}
+                    Verdict::Warn(message) => {
+                        events(RunEvent::LoopWarning {
+                            message: message.clone(),
+                        });
+                        result.content.push_str("\n\n[Talon] ");
+                        result.content.push_str(&message);
+                    }
+                    Verdict::Stop(message) => stop = Some(message),
+                }
+            }
+            results.push(result);
+        }
+        (results, stop)
+    }
+
+    /// One call through the pipeline, or an "aborted" result if the turn was cancelled first.
+    async fn run_call(
+        &self,
+        ctx: &Arc<CallContext>,
+        call: &ToolCallRequest,
+        events: RunSink<'_>,
+    ) -> (ToolResult, CallKind) {
+        let kind = self
+            .pipeline
+            .registry()
+            .resolve(&call.name)
+            .map_or(CallKind::Neutral, |t| CallKind::of(t.spec().side_effect));
+        if ctx.cancel.is_cancelled() {
+            return (aborted(call, Duration::ZERO), kind);
+        }
+        events(RunEvent::ToolStarted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        let started = Instant::now();
+        let tool_call = ToolCall {
+            name: call.name.clone(),
+            arguments: Value::String(call.arguments.clone()),
+            tool_use_id: Some(call.id.clone()),
+        };
+        let outcome = self.pipeline.call(Arc::clone(ctx), tool_call).await;
+        let elapsed = started.elapsed();
+        events(RunEvent::ToolFinished {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            is_error: outcome.output.is_error,
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        });
+        if ctx.cancel.is_cancelled() && outcome.failed_stage.is_some() {
+            return (aborted(call, elapsed), kind);
+        }
+        let images = outcome
+            .output
+            .media
+            .iter()
+            .filter(|m| m.mime_type.starts_with("image/"))
+            .map(|m| Image {
+                mime_type: m.mime_type.clone(),
+                data: base64::engine::general_purpose::STANDARD.encode(&m.data),
+            })
+            .collect();
+        (
+            ToolResult {
+                call_id: call.id.clone(),
+                content: outcome.output.for_llm,
+                is_error: outcome.output.is_error,
+                images,
+            },
+            kind,
+        )
+    }
+}
+
+/// The result of a call the turn's cancellation stopped or never started.
+fn aborted(call: &ToolCallRequest, after: Duration) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        content: format!(
+            "aborted by the user after {:.1}s",
+            after.as_secs_f64()
+        ),
+        is_error: true,
+        images: Vec::new(),
+    }
+}
+
+#[derive(Debug)]
+struct Answer {
+    text: String,
+    tool_calls: Vec<ToolCallRequest>,
+    usage: Usage,
+    stop: StopReason,
+}
+
+impl Default for Answer {
+    fn default() -> Self {
+        Self {
+            text: String::new(),
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            stop: StopReason::EndTurn,
+        }
+    }
+}
+
+enum Asked {
+    Answer(Answer),
+    /// Cancelled while the model was answering; the text so far.
+    Cancelled(String),
+    Failed(String),
+}

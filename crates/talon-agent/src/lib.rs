@@ -1,0 +1,21 @@
+//! Talon's agent runtime.
+//!
+//! - [`provider`]: model providers (OpenAI-compatible Chat Completions, Anthropic Messages)
+//!   behind one neutral [`provider::StreamEvent`], with retries, backoff and an idle timeout.
+//! - [`agent_loop`]: the tool-calling loop. It offers the caller's effective tool set, runs every
+//!   tool call through Talon's one pipeline (never around it), parallel-safe calls together and
+//!   the others alone, detects loops, and honours cancellation.
+//! - [`mock`]: a scripted OpenAI- and Anthropic-compatible server for tests and offline demos.
+//!
+//! This crate sits above the tools: tools never call it (subagent-style tools get a callback).
+
+pub mod agent_loop;
+pub mod gate;
+pub mod loop_detect;
+pub mod message;
+pub mod mock;
+pub mod provider;
+
+pub use agent_loop::{Agent, LoopConfig, RunEvent, TurnOutcome, TurnStop};
+pub use message::{Message, ToolCallRequest, ToolResult};
+pub use provider::{Provider, ProviderError, StopReason, StreamEvent, Usage};
