@@ -243,27 +243,28 @@ impl Agent {
             max_tokens: self.config.max_tokens,
         };
         let mut answer = Answer::default();
-        let mut sink = |event: StreamEvent| match event {
-            StreamEvent::TextDelta(text) => {
-                answer.text.push_str(&text);
-                events(RunEvent::Text { text });
+        let result = {
+            let mut sink = |event: StreamEvent| match event {
+                StreamEvent::TextDelta(text) => {
+                    answer.text.push_str(&text);
+                    events(RunEvent::Text { text });
+                }
+                StreamEvent::ToolCallStarted { .. } => {}
+                StreamEvent::ToolCall(call) => answer.tool_calls.push(call),
+                StreamEvent::Usage(usage) => {
+                    answer.usage = usage;
+                    events(RunEvent::Usage { usage });
+                }
+                StreamEvent::Finished(stop) => answer.stop = stop,
+            };
+            tokio::select! {
+                result = self.provider.stream(&request, &mut sink) => Some(result),
+                () = ctx.cancel.cancelled() => None,
             }
-            StreamEvent::ToolCallStarted { .. } => {}
-            StreamEvent::ToolCall(call) => answer.tool_calls.push(call),
-            StreamEvent::Usage(usage) => {
-                answer.usage = usage;
-                events(RunEvent::Usage { usage });
-            }
-            StreamEvent::Finished(stop) => answer.stop = stop,
         };
-        let result = tokio::select! {
-            result = self.provider.stream(&request, &mut sink) => result,
-            () = ctx.cancel.cancelled() => {
-                drop(sink);
-                return Asked::Cancelled(answer.text);
-            }
+        let Some(result) = result else {
+            return Asked::Cancelled(answer.text);
         };
-        drop(sink);
         match result {
             Ok(()) => Asked::Answer(answer),
             Err(e) => Asked::Failed(e.to_string()),
@@ -374,10 +375,7 @@ impl Agent {
 fn aborted(call: &ToolCallRequest, after: Duration) -> ToolResult {
     ToolResult {
         call_id: call.id.clone(),
-        content: format!(
-            "aborted by the user after {:.1}s",
-            after.as_secs_f64()
-        ),
+        content: format!("aborted by the user after {:.1}s", after.as_secs_f64()),
         is_error: true,
         images: Vec::new(),
     }

@@ -54,24 +54,21 @@ mod tests {
     use std::time::Duration;
 
     /// A call that records the most calls seen running at once.
-    fn probe(
-        running: Arc<AtomicUsize>,
-        peak: Arc<AtomicUsize>,
-        n: usize,
-    ) -> impl Future<Output = usize> {
-        async move {
-            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-            peak.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            running.fetch_sub(1, Ordering::SeqCst);
-            n
-        }
+    async fn probe(running: Arc<AtomicUsize>, peak: Arc<AtomicUsize>, n: usize) -> usize {
+        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+        peak.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        running.fetch_sub(1, Ordering::SeqCst);
+        n
     }
 
     #[tokio::test]
     async fn parallel_batches_overlap_and_mixed_batches_do_not() {
         let gate = Gate::default();
-        for (flags, want_overlap) in [(vec![true, true, true], true), (vec![true, false, true], false)] {
+        for (flags, want_overlap) in [
+            (vec![true, true, true], true),
+            (vec![true, false, true], false),
+        ] {
             let running = Arc::new(AtomicUsize::new(0));
             let peak = Arc::new(AtomicUsize::new(0));
             let calls = flags

@@ -146,10 +146,7 @@ impl LoopDetector {
         what: impl Fn() -> String,
     ) -> Verdict {
         if count >= stop {
-            Verdict::Stop(format!(
-                "Loop detected: {}. The run was stopped.",
-                what()
-            ))
+            Verdict::Stop(format!("Loop detected: {}. The run was stopped.", what()))
         } else if count >= warn && self.warned.insert(pattern) {
             Verdict::Warn(format!(
                 "Loop warning: {}. Repeating it will not give a different answer; change approach, or answer with what you have. The run stops if this continues.",
@@ -186,7 +183,14 @@ mod tests {
     fn the_same_call_and_result_warns_at_three_and_stops_at_five() {
         let mut d = LoopDetector::default();
         let verdicts: Vec<Verdict> = (0..5)
-            .map(|_| d.record("web_fetch", CallKind::Neutral, r#"{"url":"a","n":1}"#, "same"))
+            .map(|_| {
+                d.record(
+                    "web_fetch",
+                    CallKind::Neutral,
+                    r#"{"url":"a","n":1}"#,
+                    "same",
+                )
+            })
             .collect();
         assert_eq!(verdicts[..2], [Verdict::Fine, Verdict::Fine]);
         assert!(matches!(verdicts[2], Verdict::Warn(_)));
@@ -209,7 +213,14 @@ mod tests {
     fn same_result_for_different_arguments_stops_at_six() {
         let mut d = LoopDetector::default();
         let verdicts: Vec<Verdict> = (0..6)
-            .map(|i| d.record("search", CallKind::Neutral, &format!(r#"{{"q":{i}}}"#), "nothing found"))
+            .map(|i| {
+                d.record(
+                    "search",
+                    CallKind::Neutral,
+                    &format!(r#"{{"q":{i}}}"#),
+                    "nothing found",
+                )
+            })
             .collect();
         assert!(matches!(verdicts[3], Verdict::Warn(_)));
         assert!(matches!(verdicts[5], Verdict::Stop(_)));
@@ -221,14 +232,24 @@ mod tests {
         // Two files read in turn: 2 distinct of n, stuck; results differ so only the streak counts.
         let mut last = Verdict::Fine;
         for i in 0..11 {
-            last = d.record("read_file", CallKind::ReadOnly, &format!(r#"{{"p":{}}}"#, i % 2), &format!("v{i}"));
+            last = d.record(
+                "read_file",
+                CallKind::ReadOnly,
+                &format!(r#"{{"p":{}}}"#, i % 2),
+                &format!("v{i}"),
+            );
             assert!(!matches!(last, Verdict::Stop(_)), "not before 12 ({i})");
         }
         assert_eq!(last, Verdict::Fine, "warned once already, at 8");
         d.record("write_file", CallKind::Mutating, "{}", "ok");
         for i in 0..11 {
             assert!(!matches!(
-                d.record("read_file", CallKind::ReadOnly, &format!(r#"{{"p":{}}}"#, i % 2), &format!("w{i}")),
+                d.record(
+                    "read_file",
+                    CallKind::ReadOnly,
+                    &format!(r#"{{"p":{}}}"#, i % 2),
+                    &format!("w{i}")
+                ),
                 Verdict::Stop(_)
             ));
         }
@@ -243,7 +264,12 @@ mod tests {
         let mut d = LoopDetector::default();
         for i in 0..35 {
             assert!(!matches!(
-                d.record("read_file", CallKind::ReadOnly, &format!(r#"{{"p":{i}}}"#), &format!("v{i}")),
+                d.record(
+                    "read_file",
+                    CallKind::ReadOnly,
+                    &format!(r#"{{"p":{i}}}"#),
+                    &format!("v{i}")
+                ),
                 Verdict::Stop(_)
             ));
         }

@@ -22,6 +22,16 @@ async fn post(server: &MockServer, path: &str, body: Value) -> reqwest::Response
         .unwrap()
 }
 
+/// The JSON answer to a request.
+async fn post_json(server: &MockServer, path: &str, body: Value) -> Value {
+    post(server, path, body).await.json().await.unwrap()
+}
+
+/// The raw (SSE) answer to a request.
+async fn post_text(server: &MockServer, path: &str, body: Value) -> String {
+    post(server, path, body).await.text().await.unwrap()
+}
+
 /// The `data:` payloads of an OpenAI stream, `[DONE]` kept as a string.
 fn openai_data(body: &str) -> Vec<String> {
     body.split("\n\n")
@@ -51,7 +61,11 @@ fn anthropic_events(body: &str) -> Vec<(String, Value)> {
             let (event, data) = frame.split_once('\n').unwrap();
             let event = event.strip_prefix("event: ").unwrap().to_owned();
             let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
-            assert_eq!(data["type"], event.as_str(), "event name matches payload type");
+            assert_eq!(
+                data["type"],
+                event.as_str(),
+                "event name matches payload type"
+            );
             (event, data)
         })
         .collect()
@@ -168,14 +182,14 @@ async fn openai_stream_text_tool_calls_and_usage() {
 #[tokio::test]
 async fn openai_stream_without_include_usage_has_no_usage_chunk() {
     let server = start(json!({"turns": [{"text": "two words", "stop": "max_tokens"}]})).await;
-    let body = post(&server, "/v1/chat/completions", chat(true, false))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = post_text(&server, "/v1/chat/completions", chat(true, false)).await;
     let chunks = openai_chunks(&body);
     assert!(chunks.iter().all(|c| c.get("usage").is_none()));
-    assert!(chunks.iter().all(|c| c["choices"].as_array().unwrap().len() == 1));
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["choices"].as_array().unwrap().len() == 1)
+    );
     let last = chunks.last().unwrap();
     assert_eq!(last["choices"][0]["finish_reason"], "length");
     assert_eq!(last["choices"][0]["delta"], json!({}));
@@ -189,11 +203,7 @@ async fn openai_non_streaming_completion() {
         {"tool_calls": [{"name": "run", "arguments": {"cmd": "ls"}}]},
     ]}))
     .await;
-    let first: Value = post(&server, "/v1/chat/completions", chat(false, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first: Value = post_json(&server, "/v1/chat/completions", chat(false, false)).await;
     assert_eq!(first["object"], "chat.completion");
     assert_eq!(first["model"], "gpt-test");
     let choice = &first["choices"][0];
@@ -203,11 +213,7 @@ async fn openai_non_streaming_completion() {
     assert_eq!(choice["finish_reason"], "stop");
     assert_eq!(first["usage"]["total_tokens"], 15);
 
-    let second: Value = post(&server, "/v1/chat/completions", chat(false, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let second: Value = post_json(&server, "/v1/chat/completions", chat(false, false)).await;
     let message = &second["choices"][0]["message"];
     assert_eq!(message["content"], Value::Null);
     assert_eq!(message["tool_calls"][0]["id"], "call_mock_1_0");
@@ -273,7 +279,10 @@ async fn anthropic_stream_text_and_tool_use() {
     assert_eq!(blocks[2].0["id"], "own_id");
     let input: Value = serde_json::from_str(&blocks[2].1).unwrap();
     assert_eq!(input, json!({"path": "."}));
-    assert!(blocks.iter().all(|(_, _, count)| *count >= 2), "several deltas per block");
+    assert!(
+        blocks.iter().all(|(_, _, count)| *count >= 2),
+        "several deltas per block"
+    );
 
     let delta = &events[events.len() - 2].1;
     assert_eq!(delta["delta"]["stop_reason"], "tool_use");
@@ -288,22 +297,20 @@ async fn anthropic_non_streaming_and_stop_override() {
         {"text": "done"},
     ]}))
     .await;
-    let first: Value = post(&server, "/v1/messages", messages(false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first: Value = post_json(&server, "/v1/messages", messages(false)).await;
     assert_eq!(first["type"], "message");
     assert_eq!(first["model"], "claude-test");
-    assert_eq!(first["content"], json!([{"type": "text", "text": "cut short"}]));
+    assert_eq!(
+        first["content"],
+        json!([{"type": "text", "text": "cut short"}])
+    );
     assert_eq!(first["stop_reason"], "max_tokens");
-    assert_eq!(first["usage"], json!({"input_tokens": 10, "output_tokens": 5}));
+    assert_eq!(
+        first["usage"],
+        json!({"input_tokens": 10, "output_tokens": 5})
+    );
 
-    let second: Value = post(&server, "/v1/messages", messages(false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let second: Value = post_json(&server, "/v1/messages", messages(false)).await;
     assert_eq!(
         second["content"],
         json!([{"type": "tool_use", "id": "toolu_mock_1_0", "name": "grep", "input": {"pattern": "x"}}])
@@ -344,11 +351,7 @@ async fn error_turns_use_each_format_and_are_consumed() {
         json!({"type": "error", "error": {"type": "authentication_error", "message": "scripted error"}})
     );
 
-    let ok: Value = post(&server, "/v1/chat/completions", chat(false, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let ok: Value = post_json(&server, "/v1/chat/completions", chat(false, false)).await;
     assert_eq!(ok["choices"][0]["message"]["content"], "recovered");
 
     let response = post(&server, "/v1/messages", messages(false)).await;
@@ -357,11 +360,7 @@ async fn error_turns_use_each_format_and_are_consumed() {
     assert_eq!(body["error"]["type"], "overloaded_error");
     assert_eq!(body["error"]["message"], "busy");
 
-    let ok: Value = post(&server, "/v1/messages", messages(false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let ok: Value = post_json(&server, "/v1/messages", messages(false)).await;
     assert_eq!(ok["content"][0]["text"], "again");
 }
 
@@ -369,7 +368,9 @@ async fn error_turns_use_each_format_and_are_consumed() {
 async fn exhausted_script_answers_500_with_a_clear_message() {
     let server = start(json!({"turns": [{"text": "only one"}]})).await;
     assert_eq!(
-        post(&server, "/v1/messages", messages(false)).await.status(),
+        post(&server, "/v1/messages", messages(false))
+            .await
+            .status(),
         200
     );
 
@@ -403,16 +404,17 @@ async fn repeat_last_keeps_answering_with_the_last_turn() {
     .await;
     let mut texts = Vec::new();
     for _ in 0..4 {
-        let body: Value = post(&server, "/v1/chat/completions", chat(false, false))
-            .await
-            .json()
-            .await
-            .unwrap();
+        let body: Value = post_json(&server, "/v1/chat/completions", chat(false, false)).await;
         texts.push(body["choices"][0]["message"]["content"].clone());
     }
     assert_eq!(
         texts,
-        [json!("first"), json!("again and again"), json!("again and again"), json!("again and again")]
+        [
+            json!("first"),
+            json!("again and again"),
+            json!("again and again"),
+            json!("again and again")
+        ]
     );
 }
 
@@ -423,11 +425,7 @@ async fn requests_are_recorded_in_order() {
     let mut second = messages(true);
     second["tools"] = json!([{"name": "read", "input_schema": {"type": "object"}}]);
     post(&server, "/v1/chat/completions", first.clone()).await;
-    post(&server, "/v1/messages", second.clone())
-        .await
-        .text()
-        .await
-        .unwrap();
+    post_text(&server, "/v1/messages", second.clone()).await;
     assert_eq!(server.requests(), vec![first.clone(), second.clone()]);
 
     let over_http: Value = reqwest::get(format!("{}/_mock/requests", server.url()))
@@ -459,11 +457,7 @@ async fn invalid_json_request_is_a_400_and_takes_no_turn() {
             .contains("not valid JSON")
     );
     assert!(server.requests().is_empty());
-    let ok: Value = post(&server, "/v1/chat/completions", chat(false, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let ok: Value = post_json(&server, "/v1/chat/completions", chat(false, false)).await;
     assert_eq!(ok["choices"][0]["message"]["content"], "still here");
 }
 
@@ -474,11 +468,7 @@ async fn cut_stream_ends_without_a_terminal_event() {
         {"text": "one two three four five six", "cut_stream": true, "stall_ms": 1, "chunk_delay_ms": 1},
     ]}))
     .await;
-    let body = post(&server, "/v1/chat/completions", chat(true, true))
-        .await
-        .text()
-        .await
-        .unwrap_or_default();
+    let body = post_text(&server, "/v1/chat/completions", chat(true, true)).await;
     let data = openai_data(&body);
     assert!(!data.is_empty());
     assert!(!data.iter().any(|d| d == "[DONE]"));
@@ -488,11 +478,7 @@ async fn cut_stream_ends_without_a_terminal_event() {
             .all(|c| c["choices"][0]["finish_reason"].is_null())
     );
 
-    let body = post(&server, "/v1/messages", messages(true))
-        .await
-        .text()
-        .await
-        .unwrap_or_default();
+    let body = post_text(&server, "/v1/messages", messages(true)).await;
     let events = anthropic_events(&body);
     assert_eq!(events[0].0, "message_start");
     assert!(
@@ -503,16 +489,30 @@ async fn cut_stream_ends_without_a_terminal_event() {
 }
 
 #[tokio::test]
+async fn stream_is_written_event_by_event() {
+    use futures::StreamExt;
+    // The server stalls for ten minutes after the first event: the client only gets that event
+    // now if the body really streams.
+    let server = start(json!({"turns": [{"text": "a b c", "stall_ms": 600000}]})).await;
+    let response = post(&server, "/v1/messages", messages(true)).await;
+    let mut body = response.bytes_stream();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), body.next())
+        .await
+        .expect("the first event arrives while the server stalls")
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8(first.to_vec()).unwrap();
+    assert!(first.starts_with("event: message_start\n"), "{first}");
+    assert!(!first.contains("message_stop"));
+}
+
+#[tokio::test]
 async fn raw_string_arguments_are_sent_verbatim() {
     let server = start(json!({"turns": [
         {"tool_calls": [{"name": "write", "arguments": "{\"path\": \"a"}]},
     ]}))
     .await;
-    let body: Value = post(&server, "/v1/chat/completions", chat(false, false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let body: Value = post_json(&server, "/v1/chat/completions", chat(false, false)).await;
     assert_eq!(
         body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
         "{\"path\": \"a"
@@ -521,42 +521,52 @@ async fn raw_string_arguments_are_sent_verbatim() {
 
 #[test]
 fn bad_scripts_are_clear_errors() {
-    let unknown = Script::from_json(r#"{"turns": [{"text": "a"}, {"txt": "b"}]}"#).unwrap_err();
-    assert!(matches!(unknown, MockError::InvalidScript(_)));
-    let message = unknown.to_string();
-    assert!(message.contains("turn 2"), "{message}");
-    assert!(message.contains("unknown field `txt`"), "{message}");
+    // (script, what the error must mention)
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            r#"{"turns": [{"text": "a"}, {"txt": "b"}]}"#,
+            &["turn 2", "unknown field `txt`"],
+        ),
+        (r#"{"turns": []}"#, &["no turns"]),
+        (r#"{}"#, &["missing field `turns`"]),
+        (
+            r#"{"turns": [{"text": "a"}], "repeat": true}"#,
+            &["unknown field `repeat`"],
+        ),
+        (
+            r#"{"turns": [{"text": "a"}, {"status": 200}]}"#,
+            &["turn 2", "400-599"],
+        ),
+        (
+            r#"{"turns": [{"text": "a", "retry_after": 3}]}"#,
+            &["turn 1", "`retry_after`"],
+        ),
+        (
+            r#"{"turns": [{"status": 500, "text": "a"}]}"#,
+            &["turn 1", "`status`"],
+        ),
+        (
+            r#"{"turns": [{"tool_calls": [{"arguments": {}}]}]}"#,
+            &["missing field `name`"],
+        ),
+    ];
+    for (script, needles) in cases {
+        let error = Script::from_json(script).unwrap_err();
+        assert!(matches!(error, MockError::InvalidScript(_)), "{error:?}");
+        let message = error.to_string();
+        for needle in needles {
+            assert!(message.contains(needle), "{script}: {message}");
+        }
+    }
 
-    let empty = Script::from_json(r#"{"turns": []}"#).unwrap_err().to_string();
-    assert!(empty.contains("no turns"), "{empty}");
-
-    let missing = Script::from_json(r#"{}"#).unwrap_err().to_string();
-    assert!(missing.contains("turns"), "{missing}");
-
-    let top = Script::from_json(r#"{"turns": [{"text": "a"}], "repeat": true}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(top.contains("unknown field `repeat`"), "{top}");
-
-    let status = Script::from_json(r#"{"turns": [{"status": 200}]}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(status.contains("turn 1") && status.contains("400-599"), "{status}");
-
-    let retry = Script::from_json(r#"{"turns": [{"text": "a", "retry_after": 3}]}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(retry.contains("`retry_after`"), "{retry}");
-
-    let call = Script::from_json(r#"{"turns": [{"tool_calls": [{"arguments": {}}]}]}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(call.contains("missing field `name`"), "{call}");
-
-    let missing_file = Script::from_file(std::path::Path::new("/nonexistent/mock-script.json"))
-        .unwrap_err();
+    let path = std::path::Path::new("/nonexistent/mock-script.json");
+    let missing_file = Script::from_file(path).unwrap_err();
     assert!(matches!(missing_file, MockError::ReadScript { .. }));
-    assert!(missing_file.to_string().contains("/nonexistent/mock-script.json"));
+    assert!(
+        missing_file
+            .to_string()
+            .contains("/nonexistent/mock-script.json")
+    );
 }
 
 #[test]

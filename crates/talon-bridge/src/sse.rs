@@ -82,7 +82,8 @@ impl LegacySse {
             if !status.is_success() {
                 return Err(fail(format!("GET {url} answered HTTP {status}")));
             }
-            let mut events = SseStream::from_bytes_stream(bounded(response.bytes_stream(), MAX_EVENT_BYTES));
+            let mut events =
+                SseStream::from_bytes_stream(bounded(response.bytes_stream(), MAX_EVENT_BYTES));
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| fail(format!("the event stream broke: {e}")))?;
                 if event.event.as_deref() != Some("endpoint") {

@@ -23,6 +23,7 @@ mod memory;
 mod migrate;
 mod pg_tls;
 mod secrets;
+mod sessions;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -48,6 +49,7 @@ pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
+pub use sessions::{SessionRecord, TurnStart};
 
 /// Why a store operation failed. Messages name what to fix.
 #[derive(Debug, thiserror::Error)]

@@ -43,6 +43,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0004_mcp_oauth.sql"),
         postgres: include_str!("../migrations/postgres/0004_mcp_oauth.sql"),
     },
+    Migration {
+        version: 5,
+        name: "sessions",
+        sqlite: include_str!("../migrations/sqlite/0005_sessions.sql"),
+        postgres: include_str!("../migrations/postgres/0005_sessions.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

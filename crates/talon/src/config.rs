@@ -31,6 +31,10 @@ pub struct Config {
     pub mcp_servers:
         std::collections::BTreeMap<String, crate::mcp_servers_config::McpServerSection>,
     pub database: DatabaseSection,
+    /// `[providers.<name>]`: the model providers agents talk to.
+    pub providers: BTreeMap<String, crate::chat_config::ProviderSection>,
+    /// `[chat]`: the agent loop's defaults.
+    pub chat: crate::chat_config::ChatSection,
     /// The file this configuration came from (hidden from sandboxed commands).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -266,6 +270,12 @@ impl Default for ToolsConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
     pub tools: AgentToolPolicy,
+    /// The `[providers.<name>]` this agent talks to (default: `[chat] provider`).
+    pub provider: Option<String>,
+    /// The model (default: `[chat] model`, then the provider's).
+    pub model: Option<String>,
+    /// The system prompt (default: `[chat] system`).
+    pub system: Option<String>,
 }
 
 /// `[agents]`: `default = "KEY"` (the agent calls run as when they name none; created in the

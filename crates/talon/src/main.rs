@@ -1,6 +1,7 @@
 //! `talon`: the CLI that wires Talon's crates together.
 
 mod audit;
+mod chat_config;
 mod commands;
 mod config;
 mod exec_policy;
@@ -95,6 +96,34 @@ enum Command {
     McpServers {
         #[command(subcommand)]
         command: commands::mcp_servers::McpServersCommand,
+    },
+    /// Talk to an agent: interactive, or one prompt with `-p`.
+    Chat {
+        /// The agent (default: `[agents] default`).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Continue this session (default: a new one).
+        #[arg(long)]
+        session: Option<String>,
+        /// Run one prompt non-interactively and exit.
+        #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+        prompt: Option<String>,
+        /// How `-p` prints: text (streamed), json (one object), stream-json (events, then the
+        /// result).
+        #[arg(long, value_enum, default_value = "text")]
+        output_format: commands::OutputFormat,
+        /// One workspace for the agent's tools (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// A scripted OpenAI- and Anthropic-compatible model server for offline demos and tests.
+    MockProvider {
+        /// The script: a JSON file with the turns to answer, in order.
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        /// Listen address.
+        #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+        listen: String,
     },
     /// Which sandbox backends work on this host, which one is active, and how to fix the others.
     /// Exit 0 when the configured backend works, 1 otherwise.

@@ -4,9 +4,7 @@
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::{
-    Reply, ScriptedCall, json_response, split_fragments, split_words, sse_response,
-};
+use super::{Reply, ScriptedCall, json_response, split_fragments, split_words, sse_response};
 
 /// The answer to one `POST /v1/messages` request.
 pub(super) fn reply(reply: &Reply) -> Response {
@@ -154,6 +152,9 @@ fn stream_events(reply: &Reply) -> Vec<String> {
 
 /// One SSE event named after the payload's `type`, as Anthropic sends them.
 fn event(data: &Value) -> String {
-    let kind = data.get("type").and_then(Value::as_str).unwrap_or("message");
+    let kind = data
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     format!("event: {kind}\ndata: {data}\n\n")
 }

@@ -4,7 +4,9 @@
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::{Reply, ScriptedCall, json_response, now_secs, split_fragments, split_words, sse_response};
+use super::{
+    Reply, ScriptedCall, json_response, now_secs, split_fragments, split_words, sse_response,
+};
 
 /// The answer to one `POST /v1/chat/completions` request.
 pub(super) fn reply(reply: &Reply) -> Response {

@@ -171,7 +171,9 @@ impl Turn {
             }
             Some(_) => {}
             None if self.retry_after.is_some() => {
-                return Err("`retry_after` only applies to error turns; set `status` too".to_owned());
+                return Err(
+                    "`retry_after` only applies to error turns; set `status` too".to_owned(),
+                );
             }
             None if self.error.is_some() => {
                 return Err("`error` only applies to error turns; set `status` too".to_owned());

@@ -108,7 +108,9 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
         body["tools"] = request
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}))
+            .map(
+                |t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}),
+            )
             .collect();
     }
     body
@@ -128,7 +130,9 @@ fn message(message: &Message) -> Value {
                     Ok(v @ Value::Object(_)) => v,
                     _ => json!({"_unparsed_arguments": call.arguments}),
                 };
-                content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                content.push(
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}),
+                );
             }
             json!({"role": "assistant", "content": content})
         }
@@ -224,8 +228,8 @@ impl FormatParser for Blocks {
         let Some(data) = event.data.as_deref().filter(|d| !d.trim().is_empty()) else {
             return Ok(Flow::Continue);
         };
-        let v: Value =
-            serde_json::from_str(data).map_err(|e| format!("an event is not JSON ({e}): {data}"))?;
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| format!("an event is not JSON ({e}): {data}"))?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match v.get("type").and_then(Value::as_str).unwrap_or_default() {
             "message_start" => {

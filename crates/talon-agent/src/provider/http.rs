@@ -36,8 +36,7 @@ pub enum Flow {
 /// Turns one format's events into [`StreamEvent`]s.
 pub trait FormatParser: Send {
     /// One server-sent event.
-    fn event(&mut self, event: &Sse, sink: &mut dyn FnMut(StreamEvent))
-    -> Result<Flow, String>;
+    fn event(&mut self, event: &Sse, sink: &mut dyn FnMut(StreamEvent)) -> Result<Flow, String>;
     /// The connection closed; `Ok` only when the answer is complete.
     fn end(&mut self, sink: &mut dyn FnMut(StreamEvent)) -> Result<(), String>;
     /// A whole, unstreamed response (a server that ignored `stream: true`).
@@ -137,10 +136,8 @@ impl Endpoint {
                 Err(e) => Attempt::Retry(format!("the answer broke off: {e}"), None),
             };
         }
-        let mut events = SseStream::from_bytes_stream(bounded(
-            response.bytes_stream(),
-            MAX_EVENT_BYTES,
-        ));
+        let mut events =
+            SseStream::from_bytes_stream(bounded(response.bytes_stream(), MAX_EVENT_BYTES));
         let idle = self.policy.idle_timeout;
         loop {
             let next = tokio::time::timeout(idle, events.next()).await;
@@ -278,7 +275,9 @@ mod tests {
             "bad key"
         );
         assert_eq!(
-            error_message(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
             "Overloaded"
         );
         assert_eq!(error_message("plain failure\n"), "plain failure");
@@ -291,7 +290,10 @@ mod tests {
         for attempt in 1..=4u32 {
             let d = backoff(base, attempt).as_secs_f64();
             let nominal = 0.2 * f64::from(1u32 << (attempt - 1));
-            assert!(d >= nominal * 0.9 - 1e-9 && d <= nominal * 1.1 + 1e-9, "{d} vs {nominal}");
+            assert!(
+                d >= nominal * 0.9 - 1e-9 && d <= nominal * 1.1 + 1e-9,
+                "{d} vs {nominal}"
+            );
         }
     }
 

@@ -35,12 +35,13 @@ impl OpenAi {
     ) -> Result<Self, ProviderError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = api_key.filter(|k| !k.is_empty()) {
-            let mut value =
-                HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| ProviderError::Rejected {
+            let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                ProviderError::Rejected {
                     provider: name.to_string(),
                     status: 0,
                     message: "the API key contains characters HTTP headers cannot carry".into(),
-                })?;
+                }
+            })?;
             value.set_sensitive(true);
             headers.insert(http::header::AUTHORIZATION, value);
         }
@@ -140,7 +141,9 @@ fn push_message(out: &mut Vec<Value>, message: &Message) {
                 }));
             }
             if !images.is_empty() {
-                let mut parts = vec![json!({"type": "text", "text": "Images returned by the tool calls above:"})];
+                let mut parts = vec![
+                    json!({"type": "text", "text": "Images returned by the tool calls above:"}),
+                ];
                 parts.extend(images);
                 out.push(json!({"role": "user", "content": parts}));
             }

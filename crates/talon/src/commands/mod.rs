@@ -1,10 +1,12 @@
 //! One module per command.
 
 mod admin;
+mod chat;
 pub mod cli_credentials;
 mod doctor;
 mod mcp;
 pub mod mcp_servers;
+mod mock_provider;
 pub mod sandbox_landlock;
 mod serve;
 mod tool;
@@ -14,6 +16,7 @@ use std::process::ExitCode;
 
 use crate::config::{self, ConfigError};
 use crate::{Cli, Command, ToolCommand, ToolsCommand};
+pub use chat::OutputFormat;
 
 /// Exit status for a usage or configuration error.
 pub const USAGE: u8 = 2;
@@ -87,6 +90,27 @@ pub async fn run(cli: Cli) -> ExitCode {
             mcp_servers::run(config, &data_dir(&cli.data_dir), command).await
         }
         Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)),
+        Command::Chat {
+            agent,
+            session,
+            prompt,
+            output_format,
+            workspace,
+        } => {
+            chat::run(
+                config,
+                chat::ChatArgs {
+                    agent,
+                    session,
+                    prompt,
+                    output_format,
+                    workspace,
+                    data_dir: cli.data_dir,
+                },
+            )
+            .await
+        }
+        Command::MockProvider { script, listen } => mock_provider::run(&script, &listen).await,
     }
 }
 

@@ -126,7 +126,10 @@ fn results_are_tool_result_blocks_with_errors_and_images() {
     assert_eq!(body["system"], "sys");
     assert_eq!(body["tools"][0]["input_schema"]["type"], "object");
     let m = body["messages"].as_array().expect("messages");
-    assert_eq!(m[0]["content"][1]["input"], json!({"_unparsed_arguments": "not json"}));
+    assert_eq!(
+        m[0]["content"][1]["input"],
+        json!({"_unparsed_arguments": "not json"})
+    );
     let result = &m[1]["content"][0];
     assert_eq!(result["type"], "tool_result");
     assert_eq!(result["tool_use_id"], "t1");

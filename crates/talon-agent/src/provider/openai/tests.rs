@@ -49,8 +49,12 @@ fn finish(reason: &str) -> Value {
 fn fragments_join_by_index() {
     let chunks = [
         delta(json!({"role": "assistant", "content": "Let me look"})),
-        delta(json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}}]})),
-        delta(json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "grep", "arguments": "{\"pat"}}]})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}),
+        ),
+        delta(
+            json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "grep", "arguments": "{\"pat"}}]}),
+        ),
         delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\":"}}]})),
         delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"a.txt\"}"}}]})),
         delta(json!({"tool_calls": [{"index": 1, "function": {"arguments": "tern\":\"x\"}"}}]})),
@@ -63,7 +67,11 @@ fn fragments_join_by_index() {
     assert_eq!(
         calls(&events),
         [
-            ("call_a".into(), "read_file".into(), r#"{"path":"a.txt"}"#.into()),
+            (
+                "call_a".into(),
+                "read_file".into(),
+                r#"{"path":"a.txt"}"#.into()
+            ),
             ("call_b".into(), "grep".into(), r#"{"pattern":"x"}"#.into()),
         ]
     );
@@ -81,8 +89,12 @@ fn fragments_join_by_index() {
 #[test]
 fn ollama_repeating_index_zero_keys_on_the_id() {
     let chunks = [
-        delta(json!({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "a", "arguments": "{\"x\":1}"}}]})),
-        delta(json!({"tool_calls": [{"index": 0, "id": "call_2", "function": {"name": "b", "arguments": "{\"y\":2}"}}]})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "a", "arguments": "{\"x\":1}"}}]}),
+        ),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_2", "function": {"name": "b", "arguments": "{\"y\":2}"}}]}),
+        ),
         finish("stop"),
     ];
     let (events, end) = run(&chunks, true);
@@ -95,14 +107,21 @@ fn ollama_repeating_index_zero_keys_on_the_id() {
         ]
     );
     // "stop" with calls still means the model wants results.
-    assert_eq!(events.last(), Some(&StreamEvent::Finished(StopReason::ToolUse)));
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Finished(StopReason::ToolUse))
+    );
 }
 
 #[test]
 fn gemini_without_index_sends_whole_calls() {
     let chunks = [
-        delta(json!({"tool_calls": [{"id": "g1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]})),
-        delta(json!({"tool_calls": [{"id": "g2", "type": "function", "function": {"name": "b", "arguments": {"q": "z"}}}]})),
+        delta(
+            json!({"tool_calls": [{"id": "g1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]}),
+        ),
+        delta(
+            json!({"tool_calls": [{"id": "g2", "type": "function", "function": {"name": "b", "arguments": {"q": "z"}}}]}),
+        ),
         finish("tool_calls"),
     ];
     let (events, _) = run(&chunks, true);
@@ -122,7 +141,10 @@ fn missing_ids_and_empty_arguments_are_filled_in() {
         finish("tool_calls"),
     ];
     let (events, _) = run(&chunks, true);
-    assert_eq!(calls(&events), [("call_0".into(), "datetime".into(), "{}".into())]);
+    assert_eq!(
+        calls(&events),
+        [("call_0".into(), "datetime".into(), "{}".into())]
+    );
 }
 
 #[test]
@@ -131,7 +153,10 @@ fn a_stream_without_finish_is_an_error_and_length_is_max_tokens() {
     assert!(end.is_err());
     let (events, end) = run(&[delta(json!({"content": "cut"})), finish("length")], false);
     assert_eq!(end, Ok(()));
-    assert_eq!(events.last(), Some(&StreamEvent::Finished(StopReason::MaxTokens)));
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Finished(StopReason::MaxTokens))
+    );
 }
 
 #[test]
@@ -139,10 +164,19 @@ fn usage_with_null_choices_ends_the_stream_without_done() {
     let mut acc = Accumulator::default();
     let mut events = Vec::new();
     let mut sink = |e| events.push(e);
-    assert_eq!(acc.event(&sse(&finish("stop").to_string()), &mut sink), Ok(Flow::Continue));
+    assert_eq!(
+        acc.event(&sse(&finish("stop").to_string()), &mut sink),
+        Ok(Flow::Continue)
+    );
     let usage = json!({"choices": null, "usage": {"prompt_tokens": 3, "completion_tokens": 1}});
-    assert_eq!(acc.event(&sse(&usage.to_string()), &mut sink), Ok(Flow::Done));
-    assert_eq!(events.last(), Some(&StreamEvent::Finished(StopReason::EndTurn)));
+    assert_eq!(
+        acc.event(&sse(&usage.to_string()), &mut sink),
+        Ok(Flow::Done)
+    );
+    assert_eq!(
+        events.last(),
+        Some(&StreamEvent::Finished(StopReason::EndTurn))
+    );
 }
 
 #[test]
@@ -180,11 +214,17 @@ fn the_request_echoes_calls_as_strings_and_answers_every_call() {
     let m = body["messages"].as_array().expect("messages");
     assert_eq!(m[0], json!({"role": "system", "content": "be brief"}));
     assert_eq!(m[2]["content"], Value::Null);
-    assert_eq!(m[2]["tool_calls"][0]["function"]["arguments"], r#"{"path":"a"}"#);
+    assert_eq!(
+        m[2]["tool_calls"][0]["function"]["arguments"],
+        r#"{"path":"a"}"#
+    );
     assert_eq!(m[3]["role"], "tool");
     assert_eq!(m[3]["tool_call_id"], "c1");
     assert_eq!(m[3]["content"], "Error: no such file");
-    assert_eq!(m[4]["content"][1]["image_url"]["url"], "data:image/png;base64,AAAA");
+    assert_eq!(
+        m[4]["content"][1]["image_url"]["url"],
+        "data:image/png;base64,AAAA"
+    );
     assert!(body.get("tools").is_none(), "no tools, no key");
     assert_eq!(body["stream_options"]["include_usage"], true);
 }

@@ -1,0 +1,31 @@
+-- Talon schema v5: agent sessions and their messages.
+-- Times are Unix milliseconds. A turn's messages are written in one transaction when the turn
+-- ends, so a crash never leaves half a turn: the session's state says 'running' while a turn is
+-- under way, and a turn found 'running' by a starting gateway is marked 'interrupted'.
+
+CREATE TABLE sessions (
+    session_key TEXT PRIMARY KEY,
+    agent_key TEXT NOT NULL,
+    tenant TEXT NOT NULL DEFAULT '',
+    channel TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL DEFAULT 'idle',
+    turns BIGINT NOT NULL DEFAULT 0,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    last_stop TEXT NOT NULL DEFAULT '',
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+
+CREATE INDEX sessions_agent ON sessions (agent_key, updated_at);
+
+-- One row per message, in order; the message is the neutral JSON form (role, text, tool calls,
+-- tool results), never a provider's wire format.
+CREATE TABLE session_messages (
+    session_key TEXT NOT NULL REFERENCES sessions (session_key) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    turn BIGINT NOT NULL,
+    message TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (session_key, seq)
+);

@@ -1,0 +1,227 @@
+//! Agent sessions and their messages. A turn's messages are appended in one transaction when
+//! the turn ends ([`Store::finish_turn`]), so a crash mid-turn loses the unfinished turn whole
+//! and never saves half of it; the session then shows the turn as interrupted.
+
+use sqlx::Row;
+
+use crate::{Store, StoreError, now_ms};
+
+/// A session as stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SessionRecord {
+    pub key: String,
+    pub agent_key: String,
+    /// `idle`, `running` (a turn is under way) or `interrupted` (the last turn never finished).
+    pub state: String,
+    pub turns: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Why the last finished turn ended.
+    pub last_stop: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// What [`Store::begin_turn`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnStart {
+    /// The number of the turn now running (1 for a new session).
+    pub turn: i64,
+    /// The previous turn never finished (its process died); nothing of it was saved.
+    pub previous_interrupted: bool,
+}
+
+const COLUMNS: &str = "session_key, agent_key, state, turns, input_tokens, output_tokens, last_stop, created_at, updated_at";
+
+fn record(row: &sqlx::any::AnyRow) -> Result<SessionRecord, StoreError> {
+    Ok(SessionRecord {
+        key: row.try_get("session_key")?,
+        agent_key: row.try_get("agent_key")?,
+        state: row.try_get("state")?,
+        turns: row.try_get("turns")?,
+        input_tokens: row.try_get("input_tokens")?,
+        output_tokens: row.try_get("output_tokens")?,
+        last_stop: row.try_get("last_stop")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn valid_session_key(key: &str) -> Result<(), StoreError> {
+    if (1..=512).contains(&key.len()) && !key.chars().any(char::is_control) {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            what: "session key",
+            reason: format!("{key:?}: use 1-512 characters, no control characters"),
+        })
+    }
+}
+
+impl Store {
+    /// Marks a turn of `key` as running, creating the session for `agent` if it is new. A turn
+    /// still marked running from before (its process died) is reported as interrupted.
+    pub async fn begin_turn(&self, key: &str, agent: &str) -> Result<TurnStart, StoreError> {
+        valid_session_key(key)?;
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        let row =
+            sqlx::query("SELECT agent_key, state, turns FROM sessions WHERE session_key = $1")
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let start = match row {
+            None => {
+                sqlx::query(
+                    "INSERT INTO sessions (session_key, agent_key, state, turns, created_at, updated_at) VALUES ($1, $2, 'running', 1, $3, $4)",
+                )
+                .bind(key)
+                .bind(agent)
+                .bind(now)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                TurnStart {
+                    turn: 1,
+                    previous_interrupted: false,
+                }
+            }
+            Some(row) => {
+                let owner: String = row.try_get("agent_key")?;
+                if owner != agent {
+                    return Err(StoreError::Invalid {
+                        what: "session key",
+                        reason: format!(
+                            "session {key:?} belongs to agent {owner:?}, not {agent:?}; choose another session key"
+                        ),
+                    });
+                }
+                let state: String = row.try_get("state")?;
+                let turns: i64 = row.try_get("turns")?;
+                sqlx::query(
+                    "UPDATE sessions SET state = 'running', turns = $1, updated_at = $2 WHERE session_key = $3",
+                )
+                .bind(turns + 1)
+                .bind(now)
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
+                TurnStart {
+                    turn: turns + 1,
+                    previous_interrupted: state == "running",
+                }
+            }
+        };
+        tx.commit().await?;
+        Ok(start)
+    }
+
+    /// Appends a finished turn's messages (neutral JSON, in order), adds its token counts and
+    /// marks the session idle, all in one transaction.
+    pub async fn finish_turn(
+        &self,
+        key: &str,
+        turn: i64,
+        messages: &[String],
+        stop: &str,
+        input_tokens: i64,
+        output_tokens: i64,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        let next: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(seq), 0) AS last FROM session_messages WHERE session_key = $1",
+        )
+        .bind(key)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("last")?;
+        for (i, message) in messages.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO session_messages (session_key, seq, turn, message, created_at) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(key)
+            .bind(next + 1 + i64::try_from(i).unwrap_or(i64::MAX - next - 1))
+            .bind(turn)
+            .bind(message)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let updated = sqlx::query(
+            "UPDATE sessions SET state = 'idle', last_stop = $1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, updated_at = $4 WHERE session_key = $5",
+        )
+        .bind(stop)
+        .bind(input_tokens)
+        .bind(output_tokens)
+        .bind(now)
+        .bind(key)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(StoreError::Invalid {
+                what: "session key",
+                reason: format!("no session {key:?}: begin_turn first"),
+            });
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The messages of `key`, oldest first, at most `limit` of the newest when given.
+    pub async fn session_messages(
+        &self,
+        key: &str,
+        limit: Option<i64>,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT message FROM (SELECT seq, message FROM session_messages WHERE session_key = $1 ORDER BY seq DESC LIMIT $2) newest ORDER BY seq",
+        )
+        .bind(key)
+        .bind(limit.unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get("message").map_err(StoreError::from))
+            .collect()
+    }
+
+    /// One session.
+    pub async fn session(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM sessions WHERE session_key = $1"
+        )))
+        .bind(key)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| record(&r)).transpose()
+    }
+
+    /// Sessions, most recently active first; only `agent`'s when given.
+    pub async fn sessions(
+        &self,
+        agent: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM sessions WHERE ($1 = '' OR agent_key = $1) ORDER BY updated_at DESC, session_key LIMIT $2"
+        )))
+        .bind(agent.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record).collect()
+    }
+
+    /// Marks every turn still running as interrupted (a gateway starting after a crash); the
+    /// number of sessions marked.
+    pub async fn mark_interrupted_turns(&self) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE sessions SET state = 'interrupted', last_stop = 'interrupted', updated_at = $1 WHERE state = 'running'",
+        )
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

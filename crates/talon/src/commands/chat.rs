@@ -1,0 +1,344 @@
+//! `talon chat`: talk to an agent from the terminal. Interactive by default (streamed output,
+//! tool calls shown as they start and end, approvals asked inline, Ctrl-C cancels the turn);
+//! `-p PROMPT` runs one turn and exits, printing `text`, one `json` object, or `stream-json`
+//! events. Sessions live in the store: `--session KEY` continues one.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_core::permission::PermissionMode;
+use talon_core::{CallContext, RunKind};
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::usage_error;
+use crate::config::Config;
+use crate::runtime::{self, Overrides, Runtime};
+
+/// How `-p` prints its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// The answer's text, streamed; tool activity on stderr.
+    Text,
+    /// One JSON object when the turn ends.
+    Json,
+    /// One JSON event per line as the turn runs, then the result.
+    StreamJson,
+}
+
+/// `talon chat`'s arguments.
+#[derive(Debug)]
+pub struct ChatArgs {
+    pub agent: Option<String>,
+    pub session: Option<String>,
+    pub prompt: Option<String>,
+    pub output_format: OutputFormat,
+    pub workspace: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+}
+
+/// A chat bound to its agent, session and model.
+struct Chat {
+    rt: Runtime,
+    agent: Agent,
+    ctx: CallContext,
+    agent_key: String,
+    session_key: String,
+}
+
+pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
+    let rt = match runtime::build(
+        config.clone(),
+        Overrides {
+            default_mode: PermissionMode::Default,
+            agent: args.agent.clone(),
+            workspace: args.workspace.clone(),
+            data_dir: args.data_dir.clone(),
+            prompt_on_tty: true,
+            ..Overrides::default()
+        },
+    )
+    .await
+    {
+        Ok(rt) => rt,
+        Err(e) => return e.report(),
+    };
+    let chat = match Chat::open(rt, &config, &args).await {
+        Ok(chat) => chat,
+        Err(code) => return code,
+    };
+    let code = match &args.prompt {
+        Some(prompt) => chat.once(prompt, args.output_format).await,
+        None => chat.interactive().await,
+    };
+    chat.rt.shutdown().await;
+    code
+}
+
+impl Chat {
+    async fn open(rt: Runtime, config: &Config, args: &ChatArgs) -> Result<Self, ExitCode> {
+        let mut ctx = rt.template.clone();
+        ctx.channel_type = Some("cli".into());
+        ctx.peer_kind = Some("direct".into());
+        ctx.run_kind = RunKind::Interactive;
+        if let Err(e) = rt.callers.bind(&mut ctx, None, None).await {
+            eprintln!("talon: {e}");
+            return Err(ExitCode::from(1));
+        }
+        let agent_key = ctx.agent_key.clone().unwrap_or_default();
+        let model =
+            match crate::chat_config::agent_model(config, &config.providers, &rt.store, &agent_key)
+                .await
+            {
+                Ok(model) => model,
+                Err(e) => return Err(usage_error(e)),
+            };
+        let session = args.session.clone().unwrap_or_else(|| {
+            format!(
+                "{}-{}",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+                std::process::id()
+            )
+        });
+        // GoClaw's key shape: agent, channel, peer kind, chat.
+        let session_key = format!("agent:{agent_key}:cli:direct:{session}");
+        ctx.session_key = session_key.clone();
+        ctx.chat_id = Some(session);
+        ctx.provider = Some(model.provider_name.clone());
+        ctx.scrub_bag = Default::default();
+        if let Some(key) = &model.api_key {
+            ctx.scrub_bag.add(key.clone());
+        }
+        let agent = Agent::new(Arc::clone(&rt.pipeline), model.provider, model.config);
+        Ok(Self {
+            rt,
+            agent,
+            ctx,
+            agent_key,
+            session_key,
+        })
+    }
+
+    /// The session's messages so far.
+    async fn history(&self) -> Result<Vec<Message>, String> {
+        let stored = self
+            .rt
+            .store
+            .session_messages(&self.session_key, None)
+            .await
+            .map_err(|e| format!("cannot read session {}: {e}", self.session_key))?;
+        stored
+            .iter()
+            .map(|m| {
+                serde_json::from_str(m).map_err(|e| {
+                    format!(
+                        "session {} holds a message this version cannot read ({e})",
+                        self.session_key
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Runs one turn, saved to the store when it ends; Ctrl-C cancels it.
+    async fn turn(
+        &self,
+        prompt: &str,
+        events: &(dyn Fn(RunEvent) + Send + Sync),
+    ) -> Result<TurnOutcome, String> {
+        let history = self.history().await?;
+        let start = self
+            .rt
+            .store
+            .begin_turn(&self.session_key, &self.agent_key)
+            .await
+            .map_err(|e| e.to_string())?;
+        if start.previous_interrupted {
+            eprintln!("talon: the previous turn of this session was interrupted and not saved");
+        }
+        let cancel = CancellationToken::new();
+        let mut ctx = self.ctx.clone();
+        ctx.cancel = cancel.clone();
+        let watch = cancel.clone();
+        let ctrl_c = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                watch.cancel();
+            }
+        });
+        let outcome = self
+            .agent
+            .run_turn(Arc::new(ctx), &history, Message::user(prompt), events)
+            .await;
+        ctrl_c.abort();
+        let messages: Vec<String> = outcome
+            .messages
+            .iter()
+            .filter_map(|m| serde_json::to_string(m).ok())
+            .collect();
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.rt
+            .store
+            .finish_turn(
+                &self.session_key,
+                start.turn,
+                &messages,
+                stop_label(&outcome.stop),
+                to_i64(outcome.usage.input_tokens),
+                to_i64(outcome.usage.output_tokens),
+            )
+            .await
+            .map_err(|e| format!("the turn ran but could not be saved: {e}"))?;
+        Ok(outcome)
+    }
+
+    async fn once(&self, prompt: &str, format: OutputFormat) -> ExitCode {
+        let printer = move |event: RunEvent| match format {
+            OutputFormat::Text => print_for_person(&event),
+            OutputFormat::Json => {}
+            OutputFormat::StreamJson => {
+                if let Ok(line) = serde_json::to_string(&event) {
+                    println!("{line}");
+                }
+            }
+        };
+        let outcome = match self.turn(prompt, &printer).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                eprintln!("talon: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        match format {
+            OutputFormat::Text => {
+                println!();
+                report_stop(&outcome.stop);
+            }
+            OutputFormat::Json | OutputFormat::StreamJson => {
+                let result = serde_json::json!({
+                    "type": "result",
+                    "session": self.session_key,
+                    "text": outcome.text,
+                    "stop": outcome.stop,
+                    "usage": outcome.usage,
+                    "iterations": outcome.iterations,
+                });
+                println!("{result}");
+            }
+        }
+        exit_code(&outcome.stop)
+    }
+
+    async fn interactive(&self) -> ExitCode {
+        eprintln!(
+            "talon chat — agent {}, session {} (empty line: nothing; /exit or Ctrl-D: quit; Ctrl-C: cancel the turn)",
+            self.agent_key, self.session_key
+        );
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        loop {
+            eprint!("> ");
+            let _ = std::io::stderr().flush();
+            let line = tokio::select! {
+                line = lines.next_line() => line,
+                _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            };
+            let line = match line {
+                Ok(Some(line)) => line,
+                Ok(None) => return ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("talon: cannot read the terminal: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            let prompt = line.trim();
+            if prompt.is_empty() {
+                continue;
+            }
+            if prompt == "/exit" {
+                return ExitCode::SUCCESS;
+            }
+            match self.turn(prompt, &|e| print_for_person(&e)).await {
+                Ok(outcome) => {
+                    println!();
+                    report_stop(&outcome.stop);
+                }
+                Err(e) => eprintln!("talon: {e}"),
+            }
+        }
+    }
+}
+
+/// Streams text to stdout and tool activity to stderr.
+fn print_for_person(event: &RunEvent) {
+    match event {
+        RunEvent::Text { text } => {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        RunEvent::ToolStarted {
+            name, arguments, ..
+        } => {
+            let mut shown: String = arguments.chars().take(120).collect();
+            if shown.len() < arguments.len() {
+                shown.push('…');
+            }
+            eprintln!("\n→ {name} {shown}");
+        }
+        RunEvent::ToolFinished {
+            name,
+            is_error,
+            elapsed_ms,
+            ..
+        } => {
+            let mark = if *is_error { "✗" } else { "✓" };
+            eprintln!("  {mark} {name} ({elapsed_ms} ms)");
+        }
+        RunEvent::LoopWarning { message } => eprintln!("  ! {message}"),
+        RunEvent::Usage { .. } => {}
+    }
+}
+
+/// Says why a turn ended, when it was not a plain answer.
+fn report_stop(stop: &TurnStop) {
+    let note = match stop {
+        TurnStop::Final => return,
+        TurnStop::MaxTokens => "the answer was cut at the model's output limit".to_string(),
+        TurnStop::Refusal => "the model declined".to_string(),
+        TurnStop::IterationCap => "stopped: the turn reached [chat] max_iterations".to_string(),
+        TurnStop::TokenBudget => "stopped: the turn used its [chat] token_budget".to_string(),
+        TurnStop::LoopDetected(why) => format!("stopped: {why}"),
+        TurnStop::Cancelled => "cancelled".to_string(),
+        TurnStop::Failed(why) => format!("failed: {why}"),
+    };
+    eprintln!("talon: {note}");
+}
+
+/// The label stored with a finished turn.
+fn stop_label(stop: &TurnStop) -> &'static str {
+    match stop {
+        TurnStop::Final => "final",
+        TurnStop::MaxTokens => "max_tokens",
+        TurnStop::Refusal => "refusal",
+        TurnStop::IterationCap => "iteration_cap",
+        TurnStop::TokenBudget => "token_budget",
+        TurnStop::LoopDetected(_) => "loop_detected",
+        TurnStop::Cancelled => "cancelled",
+        TurnStop::Failed(_) => "failed",
+    }
+}
+
+fn exit_code(stop: &TurnStop) -> ExitCode {
+    match stop {
+        TurnStop::Final | TurnStop::MaxTokens | TurnStop::Refusal | TurnStop::TokenBudget => {
+            ExitCode::SUCCESS
+        }
+        TurnStop::Cancelled => ExitCode::from(130),
+        TurnStop::IterationCap | TurnStop::LoopDetected(_) | TurnStop::Failed(_) => {
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! `talon mock-provider --script FILE`: the scripted OpenAI- and Anthropic-compatible server, for
+//! offline demos and tests. Prints the URL to use as a provider's `base_url` and serves until
+//! Ctrl-C.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use talon_agent::mock::{Script, serve};
+
+use super::usage_error;
+
+pub async fn run(script: &Path, listen: &str) -> ExitCode {
+    let script = match Script::from_file(script) {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => return usage_error(format!("--listen {listen}: {e}")),
+    };
+    match listener.local_addr() {
+        Ok(addr) => {
+            println!("mock provider listening on http://{addr}");
+            println!("  OpenAI-compatible: base_url = \"http://{addr}/v1\"");
+            println!("  Anthropic:         base_url = \"http://{addr}\"");
+        }
+        Err(e) => return usage_error(e),
+    }
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    match serve(script, listener, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("talon mock-provider: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
