@@ -146,7 +146,7 @@ impl Endpoint {
                 Err(_) => {
                     let e = ProviderError::IdleTimeout {
                         provider: self.provider.clone(),
-                        secs: idle.as_secs(),
+                        idle,
                     };
                     format!("{e}")
                 }
@@ -166,7 +166,7 @@ impl Endpoint {
                 Attempt::Fail(if went_idle {
                     ProviderError::IdleTimeout {
                         provider: self.provider.clone(),
-                        secs: idle.as_secs(),
+                        idle,
                     }
                 } else {
                     ProviderError::Truncated {

@@ -111,8 +111,8 @@ pub enum ProviderError {
         attempts: u32,
         last: String,
     },
-    #[error("{provider} sent nothing for {secs} s; the stream was abandoned")]
-    IdleTimeout { provider: String, secs: u64 },
+    #[error("{provider} sent nothing for {idle:?}; the stream was abandoned")]
+    IdleTimeout { provider: String, idle: Duration },
     #[error("{provider}'s stream ended before the answer was complete")]
     Truncated { provider: String },
     #[error("{provider} sent something unreadable: {message}")]

@@ -2,6 +2,7 @@
 //! offline demos and tests. Prints the URL to use as a provider's `base_url` and serves until
 //! Ctrl-C.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -20,9 +21,13 @@ pub async fn run(script: &Path, listen: &str) -> ExitCode {
     };
     match listener.local_addr() {
         Ok(addr) => {
-            println!("mock provider listening on http://{addr}");
-            println!("  OpenAI-compatible: base_url = \"http://{addr}/v1\"");
-            println!("  Anthropic:         base_url = \"http://{addr}\"");
+            // A reader that stopped listening must not stop the server.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "mock provider listening on http://{addr}\n  OpenAI-compatible: base_url = \"http://{addr}/v1\"\n  Anthropic:         base_url = \"http://{addr}\""
+            );
+            let _ = out.flush();
         }
         Err(e) => return usage_error(e),
     }
