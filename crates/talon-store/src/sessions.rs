@@ -129,6 +129,22 @@ impl Store {
     ) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
+        let updated = sqlx::query(
+            "UPDATE sessions SET state = 'idle', last_stop = $1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, updated_at = $4 WHERE session_key = $5",
+        )
+        .bind(stop)
+        .bind(input_tokens)
+        .bind(output_tokens)
+        .bind(now)
+        .bind(key)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(StoreError::Invalid {
+                what: "session key",
+                reason: format!("no session {key:?}: begin_turn first"),
+            });
+        }
         let next: i64 = sqlx::query(
             "SELECT COALESCE(MAX(seq), 0) AS last FROM session_messages WHERE session_key = $1",
         )
@@ -147,22 +163,6 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        }
-        let updated = sqlx::query(
-            "UPDATE sessions SET state = 'idle', last_stop = $1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, updated_at = $4 WHERE session_key = $5",
-        )
-        .bind(stop)
-        .bind(input_tokens)
-        .bind(output_tokens)
-        .bind(now)
-        .bind(key)
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() != 1 {
-            return Err(StoreError::Invalid {
-                what: "session key",
-                reason: format!("no session {key:?}: begin_turn first"),
-            });
         }
         tx.commit().await?;
         Ok(())

@@ -53,6 +53,15 @@ pub async fn run(
         Ok(rt) => rt,
         Err(e) => return e.report(),
     };
+    // Turns left running by a gateway that died are over: say so instead of leaving them open.
+    match rt.store.mark_interrupted_turns().await {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(
+            sessions = n,
+            "turns interrupted by the last shutdown were marked as such"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot mark interrupted turns"),
+    }
     tracing::info!(
         data_dir = %rt.data_dir.display(),
         database = ?rt.store.engine(),

@@ -1,0 +1,141 @@
+//! Sessions and their messages on both engines: turns saved whole, history in order, an
+//! interrupted turn reported and never half-saved, sessions belong to one agent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use talon_store::{Store, StoreConfig};
+
+mod common;
+
+suite!(
+    turns_append_in_order_and_count_tokens,
+    an_unfinished_turn_is_reported_as_interrupted,
+    a_session_belongs_to_its_agent,
+    listing_and_limits,
+);
+
+async fn open(config: &StoreConfig) -> Store {
+    Store::open(config).await.unwrap()
+}
+
+fn msgs(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+async fn turns_append_in_order_and_count_tokens(config: &StoreConfig) {
+    let store = open(config).await;
+    let first = store.begin_turn("k1", "default").await.unwrap();
+    assert_eq!(first.turn, 1);
+    assert!(!first.previous_interrupted);
+    assert_eq!(store.session("k1").await.unwrap().unwrap().state, "running");
+    store
+        .finish_turn("k1", first.turn, &msgs(&["u1", "a1"]), "final", 10, 3)
+        .await
+        .unwrap();
+    let second = store.begin_turn("k1", "default").await.unwrap();
+    assert_eq!(second.turn, 2);
+    store
+        .finish_turn(
+            "k1",
+            second.turn,
+            &msgs(&["u2", "a2", "r2", "a3"]),
+            "final",
+            5,
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.session_messages("k1", None).await.unwrap(),
+        ["u1", "a1", "u2", "a2", "r2", "a3"]
+    );
+    assert_eq!(
+        store.session_messages("k1", Some(2)).await.unwrap(),
+        ["r2", "a3"],
+        "the newest, oldest first"
+    );
+    let s = store.session("k1").await.unwrap().unwrap();
+    assert_eq!(
+        (s.state.as_str(), s.turns, s.input_tokens, s.output_tokens),
+        ("idle", 2, 15, 5)
+    );
+    assert_eq!(s.last_stop, "final");
+}
+
+async fn an_unfinished_turn_is_reported_as_interrupted(config: &StoreConfig) {
+    let store = open(config).await;
+    let t = store.begin_turn("k2", "default").await.unwrap();
+    store
+        .finish_turn("k2", t.turn, &msgs(&["u1", "a1"]), "final", 1, 1)
+        .await
+        .unwrap();
+    // A turn starts and its process dies: nothing of it is saved.
+    store.begin_turn("k2", "default").await.unwrap();
+    // A starting gateway marks it.
+    assert_eq!(store.mark_interrupted_turns().await.unwrap(), 1);
+    let s = store.session("k2").await.unwrap().unwrap();
+    assert_eq!(
+        (s.state.as_str(), s.last_stop.as_str()),
+        ("interrupted", "interrupted")
+    );
+    assert_eq!(
+        store.session_messages("k2", None).await.unwrap(),
+        ["u1", "a1"]
+    );
+    // Without a gateway in between, the next turn finds it still running.
+    store.begin_turn("k2", "default").await.unwrap();
+    let next = store.begin_turn("k2", "default").await.unwrap();
+    assert!(next.previous_interrupted);
+    assert_eq!(next.turn, 4);
+}
+
+async fn a_session_belongs_to_its_agent(config: &StoreConfig) {
+    let store = open(config).await;
+    store.begin_turn("k3", "alice").await.unwrap();
+    let err = store.begin_turn("k3", "bob").await.unwrap_err().to_string();
+    assert!(err.contains("belongs to agent \"alice\""), "{err}");
+    let err = store.begin_turn("", "bob").await.unwrap_err().to_string();
+    assert!(err.contains("session key"), "{err}");
+    let err = store
+        .finish_turn("never-begun", 1, &msgs(&["x"]), "final", 0, 0)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("begin_turn first"), "{err}");
+    assert!(
+        store
+            .session_messages("never-begun", None)
+            .await
+            .unwrap()
+            .is_empty(),
+        "rolled back"
+    );
+}
+
+async fn listing_and_limits(config: &StoreConfig) {
+    let store = open(config).await;
+    for (key, agent) in [("a1", "alice"), ("b1", "bob"), ("a2", "alice")] {
+        let t = store.begin_turn(key, agent).await.unwrap();
+        store
+            .finish_turn(key, t.turn, &msgs(&["m"]), "final", 0, 0)
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let all: Vec<String> = store
+        .sessions(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.key)
+        .collect();
+    assert_eq!(all, ["a2", "b1", "a1"], "most recent first");
+    let alice: Vec<String> = store
+        .sessions(Some("alice"), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.key)
+        .collect();
+    assert_eq!(alice, ["a2", "a1"]);
+    assert_eq!(store.sessions(None, 1).await.unwrap().len(), 1);
+}
