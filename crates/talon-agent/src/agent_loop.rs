@@ -131,6 +131,11 @@ impl Agent {
         &self.config
     }
 
+    /// The configured name of the provider this agent's model is served by.
+    pub fn provider_name(&self) -> &str {
+        self.provider.name()
+    }
+
     /// The tools offered to `ctx` (policy, then grants), in neutral form.
     pub async fn tools(&self, ctx: &CallContext) -> Vec<ToolDef> {
         self.pipeline

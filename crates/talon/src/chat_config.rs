@@ -87,8 +87,6 @@ impl Default for ChatSection {
 /// The model an agent talks to.
 pub struct AgentModel {
     pub provider: Arc<dyn Provider>,
-    /// The provider's configured name (selects provider tool policies).
-    pub provider_name: String,
     pub config: LoopConfig,
     /// The API key, to scrub from everything the model and the user see.
     pub api_key: Option<String>,
@@ -172,7 +170,6 @@ pub async fn agent_model(
     let chat = &config.chat;
     Ok(AgentModel {
         provider,
-        provider_name: name,
         config: LoopConfig {
             model,
             system: agent_config

@@ -1,7 +1,9 @@
 //! `talon`: the CLI that wires Talon's crates together.
 
+mod agent_runs;
 mod audit;
 mod chat_config;
+mod chat_http;
 mod commands;
 mod config;
 mod exec_policy;

@@ -8,15 +8,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_agent::{RunEvent, TurnOutcome, TurnStop};
 use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, RunKind};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::usage_error;
+use crate::agent_runs::{Runner, TurnRequest};
 use crate::config::Config;
-use crate::runtime::{self, Overrides, Runtime};
+use crate::runtime::{self, Overrides};
 
 /// How `-p` prints its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,11 +40,9 @@ pub struct ChatArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-/// A chat bound to its agent, session and model.
+/// A chat bound to its agent and session.
 struct Chat {
-    rt: Runtime,
-    agent: Agent,
-    ctx: CallContext,
+    runner: Runner,
     agent_key: String,
     session_key: String,
 }
@@ -66,36 +64,37 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return e.report(),
     };
-    let chat = match Chat::open(rt, &config, &args).await {
-        Ok(chat) => chat,
-        Err(code) => return code,
+    let runner = Runner::new(
+        config,
+        Arc::clone(&rt.pipeline),
+        rt.template.clone(),
+        rt.callers.clone(),
+        rt.store.clone(),
+    );
+    let code = match Chat::open(runner, &args).await {
+        Ok(chat) => match &args.prompt {
+            Some(prompt) => chat.once(prompt, args.output_format).await,
+            None => chat.interactive().await,
+        },
+        Err(code) => code,
     };
-    let code = match &args.prompt {
-        Some(prompt) => chat.once(prompt, args.output_format).await,
-        None => chat.interactive().await,
-    };
-    chat.rt.shutdown().await;
+    rt.shutdown().await;
     code
 }
 
 impl Chat {
-    async fn open(rt: Runtime, config: &Config, args: &ChatArgs) -> Result<Self, ExitCode> {
-        let mut ctx = rt.template.clone();
-        ctx.channel_type = Some("cli".into());
-        ctx.peer_kind = Some("direct".into());
-        ctx.run_kind = RunKind::Interactive;
-        if let Err(e) = rt.callers.bind(&mut ctx, None, None).await {
-            eprintln!("talon: {e}");
-            return Err(ExitCode::from(1));
+    async fn open(runner: Runner, args: &ChatArgs) -> Result<Self, ExitCode> {
+        let agent_key = match runner.context(None, None, "cli").await {
+            Ok(ctx) => ctx.agent_key.unwrap_or_default(),
+            Err(e) => {
+                eprintln!("talon: {e}");
+                return Err(ExitCode::from(1));
+            }
+        };
+        // A missing or wrong provider is a configuration error, said before anything runs.
+        if let Err(e) = runner.check_model(&agent_key).await {
+            return Err(usage_error(e));
         }
-        let agent_key = ctx.agent_key.clone().unwrap_or_default();
-        let model =
-            match crate::chat_config::agent_model(config, &config.providers, &rt.store, &agent_key)
-                .await
-            {
-                Ok(model) => model,
-                Err(e) => return Err(usage_error(e)),
-            };
         let session = args.session.clone().unwrap_or_else(|| {
             format!(
                 "{}-{}",
@@ -105,44 +104,11 @@ impl Chat {
                 std::process::id()
             )
         });
-        // GoClaw's key shape: agent, channel, peer kind, chat.
-        let session_key = format!("agent:{agent_key}:cli:direct:{session}");
-        ctx.session_key = session_key.clone();
-        ctx.chat_id = Some(session);
-        ctx.provider = Some(model.provider_name.clone());
-        ctx.scrub_bag = Default::default();
-        if let Some(key) = &model.api_key {
-            ctx.scrub_bag.add(key.clone());
-        }
-        let agent = Agent::new(Arc::clone(&rt.pipeline), model.provider, model.config);
         Ok(Self {
-            rt,
-            agent,
-            ctx,
+            session_key: Runner::session_key(&agent_key, "cli", &session),
+            runner,
             agent_key,
-            session_key,
         })
-    }
-
-    /// The session's messages so far.
-    async fn history(&self) -> Result<Vec<Message>, String> {
-        let stored = self
-            .rt
-            .store
-            .session_messages(&self.session_key, None)
-            .await
-            .map_err(|e| format!("cannot read session {}: {e}", self.session_key))?;
-        stored
-            .iter()
-            .map(|m| {
-                serde_json::from_str(m).map_err(|e| {
-                    format!(
-                        "session {} holds a message this version cannot read ({e})",
-                        self.session_key
-                    )
-                })
-            })
-            .collect()
     }
 
     /// Runs one turn, saved to the store when it ends; Ctrl-C cancels it.
@@ -151,49 +117,34 @@ impl Chat {
         prompt: &str,
         events: &(dyn Fn(RunEvent) + Send + Sync),
     ) -> Result<TurnOutcome, String> {
-        let history = self.history().await?;
-        let start = self
-            .rt
-            .store
-            .begin_turn(&self.session_key, &self.agent_key)
-            .await
-            .map_err(|e| e.to_string())?;
-        if start.previous_interrupted {
-            eprintln!("talon: the previous turn of this session was interrupted and not saved");
-        }
         let cancel = CancellationToken::new();
-        let mut ctx = self.ctx.clone();
-        ctx.cancel = cancel.clone();
         let watch = cancel.clone();
         let ctrl_c = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 watch.cancel();
             }
         });
-        let outcome = self
-            .agent
-            .run_turn(Arc::new(ctx), &history, Message::user(prompt), events)
+        let ran = self
+            .runner
+            .run(
+                TurnRequest {
+                    agent: Some(&self.agent_key),
+                    user: None,
+                    session: Some(self.session_key.clone()),
+                    history: Vec::new(),
+                    prompt: prompt.to_string(),
+                    channel: "cli",
+                    cancel,
+                },
+                events,
+            )
             .await;
         ctrl_c.abort();
-        let messages: Vec<String> = outcome
-            .messages
-            .iter()
-            .filter_map(|m| serde_json::to_string(m).ok())
-            .collect();
-        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        self.rt
-            .store
-            .finish_turn(
-                &self.session_key,
-                start.turn,
-                &messages,
-                stop_label(&outcome.stop),
-                to_i64(outcome.usage.input_tokens),
-                to_i64(outcome.usage.output_tokens),
-            )
-            .await
-            .map_err(|e| format!("the turn ran but could not be saved: {e}"))?;
-        Ok(outcome)
+        let ran = ran.map_err(|e| e.to_string())?;
+        if ran.previous_interrupted {
+            eprintln!("talon: the previous turn of this session was interrupted and not saved");
+        }
+        Ok(ran.outcome)
     }
 
     async fn once(&self, prompt: &str, format: OutputFormat) -> ExitCode {
@@ -315,20 +266,6 @@ fn report_stop(stop: &TurnStop) {
         TurnStop::Failed(why) => format!("failed: {why}"),
     };
     eprintln!("talon: {note}");
-}
-
-/// The label stored with a finished turn.
-fn stop_label(stop: &TurnStop) -> &'static str {
-    match stop {
-        TurnStop::Final => "final",
-        TurnStop::MaxTokens => "max_tokens",
-        TurnStop::Refusal => "refusal",
-        TurnStop::IterationCap => "iteration_cap",
-        TurnStop::TokenBudget => "token_budget",
-        TurnStop::LoopDetected(_) => "loop_detected",
-        TurnStop::Cancelled => "cancelled",
-        TurnStop::Failed(_) => "failed",
-    }
 }
 
 fn exit_code(stop: &TurnStop) -> ExitCode {

@@ -38,7 +38,7 @@ pub async fn run(
     // State: the database (created and migrated on first start), the secrets key, the default
     // agent. Each agent and user gets its own workspace unless one is configured.
     let rt = match runtime::build(
-        config,
+        config.clone(),
         Overrides {
             default_mode: talon_core::permission::PermissionMode::AcceptEdits,
             data_dir,
@@ -77,16 +77,22 @@ pub async fn run(
         tracing::info!("shutting down");
         signal.cancel();
     });
+    let runner = crate::agent_runs::Runner::new(
+        config,
+        Arc::clone(&rt.pipeline),
+        rt.template.clone(),
+        rt.callers.clone(),
+        rt.store.clone(),
+    );
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),
         template: rt.template.clone(),
         callers: rt.callers.clone(),
         approvals: Arc::clone(&rt.approvals),
-        admin: Some(crate::mcp_admin_http::routes(
-            rt.store.clone(),
-            rt.bridge.clone(),
-            config_names,
-        )),
+        admin: Some(
+            crate::mcp_admin_http::routes(rt.store.clone(), rt.bridge.clone(), config_names)
+                .merge(crate::chat_http::routes(runner)),
+        ),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;
     rt.shutdown().await;

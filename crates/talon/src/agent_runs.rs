@@ -1,0 +1,246 @@
+//! Running agent turns for every entry point (`talon chat`, the HTTP API): the caller bound to
+//! its agent, the agent's model, the session's history from the store, the turn saved whole when
+//! it ends. One place, so the CLI and HTTP cannot drift apart.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_core::{CallContext, Callers, Pipeline, RunKind};
+use talon_store::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::chat_config::agent_model;
+use crate::config::Config;
+
+/// Why a turn could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The request or the configuration is wrong (an unknown agent, no provider).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed.
+    #[error("{0}")]
+    Store(String),
+}
+
+/// Where a turn runs and what it remembers.
+pub struct TurnRequest<'a> {
+    /// The agent (default: the configured default agent).
+    pub agent: Option<&'a str>,
+    /// The end user, if the entry point knows one.
+    pub user: Option<&'a str>,
+    /// `Some`: a stored session, continued and saved. `None`: only `history`, nothing saved
+    /// (OpenAI-style clients that send the whole conversation every time).
+    pub session: Option<String>,
+    pub history: Vec<Message>,
+    pub prompt: String,
+    /// The channel type in the context (`cli`, `http`).
+    pub channel: &'a str,
+    pub cancel: CancellationToken,
+}
+
+/// A finished turn and the session it ran in.
+pub struct Ran {
+    pub outcome: TurnOutcome,
+    pub agent: String,
+    /// The stored session's key, when there was one.
+    pub session: Option<String>,
+    /// The session's previous turn never finished (its process died).
+    pub previous_interrupted: bool,
+}
+
+/// Runs turns; cheap to clone.
+#[derive(Clone)]
+pub struct Runner {
+    config: Arc<Config>,
+    pipeline: Arc<Pipeline>,
+    template: Arc<CallContext>,
+    callers: Callers,
+    store: Store,
+    agents: Arc<Mutex<HashMap<String, Arc<BuiltAgent>>>>,
+}
+
+/// An agent's loop and the API key to scrub from what it shows.
+struct BuiltAgent {
+    agent: Agent,
+    api_key: Option<String>,
+}
+
+impl Runner {
+    pub fn new(
+        config: Config,
+        pipeline: Arc<Pipeline>,
+        template: CallContext,
+        callers: Callers,
+        store: Store,
+    ) -> Self {
+        Self {
+            config: Arc::new(config),
+            pipeline,
+            template: Arc::new(template),
+            callers,
+            store,
+            agents: Arc::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The session key for `chat` of `agent` on `channel` (GoClaw's shape: agent, channel,
+    /// peer kind, chat).
+    pub fn session_key(agent: &str, channel: &str, chat: &str) -> String {
+        format!("agent:{agent}:{channel}:direct:{chat}")
+    }
+
+    /// The context of a turn: the caller bound to its agent and workspace.
+    pub async fn context(
+        &self,
+        agent: Option<&str>,
+        user: Option<&str>,
+        channel: &str,
+    ) -> Result<CallContext, RunError> {
+        let mut ctx = (*self.template).clone();
+        ctx.channel_type = Some(channel.to_string());
+        ctx.peer_kind = Some("direct".into());
+        ctx.run_kind = RunKind::Interactive;
+        ctx.scrub_bag = Default::default();
+        self.callers
+            .bind(&mut ctx, agent, user)
+            .await
+            .map_err(|e| RunError::Invalid(e.to_string()))?;
+        Ok(ctx)
+    }
+
+    /// The agent's loop over its model, built once per agent.
+    async fn agent(&self, key: &str) -> Result<Arc<BuiltAgent>, RunError> {
+        if let Some(agent) = self
+            .agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
+            return Ok(Arc::clone(agent));
+        }
+        let model = agent_model(&self.config, &self.config.providers, &self.store, key)
+            .await
+            .map_err(|e| RunError::Invalid(e.to_string()))?;
+        let built = Arc::new(BuiltAgent {
+            agent: Agent::new(Arc::clone(&self.pipeline), model.provider, model.config),
+            api_key: model.api_key,
+        });
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_string(), Arc::clone(&built));
+        Ok(built)
+    }
+
+    /// Checks that `agent` has a usable model configuration.
+    pub async fn check_model(&self, agent: &str) -> Result<(), RunError> {
+        self.agent(agent).await.map(|_| ())
+    }
+
+    /// Runs one turn: binds the caller, loads the session, runs the loop, saves the turn.
+    pub async fn run(
+        &self,
+        request: TurnRequest<'_>,
+        events: &(dyn Fn(RunEvent) + Send + Sync),
+    ) -> Result<Ran, RunError> {
+        let mut ctx = self
+            .context(request.agent, request.user, request.channel)
+            .await?;
+        let agent_key = ctx.agent_key.clone().unwrap_or_default();
+        let built = self.agent(&agent_key).await?;
+        let (agent, api_key) = (&built.agent, &built.api_key);
+        if let Some(key) = api_key {
+            ctx.scrub_bag.add(key.clone());
+        }
+        ctx.provider = Some(agent.provider_name().to_string());
+        ctx.cancel = request.cancel;
+        let mut history = request.history;
+        let mut start = None;
+        if let Some(session) = &request.session {
+            ctx.session_key = session.clone();
+            history = self.history(session).await?;
+            start = Some(
+                self.store
+                    .begin_turn(session, &agent_key)
+                    .await
+                    .map_err(|e| RunError::Invalid(e.to_string()))?,
+            );
+        } else {
+            ctx.session_key = format!("{}:stateless", request.channel);
+        }
+        let outcome = agent
+            .run_turn(
+                Arc::new(ctx),
+                &history,
+                Message::user(request.prompt),
+                events,
+            )
+            .await;
+        if let (Some(session), Some(start)) = (&request.session, start) {
+            let messages: Vec<String> = outcome
+                .messages
+                .iter()
+                .filter_map(|m| serde_json::to_string(m).ok())
+                .collect();
+            let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.store
+                .finish_turn(
+                    session,
+                    start.turn,
+                    &messages,
+                    stop_label(&outcome.stop),
+                    to_i64(outcome.usage.input_tokens),
+                    to_i64(outcome.usage.output_tokens),
+                )
+                .await
+                .map_err(|e| {
+                    RunError::Store(format!("the turn ran but could not be saved: {e}"))
+                })?;
+        }
+        Ok(Ran {
+            outcome,
+            agent: agent_key,
+            session: request.session,
+            previous_interrupted: start.is_some_and(|s| s.previous_interrupted),
+        })
+    }
+
+    /// A stored session's messages.
+    pub async fn history(&self, session: &str) -> Result<Vec<Message>, RunError> {
+        let stored = self
+            .store
+            .session_messages(session, None)
+            .await
+            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
+        stored
+            .iter()
+            .map(|m| {
+                serde_json::from_str(m).map_err(|e| {
+                    RunError::Store(format!(
+                        "session {session} holds a message this version cannot read ({e})"
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The label stored with a finished turn.
+pub fn stop_label(stop: &TurnStop) -> &'static str {
+    match stop {
+        TurnStop::Final => "final",
+        TurnStop::MaxTokens => "max_tokens",
+        TurnStop::Refusal => "refusal",
+        TurnStop::IterationCap => "iteration_cap",
+        TurnStop::TokenBudget => "token_budget",
+        TurnStop::LoopDetected(_) => "loop_detected",
+        TurnStop::Cancelled => "cancelled",
+        TurnStop::Failed(_) => "failed",
+    }
+}

@@ -1,0 +1,369 @@
+//! The agent over HTTP, served by `talon serve` behind the gateway's bearer token.
+//!
+//! | Route | |
+//! |---|---|
+//! | `POST /v1/chat/completions` | OpenAI-compatible (streaming or not): `model` names the agent |
+//! | `POST /v1/sessions/{key}/messages` | one turn in a stored session: `{"text", "agent"?, "user"?}` |
+//! | `GET /v1/sessions[?agent=&limit=]` | stored sessions, most recent first |
+//! | `GET /v1/sessions/{key}` | one session and its messages |
+//!
+//! `/v1/chat/completions` is stateless like OpenAI's (the client sends the conversation each
+//! time) unless the request names a session (`"session"` in the body or an
+//! `X-Talon-Session` header): then the stored session is continued and only the last user
+//! message is taken. The agent's own system prompt applies; system messages from the client
+//! are refused rather than silently dropped.
+
+use std::convert::Infallible;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use talon_agent::{Message, RunEvent, TurnStop};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_runs::{Ran, RunError, Runner, TurnRequest};
+
+/// The routes over `runner`.
+pub fn routes(runner: Runner) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .route("/v1/sessions", get(list_sessions))
+        .route("/v1/sessions/{key}", get(show_session))
+        .route("/v1/sessions/{key}/messages", post(session_message))
+        .with_state(runner)
+}
+
+fn error(status: StatusCode, kind: &str, message: impl std::fmt::Display) -> Response {
+    (
+        status,
+        Json(json!({"error": {"message": message.to_string(), "type": kind}})),
+    )
+        .into_response()
+}
+
+fn run_error(e: RunError) -> Response {
+    match e {
+        RunError::Invalid(m) => error(StatusCode::BAD_REQUEST, "invalid_request_error", m),
+        RunError::Store(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", m),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionRequest {
+    /// The agent; `""`, `"default"` or `"talon"` mean the default agent.
+    #[serde(default)]
+    model: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    stream: bool,
+    /// The end user.
+    #[serde(default)]
+    user: Option<String>,
+    /// A stored session to continue (Talon's extension).
+    #[serde(default)]
+    session: Option<String>,
+}
+
+/// The text of an OpenAI message's `content` (a string or text parts).
+fn content_text(message: &Value) -> Result<String, String> {
+    match message.get("content") {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => Ok(parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n")),
+        Some(Value::Null) | None => Ok(String::new()),
+        Some(other) => Err(format!(
+            "message content must be a string or parts, not {other}"
+        )),
+    }
+}
+
+/// The conversation before the last user message, and that message.
+fn split_conversation(messages: &[Value]) -> Result<(Vec<Message>, String), String> {
+    let Some((last, earlier)) = messages.split_last() else {
+        return Err("messages is empty: send at least one user message".into());
+    };
+    if last.get("role").and_then(Value::as_str) != Some("user") {
+        return Err("the last message must have role \"user\"".into());
+    }
+    let mut history = Vec::new();
+    for (i, m) in earlier.iter().enumerate() {
+        let text = content_text(m).map_err(|e| format!("messages[{i}]: {e}"))?;
+        match m.get("role").and_then(Value::as_str) {
+            Some("user") => history.push(Message::User { text }),
+            Some("assistant") => history.push(Message::Assistant {
+                text,
+                tool_calls: Vec::new(),
+            }),
+            Some("system" | "developer") => {
+                return Err(format!(
+                    "messages[{i}]: system messages are not accepted; the agent's own system prompt applies (configure it with [agents.KEY] system)"
+                ));
+            }
+            Some("tool") => {
+                return Err(format!(
+                    "messages[{i}]: tool messages are not accepted; Talon runs the agent's tools itself"
+                ));
+            }
+            other => return Err(format!("messages[{i}]: unknown role {other:?}")),
+        }
+    }
+    Ok((history, content_text(last)?))
+}
+
+fn agent_of(model: &str) -> Option<&str> {
+    match model.strip_prefix("agent:").unwrap_or(model) {
+        "" | "default" | "talon" => None,
+        agent => Some(agent),
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn finish_reason(stop: &TurnStop) -> &'static str {
+    match stop {
+        TurnStop::MaxTokens | TurnStop::TokenBudget | TurnStop::IterationCap => "length",
+        TurnStop::Refusal => "content_filter",
+        _ => "stop",
+    }
+}
+
+fn usage_json(ran: &Ran) -> Value {
+    let u = ran.outcome.usage;
+    json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+           "total_tokens": u.input_tokens + u.output_tokens})
+}
+
+async fn completions(
+    State(runner): State<Runner>,
+    headers: HeaderMap,
+    Json(body): Json<CompletionRequest>,
+) -> Response {
+    let (mut history, prompt) = match split_conversation(&body.messages) {
+        Ok(split) => split,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", e),
+    };
+    let agent = agent_of(&body.model).map(str::to_string);
+    let session = body.session.clone().or_else(|| {
+        headers
+            .get("x-talon-session")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let session = match &session {
+        Some(chat) => {
+            // The stored session holds the conversation; the client's copy is not used.
+            history.clear();
+            let ctx = match runner
+                .context(agent.as_deref(), body.user.as_deref(), "http")
+                .await
+            {
+                Ok(ctx) => ctx,
+                Err(e) => return run_error(e),
+            };
+            Some(Runner::session_key(
+                ctx.agent_key.as_deref().unwrap_or_default(),
+                "http",
+                chat,
+            ))
+        }
+        None => None,
+    };
+    let id = format!("chatcmpl-talon-{}", uuid::Uuid::new_v4().simple());
+    let model = body.model.clone();
+    let cancel = CancellationToken::new();
+    if !body.stream {
+        let ran = runner
+            .run(
+                TurnRequest {
+                    agent: agent.as_deref(),
+                    user: body.user.as_deref(),
+                    session,
+                    history,
+                    prompt,
+                    channel: "http",
+                    cancel: cancel.clone(),
+                },
+                &|_| {},
+            )
+            .await;
+        let ran = match ran {
+            Ok(ran) => ran,
+            Err(e) => return run_error(e),
+        };
+        if let TurnStop::Failed(why) = &ran.outcome.stop {
+            return error(StatusCode::BAD_GATEWAY, "provider_error", why);
+        }
+        return Json(json!({
+            "id": id, "object": "chat.completion", "created": now_secs(), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ran.outcome.text},
+                         "finish_reason": finish_reason(&ran.outcome.stop)}],
+            "usage": usage_json(&ran),
+            "talon": {"agent": ran.agent, "session": ran.session, "stop": ran.outcome.stop},
+        }))
+        .into_response();
+    }
+    // Streamed: text goes out as it arrives; the turn is cancelled if the client goes away.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let chunk = {
+        let (id, model) = (id.clone(), model.clone());
+        move |delta: Value, finish: Option<&str>| {
+            json!({"id": id, "object": "chat.completion.chunk", "created": now_secs(), "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        }
+    };
+    let first = chunk(json!({"role": "assistant", "content": ""}), None);
+    let _ = tx.send(Event::default().data(first.to_string()));
+    let guard = cancel.clone().drop_guard();
+    tokio::spawn(async move {
+        let events = {
+            let (tx, chunk) = (tx.clone(), chunk.clone());
+            move |event: RunEvent| {
+                if let RunEvent::Text { text } = event {
+                    let c = chunk(json!({"content": text}), None);
+                    let _ = tx.send(Event::default().data(c.to_string()));
+                }
+            }
+        };
+        let ran = runner
+            .run(
+                TurnRequest {
+                    agent: agent.as_deref(),
+                    user: body.user.as_deref(),
+                    session,
+                    history,
+                    prompt,
+                    channel: "http",
+                    cancel,
+                },
+                &events,
+            )
+            .await;
+        match ran {
+            Ok(ran) => {
+                if let TurnStop::Failed(why) = &ran.outcome.stop {
+                    let e = json!({"error": {"message": why, "type": "provider_error"}});
+                    let _ = tx.send(Event::default().data(e.to_string()));
+                } else {
+                    let done = chunk(json!({}), Some(finish_reason(&ran.outcome.stop)));
+                    let _ = tx.send(Event::default().data(done.to_string()));
+                    let usage = json!({"id": id, "object": "chat.completion.chunk", "created": now_secs(),
+                                       "model": model, "choices": [], "usage": usage_json(&ran)});
+                    let _ = tx.send(Event::default().data(usage.to_string()));
+                }
+            }
+            Err(e) => {
+                let e =
+                    json!({"error": {"message": e.to_string(), "type": "invalid_request_error"}});
+                let _ = tx.send(Event::default().data(e.to_string()));
+            }
+        }
+        let _ = tx.send(Event::default().data("[DONE]"));
+    });
+    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, Infallible>(event), (rx, guard)))
+    });
+    Sse::new(stream).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionMessage {
+    text: String,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+}
+
+async fn session_message(
+    State(runner): State<Runner>,
+    Path(key): Path<String>,
+    Json(body): Json<SessionMessage>,
+) -> Response {
+    if body.text.trim().is_empty() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "text is empty",
+        );
+    }
+    let ran = runner
+        .run(
+            TurnRequest {
+                agent: body.agent.as_deref(),
+                user: body.user.as_deref(),
+                session: Some(key),
+                history: Vec::new(),
+                prompt: body.text,
+                channel: "http",
+                cancel: CancellationToken::new(),
+            },
+            &|_| {},
+        )
+        .await;
+    match ran {
+        Ok(ran) => Json(json!({
+            "agent": ran.agent,
+            "session": ran.session,
+            "text": ran.outcome.text,
+            "stop": ran.outcome.stop,
+            "usage": ran.outcome.usage,
+            "iterations": ran.outcome.iterations,
+            "messages": ran.outcome.messages,
+            "previous_turn_interrupted": ran.previous_interrupted,
+        }))
+        .into_response(),
+        Err(e) => run_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    agent: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn list_sessions(State(runner): State<Runner>, Query(q): Query<ListQuery>) -> Response {
+    match runner
+        .store()
+        .sessions(q.agent.as_deref(), q.limit.unwrap_or(100).clamp(1, 1000))
+        .await
+    {
+        Ok(list) => Json(json!({"sessions": list})).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+    }
+}
+
+async fn show_session(State(runner): State<Runner>, Path(key): Path<String>) -> Response {
+    let session = match runner.store().session(&key).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no session {key:?}"),
+            );
+        }
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+    };
+    match runner.history(&key).await {
+        Ok(messages) => Json(json!({"session": session, "messages": messages})).into_response(),
+        Err(e) => run_error(e),
+    }
+}
