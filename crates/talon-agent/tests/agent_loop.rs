@@ -484,3 +484,39 @@ async fn a_stream_that_stalls_or_breaks_midway_is_a_clear_failure() {
         }
     }
 }
+
+#[tokio::test]
+async fn concurrent_conversations_share_one_script() {
+    for kind in KINDS {
+        let world = world();
+        let mock = mock(json!({
+            "repeat_last": true,
+            "turns": [{"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]}],
+            "after_tool_results": {"text": "looked up"}
+        }))
+        .await;
+        let agent = Arc::new(agent(&world, kind, &mock));
+        let runs: Vec<_> = (0..8)
+            .map(|i| {
+                let agent = Arc::clone(&agent);
+                tokio::spawn(async move {
+                    agent
+                        .run_turn(
+                            Arc::new(CallContext::new(format!("c{i}"))),
+                            &[],
+                            Message::user("go"),
+                            &|_| {},
+                        )
+                        .await
+                })
+            })
+            .collect();
+        for run in runs {
+            let outcome = run.await.unwrap();
+            assert_eq!(outcome.stop, TurnStop::Final, "{kind:?}");
+            assert_eq!(outcome.text, "looked up");
+            assert_eq!(outcome.iterations, 2);
+        }
+        assert_eq!(mock.requests().len(), 16);
+    }
+}

@@ -193,6 +193,8 @@ struct MockState {
 struct Log {
     requests: Vec<Value>,
     answered: usize,
+    /// Turns used up (answers from `after_tool_results` use none).
+    consumed: usize,
 }
 
 /// Which API a request came in on, for its answer and error formats.
@@ -232,18 +234,50 @@ impl MockState {
     /// Records `request` and takes the turn answering it: its number and the turn, or `None`
     /// when the script ran out.
     fn take(&self, request: Value) -> (usize, Option<Turn>) {
+        let after_tools = self
+            .script
+            .after_tool_results
+            .as_ref()
+            .filter(|_| ends_with_tool_results(&request))
+            .cloned();
         let mut log = self.log();
         log.requests.push(request);
         let seq = log.answered;
         log.answered += 1;
+        if after_tools.is_some() {
+            return (seq, after_tools);
+        }
+        let next = log.consumed;
+        log.consumed += 1;
         let turns = &self.script.turns;
-        let turn = match turns.get(seq) {
+        let turn = match turns.get(next) {
             Some(turn) => Some(turn.clone()),
             None if self.script.repeat_last => turns.last().cloned(),
             None => None,
         };
         (seq, turn)
     }
+}
+
+/// Whether the request's last message carries tool results (OpenAI `role: tool`, Anthropic a
+/// user message with `tool_result` blocks).
+fn ends_with_tool_results(request: &Value) -> bool {
+    let Some(last) = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last())
+    else {
+        return false;
+    };
+    last.get("role").and_then(Value::as_str) == Some("tool")
+        || last
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            })
 }
 
 async fn chat_completions(State(state): State<Arc<MockState>>, body: Bytes) -> Response {

@@ -23,6 +23,10 @@ pub struct Script {
     pub turns: Vec<Turn>,
     /// When the turns run out, keep answering with the last one instead of failing with HTTP 500.
     pub repeat_last: bool,
+    /// The answer to every request whose last message carries tool results, instead of the next
+    /// turn (which is then not used up). With it, many concurrent conversations can share one
+    /// script: `turns` answers each prompt (with tool calls), this answers their results.
+    pub after_tool_results: Option<Turn>,
 }
 
 /// One scripted answer of the mock provider.
@@ -109,6 +113,8 @@ struct RawScript {
     turns: Vec<Value>,
     #[serde(default)]
     repeat_last: bool,
+    #[serde(default)]
+    after_tool_results: Option<Value>,
 }
 
 impl TryFrom<RawScript> for Script {
@@ -128,9 +134,20 @@ impl TryFrom<RawScript> for Script {
                 Ok(turn)
             })
             .collect::<Result<Vec<_>, String>>()?;
+        let after_tool_results = raw
+            .after_tool_results
+            .map(|value| {
+                let turn =
+                    Turn::deserialize(value).map_err(|e| format!("after_tool_results: {e}"))?;
+                turn.check()
+                    .map_err(|e| format!("after_tool_results: {e}"))?;
+                Ok::<_, String>(turn)
+            })
+            .transpose()?;
         Ok(Script {
             turns,
             repeat_last: raw.repeat_last,
+            after_tool_results,
         })
     }
 }
