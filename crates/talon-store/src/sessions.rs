@@ -64,56 +64,37 @@ impl Store {
     pub async fn begin_turn(&self, key: &str, agent: &str) -> Result<TurnStart, StoreError> {
         valid_session_key(key)?;
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        let row =
-            sqlx::query("SELECT agent_key, state, turns FROM sessions WHERE session_key = $1")
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let start = match row {
+        // One statement, so concurrent turns never upgrade a read lock (SQLite would refuse).
+        let row = sqlx::query(
+            "INSERT INTO sessions (session_key, agent_key, state, turns, created_at, updated_at) VALUES ($1, $2, 'running', 1, $3, $3) \
+             ON CONFLICT (session_key) DO UPDATE SET prev_state = sessions.state, state = 'running', turns = sessions.turns + 1, updated_at = excluded.updated_at \
+             WHERE sessions.agent_key = excluded.agent_key \
+             RETURNING turns, prev_state",
+        )
+        .bind(key)
+        .bind(agent)
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?;
+        match row {
+            Some(row) => Ok(TurnStart {
+                turn: row.try_get("turns")?,
+                previous_interrupted: row.try_get::<String, _>("prev_state")? == "running",
+            }),
             None => {
-                sqlx::query(
-                    "INSERT INTO sessions (session_key, agent_key, state, turns, created_at, updated_at) VALUES ($1, $2, 'running', 1, $3, $4)",
-                )
-                .bind(key)
-                .bind(agent)
-                .bind(now)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                TurnStart {
-                    turn: 1,
-                    previous_interrupted: false,
-                }
+                let owner = self
+                    .session(key)
+                    .await?
+                    .map(|s| s.agent_key)
+                    .unwrap_or_default();
+                Err(StoreError::Invalid {
+                    what: "session key",
+                    reason: format!(
+                        "session {key:?} belongs to agent {owner:?}, not {agent:?}; choose another session key"
+                    ),
+                })
             }
-            Some(row) => {
-                let owner: String = row.try_get("agent_key")?;
-                if owner != agent {
-                    return Err(StoreError::Invalid {
-                        what: "session key",
-                        reason: format!(
-                            "session {key:?} belongs to agent {owner:?}, not {agent:?}; choose another session key"
-                        ),
-                    });
-                }
-                let state: String = row.try_get("state")?;
-                let turns: i64 = row.try_get("turns")?;
-                sqlx::query(
-                    "UPDATE sessions SET state = 'running', turns = $1, updated_at = $2 WHERE session_key = $3",
-                )
-                .bind(turns + 1)
-                .bind(now)
-                .bind(key)
-                .execute(&mut *tx)
-                .await?;
-                TurnStart {
-                    turn: turns + 1,
-                    previous_interrupted: state == "running",
-                }
-            }
-        };
-        tx.commit().await?;
-        Ok(start)
+        }
     }
 
     /// Appends a finished turn's messages (neutral JSON, in order), adds its token counts and

@@ -11,6 +11,7 @@ suite!(
     an_unfinished_turn_is_reported_as_interrupted,
     a_session_belongs_to_its_agent,
     listing_and_limits,
+    concurrent_turns_do_not_lock_each_other_out,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -138,4 +139,48 @@ async fn listing_and_limits(config: &StoreConfig) {
         .collect();
     assert_eq!(alice, ["a2", "a1"]);
     assert_eq!(store.sessions(None, 1).await.unwrap().len(), 1);
+}
+
+async fn concurrent_turns_do_not_lock_each_other_out(config: &StoreConfig) {
+    let store = open(config).await;
+    let tasks: Vec<_> = (0..24)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    let key = format!("busy-{}", i % 8);
+                    let t = store.begin_turn(&key, "default").await.unwrap();
+                    store
+                        .finish_turn(&key, t.turn, &[format!("m{i}")], "final", 1, 1)
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total: i64 = store
+        .sessions(None, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.turns)
+        .sum();
+    assert_eq!(total, 72);
+    let messages: usize = message_count(&store).await;
+    assert_eq!(messages, 72);
+}
+
+async fn message_count(store: &Store) -> usize {
+    let mut n = 0;
+    for i in 0..8 {
+        n += store
+            .session_messages(&format!("busy-{i}"), None)
+            .await
+            .unwrap()
+            .len();
+    }
+    n
 }

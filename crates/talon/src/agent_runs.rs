@@ -165,12 +165,12 @@ impl Runner {
         if let Some(session) = &request.session {
             ctx.session_key = session.clone();
             history = self.history(session).await?;
-            start = Some(
-                self.store
-                    .begin_turn(session, &agent_key)
-                    .await
-                    .map_err(|e| RunError::Invalid(e.to_string()))?,
-            );
+            start = Some(self.store.begin_turn(session, &agent_key).await.map_err(
+                |e| match e {
+                    talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
+                    e => RunError::Store(e.to_string()),
+                },
+            )?);
         } else {
             ctx.session_key = format!("{}:stateless", request.channel);
         }

@@ -163,25 +163,22 @@ async fn completions(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     });
-    let session = match &session {
-        Some(chat) => {
-            // The stored session holds the conversation; the client's copy is not used.
-            history.clear();
-            let ctx = match runner
-                .context(agent.as_deref(), body.user.as_deref(), "http")
-                .await
-            {
-                Ok(ctx) => ctx,
-                Err(e) => return run_error(e),
-            };
-            Some(Runner::session_key(
-                ctx.agent_key.as_deref().unwrap_or_default(),
-                "http",
-                chat,
-            ))
-        }
-        None => None,
+    // Say what is wrong (an unknown agent, no provider) before any answer starts.
+    let agent_key = match runner
+        .context(agent.as_deref(), body.user.as_deref(), "http")
+        .await
+    {
+        Ok(ctx) => ctx.agent_key.unwrap_or_default(),
+        Err(e) => return run_error(e),
     };
+    if let Err(e) = runner.check_model(&agent_key).await {
+        return run_error(e);
+    }
+    let session = session.map(|chat| {
+        // The stored session holds the conversation; the client's copy is not used.
+        history.clear();
+        Runner::session_key(&agent_key, "http", &chat)
+    });
     let id = format!("chatcmpl-talon-{}", uuid::Uuid::new_v4().simple());
     let model = body.model.clone();
     let cancel = CancellationToken::new();

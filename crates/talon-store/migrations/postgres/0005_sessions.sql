@@ -9,6 +9,8 @@ CREATE TABLE sessions (
     tenant TEXT NOT NULL DEFAULT '',
     channel TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL DEFAULT 'idle',
+    -- The state before the turn now running began (a 'running' one was interrupted).
+    prev_state TEXT NOT NULL DEFAULT '',
     turns BIGINT NOT NULL DEFAULT 0,
     input_tokens BIGINT NOT NULL DEFAULT 0,
     output_tokens BIGINT NOT NULL DEFAULT 0,
