@@ -150,9 +150,24 @@ impl Agent {
             .collect()
     }
 
-    /// Runs one turn: `user` after `history`. Cancel it with `ctx.cancel`.
+    /// Runs one turn: `user` after `history`, with the configured system prompt. Cancel it
+    /// with `ctx.cancel`.
     pub async fn run_turn(
         &self,
+        ctx: Arc<CallContext>,
+        history: &[Message],
+        user: Message,
+        events: RunSink<'_>,
+    ) -> TurnOutcome {
+        self.run_turn_with(self.config.system.as_deref(), ctx, history, user, events)
+            .await
+    }
+
+    /// [`Agent::run_turn`] with `system` as the system prompt (an agent's prompt is built per
+    /// turn from its context files, which can change between turns and differ per user).
+    pub async fn run_turn_with(
+        &self,
+        system: Option<&str>,
         ctx: Arc<CallContext>,
         history: &[Message],
         user: Message,
@@ -171,7 +186,7 @@ impl Agent {
             iterations += 1;
             // The tool set can change between iterations (MCP servers, activation).
             let tools = self.tools(&ctx).await;
-            let answer = match self.ask(&ctx, &conversation, &tools, events).await {
+            let answer = match self.ask(&ctx, system, &conversation, &tools, events).await {
                 Asked::Answer(answer) => answer,
                 Asked::Cancelled(text) => {
                     if !text.is_empty() {
@@ -236,13 +251,14 @@ impl Agent {
     async fn ask(
         &self,
         ctx: &CallContext,
+        system: Option<&str>,
         conversation: &[Message],
         tools: &[ToolDef],
         events: RunSink<'_>,
     ) -> Asked {
         let request = ChatRequest {
             model: &self.config.model,
-            system: self.config.system.as_deref(),
+            system,
             messages: conversation,
             tools,
             max_tokens: self.config.max_tokens,

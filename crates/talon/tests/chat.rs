@@ -395,3 +395,47 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
         );
     }
 }
+
+#[test]
+fn the_agents_context_files_make_its_system_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(home.path(), &json!({"turns": [{"text": "ok"}]}));
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[chat]\nsystem = \"Configured prompt.\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(home.path().join("soul.md"), "I am the soul file.\n").unwrap();
+    // The default agent exists once any command has opened the store.
+    let (_, stderr, code) = chat(home.path(), &["-p", "warm up"]);
+    assert_eq!(code, 0, "{stderr}");
+    let out = support::command(home.path())
+        .args(["agents", "set-file", "default", "SOUL.md", "--from"])
+        .arg(home.path().join("soul.md"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mock2 = mock_provider(home.path(), &json!({"turns": [{"text": "ok"}]}));
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[chat]\nsystem = \"Configured prompt.\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+            mock2.url
+        ),
+    )
+    .unwrap();
+    let (_, stderr, code) = chat(home.path(), &["-p", "who are you?"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(requests(&mock)[0]["system"], "Configured prompt.");
+    assert_eq!(
+        requests(&mock2)[0]["system"],
+        "Configured prompt.\n\n# SOUL.md\n\nI am the soul file."
+    );
+}
