@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
+use talon_core::hooks::{HookEvent, HookPermission};
 use talon_core::{CallContext, Pipeline, ToolCall};
 
 use crate::gate::Gate;
@@ -88,6 +89,8 @@ pub enum TurnStop {
     TokenBudget,
     /// The loop detector ended the run.
     LoopDetected(String),
+    /// A UserPromptSubmit hook refused the prompt (it never reached the model).
+    PromptBlocked(String),
     Cancelled,
     /// The provider could not answer.
     Failed(String),
@@ -136,6 +139,18 @@ impl Agent {
         self.provider.name()
     }
 
+    /// Fires the SessionStart hooks for a session's first turn; the context they add, to put
+    /// before the first prompt.
+    pub async fn session_start(&self, ctx: &CallContext) -> Option<String> {
+        self.pipeline
+            .hooks()
+            .fire_run(HookEvent::SessionStart, ctx, "startup", |i| {
+                i.source = Some("startup".into());
+            })
+            .await
+            .additional_context
+    }
+
     /// The tools offered to `ctx` (policy, then grants), in neutral form.
     pub async fn tools(&self, ctx: &CallContext) -> Vec<ToolDef> {
         self.pipeline
@@ -173,9 +188,40 @@ impl Agent {
         user: Message,
         events: RunSink<'_>,
     ) -> TurnOutcome {
+        let hooks = self.pipeline.hooks();
+        let user = match user {
+            Message::User { text } => {
+                let verdict = hooks
+                    .fire_run(HookEvent::UserPromptSubmit, &ctx, "", |i| {
+                        i.prompt = Some(text.clone());
+                    })
+                    .await;
+                if verdict.permission == Some(HookPermission::Deny) {
+                    return TurnOutcome {
+                        stop: TurnStop::PromptBlocked(
+                            verdict
+                                .reason
+                                .unwrap_or_else(|| "refused by a UserPromptSubmit hook".into()),
+                        ),
+                        text: String::new(),
+                        messages: Vec::new(),
+                        usage: Usage::default(),
+                        iterations: 0,
+                    };
+                }
+                Message::User {
+                    text: match verdict.additional_context {
+                        Some(context) => format!("{text}\n\n{context}"),
+                        None => text,
+                    },
+                }
+            }
+            other => other,
+        };
         let mut conversation: Vec<Message> = history.to_vec();
         let start = conversation.len();
         conversation.push(user);
+        let mut stop_hook_active = false;
         let mut usage = Usage::default();
         let mut detector = LoopDetector::default();
         let mut iterations = 0;
@@ -206,6 +252,23 @@ impl Agent {
                 text: answer.text,
                 tool_calls: answer.tool_calls,
             });
+            if calls.is_empty() && answer.stop == StopReason::EndTurn {
+                // A Stop hook may send the model back to work, with its reason as the instruction.
+                let verdict = hooks
+                    .fire_run(HookEvent::Stop, &ctx, "", |i| {
+                        i.stop_hook_active = Some(stop_hook_active);
+                    })
+                    .await;
+                if verdict.permission == Some(HookPermission::Deny) {
+                    stop_hook_active = true;
+                    conversation.push(Message::user(
+                        verdict
+                            .reason
+                            .unwrap_or_else(|| "A Stop hook asked you to continue.".into()),
+                    ));
+                    continue;
+                }
+            }
             if calls.is_empty() {
                 break match answer.stop {
                     StopReason::MaxTokens => TurnStop::MaxTokens,

@@ -520,3 +520,113 @@ async fn concurrent_conversations_share_one_script() {
         assert_eq!(mock.requests().len(), 16);
     }
 }
+
+/// A pipeline whose hooks refuse prompts saying "forbidden", add context to the others, and
+/// send the model back once when it first answers.
+fn hooked_world() -> World {
+    let registry = Registry::new();
+    registry.register(Danger).unwrap();
+    let mut hooks = Hooks::default();
+    hooks.add(
+        HookEvent::UserPromptSubmit,
+        HookMatcher::new(
+            None,
+            Arc::new(FnHook(|input: &talon_core::hooks::HookInput| {
+                if input
+                    .prompt
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("forbidden")
+                {
+                    HookOutcome {
+                        permission: Some(HookPermission::Deny),
+                        reason: Some("no forbidden prompts".into()),
+                        ..HookOutcome::default()
+                    }
+                } else {
+                    HookOutcome {
+                        additional_context: Some("(context from a hook)".into()),
+                        ..HookOutcome::default()
+                    }
+                }
+            })),
+        ),
+    );
+    hooks.add(
+        HookEvent::Stop,
+        HookMatcher::new(
+            None,
+            Arc::new(FnHook(|input: &talon_core::hooks::HookInput| {
+                if input.stop_hook_active == Some(true) {
+                    HookOutcome::default()
+                } else {
+                    HookOutcome {
+                        permission: Some(HookPermission::Deny),
+                        reason: Some("Also check the tests.".into()),
+                        ..HookOutcome::default()
+                    }
+                }
+            })),
+        ),
+    );
+    World {
+        pipeline: Arc::new(
+            Pipeline::builder(Arc::new(registry))
+                .hooks(hooks)
+                .build()
+                .unwrap(),
+        ),
+        peak: Arc::default(),
+        notes: Arc::default(),
+        asked: Arc::default(),
+    }
+}
+
+#[tokio::test]
+async fn run_hooks_refuse_prompts_add_context_and_keep_the_model_working() {
+    for kind in KINDS {
+        let world = hooked_world();
+        let mock =
+            mock(json!({"turns": [{"text": "first answer"}, {"text": "tests checked"}]})).await;
+        let a = agent(&world, kind, &mock);
+        let refused = a
+            .run_turn(
+                Arc::new(CallContext::new("h")),
+                &[],
+                Message::user("something forbidden"),
+                &|_| {},
+            )
+            .await;
+        assert_eq!(
+            refused.stop,
+            TurnStop::PromptBlocked("no forbidden prompts".into())
+        );
+        assert!(refused.messages.is_empty());
+        assert!(
+            mock.requests().is_empty(),
+            "a refused prompt never reaches the model"
+        );
+
+        let outcome = a
+            .run_turn(
+                Arc::new(CallContext::new("h")),
+                &[],
+                Message::user("do the work"),
+                &|_| {},
+            )
+            .await;
+        assert_eq!(outcome.stop, TurnStop::Final, "{kind:?}");
+        assert_eq!(outcome.text, "tests checked");
+        assert_eq!(
+            outcome.iterations, 2,
+            "the Stop hook sent the model back once"
+        );
+        let requests = mock.requests();
+        let first = requests[0].to_string();
+        assert!(
+            first.contains("do the work") && first.contains("(context from a hook)"),
+            "{first}"
+        );
+        assert!(requests[1].to_string().contains("Also check the tests."));
+    }
+}

@@ -1,4 +1,6 @@
-//! PreToolUse, PostToolUse and PostToolUseFailure hooks, with Claude Code's payloads.
+//! Hooks with Claude Code's payloads: the tool events (PreToolUse, PostToolUse,
+//! PostToolUseFailure), which the pipeline fires, and the run events (SessionStart,
+//! UserPromptSubmit, Stop), which the agent loop fires through [`Hooks::fire_run`].
 //!
 //! A hook is a Rust closure ([`FnHook`]) or a shell command ([`CommandHook`]). Command hooks
 //! follow Claude Code: the JSON payload arrives on stdin; exit 0 continues (stdout, if any, is
@@ -15,12 +17,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-/// The three tool hook events.
+/// The hook events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HookEvent {
     PreToolUse,
     PostToolUse,
     PostToolUseFailure,
+    /// A session's first turn (matchers match the source: `startup`).
+    SessionStart,
+    /// A prompt is about to reach the model: a deny blocks it, context is added to it.
+    UserPromptSubmit,
+    /// The model has answered: a deny makes it continue, with the reason as its instruction.
+    Stop,
 }
 
 impl HookEvent {
@@ -29,6 +37,9 @@ impl HookEvent {
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::PostToolUseFailure => "PostToolUseFailure",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
         }
     }
 }
@@ -42,9 +53,21 @@ pub struct HookInput {
     pub cwd: String,
     pub permission_mode: String,
     pub hook_event_name: &'static str,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub tool_name: String,
+    #[serde(skip_serializing_if = "Value::is_null")]
     pub tool_input: Value,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub tool_use_id: String,
+    /// UserPromptSubmit: the prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// SessionStart: why the session starts (`startup`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Stop: the model is already continuing because a Stop hook said so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_hook_active: Option<bool>,
     /// PostToolUse: the result text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_response: Option<Value>,
@@ -56,6 +79,36 @@ pub struct HookInput {
     pub is_interrupt: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+}
+
+impl HookInput {
+    /// The fields every event carries, from `ctx`; the event's own fields are empty.
+    pub fn for_context(ctx: &crate::CallContext) -> Self {
+        HookInput {
+            session_id: ctx.session_key.clone(),
+            transcript_path: ctx
+                .transcript_path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+            cwd: ctx
+                .workspace
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            permission_mode: ctx.permission_mode.as_str().to_string(),
+            hook_event_name: "",
+            tool_name: String::new(),
+            tool_input: Value::Null,
+            tool_use_id: String::new(),
+            tool_response: None,
+            error: None,
+            is_interrupt: None,
+            duration_ms: None,
+            prompt: None,
+            source: None,
+            stop_hook_active: None,
+        }
+    }
 }
 
 /// A hook's permission verdict (PreToolUse).
@@ -293,6 +346,9 @@ pub struct Hooks {
     pub pre_tool_use: Vec<HookMatcher>,
     pub post_tool_use: Vec<HookMatcher>,
     pub post_tool_use_failure: Vec<HookMatcher>,
+    pub session_start: Vec<HookMatcher>,
+    pub user_prompt_submit: Vec<HookMatcher>,
+    pub stop: Vec<HookMatcher>,
 }
 
 impl Hooks {
@@ -302,6 +358,9 @@ impl Hooks {
             HookEvent::PreToolUse => self.pre_tool_use.push(matcher),
             HookEvent::PostToolUse => self.post_tool_use.push(matcher),
             HookEvent::PostToolUseFailure => self.post_tool_use_failure.push(matcher),
+            HookEvent::SessionStart => self.session_start.push(matcher),
+            HookEvent::UserPromptSubmit => self.user_prompt_submit.push(matcher),
+            HookEvent::Stop => self.stop.push(matcher),
         }
     }
 
@@ -310,7 +369,27 @@ impl Hooks {
             HookEvent::PreToolUse => &self.pre_tool_use,
             HookEvent::PostToolUse => &self.post_tool_use,
             HookEvent::PostToolUseFailure => &self.post_tool_use_failure,
+            HookEvent::SessionStart => &self.session_start,
+            HookEvent::UserPromptSubmit => &self.user_prompt_submit,
+            HookEvent::Stop => &self.stop,
         }
+    }
+
+    /// Fires a run event (SessionStart, UserPromptSubmit, Stop) for `ctx`; matchers match
+    /// `subject` (the source for SessionStart, empty otherwise).
+    pub async fn fire_run(
+        &self,
+        event: HookEvent,
+        ctx: &crate::CallContext,
+        subject: &str,
+        fill: impl FnOnce(&mut HookInput),
+    ) -> HookOutcome {
+        if self.is_empty(event) {
+            return HookOutcome::default();
+        }
+        let mut input = HookInput::for_context(ctx);
+        fill(&mut input);
+        self.fire(event, subject, subject, &mut input).await
     }
 
     /// True when no hook is registered for `event` (lets the pipeline skip building payloads).

@@ -174,6 +174,12 @@ impl Runner {
         } else {
             ctx.session_key = format!("{}:stateless", request.channel);
         }
+        let mut prompt = request.prompt;
+        if start.is_some_and(|s| s.turn == 1)
+            && let Some(context) = agent.session_start(&ctx).await
+        {
+            prompt = format!("{context}\n\n{prompt}");
+        }
         let system = self
             .system_prompt(
                 agent.config().system.as_deref(),
@@ -186,7 +192,7 @@ impl Runner {
                 system.as_deref(),
                 Arc::new(ctx),
                 &history,
-                Message::user(request.prompt),
+                Message::user(prompt),
                 events,
             )
             .await;
@@ -299,6 +305,7 @@ pub fn stop_label(stop: &TurnStop) -> &'static str {
         TurnStop::IterationCap => "iteration_cap",
         TurnStop::TokenBudget => "token_budget",
         TurnStop::LoopDetected(_) => "loop_detected",
+        TurnStop::PromptBlocked(_) => "prompt_blocked",
         TurnStop::Cancelled => "cancelled",
         TurnStop::Failed(_) => "failed",
     }

@@ -201,8 +201,12 @@ async fn completions(
             Ok(ran) => ran,
             Err(e) => return run_error(e),
         };
-        if let TurnStop::Failed(why) = &ran.outcome.stop {
-            return error(StatusCode::BAD_GATEWAY, "provider_error", why);
+        match &ran.outcome.stop {
+            TurnStop::Failed(why) => return error(StatusCode::BAD_GATEWAY, "provider_error", why),
+            TurnStop::PromptBlocked(why) => {
+                return error(StatusCode::BAD_REQUEST, "prompt_blocked", why);
+            }
+            _ => {}
         }
         return Json(json!({
             "id": id, "object": "chat.completion", "created": now_secs(), "model": model,
@@ -251,8 +255,13 @@ async fn completions(
             .await;
         match ran {
             Ok(ran) => {
-                if let TurnStop::Failed(why) = &ran.outcome.stop {
-                    let e = json!({"error": {"message": why, "type": "provider_error"}});
+                if let TurnStop::Failed(why) | TurnStop::PromptBlocked(why) = &ran.outcome.stop {
+                    let kind = if matches!(ran.outcome.stop, TurnStop::Failed(_)) {
+                        "provider_error"
+                    } else {
+                        "prompt_blocked"
+                    };
+                    let e = json!({"error": {"message": why, "type": kind}});
                     let _ = tx.send(Event::default().data(e.to_string()));
                 } else {
                     let done = chunk(json!({}), Some(finish_reason(&ran.outcome.stop)));

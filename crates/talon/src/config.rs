@@ -360,6 +360,12 @@ pub struct HooksConfig {
     pub pre_tool_use: Vec<HookEntry>,
     pub post_tool_use: Vec<HookEntry>,
     pub post_tool_use_failure: Vec<HookEntry>,
+    /// A session's first turn (the agent loop); the matcher matches `startup`.
+    pub session_start: Vec<HookEntry>,
+    /// Before a prompt reaches the model: exit 2 (or a block decision) refuses it.
+    pub user_prompt_submit: Vec<HookEntry>,
+    /// When the model has answered: a block decision makes it continue with the reason.
+    pub stop: Vec<HookEntry>,
 }
 
 /// `[scrub]`: deployment-specific values to hide.

@@ -116,6 +116,12 @@ fn hooks(config: &Config) -> Hooks {
         HookEvent::PostToolUseFailure,
         &config.hooks.post_tool_use_failure,
     );
+    add(HookEvent::SessionStart, &config.hooks.session_start);
+    add(
+        HookEvent::UserPromptSubmit,
+        &config.hooks.user_prompt_submit,
+    );
+    add(HookEvent::Stop, &config.hooks.stop);
     hooks
 }
 

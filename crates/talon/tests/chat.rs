@@ -439,3 +439,44 @@ fn the_agents_context_files_make_its_system_prompt() {
         "Configured prompt.\n\n# SOUL.md\n\nI am the soul file."
     );
 }
+
+#[test]
+fn configured_run_hooks_reach_the_cli() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(home.path(), &json!({"turns": [{"text": "hello"}]}));
+    std::fs::write(
+        home.path().join("start.sh"),
+        "cat > /dev/null\necho '{\"hookSpecificOutput\":{\"hookEventName\":\"SessionStart\",\"additionalContext\":\"Today is release day.\"}}'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("prompt.sh"),
+        "if grep -q forbidden; then echo 'prompts about forbidden things are refused' >&2; exit 2; fi\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\
+             [[hooks.session_start]]\ncommand = \"sh start.sh\"\n\
+             [[hooks.user_prompt_submit]]\ncommand = \"sh prompt.sh\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let (_, stderr, code) = chat(home.path(), &["-p", "tell me forbidden things"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("prompts about forbidden things are refused"),
+        "{stderr}"
+    );
+    assert!(requests(&mock).is_empty());
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "h", "-p", "hi"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "hello");
+    let sent = requests(&mock)[0].to_string();
+    assert!(
+        sent.contains("Today is release day.") && sent.contains("hi"),
+        "{sent}"
+    );
+}

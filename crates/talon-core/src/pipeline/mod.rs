@@ -212,6 +212,11 @@ impl Pipeline {
         &self.events
     }
 
+    /// The hooks, for entry points that fire the run events (the agent loop).
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
     /// The canonical names of the tools `ctx` may see and call (cached per registry generation).
     pub fn effective_tools(&self, ctx: &CallContext) -> Arc<BTreeSet<String>> {
         let max = self.policy.config().subagents.max_spawn_depth;

@@ -68,25 +68,10 @@ pub(super) fn hook_input(
     args: &Value,
 ) -> HookInput {
     HookInput {
-        session_id: ctx.session_key.clone(),
-        transcript_path: ctx
-            .transcript_path
-            .as_ref()
-            .map(|p| p.display().to_string()),
-        cwd: ctx
-            .workspace
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        permission_mode: ctx.permission_mode.as_str().to_string(),
-        hook_event_name: "",
         tool_name: tool.to_string(),
         tool_input: args.clone(),
         tool_use_id: tool_use_id.to_string(),
-        tool_response: None,
-        error: None,
-        is_interrupt: None,
-        duration_ms: None,
+        ..HookInput::for_context(ctx)
     }
 }
 

@@ -262,6 +262,7 @@ fn report_stop(stop: &TurnStop) {
         TurnStop::IterationCap => "stopped: the turn reached [chat] max_iterations".to_string(),
         TurnStop::TokenBudget => "stopped: the turn used its [chat] token_budget".to_string(),
         TurnStop::LoopDetected(why) => format!("stopped: {why}"),
+        TurnStop::PromptBlocked(why) => format!("the prompt was refused by a hook: {why}"),
         TurnStop::Cancelled => "cancelled".to_string(),
         TurnStop::Failed(why) => format!("failed: {why}"),
     };
@@ -274,8 +275,9 @@ fn exit_code(stop: &TurnStop) -> ExitCode {
             ExitCode::SUCCESS
         }
         TurnStop::Cancelled => ExitCode::from(130),
-        TurnStop::IterationCap | TurnStop::LoopDetected(_) | TurnStop::Failed(_) => {
-            ExitCode::from(1)
-        }
+        TurnStop::IterationCap
+        | TurnStop::LoopDetected(_)
+        | TurnStop::PromptBlocked(_)
+        | TurnStop::Failed(_) => ExitCode::from(1),
     }
 }
