@@ -49,12 +49,32 @@ fn mock_provider(home: &Path, script: &Value) -> Mock {
     }
 }
 
-fn requests(mock: &Mock) -> Vec<Value> {
-    let body = std::process::Command::new("curl")
-        .args(["-sf", &format!("{}/_mock/requests", mock.url)])
-        .output()
+/// One HTTP request (no body: GET), the response body as text.
+fn http(url: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
-    serde_json::from_slice(&body.stdout).unwrap()
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let mut request = match body {
+            Some(body) => client.post(url).json(body),
+            None => client.get(url),
+        };
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = request
+            .timeout(std::time::Duration::from_secs(30))
+            .send()
+            .await
+            .unwrap();
+        response.text().await.unwrap()
+    })
+}
+
+fn requests(mock: &Mock) -> Vec<Value> {
+    serde_json::from_str(&http(&format!("{}/_mock/requests", mock.url), None, &[])).unwrap()
 }
 
 fn chat(home: &Path, args: &[&str]) -> (String, String, i32) {
@@ -202,28 +222,8 @@ fn a_refused_key_fails_with_what_to_check() {
     );
 }
 
-fn curl(args: &[&str]) -> String {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "30"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "curl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn post(url: &str, body: &Value, headers: &[&str]) -> String {
-    let mut args = vec!["-X", "POST", url, "-H", "content-type: application/json"];
-    for h in headers {
-        args.extend(["-H", h]);
-    }
-    let body = body.to_string();
-    args.extend(["--data", body.as_str()]);
-    curl(&args)
+fn post(url: &str, body: &Value, headers: &[(&str, &str)]) -> String {
+    http(url, Some(body), headers)
 }
 
 #[test]
@@ -283,7 +283,7 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
         let body = post(
             &url("/v1/chat/completions"),
             &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "stream please"}]}),
-            &["x-talon-session: web-1"],
+            &[("x-talon-session", "web-1")],
         );
         let chunks: Vec<&str> = body
             .lines()
@@ -328,11 +328,11 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
         ))
         .unwrap();
         assert_eq!(reply["text"], "Via the sessions API.", "{kind}: {reply}");
-        let listed: Value = serde_json::from_str(&curl(&[&url("/v1/sessions")])).unwrap();
+        let listed: Value = serde_json::from_str(&http(&url("/v1/sessions"), None, &[])).unwrap();
         assert_eq!(listed["sessions"][0]["key"], key);
         assert_eq!(listed["sessions"][0]["turns"], 3);
         let shown: Value =
-            serde_json::from_str(&curl(&[&url(&format!("/v1/sessions/{key}"))])).unwrap();
+            serde_json::from_str(&http(&url(&format!("/v1/sessions/{key}")), None, &[])).unwrap();
         let roles: Vec<&str> = shown["messages"]
             .as_array()
             .unwrap()
