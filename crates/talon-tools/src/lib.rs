@@ -23,6 +23,7 @@ pub mod fs;
 pub mod memory;
 pub mod runtime;
 pub mod session_map;
+pub mod sessions;
 pub mod web;
 
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub struct BuiltinConfig {
     pub shell: talon_exec::ShellConfig,
     /// What the web tools may reach, and their limits.
     pub web: web::WebConfig,
+    /// Where the agent runtime installs what `sessions_send` runs turns with.
+    pub session_sender: sessions::SenderSlot,
 }
 
 /// Registers every built-in tool this build provides.
@@ -125,6 +128,19 @@ pub fn register_builtin_with(
         })?;
         registry.register(memory::memory_search::MemorySearch {
             store: store.clone(),
+        })?;
+        registry.register(sessions::sessions_list::SessionsList {
+            store: store.clone(),
+        })?;
+        registry.register(sessions::sessions_history::SessionsHistory {
+            store: store.clone(),
+        })?;
+        registry.register(sessions::session_status::SessionStatus {
+            store: store.clone(),
+        })?;
+        registry.register(sessions::sessions_send::SessionsSend {
+            store: store.clone(),
+            sender: config.session_sender.clone(),
         })?;
     }
     registry.register(claude_code::todo_write::TodoWrite::default())?;

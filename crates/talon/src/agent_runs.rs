@@ -261,6 +261,47 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// Makes `sessions_send` run its turns with this runner.
+    pub fn serve_sessions_send(&self, slot: &talon_tools::sessions::SenderSlot) {
+        slot.set(Arc::new(self.clone()));
+    }
+}
+
+impl talon_tools::sessions::SessionSender for Runner {
+    fn send<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        session_key: &'a str,
+        text: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            let ran = self
+                .run(
+                    TurnRequest {
+                        agent: ctx.agent_key.as_deref(),
+                        user: ctx.user.as_deref(),
+                        session: Some(session_key.to_string()),
+                        history: Vec::new(),
+                        prompt: text.to_string(),
+                        channel: "session",
+                        // Cancelling the sending call cancels the turn it started.
+                        cancel: ctx.cancel.child_token(),
+                    },
+                    &|_| {},
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            match ran.outcome.stop {
+                TurnStop::Failed(why) => Err(format!("the turn failed: {why}")),
+                TurnStop::PromptBlocked(why) => Err(format!("the message was refused: {why}")),
+                TurnStop::Cancelled => Err("the turn was cancelled".into()),
+                _ => Ok(ran.outcome.text),
+            }
+        })
+    }
+}
+
 /// Context files in the order GoClaw puts them in the system prompt.
 const CONTEXT_ORDER: &[&str] = &[
     "SOUL.md",

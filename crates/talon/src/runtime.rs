@@ -33,6 +33,8 @@ pub struct Runtime {
     shell: Arc<talon_exec::Shell>,
     /// The bridged MCP servers (kept alive here; `None` when there are none to follow).
     pub bridge: Option<Arc<talon_bridge::Bridge>>,
+    /// Where an entry point that runs agents installs what `sessions_send` runs turns with.
+    pub session_sender: talon_tools::sessions::SenderSlot,
 }
 
 impl Runtime {
@@ -157,6 +159,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         web,
         ..config.builtin(&data_dir)
     };
+    let session_sender = builtin.session_sender.clone();
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
     talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
@@ -261,6 +264,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         audit,
         shell,
         bridge,
+        session_sender,
     })
 }
 

@@ -480,3 +480,60 @@ fn configured_run_hooks_reach_the_cli() {
         "{sent}"
     );
 }
+
+#[test]
+fn session_tools_see_and_reach_the_agents_other_sessions() {
+    let home = tempfile::tempdir().unwrap();
+    let a = "agent:default:cli:direct:a";
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"text": "A's first answer."},
+            {"tool_calls": [
+                {"name": "sessions_list", "arguments": {}},
+                {"name": "session_status", "arguments": {}},
+                {"name": "sessions_history", "arguments": {"session_key": a}}]},
+            {"tool_calls": [{"name": "sessions_send", "arguments": {"session_key": a, "message": "ping from b"}}]},
+            {"text": "pong from a"},
+            {"text": "B is done."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let (_, stderr, code) = chat(home.path(), &["--session", "a", "-p", "hello A"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "b", "-p", "look around"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "B is done.");
+    let sent = requests(&mock);
+    assert_eq!(sent.len(), 5);
+    let results = sent[2].to_string();
+    assert!(
+        results.contains(a) && results.contains("1 turns"),
+        "sessions_list: {results}"
+    );
+    assert!(
+        results.contains("agent:default:cli:direct:b"),
+        "session_status: {results}"
+    );
+    assert!(
+        results.contains("user: hello A") && results.contains("assistant: A's first answer."),
+        "sessions_history: {results}"
+    );
+    // The message reached session A as a turn with A's history.
+    let in_a = sent[3].to_string();
+    assert!(
+        in_a.contains("hello A") && in_a.contains("ping from b"),
+        "{in_a}"
+    );
+    assert!(
+        sent[4].to_string().contains("pong from a"),
+        "the answer came back to B"
+    );
+}

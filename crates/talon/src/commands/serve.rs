@@ -84,6 +84,7 @@ pub async fn run(
         rt.callers.clone(),
         rt.store.clone(),
     );
+    runner.serve_sessions_send(&rt.session_sender);
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),
         template: rt.template.clone(),
