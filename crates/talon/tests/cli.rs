@@ -75,7 +75,16 @@ fn tools_list_table_json_and_profiles() {
         &[],
         None,
     );
-    assert_eq!((code, stdout.trim()), (0, "[]"));
+    // The seeds' minimal profile: session_status only.
+    assert_eq!(code, 0);
+    let minimal: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = minimal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["session_status"]);
 
     let (code, stdout, _) = run(
         &["tools", "list", "--profile", "coding", "--json"],
