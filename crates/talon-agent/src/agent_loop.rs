@@ -35,6 +35,11 @@ pub struct LoopConfig {
     pub token_budget: Option<u64>,
     /// Parallel-safe calls of one batch run at most this many at once.
     pub max_parallel: usize,
+    /// The model's context window in tokens; stored sessions are compacted as they near it.
+    /// `None`: never compacted.
+    pub context_window: Option<u64>,
+    /// The share of the window at which a session is compacted (default 0.75).
+    pub compact_at: f64,
 }
 
 impl Default for LoopConfig {
@@ -46,6 +51,8 @@ impl Default for LoopConfig {
             max_tokens: 8192,
             token_budget: None,
             max_parallel: 4,
+            context_window: None,
+            compact_at: 0.75,
         }
     }
 }
@@ -73,6 +80,8 @@ pub enum RunEvent {
     LoopWarning { message: String },
     /// Tokens used by one model response.
     Usage { usage: Usage },
+    /// The session's oldest messages were summarised to fit the context window.
+    Compacted { messages: usize },
 }
 
 /// Why a turn ended.
@@ -132,6 +141,11 @@ impl Agent {
 
     pub fn config(&self) -> &LoopConfig {
         &self.config
+    }
+
+    /// The provider the model is served by.
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
     }
 
     /// The configured name of the provider this agent's model is served by.

@@ -10,6 +10,7 @@
 //! This crate sits above the tools: tools never call it (subagent-style tools get a callback).
 
 pub mod agent_loop;
+pub mod compact;
 pub mod gate;
 pub mod loop_detect;
 pub mod message;

@@ -18,6 +18,10 @@ pub struct SessionRecord {
     pub output_tokens: i64,
     /// Why the last finished turn ended.
     pub last_stop: String,
+    /// A summary of the messages up to `summary_through` (empty: never compacted).
+    pub summary: String,
+    /// The last message `summary` covers; later messages are the live history.
+    pub summary_through: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -31,7 +35,7 @@ pub struct TurnStart {
     pub previous_interrupted: bool,
 }
 
-const COLUMNS: &str = "session_key, agent_key, state, turns, input_tokens, output_tokens, last_stop, created_at, updated_at";
+const COLUMNS: &str = "session_key, agent_key, state, turns, input_tokens, output_tokens, last_stop, summary, summary_through, created_at, updated_at";
 
 fn record(row: &sqlx::any::AnyRow) -> Result<SessionRecord, StoreError> {
     Ok(SessionRecord {
@@ -42,6 +46,8 @@ fn record(row: &sqlx::any::AnyRow) -> Result<SessionRecord, StoreError> {
         input_tokens: row.try_get("input_tokens")?,
         output_tokens: row.try_get("output_tokens")?,
         last_stop: row.try_get("last_stop")?,
+        summary: row.try_get("summary")?,
+        summary_through: row.try_get("summary_through")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -165,6 +171,45 @@ impl Store {
         rows.iter()
             .map(|r| r.try_get("message").map_err(StoreError::from))
             .collect()
+    }
+
+    /// The messages after the session's summary, oldest first, with their sequence numbers.
+    pub async fn session_messages_after(
+        &self,
+        key: &str,
+        after: i64,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, message FROM session_messages WHERE session_key = $1 AND seq > $2 ORDER BY seq",
+        )
+        .bind(key)
+        .bind(after)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("seq")?, r.try_get("message")?)))
+            .collect()
+    }
+
+    /// Records that `summary` stands for every message up to `through`. A summary covering
+    /// less than the stored one is ignored (two compactions racing keep the longer). The
+    /// messages stay stored; only what later turns are given changes.
+    pub async fn compact_session(
+        &self,
+        key: &str,
+        through: i64,
+        summary: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE sessions SET summary = $1, summary_through = $2, updated_at = $3 WHERE session_key = $4 AND summary_through < $2",
+        )
+        .bind(summary)
+        .bind(through)
+        .bind(now_ms())
+        .bind(key)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// One session.

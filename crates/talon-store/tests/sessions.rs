@@ -12,6 +12,7 @@ suite!(
     a_session_belongs_to_its_agent,
     listing_and_limits,
     concurrent_turns_do_not_lock_each_other_out,
+    compaction_keeps_messages_and_moves_the_live_history,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -183,4 +184,50 @@ async fn message_count(store: &Store) -> usize {
             .len();
     }
     n
+}
+
+async fn compaction_keeps_messages_and_moves_the_live_history(config: &StoreConfig) {
+    let store = open(config).await;
+    let t = store.begin_turn("c1", "default").await.unwrap();
+    store
+        .finish_turn(
+            "c1",
+            t.turn,
+            &msgs(&["u1", "a1", "u2", "a2"]),
+            "final",
+            0,
+            0,
+        )
+        .await
+        .unwrap();
+    let all = store.session_messages_after("c1", 0).await.unwrap();
+    assert_eq!(all.iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert!(
+        store
+            .compact_session("c1", 2, "u1 was answered")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store.compact_session("c1", 1, "shorter").await.unwrap(),
+        "never goes back"
+    );
+    let s = store.session("c1").await.unwrap().unwrap();
+    assert_eq!(
+        (s.summary.as_str(), s.summary_through),
+        ("u1 was answered", 2)
+    );
+    let live: Vec<String> = store
+        .session_messages_after("c1", s.summary_through)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.1)
+        .collect();
+    assert_eq!(live, ["u2", "a2"]);
+    assert_eq!(
+        store.session_messages("c1", None).await.unwrap().len(),
+        4,
+        "nothing deleted"
+    );
 }

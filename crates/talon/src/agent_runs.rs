@@ -162,9 +162,12 @@ impl Runner {
         ctx.cancel = request.cancel;
         let mut history = request.history;
         let mut start = None;
+        let mut summary = None;
         if let Some(session) = &request.session {
             ctx.session_key = session.clone();
-            history = self.history(session).await?;
+            let (earlier, live) = self.live_history(agent, session, events).await?;
+            summary = earlier;
+            history = live;
             start = Some(self.store.begin_turn(session, &agent_key).await.map_err(
                 |e| match e {
                     talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
@@ -180,13 +183,20 @@ impl Runner {
         {
             prompt = format!("{context}\n\n{prompt}");
         }
-        let system = self
+        let mut system = self
             .system_prompt(
                 agent.config().system.as_deref(),
                 &agent_key,
                 ctx.user.as_deref(),
             )
             .await?;
+        if let Some(summary) = summary {
+            let earlier = format!("# Earlier in this session (summary)\n\n{summary}");
+            system = Some(match system {
+                Some(s) => format!("{s}\n\n{earlier}"),
+                None => earlier,
+            });
+        }
         let outcome = agent
             .run_turn_with(
                 system.as_deref(),
@@ -241,6 +251,65 @@ impl Runner {
         Ok(compose_system_prompt(configured, files))
     }
 
+    /// What a turn of `session` is given: the summary of its compacted part, if any, and the
+    /// messages after it. When those near the model's context window, the oldest turns are
+    /// summarised first (a failed summary only logs: the turn runs on the full history).
+    async fn live_history(
+        &self,
+        agent: &Agent,
+        session: &str,
+        events: &(dyn Fn(RunEvent) + Send + Sync),
+    ) -> Result<(Option<String>, Vec<Message>), RunError> {
+        let record = self
+            .store
+            .session(session)
+            .await
+            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
+        let (mut summary, after) =
+            record.map_or((String::new(), 0), |r| (r.summary, r.summary_through));
+        let stored = self
+            .store
+            .session_messages_after(session, after)
+            .await
+            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
+        let mut seqs = Vec::with_capacity(stored.len());
+        let mut live = Vec::with_capacity(stored.len());
+        for (seq, m) in &stored {
+            seqs.push(*seq);
+            live.push(parse_message(session, m)?);
+        }
+        let config = agent.config();
+        if let Some(window) = config.context_window {
+            let threshold = (window as f64 * config.compact_at) as u64;
+            let keep = (window as f64 * config.compact_at / 2.0) as u64;
+            if talon_agent::compact::estimate_tokens(&live) > threshold
+                && let Some(cut) = talon_agent::compact::cut_point(&live, keep)
+            {
+                let previous = (!summary.is_empty()).then_some(summary.as_str());
+                match agent.summarize(previous, &live[..cut]).await {
+                    Ok(new) if !new.is_empty() => {
+                        self.store
+                            .compact_session(session, seqs[cut - 1], &new)
+                            .await
+                            .map_err(|e| {
+                                RunError::Store(format!("cannot compact {session}: {e}"))
+                            })?;
+                        summary = new;
+                        live.drain(..cut);
+                        events(RunEvent::Compacted { messages: cut });
+                    }
+                    Ok(_) => {
+                        tracing::warn!(session, "the model gave an empty summary; not compacted")
+                    }
+                    Err(e) => {
+                        tracing::warn!(session, error = %e, "compaction failed; the turn runs on the whole history")
+                    }
+                }
+            }
+        }
+        Ok(((!summary.is_empty()).then_some(summary), live))
+    }
+
     /// A stored session's messages.
     pub async fn history(&self, session: &str) -> Result<Vec<Message>, RunError> {
         let stored = self
@@ -248,16 +317,7 @@ impl Runner {
             .session_messages(session, None)
             .await
             .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
-        stored
-            .iter()
-            .map(|m| {
-                serde_json::from_str(m).map_err(|e| {
-                    RunError::Store(format!(
-                        "session {session} holds a message this version cannot read ({e})"
-                    ))
-                })
-            })
-            .collect()
+        stored.iter().map(|m| parse_message(session, m)).collect()
     }
 }
 
@@ -300,6 +360,15 @@ impl talon_tools::sessions::SessionSender for Runner {
             }
         })
     }
+}
+
+/// One stored message.
+fn parse_message(session: &str, stored: &str) -> Result<Message, RunError> {
+    serde_json::from_str(stored).map_err(|e| {
+        RunError::Store(format!(
+            "session {session} holds a message this version cannot read ({e})"
+        ))
+    })
 }
 
 /// Context files in the order GoClaw puts them in the system prompt.

@@ -54,6 +54,10 @@ pub struct ProviderSection {
     /// Abandon a stream silent this long (default 300).
     #[serde(default)]
     pub idle_timeout_secs: Option<u64>,
+    /// The model's context window in tokens: stored sessions are compacted (their oldest turns
+    /// summarised) as they near it. Unset: never compacted.
+    #[serde(default)]
+    pub context_window: Option<u64>,
 }
 
 /// `[chat]`: the loop's defaults.
@@ -67,6 +71,8 @@ pub struct ChatSection {
     pub max_tokens: u32,
     pub token_budget: Option<u64>,
     pub max_parallel: usize,
+    /// The share of the context window at which a session is compacted (0.1-0.95).
+    pub compact_at: f64,
 }
 
 impl Default for ChatSection {
@@ -80,6 +86,7 @@ impl Default for ChatSection {
             max_tokens: d.max_tokens,
             token_budget: d.token_budget,
             max_parallel: d.max_parallel,
+            compact_at: d.compact_at,
         }
     }
 }
@@ -179,6 +186,8 @@ pub async fn agent_model(
             max_tokens: chat.max_tokens.max(1),
             token_budget: chat.token_budget,
             max_parallel: chat.max_parallel.max(1),
+            context_window: section.context_window,
+            compact_at: chat.compact_at.clamp(0.1, 0.95),
         },
         api_key,
     })

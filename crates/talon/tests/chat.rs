@@ -537,3 +537,62 @@ fn session_tools_see_and_reach_the_agents_other_sessions() {
         "the answer came back to B"
     );
 }
+
+#[test]
+fn a_session_nearing_the_context_window_is_compacted() {
+    let home = tempfile::tempdir().unwrap();
+    let long = "a long second answer ".repeat(15);
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"text": "first answer"},
+            {"text": long},
+            {"text": "SUMMARY: the user said hello first."},
+            {"text": "third answer"}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"m\"\ncontext_window = 60\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    for prompt in ["hello there", "second question"] {
+        let (_, stderr, code) = chat(home.path(), &["--session", "c", "-p", prompt]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "c", "-p", "third question"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "third answer");
+    assert!(
+        stderr.contains("oldest messages were summarised"),
+        "{stderr}"
+    );
+    let sent = requests(&mock);
+    assert_eq!(sent.len(), 4);
+    // The summary request: no tools, the old turn as a transcript.
+    assert!(
+        sent[2]["system"]
+            .as_str()
+            .unwrap()
+            .starts_with("You compact conversations")
+    );
+    assert!(sent[2].get("tools").is_none());
+    assert!(sent[2].to_string().contains("user: hello there"));
+    // The turn itself: the summary in the system prompt, the summarised turn gone.
+    let turn = &sent[3];
+    assert!(
+        turn["system"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY: the user said hello first."),
+        "{turn}"
+    );
+    let messages = turn["messages"].to_string();
+    assert!(
+        !messages.contains("hello there") && messages.contains("second question"),
+        "{messages}"
+    );
+}

@@ -15,6 +15,9 @@ CREATE TABLE sessions (
     input_tokens BIGINT NOT NULL DEFAULT 0,
     output_tokens BIGINT NOT NULL DEFAULT 0,
     last_stop TEXT NOT NULL DEFAULT '',
+    -- Compaction: a summary of every message up to and including seq summary_through.
+    summary TEXT NOT NULL DEFAULT '',
+    summary_through BIGINT NOT NULL DEFAULT 0,
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
 );

@@ -250,6 +250,11 @@ fn print_for_person(event: &RunEvent) {
             eprintln!("  {mark} {name} ({elapsed_ms} ms)");
         }
         RunEvent::LoopWarning { message } => eprintln!("  ! {message}"),
+        RunEvent::Compacted { messages } => {
+            eprintln!(
+                "  (the {messages} oldest messages were summarised to fit the context window)"
+            );
+        }
         RunEvent::Usage { .. } => {}
     }
 }
