@@ -47,6 +47,23 @@ pub enum ToolEvent {
         /// `allow_once`, `allow_always` or `deny`.
         decision: &'static str,
     },
+    /// An agent turn began (the agent runtime).
+    RunStarted {
+        session_key: Arc<str>,
+        agent_key: Arc<str>,
+        /// The entry point: `cli`, `http`, `session`.
+        channel: Arc<str>,
+    },
+    /// An agent turn ended.
+    RunFinished {
+        session_key: Arc<str>,
+        agent_key: Arc<str>,
+        /// Why: `final`, `cancelled`, `failed`, `loop_detected`, …
+        stop: &'static str,
+        iterations: u32,
+        #[serde(with = "duration_ms")]
+        elapsed: Duration,
+    },
 }
 
 mod duration_ms {
@@ -85,6 +102,38 @@ impl EventBus {
     /// True when someone listens (lets the pipeline skip building events).
     pub fn has_subscribers(&self) -> bool {
         self.sender.receiver_count() > 0
+    }
+
+    /// Announces that an agent turn began. The agent runtime's only way onto the bus: tool and
+    /// approval events come from the pipeline alone.
+    pub fn run_started(&self, session_key: &str, agent_key: &str, channel: &str) {
+        if self.has_subscribers() {
+            self.publish(ToolEvent::RunStarted {
+                session_key: Arc::from(session_key),
+                agent_key: Arc::from(agent_key),
+                channel: Arc::from(channel),
+            });
+        }
+    }
+
+    /// Announces that an agent turn ended, and why.
+    pub fn run_finished(
+        &self,
+        session_key: &str,
+        agent_key: &str,
+        stop: &'static str,
+        iterations: u32,
+        elapsed: Duration,
+    ) {
+        if self.has_subscribers() {
+            self.publish(ToolEvent::RunFinished {
+                session_key: Arc::from(session_key),
+                agent_key: Arc::from(agent_key),
+                stop,
+                iterations,
+                elapsed,
+            });
+        }
     }
 
     pub(crate) fn publish(&self, event: ToolEvent) {

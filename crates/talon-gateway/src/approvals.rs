@@ -104,6 +104,8 @@ fn sse_event(event: &ToolEvent) -> Event {
         ToolEvent::Progress { .. } => "tool_progress",
         ToolEvent::ApprovalRequested { .. } => "approval_requested",
         ToolEvent::ApprovalResolved { .. } => "approval_resolved",
+        ToolEvent::RunStarted { .. } => "run_started",
+        ToolEvent::RunFinished { .. } => "run_finished",
     };
     Event::default()
         .event(kind)

@@ -197,6 +197,10 @@ impl Runner {
                 None => earlier,
             });
         }
+        let bus = self.pipeline.events();
+        let started = std::time::Instant::now();
+        bus.run_started(&ctx.session_key, &agent_key, request.channel);
+        let session_key = ctx.session_key.clone();
         let outcome = agent
             .run_turn_with(
                 system.as_deref(),
@@ -206,6 +210,13 @@ impl Runner {
                 events,
             )
             .await;
+        bus.run_finished(
+            &session_key,
+            &agent_key,
+            stop_label(&outcome.stop),
+            outcome.iterations,
+            started.elapsed(),
+        );
         if let (Some(session), Some(start)) = (&request.session, start) {
             let messages: Vec<String> = outcome
                 .messages

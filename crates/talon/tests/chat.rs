@@ -222,6 +222,33 @@ fn a_refused_key_fails_with_what_to_check() {
     );
 }
 
+/// Listens to `url` (server-sent events) on a thread until an event named `until` arrives (or
+/// 20 s pass); returns once the subscription is open, with a handle yielding what was read.
+fn listen(url: String, until: &'static str) -> std::thread::JoinHandle<String> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let mut response = reqwest::get(&url).await.unwrap();
+            ready_tx.send(()).unwrap();
+            let mut seen = String::new();
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !seen.contains(&format!("event: {until}")) {
+                match tokio::time::timeout_at(deadline, response.chunk()).await {
+                    Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                    _ => break,
+                }
+            }
+            seen
+        })
+    });
+    ready_rx.recv().unwrap();
+    handle
+}
+
 fn post(url: &str, body: &Value, headers: &[(&str, &str)]) -> String {
     http(url, Some(body), headers)
 }
@@ -279,7 +306,9 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
             "{kind}: history passed on"
         );
 
-        // Streamed, in a stored session named by a header, with a tool call inside the turn.
+        // Streamed, in a stored session named by a header, with a tool call inside the turn;
+        // the run and its tool call are announced on /v1/events.
+        let events = listen(url("/v1/events"), "run_finished");
         let body = post(
             &url("/v1/chat/completions"),
             &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "stream please"}]}),
@@ -300,6 +329,26 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
             })
             .collect();
         assert_eq!(text, "Streamed answer after a tool.", "{kind}: {body}");
+        let events = events.join().unwrap();
+        let order: Vec<&str> = events
+            .lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "run_started",
+                "tool_started",
+                "tool_finished",
+                "run_finished"
+            ],
+            "{kind}: {events}"
+        );
+        assert!(
+            events.contains("\"stop\":\"final\"")
+                && events.contains("agent:default:http:direct:web-1"),
+            "{events}"
+        );
 
         // The same session continues: the stored history reaches the model.
         let reply: Value = serde_json::from_str(&post(
