@@ -37,6 +37,8 @@ pub struct TurnRequest<'a> {
     pub prompt: String,
     /// The channel type in the context (`cli`, `http`).
     pub channel: &'a str,
+    /// Who answers the tools' questions to the user (AskUserQuestion), if anyone can.
+    pub client: Option<talon_core::ClientHandle>,
     pub cancel: CancellationToken,
 }
 
@@ -160,6 +162,7 @@ impl Runner {
         }
         ctx.provider = Some(agent.provider_name().to_string());
         ctx.cancel = request.cancel;
+        ctx.client = request.client;
         let mut history = request.history;
         let mut start = None;
         let mut summary = None;
@@ -356,6 +359,7 @@ impl talon_tools::sessions::SessionSender for Runner {
                         history: Vec::new(),
                         prompt: text.to_string(),
                         channel: "session",
+                        client: None,
                         // Cancelling the sending call cancels the turn it started.
                         cancel: ctx.cancel.child_token(),
                     },

@@ -14,6 +14,7 @@ mod prompt;
 mod runtime;
 mod server_ips;
 mod store;
+mod tty_questions;
 mod web_config;
 
 use std::io::IsTerminal;

@@ -199,3 +199,47 @@ fn mcp_logging_follows_the_level_over_stdio_and_http() {
     );
     check_logging(&report);
 }
+
+/// AskUserQuestion reaches an MCP client that can ask its user (elicitation), and its answer
+/// comes back to the model in Claude Code's words; a client that cannot is told to ask in its
+/// reply.
+#[test]
+fn ask_user_question_is_answered_through_elicitation() {
+    let home = tempfile::tempdir().unwrap();
+    let target = support::stdio_target(&home.path().join("data"), home.path());
+    let question = serde_json::json!({"questions": [{
+        "question": "Which database should the service use?",
+        "header": "Database",
+        "options": [{"label": "SQLite", "description": "one file"}, {"label": "PostgreSQL"}]
+    }]});
+    let report = support::mcp_plan(
+        &serde_json::json!([
+            {"elicit_answer": {"action": "accept", "content": {"q1": "PostgreSQL"}}},
+            {"call": "AskUserQuestion", "args": question}
+        ]),
+        &target,
+    );
+    assert_eq!(
+        report["elicitations"][0], "Which database should the service use?",
+        "{report}"
+    );
+    let text = report["steps"][1]["text"].as_str().unwrap();
+    assert_eq!(
+        text,
+        "User has answered your questions: \"Which database should the service use?\"=\"PostgreSQL\". You can now continue with the user's answers in mind.",
+        "{report}"
+    );
+    let report = support::mcp_plan(
+        &serde_json::json!([{"call": "AskUserQuestion", "args": question}]),
+        &target,
+    );
+    let step = &report["steps"][0];
+    assert_eq!(step["is_error"], true, "{report}");
+    assert!(
+        step["text"]
+            .as_str()
+            .unwrap()
+            .contains("Ask your questions in your reply"),
+        "{report}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The Claude Code dialect: Claude Code's tool names, parameters, limits and messages (models are
 //! trained on them), over the same implementations as the GoClaw dialect.
 
+pub mod ask_user_question;
 pub mod bash;
 pub mod edit;
 pub mod glob;

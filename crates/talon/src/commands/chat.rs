@@ -135,6 +135,7 @@ impl Chat {
                     history: Vec::new(),
                     prompt: prompt.to_string(),
                     channel: "cli",
+                    client: crate::tty_questions::TtyQuestions::detect(),
                     cancel,
                 },
                 events,
