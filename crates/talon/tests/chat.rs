@@ -715,3 +715,95 @@ fn questions_and_approvals_are_answered_at_the_terminal() {
         sent[1]
     );
 }
+
+/// A model server written apart from Talon's mock (`support/independent_provider.py`, from the
+/// APIs' documented streaming formats; OpenAI in Ollama's repeated-index form) drives the same
+/// conversation in both formats: two reads in one batch, a write, the answer.
+#[test]
+fn an_independent_provider_drives_the_conversation() {
+    for kind in ["openai", "anthropic"] {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(home.path().join("b.txt"), "beta\n").unwrap();
+        let port_file = home.path().join("port");
+        let log = home.path().join("requests.jsonl");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/independent_provider.py"
+        );
+        let mut server = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&port_file)
+            .arg(&log)
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        for _ in 0..200 {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                port = p;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(!port.is_empty(), "the independent provider did not start");
+        let base = if kind == "openai" {
+            format!("http://127.0.0.1:{port}/v1")
+        } else {
+            format!("http://127.0.0.1:{port}")
+        };
+        std::fs::write(
+            home.path().join("talon.toml"),
+            format!(
+                "[tools]\npermission_mode = \"acceptEdits\"\n[providers.ind]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"independent\"\n"
+            ),
+        )
+        .unwrap();
+        let (stdout, stderr, code) = chat(
+            home.path(),
+            &[
+                "--output-format",
+                "stream-json",
+                "-p",
+                "read a.txt and b.txt, then write out.txt",
+            ],
+        );
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(code, 0, "{kind}: {stderr}");
+        let events: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let started: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "tool_started")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            started,
+            ["read_file", "read_file", "write_file"],
+            "{kind}: {stdout}"
+        );
+        assert_eq!(
+            events.last().unwrap()["text"].as_str().unwrap().trim(),
+            // read_file numbers its lines.
+            "Files said: 1\talpha / 1\tbeta. Done.",
+            "{kind}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(home.path().join("out.txt")).unwrap(),
+            "written by the model\n"
+        );
+        let requests: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(requests.len(), 3, "{kind}");
+        let second = requests[1].to_string();
+        assert!(
+            second.contains("ind_0") && second.contains("ind_1") && second.contains("alpha"),
+            "{kind}: {second}"
+        );
+    }
+}
