@@ -15,12 +15,16 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 use talon_core::hooks::{HookEvent, HookPermission};
+use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, ToolCall};
 
 use crate::gate::Gate;
 use crate::loop_detect::{CallKind, LoopDetector, Verdict};
 use crate::message::{Image, Message, ToolCallRequest, ToolResult};
 use crate::provider::{ChatRequest, Provider, StopReason, StreamEvent, ToolDef, Usage};
+
+/// The Claude Code tool whose success ends plan mode (this crate does not know the tools).
+const EXIT_PLAN_MODE: &str = "ExitPlanMode";
 
 /// Limits and model choice for a run.
 #[derive(Debug, Clone)]
@@ -40,6 +44,8 @@ pub struct LoopConfig {
     pub context_window: Option<u64>,
     /// The share of the window at which a session is compacted (default 0.75).
     pub compact_at: f64,
+    /// The mode a run continues in once the user approves a plan (`ExitPlanMode`).
+    pub after_plan: PermissionMode,
 }
 
 impl Default for LoopConfig {
@@ -53,6 +59,7 @@ impl Default for LoopConfig {
             max_parallel: 4,
             context_window: None,
             compact_at: 0.75,
+            after_plan: PermissionMode::Default,
         }
     }
 }
@@ -82,6 +89,8 @@ pub enum RunEvent {
     Usage { usage: Usage },
     /// The session's oldest messages were summarised to fit the context window.
     Compacted { messages: usize },
+    /// The user approved the plan: the run left plan mode.
+    PlanApproved { mode: PermissionMode },
 }
 
 /// Why a turn ended.
@@ -116,6 +125,8 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// Model requests made.
     pub iterations: u32,
+    /// The permission mode the turn ended in (it leaves plan mode when a plan is approved).
+    pub permission_mode: PermissionMode,
 }
 
 /// A model with the pipeline it calls tools through.
@@ -197,7 +208,7 @@ impl Agent {
     pub async fn run_turn_with(
         &self,
         system: Option<&str>,
-        ctx: Arc<CallContext>,
+        mut ctx: Arc<CallContext>,
         history: &[Message],
         user: Message,
         events: RunSink<'_>,
@@ -221,6 +232,7 @@ impl Agent {
                         messages: Vec::new(),
                         usage: Usage::default(),
                         iterations: 0,
+                        permission_mode: ctx.permission_mode,
                     };
                 }
                 Message::User {
@@ -293,6 +305,14 @@ impl Agent {
                 };
             }
             let (results, verdict) = self.run_calls(&ctx, &calls, &mut detector, events).await;
+            if ctx.permission_mode == PermissionMode::Plan && self.plan_approved(&calls, &results) {
+                let mut next = (*ctx).clone();
+                next.permission_mode = self.config.after_plan;
+                ctx = Arc::new(next);
+                events(RunEvent::PlanApproved {
+                    mode: self.config.after_plan,
+                });
+            }
             conversation.push(Message::ToolResults { results });
             if ctx.cancel.is_cancelled() {
                 break TurnStop::Cancelled;
@@ -321,7 +341,17 @@ impl Agent {
             messages,
             usage,
             iterations,
+            permission_mode: ctx.permission_mode,
         }
+    }
+
+    /// Whether a call of `ExitPlanMode` in this batch succeeded (the user approved the plan).
+    fn plan_approved(&self, calls: &[ToolCallRequest], results: &[ToolResult]) -> bool {
+        let registry = self.pipeline.registry();
+        calls.iter().zip(results).any(|(call, result)| {
+            !result.is_error
+                && registry.canonical_name(&call.name).as_deref() == Some(EXIT_PLAN_MODE)
+        })
     }
 
     /// One model request, streamed to `events`, abandoned on cancellation.

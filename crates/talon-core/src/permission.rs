@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::CallContext;
-use crate::tool::{Risk, ToolSpec};
+use crate::tool::{Risk, SideEffect, ToolSpec};
 
 /// Claude Code's permission modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
@@ -187,7 +187,8 @@ pub fn mode_decision(mode: PermissionMode, spec: &ToolSpec, auto_allowed: bool) 
     match mode {
         PermissionMode::BypassPermissions => Decision::Allow,
         PermissionMode::Plan => {
-            if spec.side_effect.is_read_only() {
+            // Reading and asking the user (AskUserQuestion, ExitPlanMode) change nothing.
+            if spec.side_effect.is_read_only() || spec.side_effect == SideEffect::Blocking {
                 Decision::Allow
             } else {
                 Decision::Deny(format!(

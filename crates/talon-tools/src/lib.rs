@@ -145,6 +145,7 @@ pub fn register_builtin_with(
     }
     registry.register(claude_code::todo_write::TodoWrite::default())?;
     registry.register(claude_code::ask_user_question::AskUserQuestion)?;
+    registry.register(claude_code::exit_plan_mode::ExitPlanMode)?;
     let web = Arc::new(web::Web::new(config.web.clone()));
     registry.register(web::web_fetch::WebFetch {
         web: Arc::clone(&web),

@@ -39,6 +39,8 @@ pub struct TurnRequest<'a> {
     pub channel: &'a str,
     /// Who answers the tools' questions to the user (AskUserQuestion), if anyone can.
     pub client: Option<talon_core::ClientHandle>,
+    /// The permission mode, when the entry point chooses one (`talon chat --permission-mode`).
+    pub permission_mode: Option<talon_core::permission::PermissionMode>,
     pub cancel: CancellationToken,
 }
 
@@ -163,6 +165,9 @@ impl Runner {
         ctx.provider = Some(agent.provider_name().to_string());
         ctx.cancel = request.cancel;
         ctx.client = request.client;
+        if let Some(mode) = request.permission_mode {
+            ctx.permission_mode = mode;
+        }
         let mut history = request.history;
         let mut start = None;
         let mut summary = None;
@@ -360,6 +365,7 @@ impl talon_tools::sessions::SessionSender for Runner {
                         prompt: text.to_string(),
                         channel: "session",
                         client: None,
+                        permission_mode: None,
                         // Cancelling the sending call cancels the turn it started.
                         cancel: ctx.cancel.child_token(),
                     },

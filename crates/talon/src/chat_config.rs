@@ -188,6 +188,7 @@ pub async fn agent_model(
             max_parallel: chat.max_parallel.max(1),
             context_window: section.context_window,
             compact_at: chat.compact_at.clamp(0.1, 0.95),
+            ..LoopConfig::default()
         },
         api_key,
     })

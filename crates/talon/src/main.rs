@@ -118,6 +118,10 @@ enum Command {
         /// One workspace for the agent's tools (default: the current directory).
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// Start in this permission mode: default, acceptEdits, bypassPermissions, plan (only
+        /// read-only tools until the user approves a plan), dontAsk.
+        #[arg(long, value_name = "MODE")]
+        permission_mode: Option<talon_core::permission::PermissionMode>,
     },
     /// A scripted OpenAI- and Anthropic-compatible model server for offline demos and tests.
     MockProvider {

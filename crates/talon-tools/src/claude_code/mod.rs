@@ -4,6 +4,7 @@
 pub mod ask_user_question;
 pub mod bash;
 pub mod edit;
+pub mod exit_plan_mode;
 pub mod glob;
 pub mod grep;
 pub mod notebook_edit;

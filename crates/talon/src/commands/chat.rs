@@ -38,6 +38,8 @@ pub struct ChatArgs {
     pub output_format: OutputFormat,
     pub workspace: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
+    /// The permission mode to start in (`plan`: read-only until a plan is approved).
+    pub permission_mode: Option<PermissionMode>,
 }
 
 /// A chat bound to its agent and session.
@@ -45,6 +47,8 @@ struct Chat {
     runner: Runner,
     agent_key: String,
     session_key: String,
+    /// The mode the next turn runs in; an approved plan moves it on.
+    mode: std::sync::Mutex<Option<PermissionMode>>,
 }
 
 pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
@@ -109,6 +113,7 @@ impl Chat {
             session_key: Runner::session_key(&agent_key, "cli", &session),
             runner,
             agent_key,
+            mode: std::sync::Mutex::new(args.permission_mode),
         })
     }
 
@@ -125,6 +130,10 @@ impl Chat {
                 watch.cancel();
             }
         });
+        let mode = *self
+            .mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let ran = self
             .runner
             .run(
@@ -136,6 +145,7 @@ impl Chat {
                     prompt: prompt.to_string(),
                     channel: "cli",
                     client: crate::tty_questions::TtyQuestions::detect(),
+                    permission_mode: mode,
                     cancel,
                 },
                 events,
@@ -143,6 +153,11 @@ impl Chat {
             .await;
         ctrl_c.abort();
         let ran = ran.map_err(|e| e.to_string())?;
+        if let Ok(mut mode) = self.mode.lock()
+            && mode.is_some()
+        {
+            *mode = Some(ran.outcome.permission_mode);
+        }
         if ran.previous_interrupted {
             eprintln!("talon: the previous turn of this session was interrupted and not saved");
         }
@@ -257,6 +272,9 @@ fn print_for_person(event: &RunEvent) {
             );
         }
         RunEvent::Usage { .. } => {}
+        RunEvent::PlanApproved { mode } => {
+            eprintln!("  plan approved: continuing in {} mode", mode.as_str());
+        }
     }
 }
 

@@ -96,6 +96,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             prompt,
             output_format,
             workspace,
+            permission_mode,
         } => {
             chat::run(
                 config,
@@ -106,6 +107,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                     output_format,
                     workspace,
                     data_dir: cli.data_dir,
+                    permission_mode,
                 },
             )
             .await
