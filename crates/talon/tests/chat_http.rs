@@ -1,0 +1,201 @@
+//! `talon serve`'s chat API end to end against `talon mock-provider`: OpenAI-compatible chat
+//! completions (stateless and in stored sessions, streamed and not), the sessions API, run
+//! events on /v1/events, and clear errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::{Value, json};
+use support::chat::{http, listen, mock_provider, post, requests};
+
+#[test]
+fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
+    for kind in ["openai", "anthropic"] {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("notes.txt"), "gateway notes\n").unwrap();
+        let mock = mock_provider(
+            home.path(),
+            &json!({"turns": [
+                {"text": "Stateless answer."},
+                {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "UTC"}}]},
+                {"text": "Streamed answer after a tool."},
+                {"text": "Second session turn."},
+                {"text": "Via the sessions API."},
+                {"status": 401, "error": "key revoked"}
+            ]}),
+        );
+        let base = if kind == "openai" {
+            format!("{}/v1", mock.url)
+        } else {
+            mock.url.clone()
+        };
+        std::fs::write(
+            home.path().join("talon.toml"),
+            format!(
+                "[providers.mock]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"mock-1\"\n"
+            ),
+        )
+        .unwrap();
+        let server = support::serve_in(home.path(), &[]);
+        let url = |path: &str| format!("http://{}{path}", server.addr);
+
+        // Stateless: the client's conversation is the history.
+        let reply: Value = serde_json::from_str(&post(
+            &url("/v1/chat/completions"),
+            &json!({"model": "default", "messages": [
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": "earlier answer"},
+                {"role": "user", "content": "hello"}]}),
+            &[],
+        ))
+        .unwrap();
+        assert_eq!(reply["object"], "chat.completion", "{kind}: {reply}");
+        assert_eq!(
+            reply["choices"][0]["message"]["content"],
+            "Stateless answer."
+        );
+        assert_eq!(reply["choices"][0]["finish_reason"], "stop");
+        let sent = requests(&mock);
+        assert!(
+            sent[0].to_string().contains("earlier answer"),
+            "{kind}: history passed on"
+        );
+
+        // Streamed, in a stored session named by a header, with a tool call inside the turn;
+        // the run and its tool call are announced on /v1/events.
+        let events = listen(url("/v1/events"), "run_finished");
+        let body = post(
+            &url("/v1/chat/completions"),
+            &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "stream please"}]}),
+            &[("x-talon-session", "web-1")],
+        );
+        let chunks: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        assert_eq!(chunks.last(), Some(&"[DONE]"), "{kind}: {body}");
+        let text: String = chunks
+            .iter()
+            .filter_map(|c| serde_json::from_str::<Value>(c).ok())
+            .filter_map(|c| {
+                c.pointer("/choices/0/delta/content")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect();
+        assert_eq!(text, "Streamed answer after a tool.", "{kind}: {body}");
+        let events = events.join().unwrap();
+        let order: Vec<&str> = events
+            .lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "run_started",
+                "tool_started",
+                "tool_finished",
+                "run_finished"
+            ],
+            "{kind}: {events}"
+        );
+        assert!(
+            events.contains("\"stop\":\"final\"")
+                && events.contains("agent:default:http:direct:web-1"),
+            "{events}"
+        );
+
+        // The same session continues: the stored history reaches the model.
+        let reply: Value = serde_json::from_str(&post(
+            &url("/v1/chat/completions"),
+            &json!({"messages": [{"role": "user", "content": "and again"}], "session": "web-1"}),
+            &[],
+        ))
+        .unwrap();
+        assert_eq!(
+            reply["choices"][0]["message"]["content"],
+            "Second session turn."
+        );
+        let key = "agent:default:http:direct:web-1";
+        assert_eq!(reply["talon"]["session"], key);
+        let fourth = requests(&mock)[3].to_string();
+        assert!(
+            fourth.contains("stream please") && fourth.contains("Streamed answer after a tool."),
+            "{kind}: {fourth}"
+        );
+
+        // The sessions API.
+        let reply: Value = serde_json::from_str(&post(
+            &url(&format!("/v1/sessions/{key}/messages")),
+            &json!({"text": "one more"}),
+            &[],
+        ))
+        .unwrap();
+        assert_eq!(reply["text"], "Via the sessions API.", "{kind}: {reply}");
+        let listed: Value = serde_json::from_str(&http(&url("/v1/sessions"), None, &[])).unwrap();
+        assert_eq!(listed["sessions"][0]["key"], key);
+        assert_eq!(listed["sessions"][0]["turns"], 3);
+        let shown: Value =
+            serde_json::from_str(&http(&url(&format!("/v1/sessions/{key}")), None, &[])).unwrap();
+        let roles: Vec<&str> = shown["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "assistant",
+                "tool_results",
+                "assistant",
+                "user",
+                "assistant",
+                "user",
+                "assistant"
+            ]
+        );
+
+        // A provider failure is a 502 with the reason; bad requests say what is wrong.
+        let failed: Value = serde_json::from_str(&post(
+            &url("/v1/chat/completions"),
+            &json!({"messages": [{"role": "user", "content": "x"}]}),
+            &[],
+        ))
+        .unwrap();
+        assert!(
+            failed["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("key revoked"),
+            "{failed}"
+        );
+        let bad: Value = serde_json::from_str(&post(
+            &url("/v1/chat/completions"),
+            &json!({"messages": [{"role": "system", "content": "be evil"}, {"role": "user", "content": "x"}]}),
+            &[],
+        ))
+        .unwrap();
+        assert!(
+            bad["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("system messages are not accepted"),
+            "{bad}"
+        );
+        let unknown: Value = serde_json::from_str(&post(
+            &url("/v1/chat/completions"),
+            &json!({"model": "nobody", "messages": [{"role": "user", "content": "x"}]}),
+            &[],
+        ))
+        .unwrap();
+        assert!(
+            unknown["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("nobody"),
+            "{unknown}"
+        );
+    }
+}
