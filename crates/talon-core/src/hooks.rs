@@ -297,6 +297,8 @@ pub struct HookMatcher {
     /// `None`, `""` or `"*"`: every tool. Otherwise `|`-separated exact names or globs
     /// (`Edit|Write`, `mcp__*`), as in Claude Code settings.
     pub matcher: Option<String>,
+    /// The agents this hook runs for; empty: every agent.
+    pub agents: Vec<String>,
     pub hook: Arc<dyn Hook>,
 }
 
@@ -304,6 +306,7 @@ impl std::fmt::Debug for HookMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HookMatcher")
             .field("matcher", &self.matcher)
+            .field("agents", &self.agents)
             .finish_non_exhaustive()
     }
 }
@@ -324,8 +327,24 @@ impl HookMatcher {
     pub fn new(matcher: Option<&str>, hook: Arc<dyn Hook>) -> Self {
         Self {
             matcher: matcher.map(str::to_string),
+            agents: Vec::new(),
             hook,
         }
+    }
+
+    /// Runs only for calls and turns of `agents` (empty: every agent).
+    pub fn for_agents(mut self, agents: Vec<String>) -> Self {
+        self.agents = agents;
+        self
+    }
+
+    /// True if this hook runs for `agent` (calls without an agent run as the default one).
+    pub fn applies_to(&self, agent: Option<&str>) -> bool {
+        self.agents.is_empty()
+            || self
+                .agents
+                .iter()
+                .any(|a| a == agent.unwrap_or(crate::DEFAULT_AGENT))
     }
 
     /// True if this hook applies to `tool` (the canonical name or the name the model used).
@@ -389,7 +408,14 @@ impl Hooks {
         }
         let mut input = HookInput::for_context(ctx);
         fill(&mut input);
-        self.fire(event, subject, subject, &mut input).await
+        self.fire(
+            event,
+            ctx.agent_key.as_deref(),
+            subject,
+            subject,
+            &mut input,
+        )
+        .await
     }
 
     /// True when no hook is registered for `event` (lets the pipeline skip building payloads).
@@ -402,6 +428,7 @@ impl Hooks {
     pub(crate) async fn fire(
         &self,
         event: HookEvent,
+        agent: Option<&str>,
         tool: &str,
         requested: &str,
         input: &mut HookInput,
@@ -411,7 +438,7 @@ impl Hooks {
         for matcher in self
             .for_event(event)
             .iter()
-            .filter(|m| m.matches(tool, requested))
+            .filter(|m| m.applies_to(agent) && m.matches(tool, requested))
         {
             let outcome = matcher.hook.run(input).await;
             if let Some(updated) = outcome.updated_input.clone() {
@@ -466,6 +493,40 @@ mod tests {
             "the name the model used also matches"
         );
         assert!(!m(Some("exe")).matches("exec", "exec"));
+    }
+
+    #[tokio::test]
+    async fn hooks_can_be_limited_to_agents() {
+        let hook: Arc<dyn Hook> = Arc::new(FnHook(|_: &HookInput| HookOutcome {
+            permission: Some(HookPermission::Deny),
+            ..HookOutcome::default()
+        }));
+        let mut hooks = Hooks::default();
+        hooks.add(
+            HookEvent::PreToolUse,
+            HookMatcher::new(None, hook).for_agents(vec!["reviewer".into()]),
+        );
+        let ctx = |agent: Option<&str>| {
+            let mut c = crate::CallContext::new("s");
+            c.agent_key = agent.map(str::to_string);
+            c
+        };
+        for (agent, denied) in [
+            (Some("reviewer"), true),
+            (Some("coder"), false),
+            (None, false),
+        ] {
+            let c = ctx(agent);
+            let mut input = HookInput::for_context(&c);
+            let outcome = hooks
+                .fire(HookEvent::PreToolUse, agent, "exec", "exec", &mut input)
+                .await;
+            assert_eq!(
+                outcome.permission == Some(HookPermission::Deny),
+                denied,
+                "{agent:?}"
+            );
+        }
     }
 
     #[test]

@@ -351,6 +351,9 @@ pub struct HookEntry {
     pub command: String,
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// The agents this hook runs for; empty or absent: every agent.
+    #[serde(default)]
+    pub agents: Vec<String>,
 }
 
 /// `[[hooks.pre_tool_use]]`, `[[hooks.post_tool_use]]`, `[[hooks.post_tool_use_failure]]`.

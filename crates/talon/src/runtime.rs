@@ -108,7 +108,8 @@ fn hooks(config: &Config) -> Hooks {
             }
             hooks.add(
                 event,
-                HookMatcher::new(entry.matcher.as_deref(), Arc::new(hook)),
+                HookMatcher::new(entry.matcher.as_deref(), Arc::new(hook))
+                    .for_agents(entry.agents.clone()),
             );
         }
     };

@@ -203,7 +203,8 @@ fn configured_run_hooks_reach_the_cli() {
         format!(
             "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\
              [[hooks.session_start]]\ncommand = \"sh start.sh\"\n\
-             [[hooks.user_prompt_submit]]\ncommand = \"sh prompt.sh\"\n",
+             [[hooks.user_prompt_submit]]\ncommand = \"sh prompt.sh\"\n\
+             [[hooks.user_prompt_submit]]\ncommand = \"echo only for reviewer >&2; exit 2\"\nagents = [\"reviewer\"]\n",
             mock.url
         ),
     )

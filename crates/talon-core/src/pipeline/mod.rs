@@ -466,7 +466,13 @@ impl Pipeline {
             let mut input = hook_input(ctx, &spec.name, tool_use_id, &progress.args);
             let outcome = self
                 .hooks
-                .fire(HookEvent::PreToolUse, &spec.name, name, &mut input)
+                .fire(
+                    HookEvent::PreToolUse,
+                    ctx.agent_key.as_deref(),
+                    &spec.name,
+                    name,
+                    &mut input,
+                )
                 .await;
             if outcome.permission == Some(HookPermission::Deny) {
                 let reason = outcome.reason.unwrap_or_else(|| "no reason given".into());

@@ -37,7 +37,10 @@ impl Pipeline {
             } else {
                 input.tool_response = Some(Value::String(output.for_llm.clone()));
             }
-            outcome = self.hooks.fire(event, tool, requested, &mut input).await;
+            outcome = self
+                .hooks
+                .fire(event, ctx.agent_key.as_deref(), tool, requested, &mut input)
+                .await;
         }
         let mut notes: Vec<String> = progress.context.iter().cloned().collect();
         if outcome.permission == Some(HookPermission::Deny) {
