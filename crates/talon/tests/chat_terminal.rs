@@ -14,7 +14,6 @@ use support::chat::{mock_provider, requests};
 /// model writes a file, the person approves it; the model answers.
 #[test]
 fn questions_and_approvals_are_answered_at_the_terminal() {
-    use std::io::Write;
     let home = tempfile::tempdir().unwrap();
     let mock = mock_provider(
         home.path(),
@@ -34,30 +33,12 @@ fn questions_and_approvals_are_answered_at_the_terminal() {
         ),
     )
     .unwrap();
-    let line = format!(
-        "{} chat --session t -p 'write a greeting file'",
-        support::talon().display()
+    let (screen, ok) = at_a_terminal(
+        home.path(),
+        "chat --session t -p 'write a greeting file'",
+        b"2\ny\n",
     );
-    let mut child = std::process::Command::new("script")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("TALON_DATA_DIR", home.path().join("data"))
-        .current_dir(home.path())
-        .args(["-qec", &line, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Typed ahead: the terminal hands each prompt one line.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"2\ny\n").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let screen = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{screen}");
+    assert!(ok, "{screen}");
     assert!(
         screen.contains("Which greeting should the file hold?") && screen.contains("2. bonjour"),
         "{screen}"
@@ -83,7 +64,6 @@ fn questions_and_approvals_are_answered_at_the_terminal() {
 /// ExitPlanMode, the person approves it, and the same write then runs (after its approval).
 #[test]
 fn an_approved_plan_leaves_plan_mode() {
-    use std::io::Write;
     let home = tempfile::tempdir().unwrap();
     let write =
         json!({"name": "write_file", "arguments": {"path": "plan.txt", "content": "done\n"}});
@@ -104,29 +84,12 @@ fn an_approved_plan_leaves_plan_mode() {
         ),
     )
     .unwrap();
-    let line = format!(
-        "{} chat --permission-mode plan -p 'write plan.txt'",
-        support::talon().display()
+    let (screen, ok) = at_a_terminal(
+        home.path(),
+        "chat --permission-mode plan -p 'write plan.txt'",
+        b"1\ny\n",
     );
-    let mut child = std::process::Command::new("script")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("TALON_DATA_DIR", home.path().join("data"))
-        .current_dir(home.path())
-        .args(["-qec", &line, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"1\ny\n").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let screen = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{screen}");
+    assert!(ok, "{screen}");
     assert!(
         screen.contains("Approve this plan?") && screen.contains("1. Write plan.txt"),
         "{screen}"
@@ -154,4 +117,33 @@ fn an_approved_plan_leaves_plan_mode() {
         "{}",
         sent[2]
     );
+}
+
+/// Runs `talon <args>` in `home` under a pseudo-terminal (util-linux `script`), typing `typed`
+/// ahead (the terminal hands each prompt one line); what the terminal showed, and whether it
+/// succeeded.
+fn at_a_terminal(home: &std::path::Path, args: &str, typed: &[u8]) -> (String, bool) {
+    use std::io::Write;
+    let line = format!("{} {args}", support::talon().display());
+    let mut child = std::process::Command::new("script")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TALON_DATA_DIR", home.join("data"))
+        .current_dir(home)
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(typed).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.success(),
+    )
 }

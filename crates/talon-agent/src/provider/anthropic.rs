@@ -38,19 +38,6 @@ impl Anthropic {
     ) -> Result<Self, ProviderError> {
         let mut headers = HeaderMap::new();
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-        if let Some(key) = api_key.filter(|k| !k.is_empty()) {
-            let mut value = HeaderValue::try_from(key).map_err(|_| ProviderError::Rejected {
-                provider: name.to_string(),
-                status: 0,
-                message: "the API key contains characters HTTP headers cannot carry".into(),
-            })?;
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-        }
-        let client = Endpoint::client().map_err(|e| ProviderError::Protocol {
-            provider: name.to_string(),
-            message: format!("cannot build the HTTP client: {e}"),
-        })?;
         let base = base_url.trim_end_matches('/');
         let url = if base.ends_with("/v1") {
             format!("{base}/messages")
@@ -58,13 +45,15 @@ impl Anthropic {
             format!("{base}/v1/messages")
         };
         Ok(Self {
-            endpoint: Endpoint {
-                provider: name.to_string(),
-                client,
+            endpoint: Endpoint::new(
+                name,
                 url,
                 headers,
+                http::HeaderName::from_static("x-api-key"),
+                "",
+                api_key,
                 policy,
-            },
+            )?,
         })
     }
 }

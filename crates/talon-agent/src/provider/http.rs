@@ -53,12 +53,44 @@ enum Attempt {
 }
 
 impl Endpoint {
-    /// A client for providers: no overall timeout (answers stream for minutes); connecting is
-    /// bounded.
-    pub fn client() -> Result<reqwest::Client, reqwest::Error> {
-        reqwest::Client::builder()
+    /// An endpoint of `provider` posting to `url` with `headers`, plus the API key (when given
+    /// and not empty) in `key_header` as `key_prefix` + key, marked sensitive. The client has no
+    /// overall timeout (answers stream for minutes); connecting is bounded.
+    pub fn new(
+        provider: &str,
+        url: String,
+        mut headers: HeaderMap,
+        key_header: http::HeaderName,
+        key_prefix: &str,
+        api_key: Option<&str>,
+        policy: RetryPolicy,
+    ) -> Result<Self, ProviderError> {
+        if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+            let mut value =
+                http::HeaderValue::try_from(format!("{key_prefix}{key}")).map_err(|_| {
+                    ProviderError::Rejected {
+                        provider: provider.to_string(),
+                        status: 0,
+                        message: "the API key contains characters HTTP headers cannot carry".into(),
+                    }
+                })?;
+            value.set_sensitive(true);
+            headers.insert(key_header, value);
+        }
+        let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .build()
+            .map_err(|e| ProviderError::Protocol {
+                provider: provider.to_string(),
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            provider: provider.to_string(),
+            client,
+            url,
+            headers,
+            policy,
+        })
     }
 
     /// Posts `body` and streams the answer through a fresh parser per attempt.

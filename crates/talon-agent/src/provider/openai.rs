@@ -7,7 +7,7 @@
 //! API requires.
 
 use futures::future::BoxFuture;
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 use serde_json::{Value, json};
 use sse_stream::Sse;
 
@@ -33,30 +33,17 @@ impl OpenAi {
         api_key: Option<&str>,
         policy: RetryPolicy,
     ) -> Result<Self, ProviderError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = api_key.filter(|k| !k.is_empty()) {
-            let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
-                ProviderError::Rejected {
-                    provider: name.to_string(),
-                    status: 0,
-                    message: "the API key contains characters HTTP headers cannot carry".into(),
-                }
-            })?;
-            value.set_sensitive(true);
-            headers.insert(http::header::AUTHORIZATION, value);
-        }
-        let client = Endpoint::client().map_err(|e| ProviderError::Protocol {
-            provider: name.to_string(),
-            message: format!("cannot build the HTTP client: {e}"),
-        })?;
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         Ok(Self {
-            endpoint: Endpoint {
-                provider: name.to_string(),
-                client,
-                url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-                headers,
+            endpoint: Endpoint::new(
+                name,
+                url,
+                HeaderMap::new(),
+                http::header::AUTHORIZATION,
+                "Bearer ",
+                api_key,
                 policy,
-            },
+            )?,
         })
     }
 }
