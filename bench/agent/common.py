@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -43,7 +44,6 @@ def start_gateway(talon, work, config):
         m = re.search(r"addr=(\S+)", line)
         if m:
             # Keep draining stderr so the gateway never blocks on a full pipe.
-            import threading
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
             return proc, m.group(1)
     sys.exit("talon serve exited before listening")
