@@ -14,8 +14,10 @@ pub mod oauth;
 pub mod resources;
 pub mod server;
 pub mod sse;
+pub mod stdio_client;
 pub mod tool;
 pub mod transport;
+pub mod watcher;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};

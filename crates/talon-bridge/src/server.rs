@@ -1,21 +1,19 @@
 //! One connected MCP server (any transport): its tool list, resources, calls with a timeout.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ProgressToken};
+use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
-use talon_core::{ClientHandle, ProgressSink, ProgressUpdate};
+use talon_core::{ClientHandle, ProgressSink};
 use tokio::sync::Notify;
 
+use crate::stdio_client::StdioClient;
 use crate::transport::{self, Transport};
+pub use crate::watcher::Watcher;
 
 /// Why a server could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -45,103 +43,6 @@ pub enum ServerError {
         "MCP server {server:?} needs more permissions (scopes) than Talon was granted: run `talon mcp-servers login {server}` to grant them"
     )]
     NeedsScope { server: String },
-}
-
-/// Talon's side of a session: it hears `notifications/tools/list_changed`.
-/// It also routes the server's `notifications/progress` to the call that asked for them, and
-/// passes elicitation on to the one caller in flight whose client can ask its user (declining,
-/// with the reason logged, when there is none or several); sampling requests get "method not found"
-/// (Talon does not declare the capability, and sampling is deprecated by SEP-2577).
-#[derive(Clone, Default)]
-pub struct Watcher {
-    tools_changed: Arc<Notify>,
-    /// Calls in flight that want progress, by the token sent with them.
-    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
-    /// Calls in flight whose caller's client can answer elicitations, by token.
-    clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
-}
-
-impl std::fmt::Debug for Watcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watcher").finish_non_exhaustive()
-    }
-}
-
-impl ClientHandler for Watcher {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        let mut info = rmcp::model::ClientConfig::default();
-        info.client_info = rmcp::model::Implementation::new("talon", env!("CARGO_PKG_VERSION"));
-        // Servers may ask for the user's input; Talon passes the question to its own caller's
-        // client when it can, and declines otherwise.
-        let mut elicitation = rmcp::model::ElicitationCapability::default();
-        elicitation.form = Some(rmcp::model::FormElicitationCapability::default());
-        info.capabilities.elicitation = Some(elicitation);
-        info
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_changed.notify_one();
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let sink = self
-            .progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(sink) = sink {
-            (sink.0)(ProgressUpdate {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
-        }
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        let decline = |why: &str| {
-            tracing::warn!("an MCP server asked for the user's input; declined: {why}");
-            Ok(rmcp::model::ElicitResult::new(
-                rmcp::model::ElicitationAction::Decline,
-            ))
-        };
-        let handles: Vec<ClientHandle> = self
-            .clients
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        let [client] = handles.as_slice() else {
-            return if handles.is_empty() {
-                decline("no call in flight has a client that can ask its user")
-            } else {
-                decline("several calls are in flight; Talon cannot tell whose user to ask")
-            };
-        };
-        let params = match serde_json::to_value(&request) {
-            Ok(p) => p,
-            Err(e) => return decline(&e.to_string()),
-        };
-        match client.0.elicit(params).await {
-            Ok(answer) => match serde_json::from_value(answer) {
-                Ok(result) => Ok(result),
-                Err(e) => decline(&format!(
-                    "the client's answer is not an elicitation result: {e}"
-                )),
-            },
-            Err(e) => decline(&e),
-        }
-    }
 }
 
 /// A call in flight: forgets its progress sink when done, and tells the server when the call is
@@ -198,10 +99,18 @@ fn auth_error(server: &str, message: &str, oauth: bool) -> Option<ServerError> {
     }
 }
 
+/// The protocol client of a session.
+enum Session {
+    /// Child processes: Talon's own client ([`crate::stdio_client`]).
+    Stdio(StdioClient),
+    /// HTTP and SSE: rmcp's.
+    Rmcp(RunningService<RoleClient, Watcher>),
+}
+
 /// A running, initialised server.
 pub struct Server {
     name: String,
-    service: RunningService<RoleClient, Watcher>,
+    session: Session,
     tools_changed: Arc<Notify>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
     clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
@@ -243,7 +152,14 @@ impl Server {
         let handshake = async {
             match transport {
                 Transport::Stdio(config) => {
-                    watcher.serve(transport::spawn_stdio(name, config)?).await
+                    let child = transport::spawn_stdio(name, config)?;
+                    return StdioClient::start(name, child, watcher)
+                        .await
+                        .map(Session::Stdio)
+                        .map_err(|message| ServerError::Handshake {
+                            server: name.to_string(),
+                            message,
+                        });
                 }
                 Transport::Http(config) => match &config.oauth {
                     Some(oauth) => {
@@ -263,6 +179,7 @@ impl Server {
                         .await
                 }
             }
+            .map(Session::Rmcp)
             .map_err(|e| {
                 let message = e.to_string();
                 auth_error(name, &message, oauth).unwrap_or(ServerError::Handshake {
@@ -271,7 +188,7 @@ impl Server {
                 })
             })
         };
-        let service = tokio::time::timeout(timeout, handshake)
+        let session = tokio::time::timeout(timeout, handshake)
             .await
             .map_err(|_| ServerError::Timeout {
                 server: name.to_string(),
@@ -279,7 +196,7 @@ impl Server {
             })??;
         Ok(Self {
             name: name.to_string(),
-            service,
+            session,
             tools_changed,
             progress,
             clients,
@@ -289,18 +206,32 @@ impl Server {
 
     /// Whether the session is still up (the process has not exited, the pipe is open).
     pub fn is_alive(&self) -> bool {
-        !self.service.is_closed() && !self.service.is_transport_closed()
+        match &self.session {
+            Session::Stdio(client) => client.is_alive(),
+            Session::Rmcp(service) => !service.is_closed() && !service.is_transport_closed(),
+        }
     }
 
     /// Sends `ping` and waits for the answer.
     pub async fn ping(&self, timeout: Duration) -> Result<(), ServerError> {
-        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
-            method: Default::default(),
-            extensions: Default::default(),
-        });
-        self.within(timeout, self.service.send_request(ping))
-            .await
-            .map(|_| ())
+        match &self.session {
+            Session::Stdio(client) => self
+                .within(
+                    timeout,
+                    client.request("ping", serde_json::json!({}), false),
+                )
+                .await
+                .map(|_| ()),
+            Session::Rmcp(service) => {
+                let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+                    method: Default::default(),
+                    extensions: Default::default(),
+                });
+                self.within(timeout, service.send_request(ping))
+                    .await
+                    .map(|_| ())
+            }
+        }
     }
 
     /// Woken when the server says its tool list changed.
@@ -315,10 +246,17 @@ impl Server {
 
     /// Every tool the server lists.
     pub async fn tools(&self, timeout: Duration) -> Result<Vec<ListedTool>, ServerError> {
-        let tools = self.within(timeout, self.service.list_all_tools()).await?;
+        let tools: Vec<Value> = match &self.session {
+            Session::Stdio(_) => self.list_all("tools/list", "tools", timeout).await?,
+            Session::Rmcp(service) => self
+                .within(timeout, service.list_all_tools())
+                .await?
+                .iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .collect(),
+        };
         Ok(tools
             .into_iter()
-            .filter_map(|t| serde_json::to_value(&t).ok())
             .map(|t| {
                 let hint = |k: &str| {
                     t.pointer(&format!("/annotations/{k}"))
@@ -351,22 +289,33 @@ impl Server {
 
     /// Every resource the server lists, as the protocol's JSON.
     pub async fn resources(&self, timeout: Duration) -> Result<Vec<Value>, ServerError> {
-        let listed = self
-            .within(timeout, self.service.list_all_resources())
-            .await?;
-        Ok(listed
-            .iter()
-            .filter_map(|r| serde_json::to_value(r).ok())
-            .collect())
+        match &self.session {
+            Session::Stdio(_) => self.list_all("resources/list", "resources", timeout).await,
+            Session::Rmcp(service) => Ok(self
+                .within(timeout, service.list_all_resources())
+                .await?
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok())
+                .collect()),
+        }
     }
 
     /// Reads the resource at `uri`; the result as the protocol's JSON.
     pub async fn read_resource(&self, uri: &str, timeout: Duration) -> Result<Value, ServerError> {
-        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
-        let result = self
-            .within(timeout, self.service.read_resource(params))
-            .await?;
-        serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+        match &self.session {
+            Session::Stdio(client) => {
+                self.within(
+                    timeout,
+                    client.request("resources/read", serde_json::json!({"uri": uri}), false),
+                )
+                .await
+            }
+            Session::Rmcp(service) => {
+                let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
+                let result = self.within(timeout, service.read_resource(params)).await?;
+                serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
+            }
+        }
     }
 
     /// Calls `tool` (its raw name) with `arguments`; the result as the protocol's JSON. The
@@ -380,15 +329,24 @@ impl Server {
         progress: Option<ProgressSink>,
         client: Option<ClientHandle>,
     ) -> Result<Value, ServerError> {
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        params.arguments = match arguments {
+        let arguments = match arguments {
             Value::Object(map) => Some(map),
             Value::Null => None,
             other => return Err(self.protocol(format!("arguments must be an object, not {other}"))),
         };
+        let service = match &self.session {
+            Session::Stdio(stdio) => {
+                return self
+                    .within(timeout, stdio.call(tool, arguments, progress, client))
+                    .await;
+            }
+            Session::Rmcp(service) => service,
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = arguments;
         let request =
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-        let peer = self.service.peer().clone();
+        let peer = service.peer().clone();
         let handle = self
             .within(
                 timeout,
@@ -457,6 +415,47 @@ impl Server {
 
     /// Ends the session and the child process, waiting at most `grace`.
     pub async fn close(self, grace: Duration) {
-        let _ = tokio::time::timeout(grace, self.service.cancel()).await;
+        match self.session {
+            Session::Stdio(client) => client.close(grace).await,
+            Session::Rmcp(service) => {
+                let _ = tokio::time::timeout(grace, service.cancel()).await;
+            }
+        }
+    }
+
+    /// Every page of a `*/list` request over the stdio client: the `key` arrays joined.
+    async fn list_all(
+        &self,
+        method: &str,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, ServerError> {
+        let Session::Stdio(client) = &self.session else {
+            return Err(self.protocol(format!("{method} is not listed page by page here")));
+        };
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        // A server repeating a cursor must not keep Talon listing forever.
+        for _ in 0..1000 {
+            let params = match &cursor {
+                Some(c) => serde_json::json!({"cursor": c}),
+                None => serde_json::json!({}),
+            };
+            let mut page = self
+                .within(timeout, client.request(method, params, false))
+                .await?;
+            match page.get_mut(key).map(Value::take) {
+                Some(Value::Array(items)) => all.extend(items),
+                _ => return Err(self.protocol(format!("the {method} answer has no {key} list"))),
+            }
+            cursor = page
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if cursor.is_none() {
+                return Ok(all);
+            }
+        }
+        Err(self.protocol(format!("{method} never ended (1000 pages)")))
     }
 }

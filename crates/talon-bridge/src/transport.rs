@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
 
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::server::ServerError;
@@ -91,11 +91,12 @@ impl Transport {
     }
 }
 
-/// Starts `config` as a child process whose stderr goes to Talon's log.
+/// Starts `config` as a child process, stdin and stdout piped for the protocol, stderr going to
+/// Talon's log (never Talon's own streams), killed if dropped.
 pub(crate) fn spawn_stdio(
     server: &str,
     config: &StdioConfig,
-) -> Result<TokioChildProcess, ServerError> {
+) -> Result<tokio::process::Child, ServerError> {
     let mut command = tokio::process::Command::new(&config.command);
     command.args(&config.args).env_clear();
     for key in ENV_ALLOWLIST {
@@ -107,15 +108,18 @@ pub(crate) fn spawn_stdio(
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
     }
-    let (transport, stderr) = TokioChildProcess::builder(command)
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .kill_on_drop(true)
         .spawn()
         .map_err(|source| ServerError::Spawn {
             server: server.to_string(),
             command: config.command.clone(),
             source,
         })?;
-    if let Some(stderr) = stderr {
+    if let Some(stderr) = child.stderr.take() {
         let server = server.to_string();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
@@ -124,7 +128,7 @@ pub(crate) fn spawn_stdio(
             }
         });
     }
-    Ok(transport)
+    Ok(child)
 }
 
 /// The configured headers as HTTP headers, or which one is unusable.
