@@ -25,6 +25,10 @@ use crate::provider::{ChatRequest, Provider, StopReason, StreamEvent, ToolDef, U
 
 /// The Claude Code tool whose success ends plan mode (this crate does not know the tools).
 const EXIT_PLAN_MODE: &str = "ExitPlanMode";
+/// The Config tool and its permission-mode setting (the tool sits in a crate this one must
+/// not depend on, so the names are repeated; the chat tests cover both ends).
+const CONFIG: &str = "Config";
+const CONFIG_PERMISSION_MODE: &str = "permissions.defaultMode";
 
 /// Limits and model choice for a run.
 #[derive(Debug, Clone)]
@@ -46,6 +50,9 @@ pub struct LoopConfig {
     pub compact_at: f64,
     /// The mode a run continues in once the user approves a plan (`ExitPlanMode`).
     pub after_plan: PermissionMode,
+    /// A small, fast model on the same provider for side questions (WebFetch's prompt over a
+    /// page); `None`: such questions go back to the main model.
+    pub small_model: Option<String>,
 }
 
 impl Default for LoopConfig {
@@ -60,6 +67,7 @@ impl Default for LoopConfig {
             context_window: None,
             compact_at: 0.75,
             after_plan: PermissionMode::Default,
+            small_model: None,
         }
     }
 }
@@ -313,6 +321,11 @@ impl Agent {
                     mode: self.config.after_plan,
                 });
             }
+            if let Some(mode) = self.mode_configured(&ctx, &calls, &results) {
+                let mut next = (*ctx).clone();
+                next.permission_mode = mode;
+                ctx = Arc::new(next);
+            }
             conversation.push(Message::ToolResults { results });
             if ctx.cancel.is_cancelled() {
                 break TurnStop::Cancelled;
@@ -352,6 +365,28 @@ impl Agent {
             !result.is_error
                 && registry.canonical_name(&call.name).as_deref() == Some(EXIT_PLAN_MODE)
         })
+    }
+
+    /// The permission mode a successful `Config` call in this batch set, if any (the last).
+    fn mode_configured(
+        &self,
+        ctx: &CallContext,
+        calls: &[ToolCallRequest],
+        results: &[ToolResult],
+    ) -> Option<PermissionMode> {
+        let registry = self.pipeline.registry();
+        calls
+            .iter()
+            .zip(results)
+            .rev()
+            .filter(|(call, result)| {
+                !result.is_error && registry.canonical_name(&call.name).as_deref() == Some(CONFIG)
+            })
+            .filter_map(|(call, _)| serde_json::from_str::<serde_json::Value>(&call.arguments).ok())
+            .filter(|args| args["setting"] == CONFIG_PERMISSION_MODE)
+            .filter_map(|args| serde_json::from_value::<PermissionMode>(args["value"].clone()).ok())
+            // The tool allowed only a stricter mode; checked again rather than trusted.
+            .find(|mode| mode.latitude() <= ctx.permission_mode.latitude())
     }
 
     /// One model request, streamed to `events`, abandoned on cancellation.

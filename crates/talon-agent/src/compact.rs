@@ -4,7 +4,7 @@
 
 use crate::agent_loop::Agent;
 use crate::message::Message;
-use crate::provider::{ChatRequest, ProviderError, StreamEvent};
+use crate::provider::ProviderError;
 
 /// A rough token count (four characters a token), enough to decide when to compact.
 pub fn estimate_tokens(messages: &[Message]) -> u64 {
@@ -88,22 +88,12 @@ impl Agent {
         previous: Option<&str>,
         older: &[Message],
     ) -> Result<String, ProviderError> {
-        let messages = [Message::user(transcript(previous, older))];
-        let request = ChatRequest {
-            model: &self.config().model,
-            system: Some(INSTRUCTIONS),
-            messages: &messages,
-            tools: &[],
-            max_tokens: self.config().max_tokens,
-        };
-        let mut text = String::new();
-        let mut sink = |event: StreamEvent| {
-            if let StreamEvent::TextDelta(t) = event {
-                text.push_str(&t);
-            }
-        };
-        self.provider().stream(&request, &mut sink).await?;
-        Ok(text.trim().to_string())
+        self.ask_once(
+            &self.config().model,
+            INSTRUCTIONS,
+            transcript(previous, older),
+        )
+        .await
     }
 }
 

@@ -16,6 +16,7 @@ pub mod loop_detect;
 pub mod message;
 pub mod mock;
 pub mod provider;
+pub mod side;
 
 pub use agent_loop::{Agent, LoopConfig, RunEvent, TurnOutcome, TurnStop};
 pub use message::{Message, ToolCallRequest, ToolResult};

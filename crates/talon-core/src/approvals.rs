@@ -10,16 +10,15 @@
 //! "Allow always" is remembered through [`Remember`]: for shell commands that is the whole
 //! normalised command, per agent, in the store — never a program name.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
 
 use crate::events::{EventBus, ToolEvent};
 use crate::permission::{Approval, Approver, PermissionRequest};
+use crate::waiting::{WaitingRoom, unix_ms};
 
 /// How long a request waits for an answer before it counts as denied.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -95,32 +94,24 @@ pub trait Prompter: Send + Sync {
     fn prompt(&self, request: PendingApproval) -> BoxFuture<'static, Option<Resolution>>;
 }
 
-struct Waiting {
-    request: PendingApproval,
-    answer: oneshot::Sender<Resolution>,
-}
-
 /// The approvals broker (see the module docs).
 pub struct Approvals {
-    pending: Mutex<HashMap<String, Waiting>>,
+    pending: WaitingRoom<PendingApproval, Resolution>,
     events: EventBus,
     timeout: Duration,
     remember: Option<Arc<dyn Remember>>,
     prompter: Option<Arc<dyn Prompter>>,
+    /// Nobody can answer (no terminal, no approvals API): refuse at once instead of waiting.
+    unattended: bool,
 }
 
 impl std::fmt::Debug for Approvals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Approvals")
-            .field("pending", &self.lock().len())
+            .field("pending", &self.pending.len())
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The call as one line for a person: the `command` argument when there is one, else the JSON.
@@ -135,11 +126,12 @@ impl Approvals {
     /// A broker announcing on `events`, with the default timeout and nobody to prompt.
     pub fn new(events: EventBus) -> Self {
         Self {
-            pending: Mutex::new(HashMap::new()),
+            pending: WaitingRoom::new(MAX_PENDING),
             events,
             timeout: DEFAULT_TIMEOUT,
             remember: None,
             prompter: None,
+            unattended: false,
         }
     }
 
@@ -155,20 +147,22 @@ impl Approvals {
         self
     }
 
+    /// Says nobody can answer here (a one-shot command without a terminal): requests are
+    /// refused at once, with what to change, rather than after the timeout.
+    pub fn unattended(mut self) -> Self {
+        self.unattended = true;
+        self
+    }
+
     /// Who is asked interactively, besides [`Approvals::resolve`].
     pub fn with_prompter(mut self, prompter: Arc<dyn Prompter>) -> Self {
         self.prompter = Some(prompter);
         self
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The requests waiting now, oldest first.
     pub fn pending(&self) -> Vec<PendingApproval> {
-        let mut list: Vec<PendingApproval> =
-            self.lock().values().map(|w| w.request.clone()).collect();
+        let mut list = self.pending.requests();
         list.sort_by_key(|r| r.requested_at);
         list
     }
@@ -179,26 +173,24 @@ impl Approvals {
         id: &str,
         resolution: Resolution,
     ) -> Result<PendingApproval, ResolveError> {
-        let mut pending = self.lock();
-        let Some(waiting) = pending.get(id) else {
-            return Err(ResolveError::Unknown(id.to_string()));
-        };
-        if resolution == Resolution::AllowAlways && waiting.request.always.is_none() {
-            return Err(ResolveError::CannotRemember(id.to_string()));
-        }
-        let Some(waiting) = pending.remove(id) else {
-            return Err(ResolveError::Unknown(id.to_string()));
-        };
-        // The waiter may have just timed out; then the answer is moot.
-        let _ = waiting.answer.send(resolution);
-        Ok(waiting.request)
+        let always = resolution == Resolution::AllowAlways;
+        self.pending
+            .answer(id, resolution, |request| {
+                if always && request.always.is_none() {
+                    return Err(ResolveError::CannotRemember(id.to_string()));
+                }
+                Ok(())
+            })?
+            .ok_or_else(|| ResolveError::Unknown(id.to_string()))
     }
 
     async fn ask(&self, request: &PermissionRequest<'_>, reason: &str) -> Approval {
         let tool = request.spec.name.clone();
-        if self.lock().len() >= MAX_PENDING {
+        if self.unattended {
             return Approval::Deny(format!(
-                "permission denied: {tool} needs approval ({reason}) and {MAX_PENDING} requests are already waiting; try again later"
+                "permission denied: {tool} needs approval ({reason}) and nobody can approve it \
+                 here (no terminal to ask at, no approvals API). Do not retry the same call; \
+                 tell the user, who can allow it in the configuration or run interactively."
             ));
         }
         let now = SystemTime::now();
@@ -215,36 +207,24 @@ impl Approvals {
             requested_at: unix_ms(now),
             expires_at: unix_ms(now + self.timeout),
         };
-        let (sender, receiver) = oneshot::channel();
-        self.lock().insert(
-            id.clone(),
-            Waiting {
-                request: pending.clone(),
-                answer: sender,
-            },
-        );
+        let Some(ticket) = self.pending.admit(id.clone(), pending.clone()) else {
+            return Approval::Deny(format!(
+                "permission denied: {tool} needs approval ({reason}) and {MAX_PENDING} requests are already waiting; try again later"
+            ));
+        };
         self.events.publish(ToolEvent::ApprovalRequested {
             request: Arc::new(pending.clone()),
         });
         let prompted = self.prompter.as_ref().map(|p| p.prompt(pending.clone()));
-        let answer = tokio::time::timeout(self.timeout, async {
-            let from_prompt = async {
-                match prompted {
-                    Some(prompt) => prompt.await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                answer = receiver => answer.ok(),
-                Some(answer) = from_prompt => Some(answer),
+        let from_prompt = async {
+            match prompted {
+                Some(prompt) => prompt.await,
+                None => std::future::pending().await,
             }
-        })
-        .await;
-        // Whatever happened, the request is no longer pending.
-        self.lock().remove(&id);
-        let resolution = match answer {
-            Ok(Some(resolution)) => resolution,
-            Ok(None) | Err(_) => Resolution::Deny {
+        };
+        let resolution = match ticket.wait(self.timeout, from_prompt).await {
+            Some(resolution) => resolution,
+            None => Resolution::Deny {
                 reason: Some(format!(
                     "nobody answered within {}s",
                     self.timeout.as_secs()
@@ -254,6 +234,8 @@ impl Approvals {
         self.events.publish(ToolEvent::ApprovalResolved {
             id: id.clone().into(),
             tool: tool.clone().into(),
+            session_key: pending.session.as_str().into(),
+            agent_key: pending.agent.as_deref().map(Into::into),
             decision: resolution.as_str(),
         });
         match resolution {

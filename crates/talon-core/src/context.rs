@@ -96,6 +96,8 @@ pub struct CallContext {
     pub agent_key: Option<String>,
     /// LLM provider of the running agent (selects provider policy overrides).
     pub provider: Option<String>,
+    /// The model the running agent's turn uses (the Config tool reports it).
+    pub model: Option<String>,
     /// End user the agent serves.
     pub user: Option<String>,
     /// Tenant the user belongs to.
@@ -177,6 +179,7 @@ impl CallContext {
             workspace: None,
             agent_key: None,
             provider: None,
+            model: None,
             user: None,
             tenant: None,
             spawn_depth: 0,

@@ -12,6 +12,7 @@ use tokio::sync::broadcast;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolEvent {
     /// A call passed every check and its tool started.
+    #[serde(rename = "tool_started")]
     Started {
         call_id: u64,
         tool: Arc<str>,
@@ -19,6 +20,7 @@ pub enum ToolEvent {
         agent_key: Option<Arc<str>>,
     },
     /// A call ended (including calls refused before execution).
+    #[serde(rename = "tool_finished")]
     Finished {
         call_id: u64,
         tool: Arc<str>,
@@ -29,6 +31,7 @@ pub enum ToolEvent {
         elapsed: Duration,
     },
     /// A running tool reported progress.
+    #[serde(rename = "tool_progress")]
     Progress {
         tool: Arc<str>,
         session_key: Arc<str>,
@@ -44,8 +47,21 @@ pub enum ToolEvent {
     ApprovalResolved {
         id: Arc<str>,
         tool: Arc<str>,
+        session_key: Arc<str>,
+        agent_key: Option<Arc<str>>,
         /// `allow_once`, `allow_always` or `deny`.
         decision: &'static str,
+    },
+    /// A tool asks the user and waits for an answer over HTTP (`/v1/questions`).
+    QuestionAsked {
+        request: Arc<crate::questions::PendingQuestion>,
+    },
+    /// A question was answered (`accept`, `decline` or `cancel`).
+    QuestionAnswered {
+        id: Arc<str>,
+        session_key: Arc<str>,
+        agent_key: Option<Arc<str>>,
+        action: &'static str,
     },
     /// An agent turn began (the agent runtime).
     RunStarted {
@@ -64,6 +80,54 @@ pub enum ToolEvent {
         #[serde(with = "duration_ms")]
         elapsed: Duration,
     },
+}
+
+impl ToolEvent {
+    /// The event's name on the wire (SSE `event:`, the JSON's `type`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Started { .. } => "tool_started",
+            Self::Finished { .. } => "tool_finished",
+            Self::Progress { .. } => "tool_progress",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalResolved { .. } => "approval_resolved",
+            Self::QuestionAsked { .. } => "question_asked",
+            Self::QuestionAnswered { .. } => "question_answered",
+            Self::RunStarted { .. } => "run_started",
+            Self::RunFinished { .. } => "run_finished",
+        }
+    }
+
+    /// The session the event belongs to.
+    pub fn session_key(&self) -> &str {
+        match self {
+            Self::Started { session_key, .. }
+            | Self::Finished { session_key, .. }
+            | Self::Progress { session_key, .. }
+            | Self::ApprovalResolved { session_key, .. }
+            | Self::QuestionAnswered { session_key, .. }
+            | Self::RunStarted { session_key, .. }
+            | Self::RunFinished { session_key, .. } => session_key,
+            Self::ApprovalRequested { request } => &request.session,
+            Self::QuestionAsked { request } => &request.session,
+        }
+    }
+
+    /// The agent the event belongs to, when there is one.
+    pub fn agent_key(&self) -> Option<&str> {
+        match self {
+            Self::Started { agent_key, .. }
+            | Self::Finished { agent_key, .. }
+            | Self::Progress { agent_key, .. }
+            | Self::ApprovalResolved { agent_key, .. }
+            | Self::QuestionAnswered { agent_key, .. } => agent_key.as_deref(),
+            Self::RunStarted { agent_key, .. } | Self::RunFinished { agent_key, .. } => {
+                Some(agent_key)
+            }
+            Self::ApprovalRequested { request } => request.agent.as_deref(),
+            Self::QuestionAsked { request } => request.agent.as_deref(),
+        }
+    }
 }
 
 mod duration_ms {

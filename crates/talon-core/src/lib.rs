@@ -11,6 +11,7 @@
 //!
 //! * [`workspace`] — each call's workspace: shared, or one per agent and user.
 //! * [`caller`] — the agent, user and workspace every entry point binds a call to.
+//! * [`approvals`], [`questions`] — calls and tools waiting for a person's answer.
 //!
 //! This crate does no I/O beyond running shell-command hooks and creating per-agent workspace
 //! directories; storage, network and tools live in the crates above it.
@@ -24,12 +25,14 @@ pub mod output;
 pub mod permission;
 pub mod pipeline;
 pub mod policy;
+pub mod questions;
 pub mod rate_limit;
 pub mod registry;
 pub mod schema;
 pub mod scrub;
 pub mod tool;
 pub mod untrusted;
+pub mod waiting;
 pub mod wire;
 pub mod workspace;
 

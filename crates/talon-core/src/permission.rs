@@ -41,6 +41,19 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// How permissive the mode is, for "only ever stricter" rules: `plan` (nothing that
+    /// changes anything) < `dontAsk` (never asks, refuses instead) < `default` < `acceptEdits`
+    /// < `bypassPermissions`.
+    pub fn latitude(self) -> u8 {
+        match self {
+            PermissionMode::Plan => 0,
+            PermissionMode::DontAsk => 1,
+            PermissionMode::Default => 2,
+            PermissionMode::AcceptEdits => 3,
+            PermissionMode::BypassPermissions => 4,
+        }
+    }
+
     /// The wire name (`acceptEdits`, …).
     pub fn as_str(self) -> &'static str {
         match self {

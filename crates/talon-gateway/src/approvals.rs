@@ -1,20 +1,16 @@
-//! `GET /v1/approvals` (the requests waiting for a person), `POST /v1/approvals` (answer one),
-//! and `GET /v1/events` (tool and approval events as server-sent events, so a client learns of a
-//! new request without polling).
-
-use std::convert::Infallible;
+//! What waits for a person: `GET /v1/approvals` (calls waiting for approval), `POST
+//! /v1/approvals` (answer one), `GET /v1/questions` (tools' questions to the user, such as
+//! AskUserQuestion's, from turns run over HTTP) and `POST /v1/questions` (answer one). New
+//! requests are announced on `GET /v1/events`.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
 use serde::Deserialize;
 use serde_json::json;
 use talon_core::approvals::{Resolution, ResolveError};
-use talon_core::events::ToolEvent;
-use tokio::sync::broadcast::error::RecvError;
+use talon_core::questions::{Answer, AnswerError};
 
 use crate::AppState;
 
@@ -35,24 +31,29 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"ok": false, "error": message.into()}))).into_response()
 }
 
+/// A request body, or what was wrong with it and what to send (`shape`).
+fn body<T>(
+    body: Result<Json<T>, axum::extract::rejection::JsonRejection>,
+    shape: &str,
+) -> Result<T, String> {
+    body.map(|Json(body)| body)
+        .map_err(|e| format!("{e}; send {shape}"))
+}
+
 pub(crate) async fn list(State(state): State<AppState>) -> Response {
     Json(json!({"pending": state.approvals.pending()})).into_response()
 }
 
 pub(crate) async fn resolve(
     State(state): State<AppState>,
-    body: Result<Json<ResolveRequest>, axum::extract::rejection::JsonRejection>,
+    request: Result<Json<ResolveRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Json(body) = match body {
+    let body = match body(
+        request,
+        r#"{"id": "apr-…", "decision": "allow_once" | "allow_always" | "deny", "reason": "…"}"#,
+    ) {
         Ok(body) => body,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "{e}; send {{\"id\": \"apr-…\", \"decision\": \"allow_once\" | \"allow_always\" | \"deny\", \"reason\": \"…\"}}"
-                ),
-            );
-        }
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let resolution = match body.decision.as_str() {
         "allow_once" | "allow" => Resolution::AllowOnce,
@@ -79,36 +80,40 @@ pub(crate) async fn resolve(
     }
 }
 
-pub(crate) async fn events(
-    State(state): State<AppState>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let receiver = state.pipeline.events().subscribe();
-    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
-        let event = match receiver.recv().await {
-            Ok(event) => sse_event(&event),
-            Err(RecvError::Lagged(missed)) => Event::default()
-                .event("lagged")
-                .data(format!("{missed} events were dropped")),
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok(event), receiver))
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+/// Body of `POST /v1/questions`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AnswerRequest {
+    /// The pending question's id.
+    id: String,
+    /// The answer: `{"action": "accept", "content": {...}}`, `{"action": "decline"}` or
+    /// `{"action": "cancel"}`.
+    #[serde(flatten)]
+    answer: Answer,
 }
 
-/// One event as SSE: its kind as the event name, the event as JSON data.
-fn sse_event(event: &ToolEvent) -> Event {
-    let kind = match event {
-        ToolEvent::Started { .. } => "tool_started",
-        ToolEvent::Finished { .. } => "tool_finished",
-        ToolEvent::Progress { .. } => "tool_progress",
-        ToolEvent::ApprovalRequested { .. } => "approval_requested",
-        ToolEvent::ApprovalResolved { .. } => "approval_resolved",
-        ToolEvent::RunStarted { .. } => "run_started",
-        ToolEvent::RunFinished { .. } => "run_finished",
+pub(crate) async fn questions(State(state): State<AppState>) -> Response {
+    Json(json!({"pending": state.questions.pending()})).into_response()
+}
+
+pub(crate) async fn answer(
+    State(state): State<AppState>,
+    request: Result<Json<AnswerRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let body = match body(
+        request,
+        r#"{"id": "q-…", "action": "accept", "content": {"q1": "…"}} (fields as the question's requestedSchema), or "action": "decline" | "cancel""#,
+    ) {
+        Ok(body) => body,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    Event::default()
-        .event(kind)
-        .json_data(event)
-        .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()))
+    let action = body.answer.as_str();
+    match state.questions.answer(&body.id, body.answer) {
+        Ok(question) => {
+            Json(json!({"ok": true, "action": action, "question": question})).into_response()
+        }
+        Err(e @ AnswerError::Unknown(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ AnswerError::Invalid { .. }) => {
+            error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        }
+    }
 }

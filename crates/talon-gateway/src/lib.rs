@@ -1,5 +1,6 @@
 //! Talon's gateway: `/mcp` (MCP streamable HTTP), `POST /v1/tools/invoke`, `GET /v1/tools`,
-//! `GET`/`POST /v1/approvals`, `GET /v1/events` (server-sent events), `GET /healthz`.
+//! `GET`/`POST /v1/approvals`, `GET`/`POST /v1/questions`, `GET /v1/events` (WebSocket or
+//! server-sent events), `GET /healthz`.
 //!
 //! Unlike GoClaw's `/v1/tools/invoke`, every call here goes through the same pipeline as the agent
 //! loop: policy, validation, rate limit (keyed by the API token), hooks, permission, scrubbing.
@@ -8,6 +9,7 @@
 
 mod approvals;
 mod auth;
+mod events;
 mod invoke;
 
 use std::net::SocketAddr;
@@ -16,6 +18,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 use talon_core::approvals::Approvals;
+use talon_core::questions::Questions;
 use talon_core::{CallContext, Callers, Pipeline};
 use talon_mcp::TalonMcp;
 use tokio_util::sync::CancellationToken;
@@ -60,6 +63,7 @@ pub(crate) struct AppState {
     pub session_key: Arc<str>,
     /// Requests waiting for a person.
     pub approvals: Arc<Approvals>,
+    pub questions: Arc<Questions>,
 }
 
 /// The session key for HTTP API calls: derived from the token so that one token is one rate-limit
@@ -83,6 +87,8 @@ pub struct Services {
     pub template: CallContext,
     pub callers: Callers,
     pub approvals: Arc<Approvals>,
+    /// Tools' questions to users of HTTP turns.
+    pub questions: Arc<Questions>,
     /// More routes behind the same bearer token (the binary's administration API: MCP servers,
     /// grants, access requests), so the gateway needs to know nothing about the store.
     pub admin: Option<Router>,
@@ -95,6 +101,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         template,
         callers,
         approvals,
+        questions,
         admin,
     } = services;
     let allowed_hosts = if !config.allowed_hosts.is_empty() {
@@ -126,6 +133,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         callers,
         session_key: Arc::from(http_session_key(config.token.as_deref())),
         approvals,
+        questions,
     };
     let protected = Router::new()
         .route("/v1/tools/invoke", post(invoke::invoke))
@@ -134,7 +142,11 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
             "/v1/approvals",
             get(approvals::list).post(approvals::resolve),
         )
-        .route("/v1/events", get(approvals::events))
+        .route(
+            "/v1/questions",
+            get(approvals::questions).post(approvals::answer),
+        )
+        .route("/v1/events", get(events::events))
         .nest_service("/mcp", mcp)
         .with_state(state)
         .merge(admin.unwrap_or_default())

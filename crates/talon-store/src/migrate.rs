@@ -49,6 +49,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0005_sessions.sql"),
         postgres: include_str!("../migrations/postgres/0005_sessions.sql"),
     },
+    Migration {
+        version: 6,
+        name: "session_settings",
+        sqlite: include_str!("../migrations/sqlite/0006_session_settings.sql"),
+        postgres: include_str!("../migrations/postgres/0006_session_settings.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -250,4 +250,51 @@ impl Store {
         .await?;
         Ok(done.rows_affected())
     }
+
+    /// The settings stored for session `key` (name → JSON value); empty when none are.
+    pub async fn session_settings(
+        &self,
+        key: &str,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
+        let rows = sqlx::query("SELECT name, value FROM session_settings WHERE session_key = $1")
+            .bind(key)
+            .fetch_all(self.pool())
+            .await?;
+        let mut settings = serde_json::Map::new();
+        for row in &rows {
+            let name: String = row.try_get("name")?;
+            let value: String = row.try_get("value")?;
+            // A value that no longer parses is skipped rather than failing every turn.
+            if let Ok(value) = serde_json::from_str(&value) {
+                settings.insert(name, value);
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Stores setting `name` of session `key`, which must exist.
+    pub async fn set_session_setting(
+        &self,
+        key: &str,
+        name: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        if self.session(key).await?.is_none() {
+            return Err(StoreError::Invalid {
+                what: "session",
+                reason: format!("{key:?} is not a stored session"),
+            });
+        }
+        sqlx::query(
+            "INSERT INTO session_settings (session_key, name, value, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (session_key, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        )
+        .bind(key)
+        .bind(name)
+        .bind(value.to_string())
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
 }

@@ -13,6 +13,7 @@ suite!(
     listing_and_limits,
     concurrent_turns_do_not_lock_each_other_out,
     compaction_keeps_messages_and_moves_the_live_history,
+    settings_are_kept_per_session_and_replaced_one_by_one,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -230,4 +231,35 @@ async fn compaction_keeps_messages_and_moves_the_live_history(config: &StoreConf
         4,
         "nothing deleted"
     );
+}
+
+async fn settings_are_kept_per_session_and_replaced_one_by_one(config: &StoreConfig) {
+    use serde_json::json;
+    let store = open(config).await;
+    assert!(store.session_settings("s1").await.unwrap().is_empty());
+    let missing = store.set_session_setting("s1", "model", &json!("m")).await;
+    assert!(
+        missing.is_err_and(|e| e.to_string().contains("not a stored session")),
+        "a setting needs its session"
+    );
+    store.begin_turn("s1", "default").await.unwrap();
+    store.begin_turn("s2", "default").await.unwrap();
+    store
+        .set_session_setting("s1", "model", &json!("small"))
+        .await
+        .unwrap();
+    store
+        .set_session_setting("s1", "autoCompactEnabled", &json!(false))
+        .await
+        .unwrap();
+    store
+        .set_session_setting("s1", "model", &json!("large"))
+        .await
+        .unwrap();
+    let settings = store.session_settings("s1").await.unwrap();
+    assert_eq!(
+        serde_json::Value::Object(settings),
+        json!({"model": "large", "autoCompactEnabled": false})
+    );
+    assert!(store.session_settings("s2").await.unwrap().is_empty());
 }

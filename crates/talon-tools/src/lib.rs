@@ -24,6 +24,7 @@ pub mod memory;
 pub mod runtime;
 pub mod session_map;
 pub mod sessions;
+pub mod slot;
 pub mod web;
 
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct BuiltinConfig {
     pub web: web::WebConfig,
     /// Where the agent runtime installs what `sessions_send` runs turns with.
     pub session_sender: sessions::SenderSlot,
+    /// Where the agent runtime installs the small model that answers WebFetch's prompt.
+    pub page_answerer: claude_code::web_fetch::AnswererSlot,
 }
 
 /// Registers every built-in tool this build provides.
@@ -138,6 +141,9 @@ pub fn register_builtin_with(
         registry.register(sessions::session_status::SessionStatus {
             store: store.clone(),
         })?;
+        registry.register(claude_code::config::Config {
+            store: store.clone(),
+        })?;
         registry.register(sessions::sessions_send::SessionsSend {
             store: store.clone(),
             sender: config.session_sender.clone(),
@@ -152,6 +158,7 @@ pub fn register_builtin_with(
     })?;
     registry.register(claude_code::web_fetch::WebFetch {
         web: Arc::clone(&web),
+        answerer: config.page_answerer.clone(),
     })?;
     registry.register(web::web_search::WebSearch {
         web: Arc::clone(&web),

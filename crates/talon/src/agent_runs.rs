@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_core::questions::Questions;
 use talon_core::{CallContext, Callers, Pipeline, RunKind};
 use talon_store::Store;
 use tokio_util::sync::CancellationToken;
@@ -63,11 +64,43 @@ pub struct Runner {
     callers: Callers,
     store: Store,
     agents: Arc<Mutex<HashMap<String, Arc<BuiltAgent>>>>,
+    /// Where tools' questions wait when the turn's entry point cannot ask (HTTP).
+    questions: Option<Arc<Questions>>,
+    /// The turns running now, by session, so one can be cancelled from elsewhere.
+    running: Arc<Mutex<RunningTurns>>,
+}
+
+/// The turns running now: by session, a serial number (so a turn removes only its own entry)
+/// and its cancellation.
+#[derive(Default)]
+struct RunningTurns {
+    next: u64,
+    by_session: HashMap<String, (u64, CancellationToken)>,
+}
+
+/// A running turn's entry in [`Runner`]'s registry; dropping it removes the entry.
+struct RunningTurn {
+    running: Arc<Mutex<RunningTurns>>,
+    session: String,
+    serial: u64,
+}
+
+impl Drop for RunningTurn {
+    fn drop(&mut self) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if running
+            .by_session
+            .get(&self.session)
+            .is_some_and(|(serial, _)| *serial == self.serial)
+        {
+            running.by_session.remove(&self.session);
+        }
+    }
 }
 
 /// An agent's loop and the API key to scrub from what it shows.
-struct BuiltAgent {
-    agent: Agent,
+pub(crate) struct BuiltAgent {
+    pub(crate) agent: Agent,
     api_key: Option<String>,
 }
 
@@ -86,6 +119,41 @@ impl Runner {
             callers,
             store,
             agents: Arc::default(),
+            questions: None,
+            running: Arc::default(),
+        }
+    }
+
+    /// Tools' questions in turns whose entry point gives no client of its own wait in
+    /// `questions` (answered over `/v1/questions`).
+    pub fn with_questions(mut self, questions: Arc<Questions>) -> Self {
+        self.questions = Some(questions);
+        self
+    }
+
+    /// Cancels the turn running in `session`; `false` when none is.
+    pub fn cancel(&self, session: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.by_session.get(session) {
+            Some((_, cancel)) => {
+                cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn register(&self, session: &str, cancel: &CancellationToken) -> RunningTurn {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.next += 1;
+        let serial = running.next;
+        running
+            .by_session
+            .insert(session.to_string(), (serial, cancel.clone()));
+        RunningTurn {
+            running: Arc::clone(&self.running),
+            session: session.to_string(),
+            serial,
         }
     }
 
@@ -119,7 +187,7 @@ impl Runner {
     }
 
     /// The agent's loop over its model, built once per agent.
-    async fn agent(&self, key: &str) -> Result<Arc<BuiltAgent>, RunError> {
+    pub(crate) async fn agent(&self, key: &str) -> Result<Arc<BuiltAgent>, RunError> {
         if let Some(agent) = self
             .agents
             .lock()
@@ -158,22 +226,48 @@ impl Runner {
             .await?;
         let agent_key = ctx.agent_key.clone().unwrap_or_default();
         let built = self.agent(&agent_key).await?;
-        let (agent, api_key) = (&built.agent, &built.api_key);
-        if let Some(key) = api_key {
+        // The session's own settings (the Config tool's): a model of its own, a permission
+        // mode, compaction off. The entry point's explicit permission mode wins.
+        let settings = match &request.session {
+            Some(session) => self.store.session_settings(session).await.map_err(|e| {
+                RunError::Store(format!("cannot read the settings of {session}: {e}"))
+            })?,
+            None => Default::default(),
+        };
+        let own_model = settings
+            .get("model")
+            .and_then(|m| m.as_str())
+            .filter(|m| *m != built.agent.config().model)
+            .map(|model| {
+                let mut config = built.agent.config().clone();
+                config.model = model.to_string();
+                Agent::new(
+                    Arc::clone(&self.pipeline),
+                    Arc::clone(built.agent.provider()),
+                    config,
+                )
+            });
+        let agent = own_model.as_ref().unwrap_or(&built.agent);
+        if let Some(key) = &built.api_key {
             ctx.scrub_bag.add(key.clone());
         }
         ctx.provider = Some(agent.provider_name().to_string());
+        ctx.model = Some(agent.config().model.clone());
         ctx.cancel = request.cancel;
-        ctx.client = request.client;
-        if let Some(mode) = request.permission_mode {
+        let stored_mode = settings
+            .get(talon_tools::claude_code::config::PERMISSION_MODE)
+            .and_then(|m| serde_json::from_value(m.clone()).ok());
+        if let Some(mode) = request.permission_mode.or(stored_mode) {
             ctx.permission_mode = mode;
         }
+        let starting_mode = ctx.permission_mode;
+        let compact = settings.get("autoCompactEnabled") != Some(&serde_json::Value::Bool(false));
         let mut history = request.history;
         let mut start = None;
         let mut summary = None;
         if let Some(session) = &request.session {
             ctx.session_key = session.clone();
-            let (earlier, live) = self.live_history(agent, session, events).await?;
+            let (earlier, live) = self.live_history(agent, session, compact, events).await?;
             summary = earlier;
             history = live;
             start = Some(self.store.begin_turn(session, &agent_key).await.map_err(
@@ -185,6 +279,15 @@ impl Runner {
         } else {
             ctx.session_key = format!("{}:stateless", request.channel);
         }
+        let _running = request
+            .session
+            .as_deref()
+            .map(|session| self.register(session, &ctx.cancel));
+        ctx.client = request.client.or_else(|| {
+            self.questions
+                .as_ref()
+                .map(|q| q.client(&ctx.session_key, ctx.agent_key.as_deref()))
+        });
         let mut prompt = request.prompt;
         if start.is_some_and(|s| s.turn == 1)
             && let Some(context) = agent.session_start(&ctx).await
@@ -226,6 +329,21 @@ impl Runner {
             started.elapsed(),
         );
         if let (Some(session), Some(start)) = (&request.session, start) {
+            // A mode the turn moved to (an approved plan) is where the next turn starts.
+            if outcome.permission_mode != starting_mode {
+                let mode = serde_json::json!(outcome.permission_mode.as_str());
+                if let Err(e) = self
+                    .store
+                    .set_session_setting(
+                        session,
+                        talon_tools::claude_code::config::PERMISSION_MODE,
+                        &mode,
+                    )
+                    .await
+                {
+                    tracing::warn!(session, error = %e, "cannot keep the session's permission mode");
+                }
+            }
             let messages: Vec<String> = outcome
                 .messages
                 .iter()
@@ -277,6 +395,7 @@ impl Runner {
         &self,
         agent: &Agent,
         session: &str,
+        compact: bool,
         events: &(dyn Fn(RunEvent) + Send + Sync),
     ) -> Result<(Option<String>, Vec<Message>), RunError> {
         let record = self
@@ -298,7 +417,7 @@ impl Runner {
             live.push(parse_message(session, m)?);
         }
         let config = agent.config();
-        if let Some(window) = config.context_window {
+        if let Some(window) = config.context_window.filter(|_| compact) {
             let threshold = (window as f64 * config.compact_at) as u64;
             let keep = (window as f64 * config.compact_at / 2.0) as u64;
             if talon_agent::compact::estimate_tokens(&live) > threshold
@@ -337,49 +456,6 @@ impl Runner {
             .await
             .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
         stored.iter().map(|m| parse_message(session, m)).collect()
-    }
-}
-
-impl Runner {
-    /// Makes `sessions_send` run its turns with this runner.
-    pub fn serve_sessions_send(&self, slot: &talon_tools::sessions::SenderSlot) {
-        slot.set(Arc::new(self.clone()));
-    }
-}
-
-impl talon_tools::sessions::SessionSender for Runner {
-    fn send<'a>(
-        &'a self,
-        ctx: &'a CallContext,
-        session_key: &'a str,
-        text: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<String, String>> {
-        Box::pin(async move {
-            let ran = self
-                .run(
-                    TurnRequest {
-                        agent: ctx.agent_key.as_deref(),
-                        user: ctx.user.as_deref(),
-                        session: Some(session_key.to_string()),
-                        history: Vec::new(),
-                        prompt: text.to_string(),
-                        channel: "session",
-                        client: None,
-                        permission_mode: None,
-                        // Cancelling the sending call cancels the turn it started.
-                        cancel: ctx.cancel.child_token(),
-                    },
-                    &|_| {},
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            match ran.outcome.stop {
-                TurnStop::Failed(why) => Err(format!("the turn failed: {why}")),
-                TurnStop::PromptBlocked(why) => Err(format!("the message was refused: {why}")),
-                TurnStop::Cancelled => Err("the turn was cancelled".into()),
-                _ => Ok(ran.outcome.text),
-            }
-        })
     }
 }
 

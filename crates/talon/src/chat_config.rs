@@ -10,6 +10,7 @@
 //! [chat]
 //! provider = "local"                   # optional when only one provider is configured
 //! max_iterations = 20
+//! small_model = "qwen3:0.6b"           # answers WebFetch's prompt over a page (optional)
 //!
 //! [agents.reviewer]
 //! provider = "local"                   # per agent: provider, model, system prompt
@@ -67,6 +68,8 @@ pub struct ChatSection {
     pub provider: Option<String>,
     pub model: Option<String>,
     pub system: Option<String>,
+    /// A small model on the agents' provider for side questions (WebFetch's prompt).
+    pub small_model: Option<String>,
     pub max_iterations: u32,
     pub max_tokens: u32,
     pub token_budget: Option<u64>,
@@ -82,6 +85,7 @@ impl Default for ChatSection {
             provider: None,
             model: None,
             system: None,
+            small_model: None,
             max_iterations: d.max_iterations,
             max_tokens: d.max_tokens,
             token_budget: d.token_budget,
@@ -188,6 +192,9 @@ pub async fn agent_model(
             max_parallel: chat.max_parallel.max(1),
             context_window: section.context_window,
             compact_at: chat.compact_at.clamp(0.1, 0.95),
+            small_model: agent_config
+                .and_then(|a| a.small_model.clone())
+                .or_else(|| chat.small_model.clone()),
             ..LoopConfig::default()
         },
         api_key,

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `POST /v1/chat/completions` | OpenAI-compatible (streaming or not): `model` names the agent |
 //! | `POST /v1/sessions/{key}/messages` | one turn in a stored session: `{"text", "agent"?, "user"?}` |
+//! | `POST /v1/sessions/{key}/cancel` | cancels the turn running in the session |
 //! | `GET /v1/sessions[?agent=&limit=]` | stored sessions, most recent first |
 //! | `GET /v1/sessions/{key}` | one session and its messages |
 //!
@@ -12,6 +13,10 @@
 //! `X-Talon-Session` header): then the stored session is continued and only the last user
 //! message is taken. The agent's own system prompt applies; system messages from the client
 //! are refused rather than silently dropped.
+//!
+//! Every turn runs on a task of its own: a client that disconnects cancels its turn, which is
+//! then saved as cancelled rather than cut off half-way. Tools' questions to the user wait on
+//! `/v1/questions`, approvals on `/v1/approvals`.
 
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -36,6 +41,7 @@ pub fn routes(runner: Runner) -> Router {
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{key}", get(show_session))
         .route("/v1/sessions/{key}/messages", post(session_message))
+        .route("/v1/sessions/{key}/cancel", post(cancel_turn))
         .with_state(runner)
 }
 
@@ -52,6 +58,54 @@ fn run_error(e: RunError) -> Response {
         RunError::Invalid(m) => error(StatusCode::BAD_REQUEST, "invalid_request_error", m),
         RunError::Store(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", m),
     }
+}
+
+/// A turn's request with owned fields, to run on a task of its own.
+struct Turn {
+    agent: Option<String>,
+    user: Option<String>,
+    session: Option<String>,
+    history: Vec<Message>,
+    prompt: String,
+}
+
+/// Runs `turn` on its own task, so the turn ends properly (cancelled, and saved as such) when
+/// the client goes away: dropping the returned guard cancels it.
+fn spawn_turn(
+    runner: Runner,
+    turn: Turn,
+    events: impl Fn(RunEvent) + Send + Sync + 'static,
+) -> (
+    tokio::task::JoinHandle<Result<Ran, RunError>>,
+    tokio_util::sync::DropGuard,
+) {
+    let cancel = CancellationToken::new();
+    let guard = cancel.clone().drop_guard();
+    let task = tokio::spawn(async move {
+        runner
+            .run(
+                TurnRequest {
+                    agent: turn.agent.as_deref(),
+                    user: turn.user.as_deref(),
+                    session: turn.session,
+                    history: turn.history,
+                    prompt: turn.prompt,
+                    channel: "http",
+                    client: None,
+                    permission_mode: None,
+                    cancel,
+                },
+                &events,
+            )
+            .await
+    });
+    (task, guard)
+}
+
+/// Waits for a spawned turn (see [`spawn_turn`]).
+async fn finished(task: tokio::task::JoinHandle<Result<Ran, RunError>>) -> Result<Ran, RunError> {
+    task.await
+        .map_err(|e| RunError::Store(format!("the turn's task failed: {e}")))?
 }
 
 #[derive(Debug, Deserialize)]
@@ -181,24 +235,16 @@ async fn completions(
     });
     let id = format!("chatcmpl-talon-{}", uuid::Uuid::new_v4().simple());
     let model = body.model.clone();
-    let cancel = CancellationToken::new();
+    let turn = Turn {
+        agent,
+        user: body.user,
+        session,
+        history,
+        prompt,
+    };
     if !body.stream {
-        let ran = runner
-            .run(
-                TurnRequest {
-                    agent: agent.as_deref(),
-                    user: body.user.as_deref(),
-                    session,
-                    history,
-                    prompt,
-                    channel: "http",
-                    client: None,
-                    permission_mode: None,
-                    cancel: cancel.clone(),
-                },
-                &|_| {},
-            )
-            .await;
+        let (task, _guard) = spawn_turn(runner, turn, |_| {});
+        let ran = finished(task).await;
         let ran = match ran {
             Ok(ran) => ran,
             Err(e) => return run_error(e),
@@ -230,33 +276,18 @@ async fn completions(
     };
     let first = chunk(json!({"role": "assistant", "content": ""}), None);
     let _ = tx.send(Event::default().data(first.to_string()));
-    let guard = cancel.clone().drop_guard();
-    tokio::spawn(async move {
-        let events = {
-            let (tx, chunk) = (tx.clone(), chunk.clone());
-            move |event: RunEvent| {
-                if let RunEvent::Text { text } = event {
-                    let c = chunk(json!({"content": text}), None);
-                    let _ = tx.send(Event::default().data(c.to_string()));
-                }
+    let events = {
+        let (tx, chunk) = (tx.clone(), chunk.clone());
+        move |event: RunEvent| {
+            if let RunEvent::Text { text } = event {
+                let c = chunk(json!({"content": text}), None);
+                let _ = tx.send(Event::default().data(c.to_string()));
             }
-        };
-        let ran = runner
-            .run(
-                TurnRequest {
-                    agent: agent.as_deref(),
-                    user: body.user.as_deref(),
-                    session,
-                    history,
-                    prompt,
-                    channel: "http",
-                    client: None,
-                    permission_mode: None,
-                    cancel,
-                },
-                &events,
-            )
-            .await;
+        }
+    };
+    let (task, guard) = spawn_turn(runner, turn, events);
+    tokio::spawn(async move {
+        let ran = finished(task).await;
         match ran {
             Ok(ran) => {
                 if let TurnStop::Failed(why) | TurnStop::PromptBlocked(why) = &ran.outcome.stop {
@@ -313,22 +344,15 @@ async fn session_message(
             "text is empty",
         );
     }
-    let ran = runner
-        .run(
-            TurnRequest {
-                agent: body.agent.as_deref(),
-                user: body.user.as_deref(),
-                session: Some(key),
-                history: Vec::new(),
-                prompt: body.text,
-                channel: "http",
-                client: None,
-                permission_mode: None,
-                cancel: CancellationToken::new(),
-            },
-            &|_| {},
-        )
-        .await;
+    let turn = Turn {
+        agent: body.agent,
+        user: body.user,
+        session: Some(key),
+        history: Vec::new(),
+        prompt: body.text,
+    };
+    let (task, _guard) = spawn_turn(runner, turn, |_| {});
+    let ran = finished(task).await;
     match ran {
         Ok(ran) => Json(json!({
             "agent": ran.agent,
@@ -342,6 +366,18 @@ async fn session_message(
         }))
         .into_response(),
         Err(e) => run_error(e),
+    }
+}
+
+async fn cancel_turn(State(runner): State<Runner>, Path(key): Path<String>) -> Response {
+    if runner.cancel(&key) {
+        Json(json!({"ok": true, "session": key})).into_response()
+    } else {
+        error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no turn is running in session {key:?}"),
+        )
     }
 }
 

@@ -276,6 +276,9 @@ pub struct AgentConfig {
     pub model: Option<String>,
     /// The system prompt (default: `[chat] system`).
     pub system: Option<String>,
+    /// A small model on the same provider for side questions such as WebFetch's prompt
+    /// (default: `[chat] small_model`; none: the page goes to the agent's own model).
+    pub small_model: Option<String>,
 }
 
 /// `[agents]`: `default = "KEY"` (the agent calls run as when they name none; created in the

@@ -1,6 +1,7 @@
 //! `talon`: the CLI that wires Talon's crates together.
 
 mod agent_runs;
+mod agent_services;
 mod audit;
 mod chat_config;
 mod chat_http;

@@ -35,6 +35,8 @@ pub struct Runtime {
     pub bridge: Option<Arc<talon_bridge::Bridge>>,
     /// Where an entry point that runs agents installs what `sessions_send` runs turns with.
     pub session_sender: talon_tools::sessions::SenderSlot,
+    /// Where such an entry point installs the small model answering WebFetch's prompt.
+    pub page_answerer: talon_tools::claude_code::web_fetch::AnswererSlot,
 }
 
 impl Runtime {
@@ -161,6 +163,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         ..config.builtin(&data_dir)
     };
     let session_sender = builtin.session_sender.clone();
+    let page_answerer = builtin.page_answerer.clone();
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
     talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
@@ -172,6 +175,9 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         .then(crate::prompt::TtyPrompter::detect)
         .flatten();
     let can_ask = prompter.is_some() || overrides.serves_approvals;
+    if !can_ask {
+        approvals = approvals.unattended();
+    }
     if let Some(prompter) = prompter {
         approvals = approvals.with_prompter(Arc::new(prompter) as Arc<dyn Prompter>);
     }
@@ -266,6 +272,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         shell,
         bridge,
         session_sender,
+        page_answerer,
     })
 }
 

@@ -351,31 +351,11 @@ fn an_independent_provider_drives_the_conversation() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("a.txt"), "alpha\n").unwrap();
         std::fs::write(home.path().join("b.txt"), "beta\n").unwrap();
-        let port_file = home.path().join("port");
-        let log = home.path().join("requests.jsonl");
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/support/independent_provider.py"
-        );
-        let mut server = std::process::Command::new("python3")
-            .arg(script)
-            .arg(&port_file)
-            .arg(&log)
-            .spawn()
-            .unwrap();
-        let mut port = String::new();
-        for _ in 0..200 {
-            if let Ok(p) = std::fs::read_to_string(&port_file) {
-                port = p;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        assert!(!port.is_empty(), "the independent provider did not start");
+        let server = support::chat::independent_provider(home.path(), None);
         let base = if kind == "openai" {
-            format!("http://127.0.0.1:{port}/v1")
+            format!("{}/v1", server.url)
         } else {
-            format!("http://127.0.0.1:{port}")
+            server.url.clone()
         };
         std::fs::write(
             home.path().join("talon.toml"),
@@ -393,8 +373,6 @@ fn an_independent_provider_drives_the_conversation() {
                 "read a.txt and b.txt, then write out.txt",
             ],
         );
-        let _ = server.kill();
-        let _ = server.wait();
         assert_eq!(code, 0, "{kind}: {stderr}");
         let events: Vec<Value> = stdout
             .lines()
@@ -420,11 +398,7 @@ fn an_independent_provider_drives_the_conversation() {
             std::fs::read_to_string(home.path().join("out.txt")).unwrap(),
             "written by the model\n"
         );
-        let requests: Vec<Value> = std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let requests = server.requests();
         assert_eq!(requests.len(), 3, "{kind}");
         let second = requests[1].to_string();
         assert!(

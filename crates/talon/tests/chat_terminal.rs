@@ -1,5 +1,6 @@
 //! `talon chat` at a terminal (util-linux `script` gives it a pseudo-terminal): questions and
-//! approvals answered by the person, and plan mode left by approving a plan.
+//! approvals answered by the person, plan mode left by approving a plan, and the whole
+//! done-when story in one interactive session (Ctrl-C cancelling a turn).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -7,7 +8,7 @@ mod support;
 use std::process::Stdio;
 
 use serde_json::{Value, json};
-use support::chat::{mock_provider, requests};
+use support::chat::{mock_provider, requests, story_home};
 
 /// The done-when conversation at a terminal (util-linux `script` gives `talon chat` a
 /// pseudo-terminal): the model asks a question, the person picks an option by number; the
@@ -124,16 +125,7 @@ fn an_approved_plan_leaves_plan_mode() {
 /// succeeded.
 fn at_a_terminal(home: &std::path::Path, args: &str, typed: &[u8]) -> (String, bool) {
     use std::io::Write;
-    let line = format!("{} {args}", support::talon().display());
-    let mut child = std::process::Command::new("script")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("TALON_DATA_DIR", home.join("data"))
-        .current_dir(home)
-        .args(["-qec", &line, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = under_a_terminal(home, args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -146,4 +138,168 @@ fn at_a_terminal(home: &std::path::Path, args: &str, typed: &[u8]) -> (String, b
         String::from_utf8_lossy(&out.stdout).into_owned(),
         out.status.success(),
     )
+}
+
+/// `talon <args>` in `home` under a pseudo-terminal (util-linux `script`), stdin and stdout
+/// piped.
+fn under_a_terminal(home: &std::path::Path, args: &str) -> std::process::Command {
+    let line = format!("{} {args}", support::talon().display());
+    let mut cmd = std::process::Command::new("script");
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TALON_DATA_DIR", home.join("data"))
+        .current_dir(home)
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    cmd
+}
+
+/// An interactive `talon chat` under a pseudo-terminal, driven by what it shows.
+struct Terminal {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    screen: std::sync::Arc<std::sync::Mutex<String>>,
+    /// How much of the screen earlier waits consumed.
+    seen: usize,
+}
+
+impl Terminal {
+    fn start(home: &std::path::Path, args: &str) -> Self {
+        use std::io::Read;
+        let mut child = under_a_terminal(home, args)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let mut output = child.stdout.take().unwrap();
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let writer = std::sync::Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                writer
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self {
+            child,
+            input,
+            screen,
+            seen: 0,
+        }
+    }
+
+    /// Waits (up to 30 s) until the screen shows `text` after what earlier waits consumed.
+    fn wait_for(&mut self, text: &str) {
+        for _ in 0..1500 {
+            let screen = self.screen.lock().unwrap();
+            if let Some(at) = screen[self.seen..].find(text) {
+                self.seen += at + text.len();
+                return;
+            }
+            drop(screen);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!(
+            "the terminal never showed {text:?}:\n{}",
+            self.screen.lock().unwrap()
+        );
+    }
+
+    fn type_in(&mut self, keys: &[u8]) {
+        use std::io::Write;
+        self.input.write_all(keys).unwrap();
+        self.input.flush().unwrap();
+    }
+
+    fn screen(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The done-when story in one interactive session at a terminal, against both formats from
+/// Talon's mock and from the independent model server: two reads at once, a write the person
+/// approves, a question the person answers, a command a hook blocks, a slow turn the person
+/// cancels with Ctrl-C, and a loop the detector stops; the session goes on after each.
+#[test]
+fn the_whole_story_at_a_terminal() {
+    for independent in [false, true] {
+        for kind in ["openai", "anthropic"] {
+            let (home, server, label) = story_home(kind, independent);
+            let mut t = Terminal::start(home.path(), "chat --session story");
+            t.wait_for("> ");
+            t.type_in(b"read a and b\n");
+            t.wait_for("Both read.");
+            t.wait_for("> ");
+            t.type_in(b"write it\n");
+            t.wait_for("Allow?");
+            t.type_in(b"y\n");
+            t.wait_for("Written.");
+            t.wait_for("> ");
+            t.type_in(b"ask me\n");
+            t.wait_for("2. Blue");
+            t.type_in(b"2\n");
+            t.wait_for("Blue it is.");
+            t.wait_for("> ");
+            t.type_in(b"run it\n");
+            t.wait_for("The hook stopped it.");
+            t.wait_for("> ");
+            t.type_in(b"take your time\n");
+            // Ctrl-C once the model has been asked.
+            for _ in 0..500 {
+                if server.requests().len() >= 9 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            t.type_in(b"\x03");
+            t.wait_for("talon: cancelled");
+            t.wait_for("> ");
+            t.type_in(b"loop\n");
+            t.wait_for("! Loop warning");
+            t.wait_for("talon: stopped: Loop detected");
+            t.wait_for("> ");
+            t.type_in(b"/exit\n");
+            let screen = t.screen();
+            assert_eq!(
+                std::fs::read_to_string(home.path().join("out.txt")).unwrap(),
+                "approved write\n",
+                "{label}"
+            );
+            let sent: Vec<String> = server.requests().iter().map(Value::to_string).collect();
+            assert!(
+                sent[1].contains("alpha") && sent[1].contains("beta"),
+                "{label}: both reads went back: {}",
+                sent[1]
+            );
+            assert!(
+                sent[5].contains("\\\"Which colour?\\\"=\\\"Blue\\\""),
+                "{label}: {}",
+                sent[5]
+            );
+            assert!(
+                sent[7].contains("no commands in this demo"),
+                "{label}: {}",
+                sent[7]
+            );
+            assert!(
+                !screen.contains("too late"),
+                "{label}: the cancelled answer never showed"
+            );
+        }
+    }
 }

@@ -1,4 +1,4 @@
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -110,6 +110,26 @@ async fn no_answer_in_time_is_a_denial() {
         broker.pending().is_empty(),
         "the request is gone after its timeout"
     );
+}
+
+#[tokio::test]
+async fn with_nobody_to_ask_a_request_is_refused_at_once() {
+    let events = EventBus::default();
+    let mut rx = events.subscribe();
+    let broker = Approvals::new(events).unattended();
+    let (spec, ctx, input) = (spec(), ctx(), json!({"command": "x"}));
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+    };
+    match broker.approve(&request, "high risk").await {
+        Approval::Deny(message) => {
+            assert!(message.contains("nobody can approve it here"), "{message}");
+        }
+        Approval::Allow => panic!("nobody allowed it"),
+    }
+    assert!(rx.try_recv().is_err(), "nothing was announced as pending");
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 pub mod ask_user_question;
 pub mod bash;
+pub mod config;
 pub mod edit;
 pub mod exit_plan_mode;
 pub mod glob;

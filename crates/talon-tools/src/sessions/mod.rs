@@ -10,8 +10,6 @@ pub mod sessions_history;
 pub mod sessions_list;
 pub mod sessions_send;
 
-use std::sync::{Arc, OnceLock};
-
 use futures::future::BoxFuture;
 use serde_json::Value;
 use talon_core::CallContext;
@@ -29,30 +27,8 @@ pub trait SessionSender: Send + Sync {
     ) -> BoxFuture<'a, Result<String, String>>;
 }
 
-/// Where the runtime puts its [`SessionSender`] once it is built (the tools are registered
-/// before it exists). Cheap to clone; every clone sees the same sender.
-#[derive(Clone, Default)]
-pub struct SenderSlot(Arc<OnceLock<Arc<dyn SessionSender>>>);
-
-impl SenderSlot {
-    /// Installs the sender; `false` if one was installed already.
-    pub fn set(&self, sender: Arc<dyn SessionSender>) -> bool {
-        self.0.set(sender).is_ok()
-    }
-
-    /// The sender, once installed.
-    pub fn get(&self) -> Option<&Arc<dyn SessionSender>> {
-        self.0.get()
-    }
-}
-
-impl std::fmt::Debug for SenderSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SenderSlot")
-            .field("installed", &self.0.get().is_some())
-            .finish()
-    }
-}
+/// Where the runtime puts its [`SessionSender`] once it is built.
+pub type SenderSlot = crate::slot::Slot<dyn SessionSender>;
 
 /// The agent whose sessions a call may see.
 fn agent(ctx: &CallContext) -> String {

@@ -75,7 +75,7 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
         rt.callers.clone(),
         rt.store.clone(),
     );
-    runner.serve_sessions_send(&rt.session_sender);
+    runner.serve_tools(&rt);
     let code = match Chat::open(runner, &args).await {
         Ok(chat) => match &args.prompt {
             Some(prompt) => chat.once(prompt, args.output_format).await,

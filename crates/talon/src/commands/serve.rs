@@ -77,19 +77,25 @@ pub async fn run(
         tracing::info!("shutting down");
         signal.cancel();
     });
+    // Tools' questions to the user in turns run over HTTP wait for `POST /v1/questions`.
+    let questions = Arc::new(talon_core::questions::Questions::new(
+        rt.pipeline.events().clone(),
+    ));
     let runner = crate::agent_runs::Runner::new(
         config,
         Arc::clone(&rt.pipeline),
         rt.template.clone(),
         rt.callers.clone(),
         rt.store.clone(),
-    );
-    runner.serve_sessions_send(&rt.session_sender);
+    )
+    .with_questions(Arc::clone(&questions));
+    runner.serve_tools(&rt);
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),
         template: rt.template.clone(),
         callers: rt.callers.clone(),
         approvals: Arc::clone(&rt.approvals),
+        questions,
         admin: Some(
             crate::mcp_admin_http::routes(rt.store.clone(), rt.bridge.clone(), config_names)
                 .merge(crate::chat_http::routes(runner)),

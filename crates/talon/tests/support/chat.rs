@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A running `talon mock-provider`, killed when dropped.
 pub struct Mock {
@@ -117,4 +117,165 @@ pub fn listen(url: String, until: &'static str) -> std::thread::JoinHandle<Strin
 
 pub fn post(url: &str, body: &Value, headers: &[(&str, &str)]) -> String {
     http(url, Some(body), headers)
+}
+
+/// A running `support/independent_provider.py` (a model server sharing no code with Talon),
+/// killed when dropped.
+pub struct Independent {
+    child: Child,
+    /// Its root URL (`{url}/v1` for the OpenAI API).
+    pub url: String,
+    /// Where it logs every request body, a JSON line each.
+    pub log: std::path::PathBuf,
+}
+
+impl Drop for Independent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Independent {
+    /// Every request body received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// Starts the independent model server in `home`: answering by the conversation's state, or
+/// by `script` (Talon's mock script shape) when given.
+pub fn independent_provider(home: &Path, script: Option<&Value>) -> Independent {
+    let port_file = home.join("independent.port");
+    let log = home.join("independent.jsonl");
+    let program = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/support/independent_provider.py"
+    );
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(program).arg(&port_file).arg(&log);
+    if let Some(script) = script {
+        let path = home.join("independent-script.json");
+        std::fs::write(&path, script.to_string()).unwrap();
+        cmd.arg(path);
+    }
+    let child = cmd.spawn().unwrap();
+    let mut server = Independent {
+        child,
+        url: String::new(),
+        log,
+    };
+    for _ in 0..400 {
+        if let Ok(port) = std::fs::read_to_string(&port_file) {
+            server.url = format!("http://127.0.0.1:{port}");
+            return server;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("the independent provider did not start");
+}
+
+/// The model server of a test: Talon's mock or the independent one.
+pub enum ModelServer {
+    Mock(Mock),
+    Independent(Independent),
+}
+
+impl ModelServer {
+    /// Starts one driven by `script`: the independent server when `independent`.
+    pub fn start(home: &Path, script: &Value, independent: bool) -> Self {
+        if independent {
+            Self::Independent(independent_provider(home, Some(script)))
+        } else {
+            Self::Mock(mock_provider(home, script))
+        }
+    }
+
+    /// Its root URL.
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Mock(m) => &m.url,
+            Self::Independent(i) => &i.url,
+        }
+    }
+
+    /// The `base_url` for a provider of `kind` (`openai` or `anthropic`).
+    pub fn base_url(&self, kind: &str) -> String {
+        if kind == "openai" {
+            format!("{}/v1", self.url())
+        } else {
+            self.url().to_string()
+        }
+    }
+
+    /// Every request received, in order. Blocking: from async code, call it in
+    /// `tokio::task::block_in_place`.
+    pub fn requests(&self) -> Vec<Value> {
+        match self {
+            Self::Mock(m) => requests(m),
+            Self::Independent(i) => i.requests(),
+        }
+    }
+}
+
+/// The done-when conversation, one model answer per request (the last repeated: the loop):
+/// two reads in one batch, a write needing approval, a question, a command a hook blocks, a
+/// slow answer to cancel, and the same call until the loop detector stops it. The CLI and
+/// HTTP tests both drive it.
+pub fn story_script() -> Value {
+    let question = json!({"questions": [{"question": "Which colour?", "header": "Colour",
+        "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+        "multiSelect": false}]});
+    json!({"repeat_last": true, "turns": [
+        // 1: two reads in one batch.
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}},
+                        {"name": "read_file", "arguments": {"path": "b.txt"}}]},
+        {"text": "Both read."},
+        // 2: a write, which needs approval.
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "approved write\n"}}]},
+        {"text": "Written."},
+        // 3: a question to the user.
+        {"tool_calls": [{"name": "AskUserQuestion", "arguments": question}]},
+        {"text": "Blue it is."},
+        // 4: a command a hook blocks.
+        {"tool_calls": [{"name": "exec", "arguments": {"command": "echo forbidden"}}]},
+        {"text": "The hook stopped it."},
+        // 5: a slow answer, cancelled.
+        {"text": "too late", "delay_ms": 30000},
+        // 6: the same call forever, until the loop detector stops the turn.
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}
+    ]})
+}
+
+/// `talon.toml` for [`story_script`]: approvals asked (default mode), a hook refusing `exec`,
+/// and the model server as provider `mock` of `kind` at `base_url`.
+pub fn story_config(kind: &str, base_url: &str) -> String {
+    format!(
+        "[tools]\npermission_mode = \"default\"\n\
+         [[hooks.pre_tool_use]]\nmatcher = \"exec\"\ncommand = \"echo 'no commands in this demo' >&2; exit 2\"\n\
+         [providers.mock]\nkind = \"{kind}\"\nbase_url = \"{base_url}\"\nmodel = \"mock-1\"\n"
+    )
+}
+
+/// A directory set up for the story: `a.txt`, `b.txt`, the model server (the independent one
+/// when `independent`) and `talon.toml` for `kind`; with a label for assertion messages.
+pub fn story_home(kind: &str, independent: bool) -> (tempfile::TempDir, ModelServer, String) {
+    let label = format!(
+        "{kind}/{}",
+        if independent { "independent" } else { "talon" }
+    );
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(home.path().join("b.txt"), "beta\n").unwrap();
+    let server = ModelServer::start(home.path(), &story_script(), independent);
+    std::fs::write(
+        home.path().join("talon.toml"),
+        story_config(kind, &server.base_url(kind)),
+    )
+    .unwrap();
+    (home, server, label)
 }

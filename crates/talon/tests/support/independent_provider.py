@@ -9,11 +9,17 @@ It answers by the conversation's state, so any number of clients can use it:
   two rounds           -> the final text, quoting what the files said
 Every request body is appended to REQUEST_LOG (a JSON line each).
 
-Usage: independent_provider.py PORT_FILE REQUEST_LOG   (writes the port it listens on)
+With a SCRIPT file it answers requests in order instead, one step each (the last repeated once
+they run out): {"turns": [{"text": "..."}, {"tool_calls": [{"name": N, "arguments": {...}}]},
+{"text": "...", "delay_ms": 30000}]} — the same shape as Talon's mock, read by code of its own.
+
+Usage: independent_provider.py PORT_FILE REQUEST_LOG [SCRIPT]   (writes the port it listens on)
 """
 
 import json
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -76,7 +82,10 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
         with open(self.server.request_log, "a") as f:
             f.write(json.dumps(body) + "\n")
-        step = plan(body.get("messages", []))
+        if self.server.script is not None:
+            step = self.server.next_step()
+        else:
+            step = plan(body.get("messages", []))
         if self.path.endswith("/chat/completions"):
             self.send_events(openai_events(step))
         elif self.path.endswith("/messages"):
@@ -99,6 +108,7 @@ def openai_events(step):
         events.append(chunk({}, "stop"))
     else:
         for i, (name, args) in enumerate(step["calls"]):
+            i = step.get("id_prefix", "") + str(i)
             # Ollama's form: every call at index 0, each with its own id; arguments in pieces.
             text = json.dumps(args)
             events.append(chunk({"tool_calls": [{"index": 0, "id": f"ind_{i}", "type": "function",
@@ -125,8 +135,9 @@ def anthropic_events(step):
     else:
         for i, (name, args) in enumerate(step["calls"]):
             text = json.dumps(args)
+            call_id = "ind_" + step.get("id_prefix", "") + str(i)
             events.append(ev("content_block_start", {"index": i, "content_block": {
-                "type": "tool_use", "id": f"ind_{i}", "name": name, "input": {}}}))
+                "type": "tool_use", "id": call_id, "name": name, "input": {}}}))
             for piece in (text[:4], text[4:]):
                 events.append(ev("content_block_delta", {"index": i, "delta": {
                     "type": "input_json_delta", "partial_json": piece}}))
@@ -137,10 +148,33 @@ def anthropic_events(step):
     return events
 
 
+class Server(ThreadingHTTPServer):
+    script = None
+    used = 0
+    lock = threading.Lock()
+
+    def next_step(self):
+        """The next scripted turn as a step (text or calls), after its delay."""
+        with self.lock:
+            turns = self.script["turns"]
+            turn = turns[min(self.used, len(turns) - 1)]
+            n = self.used
+            self.used += 1
+        time.sleep(turn.get("delay_ms", 0) / 1000)
+        if turn.get("tool_calls"):
+            calls = [(c["name"], c.get("arguments", {})) for c in turn["tool_calls"]]
+            # Ids unique across the conversation: "<request>_<call>".
+            return {"calls": calls, "id_prefix": f"{n}_"}
+        return {"text": turn.get("text", "")}
+
+
 def main():
     port_file, request_log = sys.argv[1], sys.argv[2]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.request_log = request_log
+    if len(sys.argv) > 3:
+        with open(sys.argv[3]) as f:
+            server.script = json.load(f)
     with open(port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     import os

@@ -1,0 +1,194 @@
+//! `Config`: Claude Code's tool for reading and changing settings, here the settings of the
+//! agent session the call runs in, kept in the store:
+//!
+//! | Setting | Value | Takes effect |
+//! |---|---|---|
+//! | `model` | the model's name | from the session's next turn |
+//! | `permissions.defaultMode` | `plan`, `dontAsk`, `default`, `acceptEdits` | at once, and in later turns |
+//! | `autoCompactEnabled` | `true` / `false` | from the next turn |
+//!
+//! The model may only make its permission mode stricter (`acceptEdits` → `default` → `dontAsk`
+//! → `plan`): loosening it is the user's decision (`ExitPlanMode` asks them; the entry point's
+//! `--permission-mode` sets it). Without a stored session (a stateless HTTP request, an MCP
+//! client) there is nothing to keep settings in, and the tool says so.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use talon_core::permission::PermissionMode;
+use talon_core::{Authorized, CallContext, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_store::Store;
+
+/// The tool's name; the agent loop applies a successful permission-mode change at once.
+pub const NAME: &str = "Config";
+
+/// The setting holding the permission mode.
+pub const PERMISSION_MODE: &str = "permissions.defaultMode";
+
+/// Every setting the tool knows.
+const SETTINGS: [&str; 3] = ["model", PERMISSION_MODE, "autoCompactEnabled"];
+
+/// Input of [`Config`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigInput {
+    /// The setting: `model`, `permissions.defaultMode` or `autoCompactEnabled`.
+    pub setting: String,
+    /// The new value; leave it out to read the setting.
+    #[serde(default)]
+    pub value: Option<Value>,
+}
+
+/// The `Config` tool.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub store: Store,
+}
+
+/// The stricter-or-equal mode named by `value` for a call now in `current`, or why not.
+pub fn stricter_mode(current: PermissionMode, value: &Value) -> Result<PermissionMode, String> {
+    let mode: PermissionMode = serde_json::from_value(value.clone()).map_err(|_| {
+        format!("{value} is not a permission mode; use plan, dontAsk, default or acceptEdits")
+    })?;
+    if mode.latitude() > current.latitude() {
+        return Err(format!(
+            "the permission mode can only be made stricter here ({} is more permissive than the \
+             current {}); ask the user to change it",
+            mode.as_str(),
+            current.as_str()
+        ));
+    }
+    Ok(mode)
+}
+
+/// The checked value of `setting`, or why it is wrong.
+fn checked(ctx: &CallContext, setting: &str, value: &Value) -> Result<Value, String> {
+    match setting {
+        "model" => match value.as_str().map(str::trim) {
+            Some(name)
+                if !name.is_empty()
+                    && name.len() <= 200
+                    && !name.chars().any(|c| c.is_control() || c.is_whitespace()) =>
+            {
+                Ok(json!(name))
+            }
+            _ => Err(format!("{value} is not a model name")),
+        },
+        PERMISSION_MODE => stricter_mode(ctx.permission_mode, value).map(|m| json!(m.as_str())),
+        "autoCompactEnabled" => match value {
+            Value::Bool(b) => Ok(json!(b)),
+            Value::String(s) if s == "true" || s == "false" => Ok(json!(s == "true")),
+            _ => Err(format!("{value} is not true or false")),
+        },
+        _ => Err(unknown(setting)),
+    }
+}
+
+fn unknown(setting: &str) -> String {
+    format!(
+        "unknown setting {setting:?}; the settings are {}",
+        SETTINGS.join(", ")
+    )
+}
+
+/// The setting's value now: stored, else what the turn runs with.
+fn current(ctx: &CallContext, stored: &serde_json::Map<String, Value>, setting: &str) -> Value {
+    match setting {
+        PERMISSION_MODE => json!(ctx.permission_mode.as_str()),
+        "model" => stored
+            .get("model")
+            .cloned()
+            .unwrap_or_else(|| ctx.model.clone().map_or(Value::Null, Value::String)),
+        _ => stored.get(setting).cloned().unwrap_or(json!(true)),
+    }
+}
+
+impl Tool for Config {
+    type Input = ConfigInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            NAME,
+            "Get or set a setting of this session. Settings: model (the model later turns use), \
+             permissions.defaultMode (plan, dontAsk, default, acceptEdits; you may only make it \
+             stricter), autoCompactEnabled (true/false: summarise old turns when the context \
+             fills). Leave out value to read a setting.",
+            SideEffect::ReadOnly,
+        )
+    }
+
+    async fn execute(&self, call: Authorized<ConfigInput>) -> ToolOutput {
+        let (ctx, input) = (call.ctx(), call.input());
+        let setting = input.setting.trim();
+        if !SETTINGS.contains(&setting) {
+            return ToolOutput::error(unknown(setting));
+        }
+        let stored = match self.store.session(&ctx.session_key).await {
+            Ok(Some(_)) => match self.store.session_settings(&ctx.session_key).await {
+                Ok(stored) => stored,
+                Err(e) => return ToolOutput::error(format!("settings are unavailable: {e}")),
+            },
+            Ok(None) => {
+                return ToolOutput::error(
+                    "This conversation is not a stored session, so it has no settings to read or \
+                     change. Continue without them.",
+                );
+            }
+            Err(e) => return ToolOutput::error(format!("settings are unavailable: {e}")),
+        };
+        let Some(value) = &input.value else {
+            return ToolOutput::text(format!("{setting} = {}", current(ctx, &stored, setting)));
+        };
+        let value = match checked(ctx, setting, value) {
+            Ok(value) => value,
+            Err(e) => return ToolOutput::error(e),
+        };
+        if let Err(e) = self
+            .store
+            .set_session_setting(&ctx.session_key, setting, &value)
+            .await
+        {
+            return ToolOutput::error(format!("the setting could not be saved: {e}"));
+        }
+        let when = if setting == PERMISSION_MODE {
+            "now"
+        } else {
+            "from the next turn"
+        };
+        ToolOutput::text(format!("Set {setting} to {value}; it applies {when}."))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_only_gets_stricter() {
+        let from_edits = |v: &str| stricter_mode(PermissionMode::AcceptEdits, &json!(v));
+        assert_eq!(from_edits("plan"), Ok(PermissionMode::Plan));
+        assert_eq!(from_edits("default"), Ok(PermissionMode::Default));
+        assert!(from_edits("bypassPermissions").is_err_and(|e| e.contains("stricter")));
+        assert!(from_edits("yolo").is_err_and(|e| e.contains("not a permission mode")));
+        assert!(
+            stricter_mode(PermissionMode::Plan, &json!("default"))
+                .is_err_and(|e| e.contains("ask the user"))
+        );
+    }
+
+    #[test]
+    fn values_are_checked_per_setting() {
+        let ctx = CallContext::new("s");
+        assert_eq!(
+            checked(&ctx, "model", &json!(" small-1 ")),
+            Ok(json!("small-1"))
+        );
+        assert!(checked(&ctx, "model", &json!("two words")).is_err());
+        assert_eq!(
+            checked(&ctx, "autoCompactEnabled", &json!("false")),
+            Ok(json!(false))
+        );
+        assert!(checked(&ctx, "autoCompactEnabled", &json!(3)).is_err());
+        assert!(checked(&ctx, "theme", &json!("dark")).is_err_and(|e| e.contains("model")));
+    }
+}
