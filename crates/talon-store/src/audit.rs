@@ -2,7 +2,7 @@
 
 use sqlx::Row;
 
-use crate::{Store, StoreError, now_ms};
+use crate::{Engine, Store, StoreError, now_ms};
 
 /// One audited call (the store's side of `talon_core::events::AuditRecord`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,8 +22,11 @@ const ROWS_PER_INSERT: usize = 64;
 /// Columns bound per row.
 const COLUMNS: usize = 9;
 
-/// `INSERT … VALUES ($1, …, $9), ($10, …)` for `rows` rows.
-fn insert_sql(rows: usize) -> String {
+/// `INSERT … VALUES (…), (…)` for `rows` rows. PostgreSQL gets numbered `$N` placeholders. SQLite
+/// gets anonymous `?` ones, bound in order: sqlx looks up each numbered parameter's name, and SQLite
+/// finds a name by scanning every name in the statement, so numbered placeholders made binding a
+/// full batch (576 parameters) quadratic; anonymous ones have no names to scan.
+fn insert_sql(rows: usize, engine: Engine) -> String {
     let mut sql = String::from(
         "INSERT INTO audit_log (tool, session_key, agent_key, user_id, args_digest, is_error, duration_us, stage, created_at) VALUES ",
     );
@@ -36,7 +39,10 @@ fn insert_sql(rows: usize) -> String {
             if col > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", row * COLUMNS + col + 1));
+            match engine {
+                Engine::Sqlite => sql.push('?'),
+                Engine::Postgres => sql.push_str(&format!("${}", row * COLUMNS + col + 1)),
+            }
         }
         sql.push(')');
     }
@@ -55,7 +61,8 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         for chunk in entries.chunks(ROWS_PER_INSERT) {
             // Only placeholders are generated; every value is bound.
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(chunk.len())));
+            let mut query =
+                sqlx::query(sqlx::AssertSqlSafe(insert_sql(chunk.len(), self.engine())));
             for e in chunk {
                 query = query
                     .bind(&e.tool)
