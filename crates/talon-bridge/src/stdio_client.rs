@@ -208,21 +208,8 @@ impl StdioClient {
     /// Sends request `method` and waits for its answer (no timeout: the caller has one).
     pub async fn request(&self, method: &str, params: Value, cancel_on_drop: bool) -> Answer {
         let (id, receiver) = self.register();
-        let mut waiting = Waiting {
-            client: self,
-            id,
-            cancel_on_drop,
-            answered: false,
-        };
-        self.writer
-            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        let answer = tokio::select! {
-            answer = receiver => answer.unwrap_or(Err(RequestError::Closed)),
-            () = self.closed.cancelled() => Err(RequestError::Closed),
-        };
-        waiting.answered = true;
-        answer
+        self.exchange(id, receiver, method, params, cancel_on_drop)
+            .await
     }
 
     /// `tools/call` with a progress token; progress reports and elicitations of the call reach
@@ -237,18 +224,32 @@ impl StdioClient {
         let (id, receiver) = self.register();
         let token = ProgressToken(NumberOrString::Number(id));
         let _registered = Registered::new(&self.watcher, &token, progress, client);
-        let mut waiting = Waiting {
-            client: self,
-            id,
-            cancel_on_drop: true,
-            answered: false,
-        };
         let mut params = json!({"name": tool, "_meta": {"progressToken": id}});
         if let Some(arguments) = arguments {
             params["arguments"] = Value::Object(arguments);
         }
+        self.exchange(id, receiver, "tools/call", params, true)
+            .await
+    }
+
+    /// Sends request `id` (already registered) and waits for its answer or the session's end;
+    /// dropped before either, it withdraws the request (and cancels it if `cancel_on_drop`).
+    async fn exchange(
+        &self,
+        id: i64,
+        receiver: oneshot::Receiver<Answer>,
+        method: &str,
+        params: Value,
+        cancel_on_drop: bool,
+    ) -> Answer {
+        let mut waiting = Waiting {
+            client: self,
+            id,
+            cancel_on_drop,
+            answered: false,
+        };
         self.writer
-            .send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
         let answer = tokio::select! {
             answer = receiver => answer.unwrap_or(Err(RequestError::Closed)),

@@ -83,6 +83,20 @@ pub enum ToolEvent {
 }
 
 impl ToolEvent {
+    /// Every [`kind`](Self::kind), for subscribers that filter by kind and must refuse an
+    /// unknown one.
+    pub const KINDS: [&'static str; 9] = [
+        "run_started",
+        "run_finished",
+        "tool_started",
+        "tool_finished",
+        "tool_progress",
+        "approval_requested",
+        "approval_resolved",
+        "question_asked",
+        "question_answered",
+    ];
+
     /// The event's name on the wire (SSE `event:`, the JSON's `type`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -237,4 +251,102 @@ pub fn fingerprint(bytes: &[u8]) -> String {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_of_each() -> Vec<ToolEvent> {
+        let text = |s: &str| Arc::<str>::from(s);
+        vec![
+            ToolEvent::Started {
+                call_id: 1,
+                tool: text("t"),
+                session_key: text("s"),
+                agent_key: None,
+            },
+            ToolEvent::Finished {
+                call_id: 1,
+                tool: text("t"),
+                session_key: text("s"),
+                agent_key: None,
+                is_error: false,
+                elapsed: Duration::from_millis(3),
+            },
+            ToolEvent::Progress {
+                tool: text("t"),
+                session_key: text("s"),
+                agent_key: None,
+                update: crate::context::ProgressUpdate {
+                    progress: 1.0,
+                    total: None,
+                    message: None,
+                },
+            },
+            ToolEvent::ApprovalRequested {
+                request: Arc::new(crate::approvals::PendingApproval {
+                    id: "apr-1".into(),
+                    tool: "t".into(),
+                    agent: None,
+                    session: "s".into(),
+                    summary: String::new(),
+                    reason: String::new(),
+                    always: None,
+                    requested_at: 0,
+                    expires_at: 0,
+                }),
+            },
+            ToolEvent::ApprovalResolved {
+                id: text("apr-1"),
+                tool: text("t"),
+                session_key: text("s"),
+                agent_key: None,
+                decision: "deny",
+            },
+            ToolEvent::QuestionAsked {
+                request: Arc::new(crate::questions::PendingQuestion {
+                    id: "q-1".into(),
+                    session: "s".into(),
+                    agent: None,
+                    message: "?".into(),
+                    requested_schema: serde_json::json!({}),
+                    requested_at: 0,
+                    expires_at: 0,
+                }),
+            },
+            ToolEvent::QuestionAnswered {
+                id: text("q-1"),
+                session_key: text("s"),
+                agent_key: None,
+                action: "cancel",
+            },
+            ToolEvent::RunStarted {
+                session_key: text("s"),
+                agent_key: text("a"),
+                channel: text("http"),
+            },
+            ToolEvent::RunFinished {
+                session_key: text("s"),
+                agent_key: text("a"),
+                stop: "final",
+                iterations: 1,
+                elapsed: Duration::from_millis(3),
+            },
+        ]
+    }
+
+    #[test]
+    fn kinds_list_every_event_as_its_json_names_it() {
+        let events = one_of_each();
+        let kinds: Vec<&str> = events.iter().map(ToolEvent::kind).collect();
+        assert_eq!(kinds.len(), ToolEvent::KINDS.len());
+        for kind in ToolEvent::KINDS {
+            assert!(kinds.contains(&kind), "no event has the kind {kind}");
+        }
+        for event in &events {
+            let json = serde_json::to_value(event).expect("serializes");
+            assert_eq!(json["type"], event.kind(), "{json}");
+        }
+    }
 }

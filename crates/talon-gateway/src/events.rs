@@ -21,19 +21,6 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
 
-/// Every event kind, for `types=` and its error message.
-const KINDS: [&str; 9] = [
-    "run_started",
-    "run_finished",
-    "tool_started",
-    "tool_finished",
-    "tool_progress",
-    "approval_requested",
-    "approval_resolved",
-    "question_asked",
-    "question_answered",
-];
-
 /// The query of `GET /v1/events`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,12 +53,15 @@ impl Wanted {
                     .map(str::trim)
                     .filter(|k| !k.is_empty())
                     .map(|k| {
-                        KINDS
+                        ToolEvent::KINDS
                             .iter()
                             .copied()
                             .find(|known| *known == k)
                             .ok_or_else(|| {
-                                format!("unknown event type {k:?}; use {}", KINDS.join(", "))
+                                format!(
+                                    "unknown event type {k:?}; use {}",
+                                    ToolEvent::KINDS.join(", ")
+                                )
                             })
                     })
                     .collect::<Result<Vec<_>, _>>()?,

@@ -28,6 +28,21 @@ enum Act {
     Nothing,
 }
 
+/// Reacts to events of type `kind` by posting `body(request id)` to `path`.
+fn answer(
+    kind: &'static str,
+    path: &'static str,
+    body: impl Fn(&Value) -> Value,
+) -> impl Fn(&Value) -> Act {
+    move |e| {
+        if e["type"] == kind {
+            Act::Post(path, body(&e["request"]["id"]))
+        } else {
+            Act::Nothing
+        }
+    }
+}
+
 struct Gateway {
     base: String,
     http: reqwest::Client,
@@ -156,16 +171,15 @@ async fn run_scenario(kind: &str, independent: bool) {
 
     // 2. A write waits for approval, given over HTTP when the event announces it.
     let (reply, events) = gateway
-        .turn(&mut ws, "write it", |e| {
-            if e["type"] == "approval_requested" {
-                Act::Post(
-                    "/v1/approvals",
-                    json!({"id": e["request"]["id"], "decision": "allow_once"}),
-                )
-            } else {
-                Act::Nothing
-            }
-        })
+        .turn(
+            &mut ws,
+            "write it",
+            answer(
+                "approval_requested",
+                "/v1/approvals",
+                |id| json!({"id": id, "decision": "allow_once"}),
+            ),
+        )
         .await;
     assert_eq!(
         reply["text"].as_str().map(str::trim),
@@ -180,16 +194,15 @@ async fn run_scenario(kind: &str, independent: bool) {
 
     // 3. A question to the user, answered over HTTP.
     let (reply, events) = gateway
-        .turn(&mut ws, "ask me", |e| {
-            if e["type"] == "question_asked" {
-                Act::Post(
-                    "/v1/questions",
-                    json!({"id": e["request"]["id"], "action": "accept", "content": {"q1": "Blue"}}),
-                )
-            } else {
-                Act::Nothing
-            }
-        })
+        .turn(
+            &mut ws,
+            "ask me",
+            answer(
+                "question_asked",
+                "/v1/questions",
+                |id| json!({"id": id, "action": "accept", "content": {"q1": "Blue"}}),
+            ),
+        )
         .await;
     assert_eq!(
         reply["text"].as_str().map(str::trim),
@@ -248,15 +261,7 @@ async fn run_scenario(kind: &str, independent: bool) {
     assert!(warned, "{label}: the model was warned before the stop");
 
     // The session holds every turn, the cancelled one marked as such.
-    let shown: Value = gateway
-        .http
-        .get(format!("{}/v1/sessions/{session}", gateway.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = support::get_json(&format!("{}/v1/sessions/{session}", gateway.base)).await;
     assert_eq!(shown["session"]["turns"], 6, "{label}: {shown}");
     assert_eq!(shown["session"]["last_stop"], "loop_detected", "{label}");
     let _ = ws.close(None).await;
