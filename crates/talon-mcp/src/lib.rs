@@ -1,29 +1,35 @@
 //! Talon's MCP server: the caller's effective tool set, every call through the one pipeline.
 //!
-//! [`TalonMcp`] implements rmcp's `ServerHandler`. It serves over stdio ([`serve_stdio`], used by
-//! `talon mcp`) and over streamable HTTP ([`http_service`], mounted at `/mcp` by the gateway).
+//! [`TalonMcp`] holds what a session serves. It is served over stdio by a loop of Talon's own
+//! ([`serve_stdio`], used by `talon mcp`; see [`stdio`] for why) and over streamable HTTP by rmcp
+//! ([`http_service`], mounted at `/mcp` by the gateway). Both reach the same call path
+//! (`TalonMcp::run_call`), so a tool behaves the same whichever transport brought the call.
 //! An MCP client session is the pipeline's session key, so rate limits and per-session tool state
 //! (TodoWrite) are per client session: one key per stdio process, and for HTTP the
 //! `Mcp-Session-Id` the transport assigned. Each call is bound to its agent and workspace by
 //! [`Callers`], like every other entry point's, and the session can follow calls through MCP
-//! logging (see [`logging`]).
+//! logging (see the `logging` module).
+
+// rmcp marks MCP logging deprecated (SEP-2577); Talon still serves it, see the `logging` module.
+#![allow(deprecated)]
 
 mod logging;
+mod rmcp_server;
+pub mod stdio;
+
+pub use rmcp_server::http_service;
+pub use stdio::serve_stdio;
 
 use std::sync::Arc;
 
 use base64::Engine;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolResult, ContentBlock, Implementation, JsonObject, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
-use talon_core::{CallContext, Callers, Pipeline, RunKind, ToolCall, ToolOutput};
+use talon_core::{CallContext, Callers, ClientHandle, Pipeline, RunKind, ToolCall, ToolOutput};
 
 use crate::logging::LogLevel;
 use tokio_util::sync::CancellationToken;
@@ -88,16 +94,6 @@ impl TalonMcp {
         }
     }
 
-    /// The session key for a request: the HTTP transport's session id when there is one.
-    fn session_for(&self, context: &RequestContext<RoleServer>) -> String {
-        context
-            .extensions
-            .get::<http::request::Parts>() // rmcp stores the HTTP request parts here
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
-            .and_then(|v| v.to_str().ok())
-            .map_or_else(|| self.session_key.clone(), |id| format!("mcp:http:{id}"))
-    }
-
     fn context(&self, session_key: String, cancel: CancellationToken) -> CallContext {
         let mut ctx = (*self.template).clone();
         ctx.session_key = session_key;
@@ -152,9 +148,39 @@ pub fn to_call_result(output: &ToolOutput) -> CallToolResult {
     }
 }
 
-impl ServerHandler for TalonMcp {
-    #[allow(deprecated)] // enable_logging: see the `logging` module
-    fn get_info(&self) -> ServerConfig {
+/// Where a session's notifications go: rmcp's peer (HTTP) or Talon's own stdio loop.
+pub(crate) trait Notify: Clone + Send + Sync + 'static {
+    /// Sends `notifications/message`.
+    fn log(
+        &self,
+        param: LoggingMessageNotificationParam,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+    /// Sends `notifications/progress`.
+    fn progress(
+        &self,
+        param: ProgressNotificationParam,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// One `tools/call`, whichever transport brought it.
+pub(crate) struct IncomingCall<N> {
+    /// The pipeline's session key for the client session.
+    pub session: String,
+    /// Cancelled when the client cancels the call or goes away.
+    pub cancel: CancellationToken,
+    pub name: String,
+    pub arguments: Option<JsonObject>,
+    /// The client's `_meta.progressToken`: progress goes to it as notifications.
+    pub progress_token: Option<ProgressToken>,
+    /// The client, when it can answer elicitations.
+    pub client: Option<ClientHandle>,
+    /// Where logging and progress notifications go.
+    pub notify: N,
+}
+
+impl TalonMcp {
+    /// The server's `initialize` answer (the protocol version is the transport's to settle).
+    pub fn server_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
@@ -162,112 +188,50 @@ impl ServerHandler for TalonMcp {
                 .enable_logging()
                 .build(),
         )
-            .with_server_info(Implementation::new("talon", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Talon tools. Every call passes Talon's policy, validation, rate limit, hooks, permission \
-                 checks and credential scrubbing.",
-            )
+        .with_server_info(Implementation::new("talon", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Talon tools. Every call passes Talon's policy, validation, rate limit, hooks, permission \
+             checks and credential scrubbing.",
+        )
     }
 
-    /// Tells the client whenever the registry changes (a bridged server's tools came, went or
-    /// changed), so it lists the tools again.
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut changes = self.pipeline.registry().subscribe();
-        let peer = context.peer;
-        tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                if peer.notify_tool_list_changed().await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools().await))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let session = self.session_for(&context);
-        let mut ctx = self.context(session, context.ct.clone());
+    /// Runs one call through the pipeline: binds it to its caller, wires progress and the
+    /// client's elicitation, and logs its start and end to the session.
+    pub(crate) async fn run_call<N: Notify>(&self, call: IncomingCall<N>) -> CallToolResult {
+        let mut ctx = self.context(call.session, call.cancel);
         if let Err(e) = self.callers.bind(&mut ctx, None, None).await {
-            let output = ToolOutput::error(e.to_string());
-            return Ok(to_call_result(&output).into());
+            return to_call_result(&ToolOutput::error(e.to_string()));
         }
-        if let Some(token) = context.meta.get_progress_token() {
-            ctx.progress = Some(progress_to(context.peer.clone(), token));
+        if let Some(token) = call.progress_token {
+            ctx.progress = Some(progress_to(call.notify.clone(), token));
         }
-        let asks = context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
-        if asks {
-            ctx.client = Some(talon_core::ClientHandle(Arc::new(PeerClient(
-                context.peer.clone(),
-            ))));
-        }
-        let arguments = request.arguments.map_or(Value::Null, Value::Object);
-        let name = request.name.to_string();
-        self.log_level.call_started(&context.peer, &name).await;
+        ctx.client = call.client;
+        let arguments = call.arguments.map_or(Value::Null, Value::Object);
+        self.log_level.call_started(&call.notify, &call.name).await;
         let outcome = self
             .pipeline
-            .call(Arc::new(ctx), ToolCall::new(name, arguments))
+            .call(Arc::new(ctx), ToolCall::new(call.name, arguments))
             .await;
-        self.log_level.call_ended(&context.peer, &outcome).await;
-        Ok(to_call_result(&outcome.output).into())
+        self.log_level.call_ended(&call.notify, &outcome).await;
+        to_call_result(&outcome.output)
     }
 
-    #[allow(deprecated)] // logging: see the `logging` module
-    async fn set_level(
-        &self,
-        request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.log_level.set(request.level);
-        Ok(())
-    }
-}
-
-/// The connected client, for requests a tool passes on (elicitation from bridged servers).
-struct PeerClient(rmcp::Peer<RoleServer>);
-
-impl talon_core::ClientRequests for PeerClient {
-    fn elicit(&self, params: Value) -> talon_core::context::ClientFuture {
-        let peer = self.0.clone();
-        Box::pin(async move {
-            let params: rmcp::model::ElicitRequestParams = serde_json::from_value(params)
-                .map_err(|e| format!("not an elicitation request: {e}"))?;
-            let result = peer
-                .create_elicitation(params)
-                .await
-                .map_err(|e| format!("the client did not answer: {e}"))?;
-            serde_json::to_value(result).map_err(|e| e.to_string())
-        })
+    /// `logging/setLevel` for this session.
+    pub(crate) fn set_log_level(&self, level: rmcp::model::LoggingLevel) {
+        self.log_level.set(level);
     }
 }
 
 /// Sends a call's progress reports to the client as `notifications/progress` for `token`, in
 /// order, until the call's context is dropped.
-fn progress_to(
-    peer: rmcp::Peer<RoleServer>,
-    token: rmcp::model::ProgressToken,
-) -> talon_core::ProgressSink {
+fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::ProgressSink {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<talon_core::ProgressUpdate>();
     tokio::spawn(async move {
         while let Some(update) = rx.recv().await {
-            let mut param =
-                rmcp::model::ProgressNotificationParam::new(token.clone(), update.progress);
+            let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
             param.total = update.total;
             param.message = update.message;
-            if peer.notify_progress(param).await.is_err() {
+            if notify.progress(param).await.is_err() {
                 return;
             }
         }
@@ -275,36 +239,6 @@ fn progress_to(
     talon_core::ProgressSink(Arc::new(move |update| {
         let _ = tx.send(update);
     }))
-}
-
-/// Serves MCP over stdin/stdout until the client disconnects.
-pub async fn serve_stdio(handler: TalonMcp) -> Result<(), McpError> {
-    let running = handler
-        .serve(rmcp::transport::stdio_pipes())
-        .await
-        .map_err(|e| McpError(format!("MCP initialization failed: {e}")))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| McpError(format!("MCP server stopped abnormally: {e}")))?;
-    Ok(())
-}
-
-/// A tower service for streamable HTTP; each MCP session gets its own handler and session key.
-/// `allowed_hosts` guards against DNS rebinding (the `Host` header must be one of them).
-pub fn http_service(
-    handler: TalonMcp,
-    allowed_hosts: Vec<String>,
-    shutdown: CancellationToken,
-) -> StreamableHttpService<TalonMcp, LocalSessionManager> {
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts)
-        .with_cancellation_token(shutdown);
-    StreamableHttpService::new(
-        move || Ok(handler.fresh_session("http")),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
 }
 
 #[cfg(test)]

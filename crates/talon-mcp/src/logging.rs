@@ -6,17 +6,16 @@
 //! a level get warnings only; `logging/setLevel info` adds each call's end, `debug` its start.
 //!
 //! rmcp marks the logging API deprecated (SEP-2577 plans its removal from a future protocol
-//! revision); every current client still speaks it, so this module allows the deprecation.
-#![allow(deprecated)]
+//! revision); every current client still speaks it, so the crate allows the deprecation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use rmcp::RoleServer;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::service::Peer;
 use serde_json::{Value, json};
 use talon_core::CallOutcome;
+
+use crate::Notify;
 
 /// The logger name on every message.
 const LOGGER: &str = "talon";
@@ -57,18 +56,18 @@ impl LogLevel {
 
     /// Sends `data` at `level` if the session wants it. A client that went away is not an error
     /// for the call, so send failures are only traced.
-    pub(crate) async fn send(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
+    pub(crate) async fn send(&self, peer: &impl Notify, level: LoggingLevel, data: Value) {
         if !self.enabled(level) {
             return;
         }
         let message = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
-        if let Err(e) = peer.notify_logging_message(message).await {
+        if let Err(e) = peer.log(message).await {
             tracing::debug!(error = %e, "cannot send an MCP log message");
         }
     }
 
     /// `debug`: a call is starting.
-    pub(crate) async fn call_started(&self, peer: &Peer<RoleServer>, tool: &str) {
+    pub(crate) async fn call_started(&self, peer: &impl Notify, tool: &str) {
         self.send(
             peer,
             LoggingLevel::Debug,
@@ -79,7 +78,7 @@ impl LogLevel {
 
     /// `info` (or `error` when it failed): how a call ended; then each of its warnings at
     /// `warning`.
-    pub(crate) async fn call_ended(&self, peer: &Peer<RoleServer>, outcome: &CallOutcome) {
+    pub(crate) async fn call_ended(&self, peer: &impl Notify, outcome: &CallOutcome) {
         let level = if outcome.output.is_error {
             LoggingLevel::Error
         } else {

@@ -40,7 +40,11 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-net", &[]),
         ("talon-exec", &["talon-net"]),
         ("talon-web", &["talon-core", "talon-net"]),
-        ("talon-bridge", &["talon-core", "talon-net"]),
+        ("talon-jsonrpc", &[]),
+        (
+            "talon-bridge",
+            &["talon-core", "talon-net", "talon-jsonrpc"],
+        ),
         ("talon-store", &[]),
         (
             "talon-tools",
@@ -53,7 +57,7 @@ fn crates_depend_only_on_lower_layers() {
                 "talon-store",
             ],
         ),
-        ("talon-mcp", &["talon-core"]),
+        ("talon-mcp", &["talon-core", "talon-jsonrpc"]),
         ("talon-agent", &["talon-core", "talon-net"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         (
@@ -104,6 +108,7 @@ fn anyhow_only_in_the_binary() {
         "talon-exec",
         "talon-tools",
         "talon-mcp",
+        "talon-jsonrpc",
         "talon-agent",
         "talon-gateway",
     ] {

@@ -1,4 +1,5 @@
-//! Real MCP servers from npm for the bridge tests, installed into the target directory once.
+//! Real MCP servers and clients from npm for the bridge and interop tests, installed into the
+//! target directory once.
 //! Shared by `talon` and `talon-bridge` tests (included by path).
 #![allow(dead_code)]
 
@@ -9,6 +10,11 @@ use std::process::Command;
 pub const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// The pinned version of the reference filesystem server.
 pub const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+
+/// The pinned version of the MCP inspector's command-line client.
+pub const INSPECTOR_CLI: &str = "@modelcontextprotocol/inspector-cli@1.0.3";
+/// The pinned version of Claude Code (for `claude mcp add` and `claude mcp list`).
+pub const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
 
 /// server-everything's entry point, installed with npm into the target directory (once).
 pub fn server_everything(target_tmp: &str) -> PathBuf {
@@ -27,6 +33,28 @@ pub fn server_filesystem(target_tmp: &str) -> PathBuf {
         "npm-peers-filesystem",
         FILESYSTEM,
         "@modelcontextprotocol/server-filesystem/dist/index.js",
+    )
+}
+
+/// The inspector CLI's entry point (`node <entry> <server command…> --method …`), installed like
+/// [`server_everything`].
+pub fn inspector_cli(target_tmp: &str) -> PathBuf {
+    install(
+        target_tmp,
+        "npm-clients-inspector",
+        INSPECTOR_CLI,
+        "@modelcontextprotocol/inspector-cli/build/index.js",
+    )
+}
+
+/// Claude Code's executable (`<entry> mcp …`; the package installs a native binary), installed
+/// like [`server_everything`].
+pub fn claude_code(target_tmp: &str) -> PathBuf {
+    install(
+        target_tmp,
+        "npm-clients-claude",
+        CLAUDE_CODE,
+        "@anthropic-ai/claude-code/bin/claude.exe",
     )
 }
 

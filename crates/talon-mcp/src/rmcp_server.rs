@@ -1,0 +1,135 @@
+//! The streamable HTTP transport: [`TalonMcp`] as rmcp's `ServerHandler`.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::{IncomingCall, Notify, TalonMcp};
+
+impl Notify for rmcp::Peer<RoleServer> {
+    async fn log(&self, param: LoggingMessageNotificationParam) -> Result<(), String> {
+        self.notify_logging_message(param)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn progress(&self, param: ProgressNotificationParam) -> Result<(), String> {
+        self.notify_progress(param).await.map_err(|e| e.to_string())
+    }
+}
+
+impl TalonMcp {
+    /// The session key for a request: the HTTP transport's session id when there is one.
+    fn session_for(&self, context: &RequestContext<RoleServer>) -> String {
+        context
+            .extensions
+            .get::<http::request::Parts>() // rmcp stores the HTTP request parts here
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| self.session_key.clone(), |id| format!("mcp:http:{id}"))
+    }
+}
+
+impl ServerHandler for TalonMcp {
+    fn get_info(&self) -> ServerConfig {
+        self.server_info()
+    }
+
+    /// Tells the client whenever the registry changes (a bridged server's tools came, went or
+    /// changed), so it lists the tools again.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.pipeline.registry().subscribe();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools().await))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let asks = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some());
+        let client =
+            asks.then(|| talon_core::ClientHandle(Arc::new(PeerClient(context.peer.clone()))));
+        let call = IncomingCall {
+            session: self.session_for(&context),
+            cancel: context.ct.clone(),
+            name: request.name.to_string(),
+            arguments: request.arguments,
+            progress_token: context.meta.get_progress_token(),
+            client,
+            notify: context.peer.clone(),
+        };
+        Ok(self.run_call(call).await.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.set_log_level(request.level);
+        Ok(())
+    }
+}
+
+/// The connected client, for requests a tool passes on (elicitation from bridged servers).
+struct PeerClient(rmcp::Peer<RoleServer>);
+
+impl talon_core::ClientRequests for PeerClient {
+    fn elicit(&self, params: Value) -> talon_core::context::ClientFuture {
+        let peer = self.0.clone();
+        Box::pin(async move {
+            let params: rmcp::model::ElicitRequestParams = serde_json::from_value(params)
+                .map_err(|e| format!("not an elicitation request: {e}"))?;
+            let result = peer
+                .create_elicitation(params)
+                .await
+                .map_err(|e| format!("the client did not answer: {e}"))?;
+            serde_json::to_value(result).map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// A tower service for streamable HTTP; each MCP session gets its own handler and session key.
+/// `allowed_hosts` guards against DNS rebinding (the `Host` header must be one of them).
+pub fn http_service(
+    handler: TalonMcp,
+    allowed_hosts: Vec<String>,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<TalonMcp, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_cancellation_token(shutdown);
+    StreamableHttpService::new(
+        move || Ok(handler.fresh_session("http")),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
