@@ -18,12 +18,14 @@
 //! [`EOF_GRACE`] to answer and are then cancelled.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -60,6 +62,7 @@ where
         elicits: OnceLock::new(),
         calls: Mutex::new(HashMap::new()),
         tasks: TaskTracker::new(),
+        forwarding: AtomicBool::new(false),
     });
     let mut lines = LineReader::new(reader);
     let ended = loop {
@@ -89,6 +92,8 @@ struct Session<W> {
     /// Calls running, by their request id as JSON text, for `notifications/cancelled`.
     calls: Mutex<HashMap<String, CancellationToken>>,
     tasks: TaskTracker,
+    /// Whether tool list changes are being forwarded (from the first `notifications/initialized`).
+    forwarding: AtomicBool,
 }
 
 /// `initialize`'s parameters, as far as Talon needs them.
@@ -151,7 +156,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
         let answer = match method {
             "initialize" => self.initialize(params),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({"tools": self.handler.tools().await})),
+            "tools/list" => to_json(ListToolsResult::with_all_items(self.handler.tools().await)),
             "tools/call" => return self.call(id, params),
             "logging/setLevel" => serde_json::from_value::<SetLevel>(params)
                 .map(|p| {
@@ -276,8 +281,12 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
     }
 
     /// Tells the client whenever the registry changes (a bridged server's tools came, went or
-    /// changed), so it lists the tools again; ends with the session.
+    /// changed), so it lists the tools again; ends with the session. Started once, however often
+    /// the client says it is initialized.
     fn forward_tool_list_changes(&self) {
+        if self.forwarding.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let mut changes = self.handler.pipeline.registry().subscribe();
         let peer = Arc::clone(&self.peer);
         tokio::spawn(async move {

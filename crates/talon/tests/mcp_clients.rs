@@ -51,29 +51,27 @@ fn the_inspector_cli_lists_calls_and_sets_the_level() {
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("notes.txt"), "first line\n").unwrap();
     let tools = inspector(home.path(), &["--method", "tools/list"]);
-    let names: Vec<&str> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = support::tool_names(&tools);
     assert!(
-        names.contains(&"Read") && names.contains(&"Bash"),
+        names.iter().any(|n| n == "Read") && names.iter().any(|n| n == "Bash"),
         "{names:?}"
     );
 
-    let path = home.path().join("notes.txt").display().to_string();
-    let read = inspector(
-        home.path(),
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "Read",
-            "--tool-arg",
-            &format!("file_path={path}"),
-        ],
-    );
+    let read_file = |path: &str| {
+        let arg = format!("file_path={path}");
+        inspector(
+            home.path(),
+            &[
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "Read",
+                "--tool-arg",
+                &arg,
+            ],
+        )
+    };
+    let read = read_file(&home.path().join("notes.txt").display().to_string());
     assert_eq!(read["isError"], false, "{read}");
     assert!(
         read["content"][0]["text"]
@@ -83,17 +81,7 @@ fn the_inspector_cli_lists_calls_and_sets_the_level() {
     );
 
     // A call the jail refuses is a tool error the client shows, not a protocol failure.
-    let refused = inspector(
-        home.path(),
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "Read",
-            "--tool-arg",
-            "file_path=/etc/shadow",
-        ],
-    );
+    let refused = read_file("/etc/shadow");
     assert_eq!(refused["isError"], true, "{refused}");
 
     let level = inspector(

@@ -282,3 +282,13 @@ fn start_serve(mut cmd: Command) -> (Child, String) {
     };
     (child, addr)
 }
+
+/// The tool names in a `tools/list` result (the object holding `tools`).
+pub fn tool_names(result: &serde_json::Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools list in {result}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
