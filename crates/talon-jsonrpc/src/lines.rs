@@ -48,6 +48,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// The bytes read ahead but not yet returned as lines, and the reader: for handing the rest
+    /// of the stream to another reader.
+    pub fn into_parts(self) -> (Vec<u8>, R) {
+        let buffered = self.reader.buffer().to_vec();
+        (buffered, self.reader.into_inner())
+    }
+
     /// Reads up to and including the next newline into `self.line`; `false` when the stream
     /// ended with nothing read.
     async fn fill_line(&mut self) -> Result<bool, ReadError> {
@@ -97,6 +104,18 @@ mod tests {
     async fn splits_lines_skips_blank_ones_and_keeps_an_unterminated_last_line() {
         let got = lines_of(b"{\"a\":1}\r\n\n  \n{\"b\":2}  \n{\"c\":3}").await;
         assert_eq!(got, vec!["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
+    }
+
+    #[tokio::test]
+    async fn the_rest_of_the_stream_can_be_handed_on() {
+        let mut reader = LineReader::new(&b"first\nsecond\nthird"[..]);
+        assert_eq!(
+            reader.next_line().await.expect("reads"),
+            Some(&b"first"[..])
+        );
+        let (buffered, rest) = reader.into_parts();
+        assert_eq!(buffered, b"second\nthird");
+        assert!(rest.is_empty(), "the inner reader was read to its end");
     }
 
     #[tokio::test]

@@ -242,6 +242,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
             .clear();
     }
 
+    /// Takes the writer back (to hand the session to another implementation); later sends fail.
+    pub async fn take_writer(&self) -> Option<W> {
+        self.writer.lock().await.take()
+    }
+
     /// Shuts the session and drops the writer, closing the stream (a child process reading its
     /// stdin sees the end).
     pub async fn close(&self) {

@@ -1,4 +1,6 @@
-//! The streamable HTTP transport: [`TalonMcp`] as rmcp's `ServerHandler`.
+//! [`TalonMcp`] as rmcp's `ServerHandler`: streamable HTTP, and stdio sessions of the
+//! 2026-07-28 protocol (`server/discover` and per-request `_meta` instead of `initialize`), which
+//! the stdio loop hands over (see [`crate::stdio`]).
 
 use std::sync::Arc;
 
@@ -9,11 +11,11 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::{IncomingCall, Notify, TalonMcp};
+use crate::{IncomingCall, McpError, Notify, TalonMcp};
 
 impl Notify for rmcp::Peer<RoleServer> {
     async fn log(&self, param: LoggingMessageNotificationParam) -> Result<(), String> {
@@ -115,6 +117,27 @@ impl talon_core::ClientRequests for PeerClient {
             serde_json::to_value(result).map_err(|e| e.to_string())
         })
     }
+}
+
+/// Serves one stdio session with rmcp until the client closes its end.
+pub(crate) async fn serve_stream<R, W>(
+    handler: TalonMcp,
+    reader: R,
+    writer: W,
+) -> Result<(), McpError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let running = handler
+        .serve((reader, writer))
+        .await
+        .map_err(|e| McpError(format!("MCP initialization failed: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError(format!("MCP server stopped abnormally: {e}")))?;
+    Ok(())
 }
 
 /// A tower service for streamable HTTP; each MCP session gets its own handler and session key.

@@ -16,6 +16,11 @@
 //! `elicitation/create` when the client declared the capability. Anything else gets a JSON-RPC
 //! error saying what was wrong. When the client closes stdin, calls still running get
 //! [`EOF_GRACE`] to answer and are then cancelled.
+//!
+//! Clients of the 2026-07-28 protocol have no `initialize`: they open with `server/discover` or
+//! carry the protocol version in each request's `_meta`, and they follow list changes through
+//! `subscriptions/listen`. Such a session is handed to rmcp, which speaks that revision, with the
+//! bytes read so far, before anything else has happened in it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +35,7 @@ use rmcp::model::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talon_jsonrpc::{LineReader, Message, Peer, RpcError, codes};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -49,11 +54,32 @@ pub async fn serve_stdio(handler: TalonMcp) -> Result<(), McpError> {
     serve(handler, reader, writer).await
 }
 
+/// The `_meta` key of a 2026-07-28 request's protocol version.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// How the loop over the client's lines ended.
+enum Ended {
+    /// The client closed stdin (`Ok`) or broke the framing.
+    Closed(Result<(), McpError>),
+    /// The client speaks the 2026-07-28 protocol; its first such line.
+    Modern(Vec<u8>),
+}
+
+/// Whether `message` opens a 2026-07-28 session (see the module docs).
+fn is_modern(message: &Message) -> bool {
+    match message {
+        Message::Request { method, params, .. } => {
+            method == "server/discover" || params["_meta"].get(META_PROTOCOL_VERSION).is_some()
+        }
+        Message::Notification { .. } | Message::Answer { .. } => false,
+    }
+}
+
 /// Serves one MCP session reading requests from `reader` and writing to `writer`, until
 /// `reader` ends (`Ok`) or breaks the framing (an error saying how).
 pub async fn serve<R, W>(handler: TalonMcp, reader: R, writer: W) -> Result<(), McpError>
 where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let session = Arc::new(Session {
@@ -68,19 +94,37 @@ where
     let ended = loop {
         match lines.next_line().await {
             Ok(Some(line)) => match talon_jsonrpc::parse(line) {
+                Ok(message) if session.elicits.get().is_none() && is_modern(&message) => {
+                    break Ended::Modern(line.to_vec());
+                }
                 Ok(message) => session.dispatch(message).await,
                 Err(e) => session.refuse(&Value::Null, e.to_rpc()).await,
             },
-            Ok(None) => break Ok(()),
+            Ok(None) => break Ended::Closed(Ok(())),
             Err(e) => {
-                break Err(McpError(format!(
+                break Ended::Closed(Err(McpError(format!(
                     "the client's input ended the session: {e}"
-                )));
+                ))));
             }
         }
     };
-    session.finish().await;
-    ended
+    match ended {
+        Ended::Closed(result) => {
+            session.finish().await;
+            result
+        }
+        Ended::Modern(mut replay) => {
+            // Nothing has started yet: no call runs before `initialize`.
+            let Some(writer) = session.peer.take_writer().await else {
+                return Err(McpError("the session's output is already closed".into()));
+            };
+            replay.push(b'\n');
+            let (buffered, reader) = lines.into_parts();
+            replay.extend_from_slice(&buffered);
+            let reader = std::io::Cursor::new(replay).chain(reader);
+            crate::rmcp_server::serve_stream(session.handler.clone(), reader, writer).await
+        }
+    }
 }
 
 /// One client session.

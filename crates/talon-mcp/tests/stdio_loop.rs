@@ -126,6 +126,15 @@ impl Client {
         }
     }
 
+    /// Closes the server's stdin and expects the loop to end cleanly.
+    async fn finish(mut self) {
+        self.close_input().await;
+        self.served
+            .await
+            .expect("joins")
+            .expect("ends cleanly when stdin closes");
+    }
+
     /// Closes the server's stdin.
     async fn close_input(&mut self) {
         self.input.shutdown().await.expect("closes");
@@ -146,17 +155,22 @@ impl Client {
     }
 }
 
+/// Asserts that `answer` is JSON-RPC error `code` whose message mentions `text`.
+fn assert_error(answer: &Value, code: i64, text: &str) {
+    assert_eq!(answer["error"]["code"], code, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(text)),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn handshake_lists_and_calls() {
     let mut client = Client::start();
     let early = client.request(9, "tools/list", json!({})).await;
-    assert_eq!(early["error"]["code"], -32600);
-    assert!(
-        early["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("send `initialize` before `tools/list`")),
-        "{early}"
-    );
+    assert_error(&early, -32600, "send `initialize` before `tools/list`");
     assert_eq!(
         client.request(8, "ping", json!({})).await["result"],
         json!({})
@@ -173,11 +187,7 @@ async fn handshake_lists_and_calls() {
     let again = client
         .request(1, "initialize", json!({"protocolVersion": "2025-06-18"}))
         .await;
-    assert!(
-        again["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("already initialized"))
-    );
+    assert_error(&again, -32600, "already initialized");
 
     let tools = client.request(2, "tools/list", json!({})).await;
     let names: Vec<&str> = tools["result"]["tools"]
@@ -214,12 +224,7 @@ async fn handshake_lists_and_calls() {
         json!([])
     );
 
-    client.close_input().await;
-    client
-        .served
-        .await
-        .expect("joins")
-        .expect("ends cleanly when stdin closes");
+    client.finish().await;
 }
 
 #[tokio::test]
@@ -252,23 +257,12 @@ async fn bad_input_gets_errors_that_say_what_was_wrong() {
     assert_eq!(batch["error"]["code"], -32600);
 
     let unknown = client.request(2, "sampling/whatever", json!({})).await;
-    assert_eq!(unknown["error"]["code"], -32601);
-    assert!(
-        unknown["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("sampling/whatever"))
-    );
+    assert_error(&unknown, -32601, "sampling/whatever");
 
     let nameless = client
         .request(3, "tools/call", json!({"arguments": {}}))
         .await;
-    assert_eq!(nameless["error"]["code"], -32602);
-    assert!(
-        nameless["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("missing field `name`")),
-        "{nameless}"
-    );
+    assert_error(&nameless, -32602, "missing field `name`");
 
     let level = client
         .request(4, "logging/setLevel", json!({"level": "loud"}))
@@ -322,4 +316,34 @@ async fn closing_stdin_cancels_calls_that_outlive_the_grace() {
         .expect("the loop ends after the grace")
         .expect("joins")
         .expect("a clean end");
+}
+
+/// A 2026-07-28 client opens with `server/discover` and names the protocol in each request's
+/// `_meta`; the loop hands such a session to rmcp, with what it has read, and rmcp serves it.
+#[tokio::test]
+async fn a_client_without_initialize_is_served_by_the_newer_protocol() {
+    let mut client = Client::start();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    // Two requests in one write: the second is already buffered when the first hands over.
+    client
+        .send_raw(&format!(
+            "{}\n{}",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                   "params": {"_meta": meta}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"text": "modern"}, "_meta": meta}})
+        ))
+        .await;
+    let discovered = client.next().await;
+    assert_eq!(discovered["id"], 1, "{discovered}");
+    let versions = discovered["result"]["supportedVersions"].to_string();
+    assert!(versions.contains("2026-07-28"), "{discovered}");
+    let echoed = client.next().await;
+    assert_eq!(echoed["id"], 2, "{echoed}");
+    assert_eq!(echoed["result"]["content"][0]["text"], "modern", "{echoed}");
+    client.finish().await;
 }

@@ -83,6 +83,31 @@ fn python_sdk_over_stdio() {
     );
 }
 
+/// The SDK's high-level client negotiates the newest protocol: `server/discover` and the
+/// 2026-07-28 lifecycle, which `talon mcp` hands to rmcp (its own loop speaks the handshake era).
+#[test]
+fn python_sdk_client_over_stdio_speaks_the_2026_07_28_protocol() {
+    let talon = support::talon();
+    let report = support::python_mcp_client(&["stdio-auto", talon.to_str().unwrap(), "mcp"]);
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+    assert!(
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "read_file"),
+        "{report}"
+    );
+    assert_eq!(report["calls"]["datetime"]["is_error"], false, "{report}");
+    assert!(
+        report["calls"]["read_file"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("     1\t[package]"),
+        "{report}"
+    );
+}
+
 #[test]
 fn python_sdk_over_stdio_respects_profile() {
     let talon = support::talon();

@@ -2,7 +2,11 @@
 
 Usage:
   mcp_client.py stdio TALON_BINARY [ARGS...]
+  mcp_client.py stdio-auto TALON_BINARY [ARGS...]
   mcp_client.py http URL [BEARER_TOKEN]
+
+`stdio` drives the initialize handshake with the low-level session; `stdio-auto` uses the SDK's
+high-level `Client` as an application would, which negotiates the newest protocol it can.
 
 Lists the tools, makes a few calls, and prints one JSON document with what it saw; the Rust
 integration tests assert on it.
@@ -12,7 +16,7 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -55,9 +59,22 @@ async def exercise(session):
     return {"tools": tools, "calls": calls}
 
 
+async def exercise_client(client):
+    """What an application does with the high-level client, and the protocol it settled on."""
+    names = sorted(t.name for t in (await client.list_tools()).tools)
+    calls = {}
+    for name, args in [("datetime", {"timezone": "Asia/Tokyo"}), ("read_file", {"path": "Cargo.toml", "limit": 1})]:
+        result = await client.call_tool(name, args)
+        calls[name] = {"is_error": bool(attr(result, "is_error", "isError")), "text": text_of(result)}
+    return {"protocol_version": client.protocol_version, "tools": names, "calls": calls}
+
+
 async def main():
     mode = sys.argv[1]
-    if mode == "stdio":
+    if mode == "stdio-auto":
+        async with Client(StdioServerParameters(command=sys.argv[2], args=sys.argv[3:])) as client:
+            report = await exercise_client(client)
+    elif mode == "stdio":
         params = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
