@@ -115,6 +115,10 @@ impl Tool for Config {
              fills). Leave out value to read a setting.",
             SideEffect::ReadOnly,
         )
+        // Read-only for the permission modes (it can only make a session stricter), but it
+        // writes the session's settings: calls in one batch run one at a time, in the model's
+        // order, so a read after a write sees it.
+        .parallel_safe(false)
     }
 
     async fn execute(&self, call: Authorized<ConfigInput>) -> ToolOutput {
