@@ -1,11 +1,10 @@
 //! One connected MCP server (any transport): its tool list, resources, calls with a timeout.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ProgressToken};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
 use talon_core::{ClientHandle, ProgressSink};
@@ -13,6 +12,7 @@ use tokio::sync::Notify;
 
 use crate::stdio_client::StdioClient;
 use crate::transport::{self, Transport};
+use crate::watcher::Registration;
 pub use crate::watcher::Watcher;
 
 /// Why a server could not be used.
@@ -45,27 +45,17 @@ pub enum ServerError {
     NeedsScope { server: String },
 }
 
-/// A call in flight: forgets its progress sink when done, and tells the server when the call is
-/// abandoned before its answer (cancelled by Talon's caller, or timed out).
+/// A call in flight over rmcp: tells the server when the call is abandoned before its answer
+/// (cancelled by Talon's caller, or timed out). Its watcher entries go with `_registration`.
 struct InFlight {
     peer: rmcp::Peer<RoleClient>,
     /// Cleared once the answer arrived.
     id: Option<rmcp::model::RequestId>,
-    token: ProgressToken,
-    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
-    clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
+    _registration: Registration,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
-        self.clients
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
         if let Some(id) = self.id.take() {
             let peer = self.peer.clone();
             tokio::spawn(async move {
@@ -111,9 +101,8 @@ enum Session {
 pub struct Server {
     name: String,
     session: Session,
-    tools_changed: Arc<Notify>,
-    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
-    clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
+    /// Talon's side of the session (shared with the protocol client).
+    watcher: Watcher,
     /// Signs in with OAuth (what an authorization failure asks of the operator).
     oauth: bool,
 }
@@ -145,9 +134,7 @@ impl Server {
         timeout: Duration,
     ) -> Result<Self, ServerError> {
         let watcher = Watcher::default();
-        let tools_changed = Arc::clone(&watcher.tools_changed);
-        let progress = Arc::clone(&watcher.progress);
-        let clients = Arc::clone(&watcher.clients);
+        let shared = watcher.clone();
         let oauth = matches!(transport, Transport::Http(h) if h.oauth.is_some());
         let handshake = async {
             match transport {
@@ -197,9 +184,7 @@ impl Server {
         Ok(Self {
             name: name.to_string(),
             session,
-            tools_changed,
-            progress,
-            clients,
+            watcher: shared,
             oauth,
         })
     }
@@ -236,7 +221,7 @@ impl Server {
 
     /// Woken when the server says its tool list changed.
     pub fn tools_changed(&self) -> Arc<Notify> {
-        Arc::clone(&self.tools_changed)
+        Arc::clone(&self.watcher.tools_changed)
     }
 
     /// The server's name in Talon.
@@ -359,22 +344,10 @@ impl Server {
         let mut pending = InFlight {
             peer,
             id: Some(handle.id.clone()),
-            token: handle.progress_token.clone(),
-            progress: Arc::clone(&self.progress),
-            clients: Arc::clone(&self.clients),
+            _registration: self
+                .watcher
+                .register(&handle.progress_token, progress, client),
         };
-        if let Some(client) = client {
-            self.clients
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(handle.progress_token.clone(), client);
-        }
-        if let Some(sink) = progress {
-            self.progress
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(handle.progress_token.clone(), sink);
-        }
         let answer = self.within(timeout, handle.await_response()).await;
         if !matches!(answer, Err(ServerError::Timeout { .. })) {
             pending.id = None;

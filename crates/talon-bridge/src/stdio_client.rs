@@ -119,7 +119,7 @@ impl StdioClient {
         let ticket = self.peer.register();
         let id = ticket.id();
         let token = ProgressToken(NumberOrString::Number(id));
-        let _registered = Registered::new(&self.watcher, &token, progress, client);
+        let _registered = self.watcher.register(&token, progress, client);
         let mut params = json!({"name": tool, "_meta": {"progressToken": id}});
         if let Some(arguments) = arguments {
             params["arguments"] = Value::Object(arguments);
@@ -143,55 +143,6 @@ impl StdioClient {
         {
             let _ = child.kill().await;
         }
-    }
-}
-
-/// A call's entries in the watcher (progress sink, elicitation client), removed when dropped.
-struct Registered<'a> {
-    watcher: &'a Watcher,
-    token: ProgressToken,
-}
-
-impl<'a> Registered<'a> {
-    fn new(
-        watcher: &'a Watcher,
-        token: &ProgressToken,
-        progress: Option<talon_core::ProgressSink>,
-        client: Option<talon_core::ClientHandle>,
-    ) -> Self {
-        if let Some(sink) = progress {
-            watcher
-                .progress
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(token.clone(), sink);
-        }
-        if let Some(client) = client {
-            watcher
-                .clients
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(token.clone(), client);
-        }
-        Self {
-            watcher,
-            token: token.clone(),
-        }
-    }
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        self.watcher
-            .progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
-        self.watcher
-            .clients
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
     }
 }
 

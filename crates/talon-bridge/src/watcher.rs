@@ -60,6 +60,32 @@ impl Watcher {
         }
     }
 
+    /// Routes `token`'s progress reports to `progress` and the server's elicitations to
+    /// `client` while the returned registration lives (one call in flight).
+    pub(crate) fn register(
+        &self,
+        token: &ProgressToken,
+        progress: Option<ProgressSink>,
+        client: Option<ClientHandle>,
+    ) -> Registration {
+        if let Some(sink) = progress {
+            self.progress
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(token.clone(), sink);
+        }
+        if let Some(client) = client {
+            self.clients
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(token.clone(), client);
+        }
+        Registration {
+            watcher: self.clone(),
+            token: token.clone(),
+        }
+    }
+
     /// The answer to an `elicitation/create` request with `params`, as the protocol's result
     /// (a decline when nobody can be asked).
     pub(crate) async fn elicit(&self, params: Value) -> Value {
@@ -88,6 +114,27 @@ impl Watcher {
             )),
             Err(e) => decline(&e),
         }
+    }
+}
+
+/// A call's entries in the watcher (progress sink, elicitation client), removed when dropped.
+pub(crate) struct Registration {
+    watcher: Watcher,
+    token: ProgressToken,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.watcher
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+        self.watcher
+            .clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
     }
 }
 

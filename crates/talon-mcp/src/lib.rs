@@ -160,6 +160,8 @@ pub(crate) trait Notify: Clone + Send + Sync + 'static {
         &self,
         param: ProgressNotificationParam,
     ) -> impl Future<Output = Result<(), String>> + Send;
+    /// Sends `notifications/tools/list_changed`.
+    fn tools_changed(&self) -> impl Future<Output = Result<(), String>> + Send;
 }
 
 /// One `tools/call`, whichever transport brought it.
@@ -214,6 +216,23 @@ impl TalonMcp {
             .await;
         self.log_level.call_ended(&call.notify, &outcome).await;
         to_call_result(&outcome.output)
+    }
+
+    /// Tells the client whenever the registry changes (a bridged server's tools came, went or
+    /// changed), so it lists the tools again; until `ended` or the client cannot be reached.
+    pub(crate) fn forward_tool_list_changes(&self, notify: impl Notify, ended: CancellationToken) {
+        let mut changes = self.pipeline.registry().subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    () = ended.cancelled() => return,
+                }
+                if notify.tools_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// `logging/setLevel` for this session.

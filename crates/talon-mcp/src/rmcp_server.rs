@@ -27,6 +27,12 @@ impl Notify for rmcp::Peer<RoleServer> {
     async fn progress(&self, param: ProgressNotificationParam) -> Result<(), String> {
         self.notify_progress(param).await.map_err(|e| e.to_string())
     }
+
+    async fn tools_changed(&self) -> Result<(), String> {
+        self.notify_tool_list_changed()
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 impl TalonMcp {
@@ -46,18 +52,9 @@ impl ServerHandler for TalonMcp {
         self.server_info()
     }
 
-    /// Tells the client whenever the registry changes (a bridged server's tools came, went or
-    /// changed), so it lists the tools again.
+    /// Forwards tool list changes until the client cannot be reached.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut changes = self.pipeline.registry().subscribe();
-        let peer = context.peer;
-        tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                if peer.notify_tool_list_changed().await.is_err() {
-                    break;
-                }
-            }
-        });
+        self.forward_tool_list_changes(context.peer, CancellationToken::new());
     }
 
     async fn list_tools(

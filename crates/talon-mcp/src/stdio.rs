@@ -94,7 +94,7 @@ where
     let ended = loop {
         match lines.next_line().await {
             Ok(Some(line)) => match talon_jsonrpc::parse(line) {
-                Ok(message) if session.elicits.get().is_none() && is_modern(&message) => {
+                Ok(message) if !session.initialized() && is_modern(&message) => {
                     break Ended::Modern(line.to_vec());
                 }
                 Ok(message) => session.dispatch(message).await,
@@ -177,6 +177,11 @@ struct Cancelled {
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
+    /// Whether `initialize` has succeeded.
+    fn initialized(&self) -> bool {
+        self.elicits.get().is_some()
+    }
+
     async fn dispatch(self: &Arc<Self>, message: Message) {
         match message {
             Message::Request { id, method, params } => self.request(id, &method, params).await,
@@ -190,7 +195,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
     }
 
     async fn request(self: &Arc<Self>, id: Value, method: &str, params: Value) {
-        if self.elicits.get().is_none() && !matches!(method, "initialize" | "ping") {
+        if !self.initialized() && !matches!(method, "initialize" | "ping") {
             let error = RpcError::new(
                 codes::INVALID_REQUEST,
                 format!("the session is not initialized: send `initialize` before `{method}`"),
@@ -201,7 +206,10 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
             "initialize" => self.initialize(params),
             "ping" => Ok(json!({})),
             "tools/list" => to_json(ListToolsResult::with_all_items(self.handler.tools().await)),
-            "tools/call" => return self.call(id, params),
+            "tools/call" => match self.call(&id, params) {
+                Ok(()) => return,
+                Err(error) => Err(error),
+            },
             "logging/setLevel" => serde_json::from_value::<SetLevel>(params)
                 .map(|p| {
                     self.handler.set_log_level(p.level);
@@ -253,21 +261,15 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
     }
 
     /// Starts a call on a task of its own; the task answers it, unless the client cancelled it.
-    fn call(self: &Arc<Self>, id: Value, params: Value) {
-        let params: CallParams = match serde_json::from_value(params) {
-            Ok(p) => p,
-            Err(e) => {
-                let error = invalid_params(
-                    "tools/call",
-                    "{\"name\": \"<tool>\", \"arguments\": {…}}",
-                    e,
-                );
-                let session = Arc::clone(self);
-                self.tasks
-                    .spawn(async move { session.refuse(&id, error).await });
-                return;
-            }
-        };
+    /// Parameters that are not a call are refused at once.
+    fn call(self: &Arc<Self>, id: &Value, params: Value) -> Result<(), RpcError> {
+        let params: CallParams = serde_json::from_value(params).map_err(|e| {
+            invalid_params(
+                "tools/call",
+                "{\"name\": \"<tool>\", \"arguments\": {…}}",
+                e,
+            )
+        })?;
         let key = id.to_string();
         let cancel = CancellationToken::new();
         self.calls
@@ -285,7 +287,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
             client,
             notify: Arc::clone(&self.peer),
         };
-        let session = Arc::clone(self);
+        let (session, id) = (Arc::clone(self), id.clone());
         self.tasks.spawn(async move {
             let result = session.handler.run_call(call).await;
             session
@@ -300,6 +302,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
                 tracing::debug!("cannot answer tools/call {id}: {e}");
             }
         });
+        Ok(())
     }
 
     fn notification(self: &Arc<Self>, method: &str, params: Value) {
@@ -324,30 +327,13 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
         }
     }
 
-    /// Tells the client whenever the registry changes (a bridged server's tools came, went or
-    /// changed), so it lists the tools again; ends with the session. Started once, however often
-    /// the client says it is initialized.
+    /// Forwards tool list changes for the rest of the session, from the first
+    /// `notifications/initialized` however often the client sends it.
     fn forward_tool_list_changes(&self) {
-        if self.forwarding.swap(true, Ordering::SeqCst) {
-            return;
+        if !self.forwarding.swap(true, Ordering::SeqCst) {
+            self.handler
+                .forward_tool_list_changes(Arc::clone(&self.peer), self.peer.closed().clone());
         }
-        let mut changes = self.handler.pipeline.registry().subscribe();
-        let peer = Arc::clone(&self.peer);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { return },
-                    () = peer.closed().cancelled() => return,
-                }
-                if peer
-                    .notify("notifications/tools/list_changed", None::<Value>)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
     }
 
     async fn refuse(&self, id: &Value, error: RpcError) {
@@ -398,6 +384,12 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Notify for Arc<Peer<W>> {
 
     async fn progress(&self, param: ProgressNotificationParam) -> Result<(), String> {
         self.notify("notifications/progress", Some(param))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn tools_changed(&self) -> Result<(), String> {
+        self.notify("notifications/tools/list_changed", None::<Value>)
             .await
             .map_err(|e| e.to_string())
     }
