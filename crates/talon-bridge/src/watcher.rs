@@ -5,7 +5,7 @@
 //! reason logged, when there is none or several). Sampling requests get "method not found"
 //! (Talon does not declare the capability, and sampling is deprecated by SEP-2577).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
@@ -18,8 +18,8 @@ use tokio::sync::Notify;
 #[derive(Clone, Default)]
 pub struct Watcher {
     pub(crate) tools_changed: Arc<Notify>,
-    /// Calls in flight that want progress, by the token sent with them.
-    pub(crate) progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    /// Where progress reports go (one lock for sinks and early reports, so none falls between).
+    progress: Arc<Mutex<ProgressRoutes>>,
     /// Calls in flight whose caller's client can answer elicitations, by token.
     pub(crate) clients: Arc<Mutex<HashMap<ProgressToken, ClientHandle>>>,
 }
@@ -43,20 +43,23 @@ impl Watcher {
         info
     }
 
-    /// Passes a progress report to the call that sent `token`, if it is still waiting.
+    /// Passes a progress report to the call that sent its token. A report for a token not yet
+    /// registered is kept (the last [`EARLY_REPORTS`]): rmcp picks a request's token as it sends
+    /// it, so a fast server can report before the call registers.
     pub(crate) fn progressed(&self, params: ProgressNotificationParam) {
-        let sink = self
-            .progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&params.progress_token)
-            .cloned();
+        let sink = {
+            let mut routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+            let sink = routes.sinks.get(&params.progress_token).cloned();
+            if sink.is_none() {
+                if routes.early.len() == EARLY_REPORTS {
+                    routes.early.pop_front();
+                }
+                routes.early.push_back(params.clone());
+            }
+            sink
+        };
         if let Some(sink) = sink {
-            (sink.0)(ProgressUpdate {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
+            deliver(&sink, params);
         }
     }
 
@@ -69,10 +72,18 @@ impl Watcher {
         client: Option<ClientHandle>,
     ) -> Registration {
         if let Some(sink) = progress {
-            self.progress
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(token.clone(), sink);
+            let early = {
+                let mut routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+                routes.sinks.insert(token.clone(), sink.clone());
+                let (mine, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut routes.early)
+                    .into_iter()
+                    .partition(|p| &p.progress_token == token);
+                routes.early = others;
+                mine
+            };
+            for params in early {
+                deliver(&sink, params);
+            }
         }
         if let Some(client) = client {
             self.clients
@@ -117,6 +128,26 @@ impl Watcher {
     }
 }
 
+/// How many progress reports for unregistered tokens a session keeps (stale ones, for calls
+/// that already ended, age out).
+const EARLY_REPORTS: usize = 32;
+
+/// Calls in flight that want progress, by the token sent with them, and reports that came
+/// before their call registered.
+#[derive(Default)]
+struct ProgressRoutes {
+    sinks: HashMap<ProgressToken, ProgressSink>,
+    early: VecDeque<ProgressNotificationParam>,
+}
+
+fn deliver(sink: &ProgressSink, params: ProgressNotificationParam) {
+    (sink.0)(ProgressUpdate {
+        progress: params.progress,
+        total: params.total,
+        message: params.message,
+    });
+}
+
 /// A call's entries in the watcher (progress sink, elicitation client), removed when dropped.
 pub(crate) struct Registration {
     watcher: Watcher,
@@ -129,6 +160,7 @@ impl Drop for Registration {
             .progress
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .sinks
             .remove(&self.token);
         self.watcher
             .clients
@@ -166,5 +198,79 @@ impl rmcp::ClientHandler for Watcher {
             tracing::warn!("the client's elicitation answer does not parse ({e}); declined");
             rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline)
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::NumberOrString;
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(NumberOrString::Number(n))
+    }
+
+    /// A sink that records the progress values it receives.
+    fn recorder() -> (ProgressSink, Arc<Mutex<Vec<f64>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&seen);
+        let sink = ProgressSink(Arc::new(move |u: ProgressUpdate| {
+            into.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(u.progress);
+        }));
+        (sink, seen)
+    }
+
+    fn seen(record: &Arc<Mutex<Vec<f64>>>) -> Vec<f64> {
+        record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    #[test]
+    fn reports_sent_before_the_call_registers_reach_it_in_order() {
+        let watcher = Watcher::default();
+        watcher.progressed(ProgressNotificationParam::new(token(7), 1.0));
+        watcher.progressed(ProgressNotificationParam::new(token(8), 5.0));
+        watcher.progressed(ProgressNotificationParam::new(token(7), 2.0));
+        let (sink, record) = recorder();
+        let registration = watcher.register(&token(7), Some(sink), None);
+        watcher.progressed(ProgressNotificationParam::new(token(7), 3.0));
+        assert_eq!(seen(&record), vec![1.0, 2.0, 3.0]);
+        drop(registration);
+        watcher.progressed(ProgressNotificationParam::new(token(7), 4.0));
+        assert_eq!(
+            seen(&record),
+            vec![1.0, 2.0, 3.0],
+            "nothing after the call ended"
+        );
+        // Token 8's report is still waiting for its call.
+        let (sink, record) = recorder();
+        let _other = watcher.register(&token(8), Some(sink), None);
+        assert_eq!(seen(&record), vec![5.0]);
+    }
+
+    #[test]
+    fn reports_nobody_claims_age_out() {
+        let watcher = Watcher::default();
+        let total = i64::try_from(EARLY_REPORTS).unwrap_or(i64::MAX) + 10;
+        for n in 0..total {
+            watcher.progressed(ProgressNotificationParam::new(token(n), 1.0));
+        }
+        let kept = watcher
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .early
+            .len();
+        assert_eq!(kept, EARLY_REPORTS);
+        let (sink, record) = recorder();
+        let _oldest = watcher.register(&token(0), Some(sink), None);
+        assert!(seen(&record).is_empty(), "the oldest reports were dropped");
+        let (sink, record) = recorder();
+        let _newest = watcher.register(&token(total - 1), Some(sink), None);
+        assert_eq!(seen(&record), vec![1.0]);
     }
 }

@@ -23,6 +23,7 @@
 //! bytes read so far, before anything else has happened in it.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -272,10 +273,26 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
         })?;
         let key = id.to_string();
         let cancel = CancellationToken::new();
-        self.calls
+        match self
+            .calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), cancel.clone());
+            .entry(key.clone())
+        {
+            // Two calls under one id could not be told apart (answers, cancellation).
+            Entry::Occupied(_) => {
+                return Err(RpcError::new(
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "request id {key} is already in use by a running tools/call: \
+                         give every request of the session an id of its own"
+                    ),
+                ));
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(cancel.clone());
+            }
+        }
         let client = (self.elicits.get() == Some(&true))
             .then(|| talon_core::ClientHandle(Arc::new(ElicitingClient(Arc::clone(&self.peer)))));
         let call = IncomingCall {

@@ -303,6 +303,31 @@ async fn progress_reaches_the_client_and_cancellation_stops_the_call() {
 }
 
 #[tokio::test]
+async fn a_second_call_under_a_running_calls_id_is_refused() {
+    let mut client = Client::start();
+    client.initialize(json!({})).await;
+    let stall = json!({"jsonrpc": "2.0", "id": "same", "method": "tools/call",
+                       "params": {"name": "stall", "arguments": {},
+                                  "_meta": {"progressToken": "p1"}}});
+    client.send(stall.clone()).await;
+    let progress = client.next().await;
+    assert_eq!(progress["method"], "notifications/progress", "{progress}");
+    client.send(stall).await;
+    let refused = client.next().await;
+    assert_eq!(refused["id"], "same", "{refused}");
+    assert_error(&refused, -32600, "already in use by a running tools/call");
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": "same"}}),
+        )
+        .await;
+    let after = client.request(8, "ping", json!({})).await;
+    assert_eq!(after["id"], 8, "{after}");
+    client.finish().await;
+}
+
+#[tokio::test]
 async fn closing_stdin_cancels_calls_that_outlive_the_grace() {
     let mut client = Client::start();
     client.initialize(json!({})).await;
