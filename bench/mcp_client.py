@@ -1,11 +1,23 @@
-"""The JSON-RPC client the benchmark scripts share: one MCP server over stdio, requests one at a
-time, and the server process's CPU time from /proc."""
+"""What the benchmark scripts share: the release `talon` binary, a JSON-RPC client for one MCP
+server over stdio (requests one at a time), and a process's CPU time from /proc."""
 
 import json
 import os
 import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 TICK = os.sysconf("SC_CLK_TCK")
+
+
+def talon_binary():
+    """`$CARGO_TARGET_DIR/release/talon` (default `target/release/talon`); exits if not built."""
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    talon = os.path.join(target, "release", "talon")
+    if not os.path.exists(talon):
+        sys.exit(f"missing {talon}: run `cargo build --release -p talon` first")
+    return talon
 
 
 def cpu_seconds(pid, children=False):

@@ -10,14 +10,8 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-
-
-def talon_binary():
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    talon = os.path.join(target, "release", "talon")
-    if not os.path.exists(talon):
-        sys.exit(f"missing {talon}: run `cargo build --release -p talon` first")
-    return talon
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from mcp_client import talon_binary  # noqa: E402,F401  (the agent benchmarks import it from here)
 
 
 def start_mock(talon, work, script):

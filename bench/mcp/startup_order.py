@@ -17,7 +17,6 @@ toolchain or Cargo.lock change (`--check` shows when).
 """
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -26,15 +25,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from mcp_client import Mcp, talon_binary  # noqa: E402
+
 ORDER = os.path.join(ROOT, "crates", "talon", "startup-order.txt")
-
-
-def binary():
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-    path = os.path.join(target, "release", "talon")
-    if not os.path.exists(path):
-        sys.exit(f"missing {path}: run `cargo build --release -p talon` first")
-    return path
 
 
 def defined_functions(path):
@@ -46,37 +40,12 @@ def defined_functions(path):
 
 def session(talon, data_dir, workspace, out_file):
     """Runs one `talon mcp` session under callgrind: handshake, tools/list, a read_file call."""
-    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
-               "--dump-instr=no", "--demangle=no",
-               talon, "--data-dir", data_dir, "mcp", "--workspace", workspace]
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-
-    def send(message):
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.flush()
-
-    def answer(want):
-        while True:
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError("talon mcp closed stdout")
-            message = json.loads(line)
-            if message.get("id") == want:
-                return message
-
-    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "startup-order", "version": "1"}}})
-    answer(1)
-    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-    answer(2)
-    send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-          "params": {"name": "read_file", "arguments": {"path": "notes.txt"}}})
-    answer(3)
-    proc.stdin.close()
-    proc.wait(timeout=120)
+    server = Mcp(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+                  "--dump-instr=no", "--demangle=no",
+                  talon, "--data-dir", data_dir, "mcp", "--workspace", workspace])
+    server.request("tools/list", {})
+    server.call("read_file", {"path": "notes.txt"})
+    server.close()
 
 
 def executed(out_file):
@@ -134,7 +103,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    talon = binary()
+    talon = talon_binary()
     if args.check:
         check(talon)
     else:

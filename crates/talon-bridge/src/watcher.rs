@@ -49,18 +49,18 @@ impl Watcher {
     pub(crate) fn progressed(&self, params: ProgressNotificationParam) {
         let sink = {
             let mut routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
-            let sink = routes.sinks.get(&params.progress_token).cloned();
-            if sink.is_none() {
-                if routes.early.len() == EARLY_REPORTS {
-                    routes.early.pop_front();
+            match routes.sinks.get(&params.progress_token) {
+                Some(sink) => sink.clone(),
+                None => {
+                    if routes.early.len() == EARLY_REPORTS {
+                        routes.early.pop_front();
+                    }
+                    routes.early.push_back(params);
+                    return;
                 }
-                routes.early.push_back(params.clone());
             }
-            sink
         };
-        if let Some(sink) = sink {
-            deliver(&sink, params);
-        }
+        deliver(&sink, params);
     }
 
     /// Routes `token`'s progress reports to `progress` and the server's elicitations to

@@ -13,17 +13,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::message::RpcError;
 
-/// A request that did not get a result.
+/// A request that did not get a result. The messages name no side: a client's peer is a
+/// server and a server's a client, and callers say which.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RequestError {
     /// The other side answered with a JSON-RPC error.
-    #[error("the server answered error {code}: {message}")]
+    #[error("answered with error {code}: {message}")]
     Rpc { code: i64, message: String },
     /// The session ended before the answer.
-    #[error("the server closed the connection")]
+    #[error("the connection closed before the answer")]
     Closed,
     /// The request could not be written.
-    #[error("cannot write to the server: {0}")]
+    #[error("cannot send the message: {0}")]
     Write(String),
 }
 

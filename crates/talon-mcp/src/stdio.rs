@@ -425,7 +425,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> talon_core::ClientRequests for Elic
                 Some("the call that asked was cancelled"),
             )
             .await
-            .map_err(|e| format!("the client did not answer: {e}"))
+            .map_err(|e| format!("asking the client failed: {e}"))
         })
     }
 }

@@ -50,15 +50,13 @@ impl Rng {
     }
 }
 
-fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
+/// A table row: `operation` on engine `name`, the median and p95 of `samples`.
+fn row(name: &str, operation: &str, mut samples: Vec<Duration>) -> String {
     samples.sort();
+    let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1000.0);
     let median = samples[samples.len() / 2];
     let p95 = samples[samples.len() * 95 / 100];
-    (median, p95)
-}
-
-fn fmt(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+    format!("| {name} | {operation} | {} | {} |", ms(median), ms(p95))
 }
 
 async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
@@ -85,11 +83,10 @@ async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
         samples.push(t.elapsed());
         assert!(!content.is_empty());
     }
-    let (m, p) = stats(samples);
-    rows.push(format!(
-        "| {name} | context-file read (user miss → agent file) | {} | {} |",
-        fmt(m),
-        fmt(p)
+    rows.push(row(
+        name,
+        "context-file read (user miss → agent file)",
+        samples,
     ));
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -103,11 +100,10 @@ async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
             .unwrap();
         samples.push(t.elapsed());
     }
-    let (m, p) = stats(samples);
-    rows.push(format!(
-        "| {name} | memory write + re-chunk + re-index (~7 KiB, 8 chunks) | {} | {} |",
-        fmt(m),
-        fmt(p)
+    rows.push(row(
+        name,
+        "memory write + re-chunk + re-index (~7 KiB, 8 chunks)",
+        samples,
     ));
 
     // The audit writer's batches: 256 calls per transaction (four 64-row statements).
@@ -129,11 +125,10 @@ async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
         store.record_audit(&batch).await.unwrap();
         samples.push(t.elapsed());
     }
-    let (m, p) = stats(samples);
-    rows.push(format!(
-        "| {name} | audit batch of 256 calls (one transaction) | {} | {} |",
-        fmt(m),
-        fmt(p)
+    rows.push(row(
+        name,
+        "audit batch of 256 calls (one transaction)",
+        samples,
     ));
 
     // 2,500 documents of 40 chunks each: 100,000 chunks.
@@ -161,11 +156,10 @@ async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
         samples.push(t.elapsed());
     }
     assert!(hits > 0);
-    let (m, p) = stats(samples);
-    rows.push(format!(
-        "| {name} | memory search, top 10 of 100,000 chunks (two-word queries, 20,000-word vocabulary) | {} | {} |",
-        fmt(m),
-        fmt(p)
+    rows.push(row(
+        name,
+        "memory search, top 10 of 100,000 chunks (two-word queries, 20,000-word vocabulary)",
+        samples,
     ));
     eprintln!(
         "{name}: loaded 100,000 chunks in {:.1}s",
