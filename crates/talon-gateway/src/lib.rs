@@ -5,11 +5,14 @@
 //! Unlike GoClaw's `/v1/tools/invoke`, every call here goes through the same pipeline as the agent
 //! loop: policy, validation, rate limit (keyed by the API token), hooks, permission, scrubbing.
 //! Bearer-token auth protects everything except `/healthz` when a token is configured, and the
-//! gateway refuses to listen beyond loopback without one.
+//! gateway refuses to listen beyond loopback without one. In front of everything, `/healthz`
+//! included, the browser guard (`guard`) keeps web pages out: allowed `Host` only, no cross-site
+//! `Origin` or `Sec-Fetch-Site`, JSON bodies only.
 
 mod approvals;
 mod auth;
 mod events;
+mod guard;
 mod invoke;
 
 use std::net::SocketAddr;
@@ -32,9 +35,11 @@ pub struct GatewayConfig {
     pub bind: SocketAddr,
     /// Bearer token required on every route but `/healthz`; `None` means no auth (loopback only).
     pub token: Option<String>,
-    /// `Host` values accepted on `/mcp` (DNS-rebinding guard). Empty: derived from `bind` and
-    /// the token (loopback names without a token; any host with one).
+    /// `Host` values accepted on every route (DNS-rebinding guard). Empty: derived from `bind`
+    /// and the token (loopback names and the bind address without a token; any host with one).
     pub allowed_hosts: Vec<String>,
+    /// Browser origins (`scheme://host[:port]`) allowed besides the gateway's own; empty: none.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Why the gateway could not start.
@@ -117,6 +122,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
             config.bind.ip().to_string(),
         ]
     };
+    let guard = guard::Guard::new(allowed_hosts.clone(), &config.allowed_origins);
     let mcp = talon_mcp::http_service(
         TalonMcp::new(
             Arc::clone(&pipeline),
@@ -157,6 +163,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
     Router::new()
         .route("/healthz", get(invoke::healthz))
         .merge(protected)
+        .layer(axum::middleware::from_fn_with_state(guard, guard::check))
 }
 
 /// Binds and serves until `shutdown` is cancelled.

@@ -336,8 +336,12 @@ pub struct GatewayConfig {
     pub bind: Option<String>,
     /// Bearer token for every route but /healthz.
     pub token: Option<String>,
-    /// Accepted `Host` values on /mcp.
+    /// Accepted `Host` values on every route (default: loopback names and the bind address
+    /// without a token, any host with one).
     pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://ui.example`) allowed to call the gateway besides its own;
+    /// default none.
+    pub allowed_origins: Vec<String>,
     /// One workspace for every caller (`talon serve --workspace` wins). Unset, each agent and
     /// user gets `<data-dir>/workspaces/<agent>/<user>`.
     pub workspace: Option<PathBuf>,

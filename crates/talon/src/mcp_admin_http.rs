@@ -13,6 +13,11 @@
 //! | `GET /v1/mcp-access-requests[?status=]` | access requests |
 //! | `POST /v1/mcp-access-requests` | file a request |
 //! | `POST /v1/mcp-access-requests/{id}/{approve\|reject}` | review one |
+//!
+//! A stdio server's command is code run on this host, outside the sandbox. A gateway without
+//! `gateway.token` answers whoever can reach its port, so it accepts only URL servers here:
+//! command servers are added on the host (`talon mcp-servers add`, talon.toml) or through a
+//! gateway with a token, whose holder is its administrator.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,10 +41,19 @@ struct Admin {
     bridge: Option<Arc<Bridge>>,
     /// Names in talon.toml: not stored, not removable here.
     configured: Arc<Vec<String>>,
+    /// Whether callers are authenticated (a gateway token): only then may a body define a
+    /// server that runs a command on the host.
+    commands_allowed: bool,
 }
 
-/// The routes, over `store` and the running `bridge`.
-pub fn routes(store: Store, bridge: Option<Arc<Bridge>>, configured: Vec<String>) -> Router {
+/// The routes, over `store` and the running `bridge`; `authenticated`: the gateway requires a
+/// token (without one, no server that runs a host command is accepted).
+pub fn routes(
+    store: Store,
+    bridge: Option<Arc<Bridge>>,
+    configured: Vec<String>,
+    authenticated: bool,
+) -> Router {
     Router::new()
         .route("/v1/mcp-servers", get(list_servers).post(add_server))
         .route("/v1/mcp-servers/{name}", delete(remove_server))
@@ -57,6 +71,7 @@ pub fn routes(store: Store, bridge: Option<Arc<Bridge>>, configured: Vec<String>
             store,
             bridge,
             configured: Arc::new(configured),
+            commands_allowed: authenticated,
         })
 }
 
@@ -179,6 +194,19 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    let runs_command = b.command.is_some()
+        || !b.args.is_empty()
+        || b.cwd.is_some()
+        || b.env.is_some()
+        || b.transport.as_deref() == Some("stdio");
+    if runs_command && !admin.commands_allowed {
+        return error(
+            StatusCode::FORBIDDEN,
+            "this gateway has no gateway.token, so it does not accept MCP servers that run a command \
+             on its host (command, args, env, cwd): add the server on the host with `talon mcp-servers add` \
+             or in talon.toml, or set gateway.token; URL servers are accepted",
+        );
+    }
     if admin.configured.contains(&b.name) {
         return error(
             StatusCode::CONFLICT,

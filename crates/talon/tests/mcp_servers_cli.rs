@@ -157,8 +157,32 @@ fn stored_servers_grants_and_requests_through_the_cli() {
     assert!(!ok && stderr.contains("http:// or https://"), "{stderr}");
 }
 
+/// The gateways here take a token: without one, no server running a host command is accepted
+/// over HTTP.
+const TOKEN: &str = "tok-admin-123456";
+
+/// A client sending [`TOKEN`].
+fn authed() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
 async fn tool_names(addr: &str) -> Vec<String> {
-    let listed = support::get_json(&format!("http://{addr}/v1/tools")).await;
+    let listed: Value = authed()
+        .get(format!("http://{addr}/v1/tools"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     listed["tools"]
         .as_array()
         .map(|tools| {
@@ -184,9 +208,9 @@ async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
 #[tokio::test]
 async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_cli() {
     let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
-    let server = support::serve(&[], None);
+    let server = support::serve(&[("TALON_GATEWAY__TOKEN", TOKEN)], None);
     let addr = server.addr.clone();
-    let client = reqwest::Client::new();
+    let client = authed();
     let api = |path: &str| format!("http://{addr}{path}");
 
     // Added over HTTP: the running gateway connects it and offers its tools.
@@ -220,7 +244,7 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
             .contains(&"mcp__everything__echo".to_string())
     );
     let call = json!({"tool": "mcp__everything__echo", "args": {"message": "over http"}});
-    let (_, body) = support::invoke(&addr, None, call.clone()).await;
+    let (_, body) = support::invoke(&addr, Some(TOKEN), call.clone()).await;
     assert!(
         body.to_string().contains("may be used only with a grant"),
         "{body}"
@@ -249,7 +273,7 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
         .await
         .unwrap();
     assert_eq!(again.status(), 409);
-    let (status, body) = support::invoke(&addr, None, call.clone()).await;
+    let (status, body) = support::invoke(&addr, Some(TOKEN), call.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.to_string().contains("Echo: over http"), "{body}");
     assert!(
@@ -309,10 +333,11 @@ async fn gateways_sharing_postgresql_follow_each_others_changes() {
         ("TALON_DATABASE_URL", url.as_str()),
         ("TALON_DATABASE__SCHEMA", schema.as_str()),
         ("TALON_ENCRYPTION_KEY", key.as_str()),
+        ("TALON_GATEWAY__TOKEN", TOKEN),
     ];
     let first = support::serve(&env, None);
     let second = support::serve(&env, None);
-    let client = reqwest::Client::new();
+    let client = authed();
     let added = client
         .post(format!("http://{}/v1/mcp-servers", first.addr))
         .json(&json!({"name": "everything", "command": "node",
@@ -328,7 +353,7 @@ async fn gateways_sharing_postgresql_follow_each_others_changes() {
     })
     .await;
     let call = json!({"tool": "mcp__everything__echo", "args": {"message": "via the other"}});
-    let (status, body) = support::invoke(&second.addr, None, call).await;
+    let (status, body) = support::invoke(&second.addr, Some(TOKEN), call).await;
     assert_eq!(status, 200, "{body}");
     let removed = client
         .delete(format!("http://{}/v1/mcp-servers/everything", second.addr))

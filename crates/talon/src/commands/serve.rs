@@ -33,6 +33,7 @@ pub async fn run(
         bind,
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
         allowed_hosts: config.gateway.allowed_hosts.clone(),
+        allowed_origins: config.gateway.allowed_origins.clone(),
     };
     let config_names: Vec<String> = config.mcp_servers.keys().cloned().collect();
     // State: the database (created and migrated on first start), the secrets key, the default
@@ -97,8 +98,13 @@ pub async fn run(
         approvals: Arc::clone(&rt.approvals),
         questions,
         admin: Some(
-            crate::mcp_admin_http::routes(rt.store.clone(), rt.bridge.clone(), config_names)
-                .merge(crate::chat_http::routes(runner)),
+            crate::mcp_admin_http::routes(
+                rt.store.clone(),
+                rt.bridge.clone(),
+                config_names,
+                gateway.token.is_some(),
+            )
+            .merge(crate::chat_http::routes(runner)),
         ),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;

@@ -1,0 +1,194 @@
+//! Security regressions of the gateway and of configuration loading (issue 21): what a web page,
+//! a file an agent wrote, or another user of the gateway must not reach.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use reqwest::header::{CONTENT_TYPE, HOST, ORIGIN};
+use serde_json::{Value, json};
+
+/// A file somewhere under `dir` named `name`.
+fn find(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = find(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// A `text/plain` POST is a "simple" request a page sends cross-site without a preflight: it
+/// must not be parsed, let alone run.
+#[tokio::test]
+async fn h21_01_text_plain_invoke_is_refused() {
+    let server = support::serve(&[], None);
+    let body = json!({"tool": "write_file", "args": {"path": "pwned.txt", "content": "x"}});
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/v1/tools/invoke", server.addr))
+        .header(CONTENT_TYPE, "text/plain")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 415, "{}", response.text().await.unwrap());
+    assert_eq!(find(server.home.path(), "pwned.txt"), None);
+    // The same call as JSON, from a non-browser client, runs.
+    let (status, answer) = support::invoke(&server.addr, None, body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(find(server.home.path(), "pwned.txt").is_some());
+}
+
+/// A page on another origin (or marked cross-site by the browser) reaches no route.
+#[tokio::test]
+async fn h21_01_cross_site_origin_is_refused() {
+    let server = support::serve(&[], None);
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("http://{}{path}", server.addr);
+    let call = json!({"tool": "datetime", "args": {}});
+    for origin in [
+        "https://evil.example",
+        "null",
+        "http://127.0.0.1:1",
+        "http://localhost.evil.example",
+    ] {
+        let response = client
+            .post(url("/v1/tools/invoke"))
+            .header(ORIGIN, origin)
+            .json(&call)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "Origin {origin}");
+    }
+    let answered = client
+        .post(url("/v1/approvals"))
+        .header(ORIGIN, "https://evil.example")
+        .json(&json!({"id": "x", "decision": "allow-once"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 403);
+    // A navigation or no-cors fetch carries no Origin, but Sec-Fetch-Site says where it is from.
+    for site in ["cross-site", "same-site"] {
+        let listed = client
+            .get(url("/v1/approvals"))
+            .header("sec-fetch-site", site)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(listed.status(), 403, "Sec-Fetch-Site {site}");
+    }
+    // The gateway's own origin is served.
+    let own = client
+        .post(url("/v1/tools/invoke"))
+        .header(ORIGIN, format!("http://{}", server.addr))
+        .header("sec-fetch-site", "same-origin")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 200, "{}", own.text().await.unwrap());
+}
+
+/// A DNS-rebinding page reaches the gateway under its own name: every route refuses that Host.
+#[tokio::test]
+async fn h21_01_rebinding_host_is_refused() {
+    let server = support::serve(&[], None);
+    let client = reqwest::Client::new();
+    let port = server.addr.rsplit(':').next().unwrap();
+    let evil = format!("rebind.evil.example:{port}");
+    let url = |path: &str| format!("http://{}{path}", server.addr);
+    let requests = [
+        client.get(url("/healthz")),
+        client.get(url("/v1/approvals")),
+        client.get(url("/v1/events")),
+        client.get(url("/v1/mcp-servers")),
+        client
+            .post(url("/v1/tools/invoke"))
+            .json(&json!({"tool": "datetime"})),
+        client
+            .post(url("/v1/mcp-servers"))
+            .json(&json!({"name": "x", "url": "http://127.0.0.1:9/mcp"})),
+    ];
+    for request in requests {
+        let response = request.header(HOST, &evil).send().await.unwrap();
+        assert_eq!(response.status(), 403, "{}", response.url());
+    }
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "LOCALHOST".into(),
+    ] {
+        let response = client
+            .get(url("/healthz"))
+            .header(HOST, &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{host}");
+    }
+}
+
+/// Browsers send `Origin` on WebSocket upgrades and apply no same-origin rule to them: the events
+/// stream (approvals, questions) must refuse a foreign origin.
+#[tokio::test]
+async fn h21_01_websocket_upgrade_with_evil_origin_is_refused() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let server = support::serve(&[], None);
+    let url = format!("ws://{}/v1/events", server.addr);
+    let mut request = url.clone().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("origin", "https://evil.example".parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 403);
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("a WebSocket from https://evil.example was accepted"),
+    }
+    // A client that is no web page is served.
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    drop(ws);
+}
+
+/// An MCP server's command runs on the host, outside the sandbox: a gateway without a token
+/// accepts none over HTTP (URL servers only).
+#[tokio::test]
+async fn h21_01_tokenless_gateway_refuses_command_mcp_servers() {
+    let server = support::serve(&[], None);
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/v1/mcp-servers", server.addr);
+    let marker = server.home.path().join("ran");
+    for body in [
+        json!({"name": "x", "command": "sh", "args": ["-c", format!("touch {}", marker.display())]}),
+        json!({"name": "y", "transport": "stdio", "command": "true"}),
+        json!({"name": "z", "url": "http://127.0.0.1:9/mcp", "env": {"A": "b"}}),
+    ] {
+        let response = client.post(&url).json(&body).send().await.unwrap();
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(status, 403, "{body} → {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains("gateway.token"),
+            "{answer}"
+        );
+    }
+    let listed: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["servers"], json!([]), "{listed}");
+    assert!(!marker.exists());
+    // A URL server is not host code: accepted.
+    let added = client
+        .post(&url)
+        .json(&json!({"name": "remote", "url": "http://127.0.0.1:9/mcp"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201, "{}", added.text().await.unwrap());
+}
