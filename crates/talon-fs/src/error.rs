@@ -26,6 +26,8 @@ pub enum FsError {
     SymlinkLoop { path: PathBuf },
     #[error("{} is read-only here", path.display())]
     ReadOnly { path: PathBuf },
+    #[error("{} is protected: {why}. File tools and sandboxed commands may not create, change, rename or remove it; if the change is really needed, ask the user to make it", path.display())]
+    Protected { path: PathBuf, why: &'static str },
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath { path: String, reason: String },
     #[error("{path}: {source}")]

@@ -14,9 +14,14 @@
 //! `/proc/self/root`-style magic links, NUL bytes, and configured deny prefixes, which are checked
 //! on the path the kernel actually opened.
 //!
-//! Every operation on file content goes through one of three doors — [`Jail::open_read`],
-//! [`Jail::open_walked`] and [`Jail::write`] — and each applies the same checks (deny prefixes,
-//! the hard-link policy), so a file refused by one tool is refused by every tool.
+//! Every operation on file content goes through one of these doors — [`Jail::open_read`] and
+//! [`Jail::open_walked`] to read, [`Jail::write`] and [`Jail::create_new`] to write — and each
+//! applies the same checks (deny prefixes, the hard-link policy), so a file refused by one tool
+//! is refused by every tool. The write doors also refuse the [`protected`] paths (the git
+//! repository, shell start-up files, agent and editor settings) in every writable root,
+//! checked on the path the kernel resolved, and create no directory inside them on the way:
+//! the command sandbox keeps the same list read-only, so a file tool cannot do what `exec` may
+//! not.
 //!
 //! Writes are atomic ([`Jail::write`]): a temporary file in the same directory, `fsync`, then
 //! `renameat` over the target; the file's permission bits are kept; a crash or a full disk never
@@ -24,6 +29,7 @@
 
 mod error;
 mod list;
+pub mod protected;
 pub mod resolve;
 mod write;
 
@@ -174,6 +180,19 @@ impl Jail {
             });
         }
         Ok(())
+    }
+
+    /// Refuses a write to `rel` (relative to `root`, lexical or as the kernel resolved it) if it
+    /// is a protected path ([`protected::refusal`]). The error names the protected path itself,
+    /// which is not what the caller asked for when a symlink led there.
+    fn check_protected(&self, root: &Root, rel: &Path) -> Result<(), FsError> {
+        match protected::refusal(rel) {
+            Some(why) => Err(FsError::Protected {
+                path: root.path.join(lexical(rel)),
+                why,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Also denies `abs` if it lies inside the workspace (Talon's data directory, say).

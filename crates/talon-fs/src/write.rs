@@ -11,7 +11,7 @@ use nix::sys::stat::{Mode, SFlag, fchmod, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, fsync, unlinkat};
 
 use crate::error::Raw;
-use crate::{FsError, Jail, Located, Root, file_name};
+use crate::{FsError, Jail, Located, Root, file_name, lexical};
 
 /// Whether a write may create missing parent directories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,9 +67,11 @@ impl Jail {
                 reason: "the path must end in a file name".into(),
             });
         };
+        self.check_protected(root, &lexical(&located.rel))?;
         let parent_rel = located.rel.parent().unwrap_or(Path::new(""));
         let parent = self.ensure_dirs(root, parent_rel, &shown)?;
-        let (_, parent_abs) = self.real_rel(root, &parent)?;
+        let (parent_real, parent_abs) = self.real_rel(root, &parent)?;
+        self.check_protected(root, &parent_real.join(name))?;
         let fd = nix::fcntl::openat(
             &parent,
             name,
@@ -100,6 +102,9 @@ impl Jail {
         if located.root == 0 && self.is_denied(&located.rel) {
             return Err(FsError::Denied { path: shown });
         }
+        // Checked on the path as given before anything is created, and again below on the
+        // path the kernel resolved.
+        self.check_protected(root, &lexical(&located.rel))?;
         let Some(name) = file_name(&located.rel) else {
             return Err(FsError::InvalidPath {
                 path: shown.display().to_string(),
@@ -124,6 +129,7 @@ impl Jail {
         if located.root == 0 && self.is_denied(&real_rel) {
             return Err(FsError::Denied { path: shown });
         }
+        self.check_protected(root, &real_rel)?;
 
         let (created, perms) = match fstatat(&parent, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(stat) => {
@@ -224,6 +230,10 @@ impl Jail {
                 .map_err(|e| e.at(shown, &root.path))?;
             prefix.push(component);
             if let std::path::Component::Normal(name) = component {
+                // A symlink on the way may lead into a protected directory: nothing is
+                // created there.
+                let (parent_real, _) = self.real_rel(root, &parent)?;
+                self.check_protected(root, &parent_real.join(name))?;
                 match mkdirat(&parent, name, Mode::from_bits_truncate(0o755)) {
                     Ok(()) | Err(Errno::EEXIST) => {}
                     Err(e) => return Err(Raw::from(e).at(shown, &root.path)),
