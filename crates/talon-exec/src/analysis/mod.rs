@@ -17,6 +17,7 @@
 pub mod approval;
 mod control;
 pub mod deny;
+mod evaluated;
 mod options;
 mod parse;
 mod patterns;

@@ -113,7 +113,8 @@ pub(crate) struct Walker {
     pub(crate) segments: Vec<Segment>,
     pub(crate) reasons: Vec<String>,
     pub(crate) transforms: Vec<String>,
-    /// Something evaluates arithmetic (which expands array subscripts in variable values).
+    /// Something evaluates values again: arithmetic (which expands array subscripts in
+    /// variable values), indirection (`${!x}`), a substring offset, a nameref.
     pub(crate) arith: bool,
     /// Some literal text holds command-substitution syntax.
     pub(crate) subst_text: bool,
@@ -259,6 +260,7 @@ impl Walker {
     /// Turns a resolved command into a segment.
     pub(crate) fn push_pending(&mut self, p: Pending, ctx: &Ctx) {
         self.note_stored_text(&p);
+        self.note_evaluated_words(&p);
         let mut assignments = ctx.assignments.clone();
         assignments.extend(p.assignments);
         let mut redirects = p.redirects;

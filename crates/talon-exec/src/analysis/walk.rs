@@ -131,6 +131,13 @@ impl Walker {
             "subscript" => self.arith = true,
             "expansion" => {
                 let text = node_text(node, src);
+                // `${!x}` evaluates x's value as a name, `${x:offset:length}` as arithmetic.
+                let mut tokens = node.walk();
+                let reevaluates = text.starts_with("${!")
+                    || node
+                        .children(&mut tokens)
+                        .any(|c| !c.is_named() && c.kind() == ":");
+                self.arith |= reevaluates;
                 let bytes = text.as_bytes();
                 let n = bytes.len();
                 if n >= 4 && bytes.get(n - 3) == Some(&b'@') && bytes.get(n - 1) == Some(&b'}') {
@@ -199,6 +206,7 @@ impl Walker {
     }
 
     pub(crate) fn declaration(&mut self, node: Node<'_>, src: &str, ctx: &Ctx, nd: usize) {
+        let mut nameref = false;
         let mut words = Vec::new();
         let mut assignments = Vec::new();
         let mut cursor = node.walk();
@@ -207,6 +215,12 @@ impl Walker {
                 "comment" => {}
                 "variable_assignment" => {
                     let a = self.assignment(child, src, ctx, nd);
+                    if nameref && a.dynamic {
+                        self.unknown(format!(
+                            "the nameref `{}` refers to a name only known at run time",
+                            a.name
+                        ));
+                    }
                     let word = format!("{}={}", a.name, a.value);
                     words.push(if a.dynamic {
                         Word::dynamic(word)
@@ -223,8 +237,11 @@ impl Walker {
                             "`{}` with a name computed at run time",
                             node_text(node, src).split_whitespace().next().unwrap_or("")
                         ));
-                    } else if w.text.starts_with('-') && w.text.contains('i') {
+                    } else if w.text.starts_with('-') && w.text.contains(['i', 'n']) {
+                        // Integer variables evaluate what is assigned to them; a nameref's
+                        // value is a name evaluated wherever the reference is used.
                         self.arith = true;
+                        nameref |= w.text.contains('n');
                     }
                     words.push(w);
                 }

@@ -1,0 +1,126 @@
+//! Security regressions from the outside review (issue 21), items 8, 9, 10 and 15: each test
+//! names the item it guards (`h21_NN_…`) and failed before its fix.
+
+#![allow(clippy::expect_used)]
+
+use std::collections::HashSet;
+
+use talon_exec::analysis::{
+    ApprovalContext, Ask, Decision, DenyGroups, ExecApprovalConfig, RuleSet, Security, analyze,
+    decide,
+};
+
+fn decision(command: &str, security: Security, ask: Ask, allow: &[&str]) -> Decision {
+    let config = ExecApprovalConfig {
+        security,
+        ask,
+        rules: RuleSet::parse::<&str>(&[], &[], allow).expect("valid rules"),
+    };
+    let groups = DenyGroups::default();
+    let always = HashSet::new();
+    decide(
+        &analyze(command),
+        &config,
+        ApprovalContext {
+            deny_groups: &groups,
+            always_allowed: &always,
+            can_ask: true,
+        },
+    )
+}
+
+/// Bash evaluates these words as variable names with subscripts, or as arithmetic, and runs
+/// the command substitution inside (`PAYLOAD` stands for it).
+const SUBSCRIPT_EVALUATIONS: &[&str] = &[
+    "[[ -v 'a[PAYLOAD]' ]]",
+    "[[ -R 'a[PAYLOAD]' ]]",
+    "test -v 'a[PAYLOAD]'",
+    "[ -v 'a[PAYLOAD]' ]",
+    "[[ 'a[PAYLOAD]' -eq 1 ]]",
+    "declare 'a[PAYLOAD]=1'",
+    "declare -a 'a[PAYLOAD]'",
+    "typeset 'a[PAYLOAD]=1'",
+    "f() { local 'a[PAYLOAD]=1'; }; f",
+    "export 'a[PAYLOAD]=1'",
+    "readonly 'a[PAYLOAD]'",
+    "a=(1); unset 'a[PAYLOAD]'",
+    "a=(1); unset -v \"a[PAYLOAD]\"",
+    "printf -v 'a[PAYLOAD]' %s x",
+    "printf -v'a[PAYLOAD]' %s x",
+    "read 'a[PAYLOAD]' <<< x",
+    "read -r -a 'a[PAYLOAD]' <<< x",
+    "mapfile -t 'a[PAYLOAD]' < /dev/null",
+    "readarray 'a[PAYLOAD]' < /dev/null",
+    "getopts ab 'a[PAYLOAD]'",
+    "sleep 1 & wait -p 'a[PAYLOAD]'",
+    "let 'a[PAYLOAD]=1'",
+    "(( 'a[PAYLOAD]' ))",
+    "echo $(( 'a[PAYLOAD]' ))",
+    "declare -n r='a[PAYLOAD]'; echo \"$r\"",
+    "x='a[PAYLOAD]'; echo \"${!x}\"",
+    "v=abc; o='a[PAYLOAD]'; echo \"${v:o}\"",
+    "f() { local -n r=\"$1\"; echo \"$r\"; }; f 'a[PAYLOAD]'",
+    "mapfile -t -C 'echo PAYLOAD' -c 1 lines < /dev/null",
+    "x='a[PAYLOAD]'; unset \"$x\"",
+    "x='a[PAYLOAD]'; [[ -v $x ]]",
+    "x='a[PAYLOAD]'; printf -v \"$x\" %s 1",
+    "x='a[PAYLOAD]'; read \"$x\" <<< 1",
+];
+
+#[test]
+fn h21_08_subscript_evaluation_is_unknown() {
+    for template in SUBSCRIPT_EVALUATIONS {
+        let command = template.replace("PAYLOAD", "$(touch X)");
+        let a = analyze(&command);
+        assert!(a.is_unknown(), "{command:?} must be unknown: {a:?}");
+    }
+}
+
+#[test]
+fn h21_08_allowlist_refuses_subscript_payloads() {
+    for template in SUBSCRIPT_EVALUATIONS {
+        let command = template.replace("PAYLOAD", "$(touch X)");
+        for command in [command.clone(), format!("git status; {command}")] {
+            let d = decision(
+                &command,
+                Security::Allowlist,
+                Ask::Off,
+                &["Bash(git status)"],
+            );
+            assert!(
+                matches!(d, Decision::Deny { .. }),
+                "{command:?} must be refused: {d:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn h21_08_default_mode_cannot_carry_rm_past_deny_groups() {
+    for template in SUBSCRIPT_EVALUATIONS {
+        let command = template.replace("PAYLOAD", "$(rm -rf ~/x)");
+        let d = decision(&command, Security::Full, Ask::Off, &[]);
+        assert!(!d.is_allowed(), "{command:?} must not run: {d:?}");
+    }
+}
+
+#[test]
+fn h21_08_ordinary_names_and_data_stay_known() {
+    for command in [
+        "[[ -v HOME ]]",
+        "declare -a list=(1 2); unset 'list[1]'",
+        "export MSG='run $(date) later'",
+        "printf '%s\\n' '$(not run)'",
+        "read -r line <<< x",
+        "echo '$(literal)' | grep -F '$('",
+        "let i=i+1",
+        "for ((i = 0; i < 3; i++)); do echo \"$i\"; done",
+    ] {
+        let a = analyze(command);
+        assert!(
+            !a.is_unknown(),
+            "{command:?} should stay known: {:?}",
+            a.unknown
+        );
+    }
+}
