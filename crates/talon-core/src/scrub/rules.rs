@@ -18,6 +18,15 @@
 //!   before it on that line. So git commit ids, UUIDs, `sha256sum` output and lockfile checksums pass
 //!   through, and `SIGNING_KEY = "9f86d0…"` does not. GoClaw redacts every 64-hex string.
 //!
+//! Vendor formats added after an outside review (issue 21): Discord bot tokens (three dotted
+//! parts whose first decodes to a user id, found beside `token`, `discord` or `Authorization`:
+//! the shape has no literal prefix) and webhook URLs (the id is kept), Entra ID client secrets
+//! (`…8Q~…`), Azure SAS `sig=` among other SAS fields, Vault `hvs.`/`hvb.`/`hvr.`, Google
+//! `GOCSPX-` and `ya29.`, Atlassian `ATATT3`, Databricks `dapi`, Okta `SSWS 00…`, Linear,
+//! Notion, PlanetScale, Supabase, Replicate `r8_`, Perplexity `pplx-`, xAI `xai-`, Mapbox
+//! `sk.eyJ…`, a 40-character AWS secret key within 512 bytes (across lines) of its key id,
+//! and `Cookie:` / `Set-Cookie:` values holding a value of eight or more characters.
+//!
 //! Telegram bot tokens (`<bot id>:<secret>`) redact only the secret after the colon
 //! (`123456789:[REDACTED]`), as the URL-password and key=value rules keep the non-secret part: the
 //! bot id is the bot's public user id. A bare token (`telegram_bot`, keyword `:AA`) needs an 8–10
@@ -31,6 +40,8 @@
 //! a token.
 
 use std::ops::Range;
+
+use super::checks::{self, *};
 
 /// Decides whether a regex match is really a secret. Gets the window the match is in, the
 /// match's range within it, and the range of the `secret` group if the rule has one.
@@ -57,10 +68,10 @@ pub(crate) struct Rule {
 /// case variants listed explicitly so the prefilter stays case-sensitive. Rules that look for a
 /// secret next to a name use these.
 ///
-/// All keywords together (these, the vendor prefixes and [`PEM_KEYWORD`]) must stay at 64 or
-/// fewer, each at least three bytes long: that lets the Aho-Corasick prefilter use its SIMD
-/// (Teddy) searcher, which is where the scrubber's speed on clean text comes from (a test guards
-/// it). So a few rare formats have no prefix keyword of their own and are found next to a name:
+/// Every keyword must be at least three bytes long, and the prefilter's automata stay few and
+/// within the SIMD (Teddy) searcher's limits, which is where the scrubber's speed on clean text
+/// comes from (a test guards it; see `super::prefilter_groups`). So a few rare formats have no
+/// prefix keyword of their own and are found next to a name:
 /// Twilio `SK…` SIDs, AWS `ABIA`/`ACCA` ids, the rarer GitLab and Shopify prefixes, and
 /// `AGE-SECRET-KEY-1…` (which contains `KEY`).
 const NAMES: &[&str] = &[
@@ -93,6 +104,34 @@ const NAMES: &[&str] = &[
 
 /// The keyword that opens a private-key block; its search window spans lines.
 pub(crate) const PEM_KEYWORD: &str = "-----BEGIN";
+
+/// The prefixes of AWS access key ids. Their search window spans lines, so a secret access key
+/// printed on the line after its key id is found with it.
+pub(crate) const AWS_KEY_ID_KEYWORDS: &[&str] = &["AKIA", "ASIA"];
+
+/// Keywords that are words of ordinary text and code (secret names, header names), as opposed
+/// to vendor prefixes, which almost never occur in clean text. The prefilter searches the two
+/// kinds with separate automata (see `super::Scrubber::new`).
+pub(crate) fn is_context_keyword(keyword: &str) -> bool {
+    NAMES.contains(&keyword)
+        || [
+            "SECRET",
+            "TOKEN",
+            "PASSW",
+            "CREDENTIAL",
+            "PRIVATE",
+            "DSN",
+            "DATABASE_URL",
+            "REDIS_URL",
+            "MONGO_URI",
+            "VIRTUAL_",
+            "iscord",
+            "ISCORD",
+            "ookie",
+            "OOKIE",
+        ]
+        .contains(&keyword)
+}
 
 pub(crate) const RULES: &[Rule] = &[
     rule(
@@ -217,6 +256,112 @@ pub(crate) const RULES: &[Rule] = &[
     )
     .checked(has_age),
     rule("mailgun", r"\bkey-[0-9a-f]{32}\b", &["key"]).checked(has_key_dash),
+    rule(
+        "discord_webhook",
+        r"\b(?:(?:canary|ptb)\.)?discord(?:app)?\.com/api/(?:v[0-9]+/)?webhooks/[0-9]{17,20}/(?P<secret>[A-Za-z0-9_\-]{30,})",
+        &["/webhooks/"],
+    ),
+    Rule {
+        id: "discord_bot",
+        pattern: r"[MNO][A-Za-z0-9_\-]{22,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}",
+        keywords: &[
+            "iscord",
+            "ISCORD",
+            "token",
+            "Token",
+            "TOKEN",
+            "uthorization",
+            "AUTH",
+        ],
+        accept: Some(checks::accept_discord_bot),
+        precheck: None,
+    },
+    Rule {
+        id: "azure_client_secret",
+        pattern: r"[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}",
+        keywords: &["7Q~", "8Q~"],
+        accept: Some(checks::accept_azure_client_secret),
+        precheck: None,
+    },
+    Rule {
+        id: "azure_sas_signature",
+        pattern: r"(?:[?&;\s\x22']|^)sig=(?P<secret>[A-Za-z0-9%+/=_\-]{20,})",
+        keywords: &["sig="],
+        accept: Some(checks::accept_azure_sas),
+        precheck: None,
+    },
+    rule(
+        "hashicorp_vault",
+        r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}",
+        &["hvs.", "hvb.", "hvr."],
+    ),
+    rule(
+        "google_oauth_client_secret",
+        r"\bGOCSPX-[A-Za-z0-9_\-]{24,}",
+        &["GOCSPX-"],
+    ),
+    rule(
+        "google_oauth_access_token",
+        r"\bya29\.[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]+)*",
+        &["ya29."],
+    ),
+    rule(
+        "atlassian_api_token",
+        r"\bATATT3[A-Za-z0-9_\-=]{40,}",
+        &["ATATT3"],
+    ),
+    rule("databricks", r"\bdapi[a-f0-9]{32}(?:-[0-9]+)?\b", &["dapi"]),
+    rule(
+        "okta_ssws",
+        r"\bSSWS\s+(?P<secret>00[A-Za-z0-9_\-]{40})",
+        &["SSWS"],
+    ),
+    rule(
+        "linear",
+        r"\blin_(?:api_[A-Za-z0-9]{40}|oauth_[a-f0-9]{64})\b",
+        &["lin_api_", "lin_oauth_"],
+    ),
+    Rule {
+        id: "notion",
+        pattern: r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[0-9]{11}[A-Za-z0-9]{35})\b",
+        keywords: &["secret", "ntn_"],
+        accept: Some(checks::accept_random),
+        precheck: Some(has_notion),
+    },
+    rule(
+        "planetscale",
+        r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-.=]{32,64}",
+        &["pscale_"],
+    ),
+    Rule {
+        id: "supabase",
+        pattern: r"\b(?:sbp_[a-f0-9]{40}\b|sb_secret_[A-Za-z0-9_\-]{20,})",
+        keywords: &["sbp_", "secret"],
+        accept: None,
+        precheck: Some(has_supabase),
+    },
+    rule("replicate", r"\br8_[A-Za-z0-9]{37}\b", &["r8_"]),
+    rule("perplexity", r"\bpplx-[A-Za-z0-9]{32,}", &["pplx-"]),
+    rule("xai", r"\bxai-[A-Za-z0-9]{40,}", &["xai-"]),
+    rule(
+        "mapbox_secret",
+        r"\b[st]k\.eyJ[A-Za-z0-9_\-]{20,}\.[A-Za-z0-9_\-]{20,}",
+        &["eyJ"],
+    ),
+    Rule {
+        id: "aws_secret_access_key",
+        pattern: r"[A-Za-z0-9/+]{40}",
+        keywords: AWS_KEY_ID_KEYWORDS,
+        accept: Some(checks::accept_aws_secret),
+        precheck: Some(checks::has_aws_key_prefix),
+    },
+    Rule {
+        id: "cookie_header",
+        pattern: r#"(?i)\b(?:set-)?cookie["']?[ \t]*:[ \t]*["']?(?P<secret>[^=\s'"`;,]+=[^\r\n'"`]*[^\s'"`])"#,
+        keywords: &["ookie", "OOKIE"],
+        accept: Some(checks::accept_cookie),
+        precheck: Some(checks::has_cookie_assignment),
+    },
     Rule {
         id: "url_password",
         pattern: r#"(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^\s:/@"'<>]*:(?P<secret>[^\s@/"'<>]+)@"#,
@@ -295,213 +440,4 @@ pub(crate) fn keywords() -> Vec<&'static str> {
         }
     }
     out
-}
-
-fn has(window: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(window, needle).is_some()
-}
-
-fn has_aws_prefix(window: &[u8]) -> bool {
-    [&b"AKIA"[..], b"ASIA", b"ABIA", b"ACCA", b"A3T"]
-        .iter()
-        .any(|n| has(window, n))
-}
-
-fn has_sk(window: &[u8]) -> bool {
-    has(window, b"SK")
-}
-
-fn has_key_dash(window: &[u8]) -> bool {
-    has(window, b"key-")
-}
-
-fn has_gl(window: &[u8]) -> bool {
-    has(window, b"gl")
-}
-
-fn has_shp(window: &[u8]) -> bool {
-    has(window, b"shp")
-}
-
-fn has_age(window: &[u8]) -> bool {
-    has(window, b"AGE-SECRET-KEY-1")
-}
-
-fn has_basic(window: &[u8]) -> bool {
-    has(window, b"asic") || has(window, b"ASIC")
-}
-
-fn has_at_sign(window: &[u8]) -> bool {
-    memchr::memchr(b'@', window).is_some()
-}
-
-fn has_equals(window: &[u8]) -> bool {
-    memchr::memchr(b'=', window).is_some()
-}
-
-fn has_assignment(window: &[u8]) -> bool {
-    memchr::memchr2(b'=', b':', window).is_some()
-}
-
-fn has_long_hex_run(window: &[u8]) -> bool {
-    let mut run = 0;
-    for &b in window {
-        if b.is_ascii_hexdigit() {
-            run += 1;
-            if run >= 32 {
-                return true;
-            }
-        } else {
-            run = 0;
-        }
-    }
-    false
-}
-
-fn is_ident_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
-}
-
-/// `a.b.c` where every part is an identifier: a member path in code, not a secret.
-fn is_member_path(value: &[u8]) -> bool {
-    let mut parts = value.split(|&b| b == b'.');
-    let all_idents = parts
-        .all(|p| !p.is_empty() && !p[0].is_ascii_digit() && p.iter().all(|&b| is_ident_byte(b)));
-    all_idents && value.contains(&b'.')
-}
-
-/// `$X`, `${X}`, `%X%`, `{{x}}`: a reference to a secret, not the secret.
-fn is_reference(value: &[u8]) -> bool {
-    matches!(value.first(), Some(b'$' | b'%' | b'<' | b'&' | b'*')) || value.starts_with(b"{{")
-}
-
-fn looks_like_code(window: &[u8], secret: &Range<usize>) -> bool {
-    let value = &window[secret.clone()];
-    let next = window.get(secret.end).copied();
-    next == Some(b'(')
-        || value.windows(2).any(|w| w == b"::" || w == b"->")
-        || is_member_path(value)
-        || is_reference(value)
-        || is_literal_word(value)
-}
-
-/// `true`, `false`, `null`, `None`, … (possibly followed by more text): a value, not a secret.
-fn is_literal_word(value: &[u8]) -> bool {
-    const WORDS: &[&[u8]] = &[b"true", b"false", b"null", b"none", b"nil", b"undefined"];
-    let lower = value.to_ascii_lowercase();
-    WORDS.iter().any(|w| {
-        lower.starts_with(w)
-            && !lower
-                .get(w.len())
-                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
-    })
-}
-
-/// `name: Type;`, `name: Type = …`, `name: &Type,`: an unquoted value after a colon that is
-/// followed by code punctuation is a type annotation in a declaration, not data.
-fn is_type_annotation(window: &[u8], secret: &Range<usize>) -> bool {
-    let before = &window[..secret.start];
-    let separator = before.iter().rev().find(|b| !b.is_ascii_whitespace());
-    if separator != Some(&b':') {
-        return false;
-    }
-    let after = window[secret.end..]
-        .iter()
-        .find(|b| **b != b' ' && **b != b'\t');
-    matches!(after, Some(b'=' | b';' | b',' | b')' | b'{' | b'>' | b']'))
-}
-
-fn accept_key_value(window: &[u8], whole: Range<usize>, secret: Range<usize>) -> bool {
-    if looks_like_code(window, &secret) || is_type_annotation(window, &secret) {
-        return false;
-    }
-    let name = window[whole.start..secret.start].to_ascii_lowercase();
-    // `PWD=/home/me/project` and `OLDPWD=…` (`env`, `set` output) are the shell's working
-    // directory, not a password: a `pwd` name that is a whole word, with an absolute path.
-    let starts_word = whole.start == 0
-        || !(window[whole.start - 1].is_ascii_alphanumeric() || window[whole.start - 1] == b'_');
-    let old = whole.start >= 3 && window[whole.start - 3..whole.start].eq_ignore_ascii_case(b"old");
-    if name.starts_with(b"pwd") && (starts_word || old) && window.get(secret.start) == Some(&b'/') {
-        return false;
-    }
-    let is_password = [&b"passw"[..], b"pwd"]
-        .iter()
-        .any(|k| name.windows(k.len()).any(|w| w == *k));
-    let value = &window[secret];
-    // An identifier with no digit (`SecretString`, `tokenizer`) is a type or a variable name;
-    // real tokens are random. Passwords are the exception: people choose words.
-    is_password
-        || !value
-            .iter()
-            .all(|&b| b.is_ascii_alphabetic() || b == b'_' || b == b'-')
-}
-
-fn accept_assignment(window: &[u8], _whole: Range<usize>, secret: Range<usize>) -> bool {
-    let value = &window[secret.clone()];
-    let negative_number = value.first() == Some(&b'-') && value[1..].iter().all(u8::is_ascii_digit);
-    !negative_number && !looks_like_code(window, &secret)
-}
-
-fn accept_virtual(
-    window: &[u8],
-    whole: std::ops::Range<usize>,
-    secret: std::ops::Range<usize>,
-) -> bool {
-    // VIRTUAL_ENV and VIRTUAL_ENV_PROMPT are Python's virtualenv path and prompt, not secrets.
-    let name = &window[whole.start..secret.start];
-    !name.starts_with(b"VIRTUAL_ENV") && !is_reference(&window[secret])
-}
-
-const SECRET_WORDS: &[&[u8]] = &[
-    b"key",
-    b"secret",
-    b"token",
-    b"passw",
-    b"private",
-    b"credential",
-    b"seed",
-    b"salt",
-    b"auth",
-];
-const HASH_MARKERS: &[&[u8]] = &[
-    b"sha",
-    b"md5",
-    b"commit",
-    b"checksum",
-    b"digest",
-    b"integrity",
-    b"hash",
-    b"blake",
-    b"crc",
-    b"etag",
-    b"object",
-    b"tree",
-    b"blob",
-    b"parent",
-    b"merge",
-    b"rev",
-];
-
-fn contains_any(haystack: &[u8], needles: &[&[u8]]) -> bool {
-    needles
-        .iter()
-        .any(|n| haystack.windows(n.len()).any(|w| w == *n))
-}
-
-fn accept_hex(
-    window: &[u8],
-    whole: std::ops::Range<usize>,
-    _secret: std::ops::Range<usize>,
-) -> bool {
-    let line_start = window[..whole.start]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let line_end = window[whole.end..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(window.len(), |p| whole.end + p);
-    let before = window[line_start..whole.start].to_ascii_lowercase();
-    let line = window[line_start..line_end].to_ascii_lowercase();
-    contains_any(&line, SECRET_WORDS) && !contains_any(&before, HASH_MARKERS)
 }
