@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod link;
 pub mod names;
 pub mod oauth;
+pub mod oauth_http;
 pub mod resources;
 pub mod server;
 pub mod sse;

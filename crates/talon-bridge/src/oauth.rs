@@ -10,7 +10,6 @@
 //! longer refreshable fails with [`ServerError::NeedsLogin`], which says what to run.
 
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,33 +112,22 @@ fn auth_failed(server: &str, e: impl std::fmt::Display) -> ServerError {
     }
 }
 
-/// Whether `url` names this host or a private network: its metadata may then point at
-/// private addresses too (otherwise rmcp refuses them, against SSRF through metadata).
-fn is_local(url: &str) -> bool {
-    let Some(host) = reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
-    else {
-        return false;
-    };
-    match host.parse::<IpAddr>() {
-        Ok(IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private(),
-        Ok(IpAddr::V6(ip)) => ip.is_loopback(),
-        Err(_) => host == "localhost",
-    }
-}
-
 async fn manager(
     server: &str,
     http: &HttpConfig,
     oauth: &OAuthConfig,
 ) -> Result<AuthorizationManager, ServerError> {
-    let mut manager = if is_local(&http.url) {
-        AuthorizationManager::new_allowing_private_addresses(http.url.as_str()).await
-    } else {
-        AuthorizationManager::new(http.url.as_str()).await
-    }
-    .map_err(|e| auth_failed(server, e))?;
+    // Every URL the server advertises is fetched through the address guard, with no more reach
+    // than the configured URL ([`crate::oauth_http`]).
+    let guard = crate::oauth_http::guard_for(&http.url)
+        .await
+        .map_err(|e| auth_failed(server, e))?;
+    let client =
+        crate::oauth_http::GuardedOAuthHttp::new(guard).map_err(|e| auth_failed(server, e))?;
+    let mut manager =
+        AuthorizationManager::new_with_oauth_http_client(http.url.as_str(), Arc::new(client))
+            .await
+            .map_err(|e| auth_failed(server, e))?;
     manager.set_credential_store(VaultStore {
         server: server.to_string(),
         vault: Arc::clone(&oauth.vault),
