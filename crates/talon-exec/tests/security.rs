@@ -124,3 +124,49 @@ fn h21_08_ordinary_names_and_data_stay_known() {
         );
     }
 }
+
+#[test]
+fn h21_10_abbreviated_long_options_are_not_safe() {
+    for command in [
+        "sort -S 1k --co=sh file",
+        "sort --compress=sh file",
+        "sort --ou=out.txt file",
+        "sort --o out.txt file",
+        "sort --te=/tmp file",
+        "sort --zzz file",
+        "grep --rec secret .",
+        "grep --dereference secret .",
+        "grep --dir=recurse secret .",
+        "grep --r secret .",
+        "grep --nosuch secret file",
+        "date --s '2020-01-01'",
+        "file --comp -m magic",
+        "file -C -m magic",
+    ] {
+        let d = decision(command, Security::Full, Ask::OnMiss, &[]);
+        assert!(!d.is_allowed(), "{command:?} must not run as safe: {d:?}");
+    }
+    for command in [
+        "sort --rev --numeric file",
+        "sort -k2 -t, file",
+        "grep --ignore-case --line-num x file",
+        "date --utc",
+        "file --brief README.md",
+    ] {
+        let d = decision(command, Security::Full, Ask::OnMiss, &[]);
+        assert_eq!(d, Decision::Allow, "{command:?} is read-only");
+    }
+}
+
+#[test]
+fn h21_10_deny_groups_see_abbreviated_long_options() {
+    for command in ["rm --r --f ./x", "rm --re ./x", "rm --fo ./x"] {
+        let d = decision(command, Security::Full, Ask::Off, &[]);
+        assert!(
+            matches!(d, Decision::Deny { .. }),
+            "{command:?} must be refused: {d:?}"
+        );
+    }
+    let d = decision("sort --co=sh file", Security::Full, Ask::Off, &[]);
+    assert!(matches!(d, Decision::Deny { .. }), "{d:?}");
+}

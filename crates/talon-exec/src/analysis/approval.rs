@@ -21,6 +21,7 @@
 use std::collections::HashSet;
 
 use super::deny::DenyGroups;
+use super::longopts;
 use super::rules::{RuleSet, RuleVerdict, is_inert, sensitive_name};
 use super::{Analysis, Segment};
 
@@ -228,33 +229,32 @@ pub fn is_safe(segment: &Segment) -> bool {
     let has = |f: &dyn Fn(&str) -> bool| args.iter().any(|a| f(a));
     match program.as_str() {
         "cat" | "ls" | "pwd" | "head" | "tail" | "wc" | "echo" | "which" | "whoami" | "uname"
-        | "df" | "du" | "free" | "uptime" | "file" | "stat" | "dirname" | "basename"
-        | "realpath" | "readlink" | "id" | "cut" | "tr" | "diff" | "cmp" | "comm" | "nl"
-        | "rev" | "tac" | "seq" | "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "column"
-        | "fold" | "paste" | "test" | "true" | "false" | "cd" => true,
+        | "df" | "du" | "free" | "uptime" | "stat" | "dirname" | "basename" | "realpath"
+        | "readlink" | "id" | "cut" | "tr" | "diff" | "cmp" | "comm" | "nl" | "rev" | "tac"
+        | "seq" | "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "column" | "fold"
+        | "paste" | "test" | "true" | "false" | "cd" => true,
         // `printf -v NAME` assigns a variable.
         "printf" => !has(&|a| a.starts_with("-v")),
         "uniq" => operands().count() <= 1,
-        "sort" => !has(&|a| {
-            a == "-o"
-                || a.starts_with("--output")
-                || a.starts_with("--compress")
-                || (a.starts_with('-') && !a.starts_with("--") && a.contains('o'))
-        }),
-        "grep" | "egrep" | "fgrep" | "rg" => {
-            program != "rg"
+        // Long options are resolved as getopt_long does (`--co=sh` is `--compress-program`).
+        "sort" => {
+            longopts::all_harmless(args, longopts::SORT, longopts::SORT_DANGEROUS)
+                && !has(&|a| a.starts_with('-') && !a.starts_with("--") && a.contains(['o', 'T']))
+        }
+        "grep" | "egrep" | "fgrep" => {
+            longopts::all_harmless(args, longopts::GREP, longopts::GREP_DANGEROUS)
                 && !has(&|a| {
-                    a.starts_with("--pre")
-                        || a.starts_with("--recursive")
-                        || a.starts_with("--dereference-recursive")
-                        || a.starts_with("--directories")
-                        || (a.starts_with('-')
-                            && !a.starts_with("--")
-                            && (a.contains('r') || a.contains('R')))
+                    (a.starts_with('-') && !a.starts_with("--") && a.contains(['r', 'R']))
                         || a == "-d"
                 })
         }
-        "date" => !has(&|a| a.starts_with("-s") || a.starts_with("--set")),
+        "date" => {
+            longopts::all_harmless(args, longopts::DATE, &["set"]) && !has(&|a| a.starts_with("-s"))
+        }
+        "file" => {
+            longopts::all_harmless(args, longopts::FILE, &["compile"])
+                && !has(&|a| a.starts_with('-') && !a.starts_with("--") && a.contains('C'))
+        }
         "hostname" => args.is_empty(),
         _ => false,
     }

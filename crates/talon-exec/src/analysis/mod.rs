@@ -18,6 +18,7 @@ pub mod approval;
 mod control;
 pub mod deny;
 mod evaluated;
+mod longopts;
 mod options;
 mod parse;
 mod patterns;

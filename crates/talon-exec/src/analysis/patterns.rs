@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::deny::RawHit;
+use super::longopts;
 use super::patterns_misc;
 use super::wrappers::SHELLS;
 use super::{RedirectKind, Segment, SegmentKind};
@@ -193,9 +194,15 @@ fn destructive(v: &mut View<'_>) {
                 r"\brm\s+-[rf]{1,2}\b",
                 "`rm` with a recursive or forced option",
             );
-        } else if flags.iter().any(|a| long_is(a, "recursive", 3)) {
+        } else if flags
+            .iter()
+            .any(|a| longopts::may_be(a, "recursive", longopts::RM))
+        {
             v.hit(G, r"\brm\s+.*--recursive", "`rm --recursive`");
-        } else if flags.iter().any(|a| long_is(a, "force", 3)) {
+        } else if flags
+            .iter()
+            .any(|a| longopts::may_be(a, "force", longopts::RM))
+        {
             v.hit(G, r"\brm\s+.*--force", "`rm --force`");
         }
     }

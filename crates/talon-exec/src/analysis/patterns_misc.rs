@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::deny::RawHit;
+use super::longopts;
 use super::patterns::{View, is_match, is_python, is_shell, long_is, re, short_has};
 use super::{Analysis, RedirectKind, SegmentKind, basename};
 
@@ -80,7 +81,10 @@ pub(crate) fn filter_bypass(v: &mut View<'_>) {
             "a `sed` script that runs commands (`e`)",
         );
     }
-    if v.is(&["sort"]) && v.options().any(|a| long_is(a, "compress-program", 4)) {
+    if v.is(&["sort"])
+        && v.options()
+            .any(|a| longopts::may_be(a, "compress-program", longopts::SORT))
+    {
         v.hit(
             G,
             r"\bsort\b.*--compress-program",
