@@ -16,6 +16,21 @@ pub const INSPECTOR_CLI: &str = "@modelcontextprotocol/inspector-cli@1.0.3";
 /// The pinned version of Claude Code (for `claude mcp add` and `claude mcp list`).
 pub const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
 
+/// The pinned version of the official MCP conformance suite.
+pub const CONFORMANCE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
+
+/// The conformance suite's command-line entry point (`node <entry> client|server …`),
+/// installed like [`server_everything`]. Node 20 needs `tests/support/node_globsync_shim.mjs`
+/// preloaded to run it.
+pub fn conformance(target_tmp: &str) -> PathBuf {
+    install(
+        target_tmp,
+        "npm-conformance",
+        CONFORMANCE,
+        "@modelcontextprotocol/conformance/dist/index.js",
+    )
+}
+
 /// server-everything's entry point, installed with npm into the target directory (once).
 pub fn server_everything(target_tmp: &str) -> PathBuf {
     install(

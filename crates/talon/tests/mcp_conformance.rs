@@ -1,0 +1,160 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`, from npm, installed
+//! into the target directory on first use) against Talon, at protocol versions 2025-11-25 and
+//! 2026-07-28:
+//!
+//! * server scenarios against `talon serve`'s `/mcp`;
+//! * client scenarios against the bridge, through `talon __mcp-conformance-client`, which the
+//!   suite launches once per scenario with the URL of the scenario's server.
+//!
+//! Each run passes the suite an expected-failures file (`tests/support/mcp_conformance/`): the
+//! scenarios judged not to apply to a general-purpose client or server, and the ones still
+//! failing, each with the reason. The suite exits non-zero on any other failure *and* on a listed
+//! scenario that passes, so the lists cannot go stale. Everything runs on loopback; only the npm
+//! install needs the network. docs/MCP_CONFORMANCE.md has the command and the results.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+#[path = "support/npm.rs"]
+mod npm;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const VERSIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
+
+fn support_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(name)
+}
+
+/// `node <suite> <args…>` with the Node 20 shim preloaded and no proxy in the way.
+fn suite(args: &[&str]) -> Command {
+    let entry = npm::conformance(env!("CARGO_TARGET_TMPDIR"));
+    let mut cmd = Command::new("node");
+    cmd.arg(entry).args(args);
+    cmd.env(
+        "NODE_OPTIONS",
+        format!(
+            "--import {}",
+            support_file("node_globsync_shim.mjs").display()
+        ),
+    );
+    for proxy in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        cmd.env_remove(proxy);
+    }
+    cmd
+}
+
+/// Passed and failed checks per scenario, from the suite's `checks.json` files under `dir`
+/// (`<scenario>-<timestamp>/`, auth scenarios one level down in `auth/`).
+fn tally(dir: &Path) -> BTreeMap<String, (usize, usize)> {
+    let mut out = BTreeMap::new();
+    tally_into(dir, "", &mut out);
+    out
+}
+
+fn tally_into(dir: &Path, prefix: &str, out: &mut BTreeMap<String, (usize, usize)>) {
+    for entry in std::fs::read_dir(dir).unwrap().map_while(Result::ok) {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Ok(text) = std::fs::read_to_string(entry.path().join("checks.json")) else {
+            if entry.path().is_dir() {
+                tally_into(&entry.path(), &format!("{prefix}{name}/"), out);
+            }
+            continue;
+        };
+        // `<scenario>-<ISO timestamp>`; the timestamp starts with the year.
+        let scenario = name.rfind("-20").map_or(name.as_str(), |i| &name[..i]);
+        let checks: Vec<Value> = serde_json::from_str(&text).unwrap();
+        let failed = checks
+            .iter()
+            .filter(|c| matches!(c["status"].as_str(), Some("FAILURE" | "WARNING")))
+            .count();
+        let slot = out.entry(format!("{prefix}{scenario}")).or_insert((0, 0));
+        slot.0 += checks.len() - failed;
+        slot.1 += failed;
+    }
+}
+
+/// Runs one role's scenarios at `version` and asserts the suite's verdict against the
+/// expected-failures file; prints the scenario tally (for docs/MCP_CONFORMANCE.md).
+fn run(role: &str, version: &str, target: &[&str]) {
+    let out = tempfile::tempdir().unwrap();
+    let baseline = support_file(&format!("mcp_conformance/{role}-{version}.yml"));
+    let out_dir = out.path().to_str().unwrap();
+    let baseline_path = baseline.to_str().unwrap();
+    let mut args = vec![role];
+    args.extend_from_slice(target);
+    args.extend_from_slice(&[
+        "--suite",
+        "all",
+        "--spec-version",
+        version,
+        "--expected-failures",
+        baseline_path,
+        "-o",
+        out_dir,
+    ]);
+    let output = suite(&args).output().unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    let tally = tally(out.path());
+    let passed = tally.values().filter(|(_, failed)| *failed == 0).count();
+    eprintln!(
+        "{role} scenarios at {version}: {passed} of {} pass",
+        tally.len()
+    );
+    for (scenario, (ok, failed)) in &tally {
+        eprintln!("  {scenario}: {ok} checks passed, {failed} failed");
+    }
+    assert!(
+        !tally.is_empty(),
+        "the suite ran no {role} scenarios: {report}"
+    );
+    assert!(
+        output.status.success(),
+        "{role} conformance at {version} differs from {}:\n{report}\n{}",
+        baseline.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn client_command() -> String {
+    format!("{} __mcp-conformance-client", support::talon().display())
+}
+
+#[test]
+fn client_scenarios_at_2025_11_25() {
+    let command = client_command();
+    run("client", VERSIONS[0], &["--command", &command]);
+}
+
+#[test]
+fn client_scenarios_at_2026_07_28() {
+    let command = client_command();
+    run("client", VERSIONS[1], &["--command", &command]);
+}
+
+#[test]
+fn server_scenarios_at_2025_11_25() {
+    let server = support::serve(&[], None);
+    let url = format!("http://{}/mcp", server.addr);
+    run("server", VERSIONS[0], &["--url", &url]);
+}
+
+#[test]
+fn server_scenarios_at_2026_07_28() {
+    let server = support::serve(&[], None);
+    let url = format!("http://{}/mcp", server.addr);
+    run("server", VERSIONS[1], &["--url", &url]);
+}
