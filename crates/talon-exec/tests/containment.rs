@@ -331,3 +331,124 @@ async fn socket_families_follow_the_network_mode() {
     let status = on.ok("grep Seccomp: /proc/self/status").await;
     assert!(status.contains("Seccomp:\t2"), "{status}");
 }
+
+/// `git` on the host, in `dir`, with an identity (the test's fixtures only).
+fn host_git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "git {args:?}: {status:?}");
+}
+
+/// Issue 21 item 3: the repository is protected as a unit. `.git` cannot be renamed away and
+/// copied back, `commondir` and `config.worktree` cannot be created, a submodule's repository
+/// is protected like the root's — and git inside the sandbox still adds and commits.
+#[tokio::test]
+async fn h21_03_the_repository_is_protected_as_a_unit() {
+    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    std::fs::remove_dir_all(e.ws.join(".git")).unwrap();
+    host_git(&e.ws, &["init", "-q"]);
+    std::fs::write(e.ws.join("a.txt"), "a\n").unwrap();
+    host_git(&e.ws, &["add", "a.txt"]);
+    host_git(&e.ws, &["commit", "-qm", "first"]);
+    let module = e.ws.join(".git/modules/lib");
+    std::fs::create_dir_all(module.join("hooks")).unwrap();
+    std::fs::write(module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(module.join("config"), "[core]\n").unwrap();
+    let config = std::fs::read_to_string(e.ws.join(".git/config")).unwrap();
+
+    // (a) rename it away and copy it back.
+    let err = e.fails("mv .git .gitold").await;
+    assert!(err.contains("busy"), "{err}");
+    e.fails("mv .git/modules/lib .git/modules/lib.old").await;
+    e.fails("rm -rf .git/hooks").await;
+    e.fails("echo '[core] fsmonitor = touch pwned' >> .git/modules/lib/config")
+        .await;
+    e.fails("echo x > .git/modules/lib/hooks/post-checkout")
+        .await;
+    // (b) `commondir` at a copy with a malicious configuration, and `config.worktree`.
+    let out = e
+        .sh(
+            "mkdir -p /tmp/evil && echo /tmp/evil > .git/commondir; \
+             printf '[core]\\n\\tfsmonitor = touch pwned\\n' > .git/config.worktree; \
+             echo x > .git/modules/lib/commondir",
+            Duration::from_secs(20),
+        )
+        .await;
+    let err = String::from_utf8_lossy(&out.stderr.bytes);
+    assert!(
+        err.contains("commondir: sandboxed commands may not create it"),
+        "{err}"
+    );
+    for gone in [
+        ".git/commondir",
+        ".git/config.worktree",
+        ".git/modules/lib/commondir",
+    ] {
+        assert!(!e.ws.join(gone).exists(), "{gone} was left behind");
+    }
+    assert!(e.ws.join(".git/HEAD").is_file());
+    assert!(!e.ws.join(".gitold").exists());
+    assert_eq!(
+        std::fs::read_to_string(e.ws.join(".git/config")).unwrap(),
+        config
+    );
+    assert_eq!(
+        std::fs::read_to_string(module.join("config")).unwrap(),
+        "[core]\n"
+    );
+    // Git itself still works: objects, index and refs are writable.
+    let log = e
+        .ok("echo b > b.txt && git add b.txt && \
+             git -c user.name=t -c user.email=t@example.com commit -qm second && \
+             git log --format=%s")
+        .await;
+    assert_eq!(log, "second\nfirst\n");
+}
+
+/// Issue 21 item 3 (c): the `.git` file of a worktree-style workspace cannot be rewritten, nor
+/// removed.
+#[tokio::test]
+async fn h21_03_a_git_file_cannot_be_rewritten() {
+    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    std::fs::remove_dir_all(e.ws.join(".git")).unwrap();
+    let pointer = format!(
+        "gitdir: {}\n",
+        e.outside.join("repo/.git/worktrees/ws").display()
+    );
+    std::fs::write(e.ws.join(".git"), &pointer).unwrap();
+    e.fails("echo 'gitdir: /tmp/evil' > .git").await;
+    e.fails("rm -f .git").await;
+    e.fails("mv .git .git-old").await;
+    assert_eq!(std::fs::read_to_string(e.ws.join(".git")).unwrap(), pointer);
+}
+
+/// Issue 21 item 5: a command in a worktree-style workspace replaces `.git` with a symlink to a
+/// host directory; the clean-up after it must not follow the link and delete the host's
+/// `config` and `hooks`.
+#[tokio::test]
+async fn h21_05_cleanup_never_follows_a_planted_symlink() {
+    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    std::fs::remove_dir_all(e.ws.join(".git")).unwrap();
+    std::fs::write(e.ws.join(".git"), "gitdir: /nowhere\n").unwrap();
+    let host = e.outside.join("dotssh");
+    std::fs::create_dir_all(host.join("hooks")).unwrap();
+    std::fs::write(host.join("config"), "Host *\n").unwrap();
+    std::fs::write(host.join("hooks/keep"), "x").unwrap();
+    std::fs::write(host.join("commondir"), "x").unwrap();
+    let _ = e
+        .sh(
+            &format!("rm -f .git; ln -s {} .git", host.display()),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(host.join("config")).unwrap(),
+        "Host *\n"
+    );
+    assert!(host.join("hooks/keep").exists());
+    assert!(host.join("commondir").exists());
+}

@@ -30,6 +30,7 @@
 mod error;
 mod list;
 pub mod protected;
+mod remove;
 pub mod resolve;
 mod write;
 
@@ -44,6 +45,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 pub use error::FsError;
 pub use list::{DirEntry, EntryKind};
+pub use remove::{Removal, remove_beneath};
 pub use resolve::Resolver;
 pub use write::{WriteMode, WriteReport};
 

@@ -223,11 +223,14 @@ impl Sandbox for Bubblewrap {
         for root in &policy.writable_roots {
             for protection in protected_paths(root) {
                 match protection {
+                    // A mount point cannot be renamed or removed: `.git` stays `.git`.
+                    Protection::Anchor(path) => push_mount(&mut args, "--bind", &path, &path),
                     Protection::ReadOnly(path) => push_mount(&mut args, "--ro-bind", &path, &path),
-                    Protection::Pin(path) if policy.skip_pins => placeholders.unpinned(path),
+                    Protection::Pin(path) if policy.skip_pins => placeholders.unpinned(root, path),
+                    Protection::Absent(path) => placeholders.unpinned(root, path),
                     Protection::Pin(path) => {
                         push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), &path);
-                        placeholders.pin(path);
+                        placeholders.pin(root, path);
                     }
                 }
             }

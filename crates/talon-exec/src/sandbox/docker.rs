@@ -233,12 +233,19 @@ pub fn container_spec(
     }
     for root in mounted {
         for protection in protected_paths(root) {
-            let (source, path) = match &protection {
-                Protection::ReadOnly(path) => (utf8("protected path", path)?, path),
-                Protection::Pin(path) => ("/dev/null", path),
+            let (source, path, mode) = match &protection {
+                // Its own mount, so it cannot be renamed or removed.
+                Protection::Anchor(path) => (utf8("protected path", path)?, path, "rw"),
+                Protection::ReadOnly(path) => (utf8("protected path", path)?, path, "ro"),
+                Protection::Pin(path) => ("/dev/null", path, "ro"),
+                // Pinning it would break git on the host; the engine path has no clean-up yet.
+                Protection::Absent(_) => continue,
             };
             if let Some(target) = in_container(path, policy, settings) {
-                binds.push(format!("{source}:{}:ro", utf8("protected path", &target)?));
+                binds.push(format!(
+                    "{source}:{}:{mode}",
+                    utf8("protected path", &target)?
+                ));
             }
         }
     }

@@ -22,7 +22,8 @@
 //!
 //! Its known limits (also printed by `talon doctor`):
 //! * paths inside a writable root cannot be re-protected: `.git/hooks`, `.git/config`, shell rc
-//!   files, `.mcp.json` and the other [`super::PROTECTED`] names stay writable;
+//!   files, `.mcp.json` and the other [`super::PROTECTED`] names stay writable, and `.git` can
+//!   be renamed and replaced (the file tools' jail still refuses them);
 //! * Landlock only adds permissions, it cannot subtract one path from a readable tree. Hidden
 //!   paths are kept out by granting read on everything around them instead: the tree from `/`
 //!   is split, directory by directory, along the way to each hidden path, and every sibling

@@ -156,21 +156,32 @@ pub struct Wrapped {
 #[derive(Debug, Default)]
 #[must_use = "placeholders must be removed after the command"]
 pub struct Placeholders {
+    /// The writable roots the pins and unpinned names lie in: removals are relative to them.
+    roots: Vec<PathBuf>,
     pins: Vec<PathBuf>,
     unpinned: Vec<PathBuf>,
     scratch: Vec<PathBuf>,
 }
 
 impl Placeholders {
-    /// Registers an empty file the sandbox pins a missing protected name with.
-    pub fn pin(&mut self, path: PathBuf) {
+    /// Registers an empty file the sandbox pins a missing protected name in writable `root`
+    /// with.
+    pub fn pin(&mut self, root: &Path, path: PathBuf) {
+        self.root(root);
         self.pins.push(path);
     }
 
-    /// Registers a missing protected name the sandbox leaves unpinned: removed after the
-    /// command if the command created it.
-    pub fn unpinned(&mut self, path: PathBuf) {
+    /// Registers a missing protected name in writable `root` the sandbox leaves unpinned:
+    /// removed after the command if the command created it.
+    pub fn unpinned(&mut self, root: &Path, path: PathBuf) {
+        self.root(root);
         self.unpinned.push(path);
+    }
+
+    fn root(&mut self, root: &Path) {
+        if !self.roots.iter().any(|r| r == root) {
+            self.roots.push(root.to_path_buf());
+        }
     }
 
     /// Registers a scratch directory to remove, with its contents, after the command.
@@ -185,20 +196,16 @@ impl Placeholders {
 
     /// Removes the placeholders that are still empty regular files, the scratch directories
     /// and whatever the command created under an unpinned protected name; returns the
-    /// protected names it removed.
+    /// protected names it removed. Removals in the writable roots are fd-relative and follow
+    /// no symlink ([`talon_fs::remove_beneath`]): the command may have planted one anywhere.
     pub fn remove(self) -> Vec<PathBuf> {
         for dir in self.scratch {
             let _ = std::fs::remove_dir_all(dir);
         }
-        for path in self.pins {
-            if let Ok(meta) = std::fs::symlink_metadata(&path)
-                && meta.is_file()
-                && meta.len() == 0
-            {
-                let _ = std::fs::remove_file(&path);
-            }
+        for path in &self.pins {
+            protected::remove_pin(&self.roots, path);
         }
-        protected::remove_created(&self.unpinned)
+        protected::remove_created(&self.roots, &self.unpinned)
     }
 }
 

@@ -1,91 +1,51 @@
 //! Paths inside writable roots that stay read-only: files other programs later run or load with
-//! the user's full rights (git hooks, shell start-up files, MCP and editor configuration, agent
-//! settings). A command that could write them would escape the sandbox the next time the user
-//! runs git, opens a shell or starts an agent.
+//! the user's full rights (the git repository, shell start-up files, MCP and editor
+//! configuration, agent settings). A command that could write them would escape the sandbox
+//! the next time the user runs git, opens a shell or starts an agent.
+//!
+//! The list and its expansion into mounts are `talon_fs::protected`'s, the same the file tools'
+//! jail refuses to write, so `exec` and `write_file` keep to one rule. What is here is the
+//! sandbox's part: removing, after a command, what it created under a protected name that was
+//! missing — fd-relative, beneath the root, never following a symlink the command planted.
 
 use std::path::{Path, PathBuf};
 
-/// Relative to every writable root (Anthropic's sandbox-runtime list, plus Talon's own state and
-/// the other agents' configuration directories).
-pub const PROTECTED: &[&str] = &[
-    ".git/hooks",
-    ".git/config",
-    ".gitconfig",
-    ".gitmodules",
-    ".talon",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".profile",
-    ".ripgreprc",
-    ".mcp.json",
-    ".vscode",
-    ".idea",
-    ".claude",
-    ".cursor",
-    ".codex",
-    ".gemini",
-];
+pub use talon_fs::protected::{PROTECTED, Protection};
+use talon_fs::{Removal, remove_beneath};
 
-/// How to protect one path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Protection {
-    /// It exists: bind it read-only over itself.
-    ReadOnly(PathBuf),
-    /// It does not exist: pin its first missing component with an empty read-only file, so
-    /// the command cannot create it (nor, for `.git/hooks` in a workspace without `.git`, the
-    /// directories above it).
-    Pin(PathBuf),
-}
-
-/// The protections for every [`PROTECTED`] path under `root`.
+/// The protections for every protected path under `root`, parents first (repository
+/// directories are anchored before what inside them is bound read-only).
 pub fn protected_paths(root: &Path) -> Vec<Protection> {
-    let mut out: Vec<Protection> = Vec::new();
-    for rel in PROTECTED {
-        let mut path = root.to_path_buf();
-        let mut protection = None;
-        for component in Path::new(rel).components() {
-            path.push(component);
-            match std::fs::symlink_metadata(&path) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    // Whatever the link points at becomes read-only where it is reached.
-                    protection = Some(Protection::ReadOnly(path.clone()));
-                    break;
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    protection = Some(Protection::Pin(path.clone()));
-                    break;
-                }
-            }
-        }
-        let protection = protection.unwrap_or(Protection::ReadOnly(path));
-        if !out.contains(&protection) {
-            out.push(protection);
-        }
-    }
-    out
+    talon_fs::protected::protections(root)
 }
 
-/// Removes each of `names` (missing protected names when a sandbox was set up) that exists
-/// now, because a sandboxed command created it, without following symlinks; returns what it
-/// removed.
-pub fn remove_created(names: &[PathBuf]) -> Vec<PathBuf> {
+/// The writable root `path` lies in (the longest that holds it) and the path relative to it.
+fn beneath<'a>(roots: &'a [PathBuf], path: &'a Path) -> Option<(&'a Path, &'a Path)> {
+    roots
+        .iter()
+        .filter_map(|root| {
+            path.strip_prefix(root)
+                .ok()
+                .map(|rel| (root.as_path(), rel))
+        })
+        .max_by_key(|(root, _)| root.as_os_str().len())
+}
+
+/// Removes each of `names` (missing protected names when a sandbox was set up, inside
+/// `roots`) that exists now, because a sandboxed command created it; returns what it removed.
+/// Every removal is relative to a descriptor of its root and follows no symlink: a command that
+/// replaced a parent with a link to a host directory gets the link ignored, not the directory
+/// emptied.
+pub fn remove_created(roots: &[PathBuf], names: &[PathBuf]) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for path in names {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
+        let Some((root, rel)) = beneath(roots, path) else {
+            tracing::error!(path = %path.display(), "a protected name outside every writable root");
             continue;
         };
-        let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(path)
-        } else {
-            std::fs::remove_file(path)
-        };
-        match gone {
-            Ok(()) => removed.push(path.clone()),
+        match remove_beneath(root, rel, Removal::Anything) {
+            Ok(true) => removed.push(path.clone()),
+            Ok(false) => {}
             Err(e) => tracing::error!(
                 path = %path.display(),
                 error = %e,
@@ -94,6 +54,14 @@ pub fn remove_created(names: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     removed
+}
+
+/// Removes the placeholder pinning `path` (inside `roots`) if it is still an empty regular
+/// file, fd-relative like [`remove_created`].
+pub fn remove_pin(roots: &[PathBuf], path: &Path) {
+    if let Some((root, rel)) = beneath(roots, path) {
+        let _ = remove_beneath(root, rel, Removal::EmptyFile);
+    }
 }
 
 /// What the model is told, after a command's output, about a protected name it created and
@@ -108,26 +76,46 @@ pub fn removal_note(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::symlink;
+
     use super::*;
 
     #[test]
-    fn existing_paths_are_read_only_and_missing_ones_pinned() {
+    fn the_list_is_talon_fs_list() {
+        assert_eq!(PROTECTED, talon_fs::protected::PROTECTED);
         let dir = tempfile::tempdir().expect("dir");
-        let root = dir.path();
-        std::fs::create_dir_all(root.join(".git/hooks")).expect("git");
-        std::fs::write(root.join(".bashrc"), "x").expect("rc");
-        let got = protected_paths(root);
-        assert!(got.contains(&Protection::ReadOnly(root.join(".git/hooks"))));
-        assert!(got.contains(&Protection::Pin(root.join(".git/config"))));
-        assert!(got.contains(&Protection::ReadOnly(root.join(".bashrc"))));
-        assert!(got.contains(&Protection::Pin(root.join(".mcp.json"))));
-        let empty = tempfile::tempdir().expect("dir");
-        let got = protected_paths(empty.path());
-        // Both .git entries pin the same missing `.git`; it is listed once.
-        let git: Vec<_> = got
-            .iter()
-            .filter(|p| **p == Protection::Pin(empty.path().join(".git")))
-            .collect();
-        assert_eq!(git.len(), 1);
+        assert_eq!(
+            protected_paths(dir.path()),
+            talon_fs::protected::protections(dir.path())
+        );
+    }
+
+    #[test]
+    fn h21_05_removal_never_follows_a_planted_symlink() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (ws, host) = (dir.path().join("ws"), dir.path().join("host"));
+        std::fs::create_dir_all(&ws).expect("ws");
+        std::fs::create_dir_all(host.join("hooks")).expect("host");
+        std::fs::write(host.join("config"), "host config").expect("config");
+        std::fs::write(host.join("hooks/keep"), "x").expect("hook");
+        // A worktree-style workspace whose `.git` file the command replaced with a link.
+        symlink(&host, ws.join(".git")).expect("link");
+        let roots = vec![ws.clone()];
+        let names = vec![ws.join(".git/config"), ws.join(".git/hooks")];
+        assert!(remove_created(&roots, &names).is_empty());
+        assert_eq!(
+            std::fs::read_to_string(host.join("config")).expect("kept"),
+            "host config"
+        );
+        assert!(host.join("hooks/keep").exists());
+        // A link planted where a protected name was missing is removed as a link.
+        symlink(&host, ws.join(".claude")).expect("link");
+        let removed = remove_created(&roots, &[ws.join(".claude")]);
+        assert_eq!(removed, vec![ws.join(".claude")]);
+        assert!(host.join("hooks/keep").exists());
+        // A placeholder that is no longer empty is left alone.
+        std::fs::write(ws.join(".mcp.json"), "{}").expect("file");
+        remove_pin(&roots, &ws.join(".mcp.json"));
+        assert!(ws.join(".mcp.json").exists());
     }
 }

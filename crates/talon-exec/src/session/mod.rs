@@ -293,11 +293,11 @@ impl Sandbox {
             .plan
             .iter()
             .filter_map(|p| match p {
-                Protection::Pin(path) => Some(path.clone()),
-                Protection::ReadOnly(_) => None,
+                Protection::Pin(path) | Protection::Absent(path) => Some(path.clone()),
+                Protection::Anchor(_) | Protection::ReadOnly(_) => None,
             })
             .collect();
-        for path in protected::remove_created(&unpinned) {
+        for path in protected::remove_created(&self.roots, &unpinned) {
             stderr.push(removal_note(&path).as_bytes(), usize::MAX);
         }
         Ok(Outcome {
