@@ -13,6 +13,13 @@
 //! excepted); the proxy's own address is the operator's choice and is not checked, while the
 //! target is still resolved and checked here before the request is sent. The proxy resolves the
 //! target again; deployments that need pinning end to end should not route through one.
+//!
+//! Proxied and direct requests use two clients, and the fetcher, not the client, decides which
+//! (one `NO_PROXY` reading, [`no_proxy_matches`]). The direct client resolves every name through
+//! the guard, with no exception; the proxied client resolves only the proxies' names and refuses
+//! any other. A single client that trusted the proxy's name would also trust a *target* of that
+//! name: with `HTTP_PROXY=http://localhost:3128` and `NO_PROXY=localhost`, `http://localhost/`
+//! went direct and its name resolved unchecked, to loopback (issue 21, item 12).
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -113,51 +120,80 @@ pub struct Fetched {
     pub truncated: bool,
 }
 
-/// Resolves names for the HTTP client through the address guard (see the module docs).
+/// Resolves names for the direct client through the address guard (see the module docs): every
+/// name it is asked for is a request target.
 struct GuardResolver {
     guard: Arc<Guard>,
-    /// Proxy host names from the environment: resolved without checks (the operator chose
-    /// them; they are usually on a private network).
-    proxy_hosts: Vec<String>,
 }
 
 impl reqwest::dns::Resolve for GuardResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let guard = Arc::clone(&self.guard);
         let name = name.as_str().to_ascii_lowercase();
-        let trusted = self.proxy_hosts.contains(&name);
         Box::pin(async move {
-            let addrs: Vec<std::net::SocketAddr> = if trusted {
-                tokio::net::lookup_host((name.as_str(), 0u16))
-                    .await
-                    .map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)?
-                    .collect()
-            } else {
-                // The port only labels refusals; the client puts the URL's port on each address
-                // it was given with port 0.
-                guard
-                    .resolve_checked(&name, 443)
-                    .await
-                    .map_err(|r| Box::new(r) as Box<dyn StdError + Send + Sync>)?
-                    .into_iter()
-                    .map(|mut a| {
-                        a.set_port(0);
-                        a
-                    })
-                    .collect()
-            };
+            // The port only labels refusals; the client puts the URL's port on each address
+            // it was given with port 0.
+            let addrs: Vec<std::net::SocketAddr> = guard
+                .resolve_checked(&name, 443)
+                .await
+                .map_err(|r| Box::new(r) as Box<dyn StdError + Send + Sync>)?
+                .into_iter()
+                .map(|mut a| {
+                    a.set_port(0);
+                    a
+                })
+                .collect();
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
     }
 }
 
+/// Resolves names for the proxied client: the proxies' own names (from the environment, the
+/// operator's choice, usually on a private network) and nothing else. Targets never reach it
+/// (the proxy resolves them, after the guard checked them), so any other name is refused.
+struct ProxyResolver {
+    proxy_hosts: Vec<String>,
+}
+
+impl reqwest::dns::Resolve for ProxyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_ascii_lowercase();
+        let known = self.proxy_hosts.contains(&name);
+        Box::pin(async move {
+            if !known {
+                return Err(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{name} is not a configured proxy; targets are never resolved by the proxied client"
+                    ),
+                )) as Box<dyn StdError + Send + Sync>);
+            }
+            let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((name.as_str(), 0u16))
+                .await
+                .map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)?
+                .collect();
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The client for requests sent to a proxy from the environment, and which requests those are.
+struct Proxied {
+    client: reqwest::Client,
+    /// The schemes (`http`, `https`) that have a proxy.
+    schemes: Vec<&'static str>,
+    /// `NO_PROXY`: hosts that go direct.
+    no_proxy: String,
+}
+
 /// Fetches URLs under one guard. Cheap to share; holds a connection pool.
 pub struct Fetcher {
     guard: Arc<Guard>,
-    client: reqwest::Client,
+    /// Every request not sent to a proxy; resolves through the guard only.
+    direct: reqwest::Client,
     config: FetchConfig,
-    /// `Some(NO_PROXY)` when a proxy from the environment is in use.
-    proxied: Option<String>,
+    /// Set when a proxy from the environment is in use.
+    proxied: Option<Proxied>,
 }
 
 impl std::fmt::Debug for Fetcher {
@@ -191,44 +227,60 @@ impl Fetcher {
     /// A fetcher that reaches only what `guard` allows.
     pub fn new(guard: Guard, config: FetchConfig) -> Result<Self, FetchError> {
         let guard = Arc::new(guard);
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .connect_timeout(guard.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(30));
-        let mut proxy_hosts = Vec::new();
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .connect_timeout(guard.connect_timeout)
+                .pool_idle_timeout(Duration::from_secs(30))
+        };
+        let direct = builder()
+            .dns_resolver(Arc::new(GuardResolver {
+                guard: Arc::clone(&guard),
+            }))
+            .build()
+            .map_err(|e| FetchError::Client(e.to_string()))?;
         let mut proxied = None;
-        if config.env_proxy {
-            for (scheme, proxy_url) in env_proxies() {
+        let proxies = if config.env_proxy {
+            env_proxies()
+        } else {
+            Vec::new()
+        };
+        if !proxies.is_empty() {
+            let mut builder = builder();
+            let mut proxy_hosts = Vec::new();
+            let mut schemes = Vec::new();
+            for (scheme, proxy_url) in proxies {
                 let proxy = match scheme {
                     "https" => reqwest::Proxy::https(&proxy_url),
                     _ => reqwest::Proxy::http(&proxy_url),
                 }
                 .map_err(|e| FetchError::Client(format!("proxy {proxy_url:?}: {e}")))?;
-                let no_proxy = reqwest::NoProxy::from_env();
-                builder = builder.proxy(proxy.no_proxy(no_proxy));
+                // No `NoProxy` here: the fetcher routes (see `Fetcher::client_for`), so every
+                // request this client sends goes to a proxy.
+                builder = builder.proxy(proxy);
                 if let Ok(parsed) = Url::parse(&proxy_url)
                     && let Some(url::Host::Domain(d)) = parsed.host()
                 {
                     proxy_hosts.push(d.to_ascii_lowercase());
                 }
-                proxied = Some(
-                    std::env::var("NO_PROXY")
-                        .or_else(|_| std::env::var("no_proxy"))
-                        .unwrap_or_default(),
-                );
+                schemes.push(scheme);
             }
+            let client = builder
+                .dns_resolver(Arc::new(ProxyResolver { proxy_hosts }))
+                .build()
+                .map_err(|e| FetchError::Client(e.to_string()))?;
+            proxied = Some(Proxied {
+                client,
+                schemes,
+                no_proxy: std::env::var("NO_PROXY")
+                    .or_else(|_| std::env::var("no_proxy"))
+                    .unwrap_or_default(),
+            });
         }
-        let client = builder
-            .dns_resolver(Arc::new(GuardResolver {
-                guard: Arc::clone(&guard),
-                proxy_hosts,
-            }))
-            .build()
-            .map_err(|e| FetchError::Client(e.to_string()))?;
         Ok(Self {
             guard,
-            client,
+            direct,
             config: FetchConfig {
                 max_redirects: config.max_redirects.min(MAX_REDIRECTS),
                 ..config
@@ -279,15 +331,18 @@ impl Fetcher {
         loop {
             target::check(&url, &self.config.extra_ports)?;
             self.check_host(&url)?;
-            if self.is_proxied(&url) {
-                // The proxy connects; check the target here all the same.
-                self.guard
-                    .resolve_checked(&target::host(&url), target::port(&url))
-                    .await
-                    .map_err(|r| FetchError::Refused(Box::new(r)))?;
-            }
-            let response = self
-                .client
+            let client = match self.proxy_client_for(&url) {
+                Some(client) => {
+                    // The proxy connects; check the target here all the same.
+                    self.guard
+                        .resolve_checked(&target::host(&url), target::port(&url))
+                        .await
+                        .map_err(|r| FetchError::Refused(Box::new(r)))?;
+                    client
+                }
+                None => &self.direct,
+            };
+            let response = client
                 .get(url.clone())
                 .header(USER_AGENT, USER_AGENT_VALUE)
                 .header(ACCEPT, accept)
@@ -334,11 +389,13 @@ impl Fetcher {
         }
     }
 
-    fn is_proxied(&self, url: &Url) -> bool {
-        match &self.proxied {
-            None => false,
-            Some(no_proxy) => !no_proxy_matches(no_proxy, &target::host(url)),
-        }
+    /// The proxied client when `url` goes to a proxy: its scheme has one and `NO_PROXY` does not
+    /// exempt its host. `None`: the direct client, which checks every name it resolves.
+    fn proxy_client_for(&self, url: &Url) -> Option<&reqwest::Client> {
+        let proxied = self.proxied.as_ref()?;
+        (proxied.schemes.contains(&url.scheme())
+            && !no_proxy_matches(&proxied.no_proxy, &target::host(url)))
+        .then_some(&proxied.client)
     }
 }
 
