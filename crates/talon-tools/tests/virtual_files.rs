@@ -428,3 +428,6 @@ async fn concurrent_context_file_edits_all_land() {
         );
     }
 }
+
+#[path = "virtual_files/routing.rs"]
+mod routing;

@@ -66,7 +66,8 @@ impl Tool for Edit {
             input.replace_all == Some(true),
         );
         let shown_old = input.old_string.clone();
-        let routed = crate::fs::virtual_files::edit(self.fs.store.as_ref(), ctx, &input.file_path, move |current| {
+        let files = self.fs.files(ctx);
+        let routed = files.edit_routed(&input.file_path, move |current| {
             replace(current, &old, &new, all).map(|(text, _)| text).map_err(|e| match e {
                 EditError::Identical => "No changes to make: old_string and new_string are exactly the same.".to_string(),
                 EditError::NotFound => format!("String to replace not found in file.\nString: {shown_old}"),
@@ -82,7 +83,7 @@ impl Tool for Edit {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = or_error!(self.fs.jail(ctx));
+        let jail = or_error!(files.disk());
         let root = jail.root().to_path_buf();
         let located = match jail.locate(&input.file_path) {
             Ok(l) => l,

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use crate::fs::find::{WalkOptions, find_files};
+use crate::fs::find::WalkOptions;
 use crate::fs::workspace::FsConfig;
 
 /// Claude Code's cap.
@@ -46,19 +46,19 @@ impl Tool for GlobTool {
 
     async fn execute(&self, call: Authorized<GlobInput>) -> ToolOutput {
         let input = call.input();
-        let jail = or_error!(self.fs.jail(call.ctx()));
         let path = input
             .path
             .as_deref()
             .filter(|p| !p.is_empty() && *p != "undefined" && *p != "null");
+        let view = or_error!(self.fs.files(call.ctx()).view(path).await);
         let shown = path.unwrap_or(".");
-        let base = match jail.locate(shown).and_then(|l| jail.open_read(&l)) {
-            Ok(opened) if opened.is_dir() => opened.real_abs,
+        let base = match view.target(shown) {
+            Ok(target) if target.is_dir => target.abs,
             Ok(_) => return ToolOutput::error(format!("Path is not a directory: {shown}")),
             Err(talon_fs::FsError::NotFound { .. }) => {
                 return ToolOutput::error(format!("Directory does not exist: {shown}"));
             }
-            Err(e) => return ToolOutput::error(super::fs_message(&e, jail.root())),
+            Err(e) => return ToolOutput::error(super::fs_message(&e, view.root())),
         };
         let options = WalkOptions {
             base,
@@ -69,7 +69,7 @@ impl Tool for GlobTool {
             need_mtime: true,
             types: Vec::new(),
         };
-        let mut found = or_error!(find_files(&jail, &options));
+        let mut found = or_error!(view.find(&options));
         if found.is_empty() {
             return ToolOutput::text("No files found");
         }

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use crate::fs::find::{Found, GrepOptions, GrepReport, WalkOptions, find_files, grep, split_globs};
+use crate::fs::find::{GrepOptions, GrepReport, WalkOptions, split_globs};
 use crate::fs::workspace::FsConfig;
 
 /// Claude Code's default `head_limit`.
@@ -109,16 +109,16 @@ impl Tool for GrepTool {
 
     async fn execute(&self, call: Authorized<GrepInput>) -> ToolOutput {
         let input = call.input();
-        let jail = or_error!(self.fs.jail(call.ctx()));
+        let view = or_error!(self.fs.files(call.ctx()).view(input.path.as_deref()).await);
         let shown = input.path.as_deref().unwrap_or(".");
-        let opened = match jail.locate(shown).and_then(|l| jail.open_read(&l)) {
-            Ok(o) => o,
-            Err(e) => return ToolOutput::error(super::fs_message(&e, jail.root())),
+        let target = match view.target(shown) {
+            Ok(t) => t,
+            Err(e) => return ToolOutput::error(super::fs_message(&e, view.root())),
         };
         let mode = input.output_mode.unwrap_or_default();
-        let files = if opened.is_dir() {
+        let files = if target.is_dir {
             let options = WalkOptions {
-                base: opened.real_abs.clone(),
+                base: target.abs.clone(),
                 hidden: true,
                 gitignore: true,
                 skip_vcs: true,
@@ -126,17 +126,9 @@ impl Tool for GrepTool {
                 need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
-            or_error!(find_files(&jail, &options))
+            or_error!(view.find(&options))
         } else {
-            let mtime = opened
-                .file
-                .metadata()
-                .and_then(|m| m.modified())
-                .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
-            vec![Found {
-                path: opened.real_abs.clone(),
-                mtime,
-            }]
+            vec![target.as_found()]
         };
         // -C (or context) wins over -A/-B, as in Claude Code.
         let around = input.context_short.or(input.context);
@@ -161,7 +153,7 @@ impl Tool for GrepTool {
         let GrepReport {
             matches: mut results,
             skipped,
-        } = or_error!(grep(&jail, files, &options));
+        } = or_error!(view.grep(files, &options));
         let offset = input.offset.unwrap_or(0);
         let limit = match input.head_limit {
             Some(0) => usize::MAX,
@@ -180,8 +172,9 @@ impl Tool for GrepTool {
                 if results.is_empty() {
                     return skipped.annotate(ToolOutput::text("No files found"));
                 }
-                // Newest first, ties by path; only matched files are stat'ed.
-                for r in &mut results {
+                // Newest first, ties by path; only matched files on disk are stat'ed (the
+                // store's documents have no disk file to ask).
+                for r in results.iter_mut().filter(|r| !r.routed) {
                     r.mtime = crate::fs::find::mtime_of(&r.path);
                 }
                 results.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));

@@ -1,5 +1,6 @@
 //! `NotebookEdit` (Claude Code dialect): replace, insert or delete a Jupyter notebook cell by
-//! `cell_id`, keeping every other part of the notebook as it was.
+//! `cell_id`, keeping every other part of the notebook as it was. A notebook under a routed name
+//! (`memory/*.ipynb`) is the store's document and is changed there, as `Edit` changes one.
 
 use std::sync::Arc;
 
@@ -51,6 +52,9 @@ pub struct NotebookEditInput {
     #[serde(default)]
     pub edit_mode: Option<EditMode>,
 }
+
+/// Claude Code's refusal of a file that is not a notebook.
+const NOT_A_NOTEBOOK: &str = "File must be a Jupyter notebook (.ipynb file). For editing other file types, use the Edit tool.";
 
 /// The `NotebookEdit` tool.
 #[derive(Debug, Clone)]
@@ -207,16 +211,39 @@ impl Tool for NotebookEdit {
     async fn execute(&self, call: Authorized<NotebookEditInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
-        let jail = or_error!(self.fs.jail(ctx));
+        let files = self.fs.files(ctx);
+        // The store's compare-and-set keeps racing edits from being lost, as for `Edit` of a
+        // routed file; `change` may run again, so the message is kept from its last run.
+        let said = std::sync::Mutex::new(String::new());
+        let routed = files
+            .edit_routed(&input.notebook_path, |current| {
+                if extension(std::path::Path::new(&input.notebook_path)) != "ipynb" {
+                    return Err(NOT_A_NOTEBOOK.to_string());
+                }
+                let mut notebook: Value = serde_json::from_str(current)
+                    .map_err(|e| format!("Notebook is not valid JSON: {e}"))?;
+                let message = apply(&mut notebook, input)?;
+                let text = String::from_utf8(serialize(&notebook)?).map_err(|e| e.to_string())?;
+                if let Ok(mut said) = said.lock() {
+                    *said = message;
+                }
+                Ok(text)
+            })
+            .await;
+        if let Some(result) = routed {
+            return match result {
+                Ok(_) => ToolOutput::text(said.into_inner().unwrap_or_default()),
+                Err(e) => ToolOutput::error(e),
+            };
+        }
+        let jail = or_error!(files.disk());
         let root = jail.root().to_path_buf();
         let (located, mut opened) = match open_existing(&jail, &input.notebook_path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(fs_message(&e, &root)),
         };
         if extension(&opened.real_abs) != "ipynb" {
-            return ToolOutput::error(
-                "File must be a Jupyter notebook (.ipynb file). For editing other file types, use the Edit tool.",
-            );
+            return ToolOutput::error(NOT_A_NOTEBOOK);
         }
         if opened.stat.st_size.max(0) as u64 > MAX_EDIT_BYTES {
             return ToolOutput::error(format!(

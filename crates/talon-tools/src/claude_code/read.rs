@@ -135,11 +135,21 @@ impl Tool for Read {
     async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
-        if let Some(routed) =
-            crate::fs::virtual_files::read(self.fs.store.as_ref(), ctx, &input.file_path).await
-        {
+        let files = self.fs.files(ctx);
+        if let Some(routed) = files.read_routed(&input.file_path).await {
             let offset = input.offset.unwrap_or(1).max(1);
             let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
+            // A notebook kept in memory reads as cells, like one on disk.
+            if extension(std::path::Path::new(&input.file_path)) == "ipynb" {
+                return match routed.and_then(|text| {
+                    serde_json::from_str::<serde_json::Value>(&text)
+                        .map_err(|e| format!("invalid notebook JSON: {e}"))
+                        .and_then(|v| render_notebook(&v))
+                }) {
+                    Ok(text) => ToolOutput::text(text),
+                    Err(e) => ToolOutput::error(e),
+                };
+            }
             return match routed.and_then(|text| {
                 read_range(text.as_bytes(), offset - 1, limit, usize::MAX)
                     .map_err(|e| e.to_string())
@@ -151,7 +161,7 @@ impl Tool for Read {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = or_error!(self.fs.jail(ctx));
+        let jail = or_error!(files.disk());
         let root = jail.root().to_path_buf();
         let (_, mut opened) = match open_existing(&jail, &input.file_path) {
             Ok(v) => v,

@@ -50,20 +50,14 @@ impl Tool for Write {
     async fn execute(&self, call: Authorized<WriteInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
-        if let Some(routed) = crate::fs::virtual_files::write(
-            self.fs.store.as_ref(),
-            ctx,
-            &input.file_path,
-            &input.content,
-        )
-        .await
-        {
+        let files = self.fs.files(ctx);
+        if let Some(routed) = files.write_routed(&input.file_path, &input.content).await {
             return match routed {
                 Ok(message) => ToolOutput::text(message),
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = or_error!(self.fs.jail(ctx));
+        let jail = or_error!(files.disk());
         let root = jail.root().to_path_buf();
         let located = match jail.locate(&input.file_path) {
             Ok(l) => l,

@@ -117,7 +117,8 @@ impl Tool for Edit {
             input.replace_all == Some(true),
         );
         let path = input.path.clone();
-        let routed = super::virtual_files::edit(self.fs.store.as_ref(), call.ctx(), &input.path, move |current| {
+        let files = self.fs.files(call.ctx());
+        let routed = files.edit_routed(&input.path, move |current| {
             replace(current, &old, &new, all).map(|(text, _)| text).map_err(|e| match e {
                 EditError::Identical => "old_string and new_string are identical; there is nothing to change".to_string(),
                 EditError::NotFound => format!("old_string not found in {path}; read it and copy the exact text"),
@@ -131,7 +132,7 @@ impl Tool for Edit {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = or_error!(self.fs.jail(call.ctx()));
+        let jail = or_error!(files.disk());
         let file = or_error!(load(&jail, &input.path));
         let shown = jail.display(&file.located);
         let old = input.old_string.replace("\r\n", "\n");

@@ -6,9 +6,13 @@
 //! denied paths never appear in results. Each file found is then opened through the jail with
 //! symlinks forbidden ([`talon_fs::Jail::open_walked`]): a file swapped for a symlink after the
 //! walk saw it is skipped, not followed.
+//!
+//! Tools do not call this engine: they go through the façade ([`crate::fs::files`]), which adds
+//! the documents the store holds for routed names ([`Found::routed`]) to what the walk finds, so
+//! a search sees the same files a read does.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -47,6 +51,9 @@ pub struct WalkOptions {
 pub struct Found {
     pub path: PathBuf,
     pub mtime: SystemTime,
+    /// The text of a document the store holds under this path (a context file or memory); it
+    /// is searched as it is, and the disk is never opened for it.
+    pub routed: Option<Arc<str>>,
 }
 
 fn compile_globs(patterns: &[String]) -> Result<(Option<GlobSet>, Option<GlobSet>), String> {
@@ -115,6 +122,21 @@ pub fn split_globs(raw: &str) -> Vec<String> {
     out
 }
 
+/// The ripgrep type matcher for `types` (`rust`, `py`, …); `None` when no type is asked for.
+fn type_matcher(types: &[String]) -> Result<Option<ignore::types::Types>, String> {
+    if types.is_empty() {
+        return Ok(None);
+    }
+    let mut builder = TypesBuilder::new();
+    builder.add_defaults();
+    for t in types {
+        builder.select(t);
+    }
+    builder.build().map(Some).map_err(|e| {
+        format!("invalid type: {e}. Use ripgrep type names such as rust, py, js, ts, go, md")
+    })
+}
+
 /// Builds the parallel walker; the callback gets every regular file that passes the filters.
 fn walker(jail: &Jail, options: &WalkOptions) -> Result<ignore::WalkParallel, String> {
     let mut builder = WalkBuilder::new(&options.base);
@@ -132,15 +154,7 @@ fn walker(jail: &Jail, options: &WalkOptions) -> Result<ignore::WalkParallel, St
                 .map_or(2, |n| n.get())
                 .min(8),
         );
-    if !options.types.is_empty() {
-        let mut types = TypesBuilder::new();
-        types.add_defaults();
-        for t in &options.types {
-            types.select(t);
-        }
-        let matcher = types.build().map_err(|e| {
-            format!("invalid type: {e}. Use ripgrep type names such as rust, py, js, ts, go, md")
-        })?;
+    if let Some(matcher) = type_matcher(&options.types)? {
         builder.types(matcher);
     }
     let root = jail.root().to_path_buf();
@@ -198,6 +212,7 @@ impl ignore::ParallelVisitor for Collector<'_> {
         self.local.push(Found {
             path: entry.into_path(),
             mtime,
+            routed: None,
         });
         WalkState::Continue
     }
@@ -232,8 +247,41 @@ impl<'s> ignore::ParallelVisitorBuilder<'s> for Collectors<'s> {
     }
 }
 
+/// The documents (absolute path and text) that pass the walk's filters — globs relative to
+/// `options.base`, types, hidden names — as the walk would pass files of those names. Callers
+/// give only documents under `options.base`; ignore files do not apply (they describe the disk).
+pub(crate) fn filter_documents<'a>(
+    options: &WalkOptions,
+    documents: impl Iterator<Item = (&'a Path, &'a Arc<str>)>,
+) -> Result<Vec<Found>, String> {
+    let (include, exclude) = compile_globs(&options.globs)?;
+    let types = type_matcher(&options.types)?;
+    let mut out = Vec::new();
+    for (path, text) in documents {
+        let rel = path.strip_prefix(&options.base).unwrap_or(path);
+        let hidden = rel
+            .components()
+            .any(|c| c.as_os_str().as_encoded_bytes().starts_with(b"."));
+        if (hidden && !options.hidden)
+            || include.as_ref().is_some_and(|g| !g.is_match(rel))
+            || exclude.as_ref().is_some_and(|g| g.is_match(rel))
+            || types
+                .as_ref()
+                .is_some_and(|t| !t.matched(rel, false).is_whitelist())
+        {
+            continue;
+        }
+        out.push(Found {
+            path: path.to_path_buf(),
+            mtime: SystemTime::UNIX_EPOCH,
+            routed: Some(Arc::clone(text)),
+        });
+    }
+    Ok(out)
+}
+
 /// Every regular file under `options.base` that passes the filters, in no particular order.
-pub fn find_files(jail: &Jail, options: &WalkOptions) -> Result<Vec<Found>, String> {
+pub(crate) fn find_files(jail: &Jail, options: &WalkOptions) -> Result<Vec<Found>, String> {
     let (include, exclude) = compile_globs(&options.globs)?;
     let shared = Mutex::new(Vec::new());
     let mut collectors = Collectors {
@@ -299,6 +347,8 @@ pub struct GrepLine {
 pub struct FileMatches {
     pub path: PathBuf,
     pub mtime: SystemTime,
+    /// A document of the store, not a file on disk (it has no modification time to look up).
+    pub routed: bool,
     pub matched_lines: u64,
     pub lines: Vec<GrepLine>,
 }
@@ -435,8 +485,13 @@ pub struct GrepReport {
 }
 
 /// Searches `files` in parallel. Files the jail refuses (hard links under the default policy) or
-/// that cannot be opened safely are skipped and counted in [`GrepReport::skipped`].
-pub fn grep(jail: &Jail, files: Vec<Found>, options: &GrepOptions) -> Result<GrepReport, String> {
+/// that cannot be opened safely are skipped and counted in [`GrepReport::skipped`]; documents of
+/// the store are searched in memory.
+pub(crate) fn grep(
+    jail: &Jail,
+    files: Vec<Found>,
+    options: &GrepOptions,
+) -> Result<GrepReport, String> {
     let matcher = matcher(options)?;
     let results = Mutex::new(Vec::new());
     let skipped_total = Mutex::new(Skipped::default());
@@ -458,23 +513,6 @@ pub fn grep(jail: &Jail, files: Vec<Found>, options: &GrepOptions) -> Result<Gre
                 loop {
                     let next = queue.lock().ok().and_then(|mut q| q.pop());
                     let Some(found) = next else { break };
-                    let opened = found
-                        .path
-                        .to_str()
-                        .ok_or(None)
-                        .and_then(|p| jail.locate(p).map_err(Some))
-                        .and_then(|l| jail.open_walked(&l).map_err(Some));
-                    let file = match opened {
-                        Ok(file) => file,
-                        Err(Some(talon_fs::FsError::HardLink { .. })) => {
-                            skipped.hard_links += 1;
-                            continue;
-                        }
-                        Err(_) => {
-                            skipped.unreadable += 1;
-                            continue;
-                        }
-                    };
                     let (mut lines, mut matched) = (Vec::new(), 0u64);
                     let sink = Collect {
                         lines: &mut lines,
@@ -482,7 +520,30 @@ pub fn grep(jail: &Jail, files: Vec<Found>, options: &GrepOptions) -> Result<Gre
                         first_only: options.first_match_only,
                         max_columns: options.max_columns,
                     };
-                    if searcher.search_file(&matcher, &file, sink).is_err() {
+                    let searched = match &found.routed {
+                        Some(text) => searcher.search_slice(&matcher, text.as_bytes(), sink),
+                        None => {
+                            let opened = found
+                                .path
+                                .to_str()
+                                .ok_or(None)
+                                .and_then(|p| jail.locate(p).map_err(Some))
+                                .and_then(|l| jail.open_walked(&l).map_err(Some));
+                            let file = match opened {
+                                Ok(file) => file,
+                                Err(Some(talon_fs::FsError::HardLink { .. })) => {
+                                    skipped.hard_links += 1;
+                                    continue;
+                                }
+                                Err(_) => {
+                                    skipped.unreadable += 1;
+                                    continue;
+                                }
+                            };
+                            searcher.search_file(&matcher, &file, sink)
+                        }
+                    };
+                    if searched.is_err() {
                         skipped.unreadable += 1;
                         continue;
                     }
@@ -491,6 +552,7 @@ pub fn grep(jail: &Jail, files: Vec<Found>, options: &GrepOptions) -> Result<Gre
                     }
                     if let Ok(mut r) = results.lock() {
                         r.push(FileMatches {
+                            routed: found.routed.is_some(),
                             path: found.path,
                             mtime: found.mtime,
                             matched_lines: matched,
@@ -515,13 +577,6 @@ pub fn mtime_of(path: &Path) -> SystemTime {
     std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
-/// Resolves a tool's `path` argument to an absolute directory (or file) inside the jail.
-pub fn base_dir(jail: &Jail, path: Option<&str>) -> Result<(PathBuf, bool), talon_fs::FsError> {
-    let located = jail.locate(path.unwrap_or("."))?;
-    let opened = jail.open_read(&located)?;
-    Ok((opened.real_abs.clone(), opened.is_dir()))
 }
 
 /// A path shown relative to the workspace root when inside it.

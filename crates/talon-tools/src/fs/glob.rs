@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use super::find::{WalkOptions, base_dir, find_files, relative_to};
+use super::find::{WalkOptions, relative_to};
 use super::workspace::FsConfig;
 
 /// Paths listed by default before the output says how many more there are.
@@ -47,13 +47,13 @@ impl Tool for GlobTool {
 
     async fn execute(&self, call: Authorized<GlobInput>) -> ToolOutput {
         let input = call.input();
-        let jail = or_error!(self.fs.jail(call.ctx()));
-        let (base, is_dir) = or_error!(base_dir(&jail, input.path.as_deref()));
-        if !is_dir {
-            return ToolOutput::error(format!("{} is not a directory", base.display()));
+        let view = or_error!(self.fs.files(call.ctx()).view(input.path.as_deref()).await);
+        let target = or_error!(view.target(input.path.as_deref().unwrap_or(".")));
+        if !target.is_dir {
+            return ToolOutput::error(format!("{} is not a directory", target.abs.display()));
         }
         let options = WalkOptions {
-            base,
+            base: target.abs,
             hidden: true,
             gitignore: false,
             skip_vcs: true,
@@ -61,7 +61,7 @@ impl Tool for GlobTool {
             need_mtime: false,
             types: Vec::new(),
         };
-        let mut found = or_error!(find_files(&jail, &options));
+        let mut found = or_error!(view.find(&options));
         if found.is_empty() {
             return ToolOutput::silent(format!("No files match {:?}", input.pattern));
         }
@@ -71,7 +71,7 @@ impl Tool for GlobTool {
         let mut text: Vec<String> = found
             .iter()
             .take(limit)
-            .map(|f| relative_to(&f.path, jail.root()).display().to_string())
+            .map(|f| relative_to(&f.path, view.root()).display().to_string())
             .collect();
         if total > limit {
             text.push(format!(

@@ -1,5 +1,6 @@
 //! `list_files` (GoClaw dialect): a directory's entries, optionally recursive, capped. Denied
-//! entries are not listed at all.
+//! entries are not listed at all; the store's documents (context files, `memory/`) are listed
+//! where the workspace shows them ([`super::files::View::list`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,8 +8,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
-use talon_fs::{EntryKind, Jail};
+use talon_fs::EntryKind;
 
+use super::files::View;
 use super::workspace::FsConfig;
 
 /// Default entry cap (GoClaw had none; a huge tree must not flood the context).
@@ -41,7 +43,7 @@ pub struct ListFiles {
 }
 
 struct Walk<'a> {
-    jail: &'a Jail,
+    view: &'a View,
     out: Vec<String>,
     limit: usize,
     omitted: usize,
@@ -49,11 +51,10 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn dir(&mut self, rel: &Path, indent: usize, depth_left: usize) -> Result<(), String> {
-        let located = self
-            .jail
-            .locate(&rel.to_string_lossy())
+        let entries = self
+            .view
+            .list(&rel.to_string_lossy())
             .map_err(|e| e.to_string())?;
-        let entries = self.jail.list(&located).map_err(|e| e.to_string())?;
         for entry in entries {
             if self.out.len() >= self.limit {
                 self.omitted += 1;
@@ -97,30 +98,23 @@ impl Tool for ListFiles {
 
     async fn execute(&self, call: Authorized<ListFilesInput>) -> ToolOutput {
         let input = call.input();
-        let jail = or_error!(self.fs.jail(call.ctx()));
         let path = input.path.clone().unwrap_or_else(|| ".".into());
-        let located = or_error!(jail.locate(&path));
+        let view = or_error!(self.fs.files(call.ctx()).view(Some(&path)).await);
+        let shown = or_error!(view.shown(&path));
         let depth = if input.recursive == Some(true) {
             input.depth.unwrap_or(DEFAULT_DEPTH)
         } else {
             0
         };
         let mut walk = Walk {
-            jail: &jail,
+            view: &view,
             out: Vec::new(),
             limit: input.limit.unwrap_or(DEFAULT_LIMIT).max(1),
             omitted: 0,
         };
-        // Walk relative to the root the path was located in.
-        let start = if located.rel().as_os_str().is_empty() {
-            Path::new(".").to_path_buf()
-        } else {
-            jail.display(&located)
-        };
-        if let Err(e) = walk.dir(&start, 0, depth) {
+        if let Err(e) = walk.dir(Path::new(&path), 0, depth) {
             return ToolOutput::error(e);
         }
-        let shown = jail.display(&located);
         if walk.out.is_empty() {
             return ToolOutput::silent(format!("{} is empty", shown.display()));
         }

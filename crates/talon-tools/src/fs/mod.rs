@@ -1,10 +1,12 @@
 //! Filesystem tools. The GoClaw dialect (`read_file`, `write_file`, `edit`, `list_files`) lives
 //! here; the Claude Code dialect (`Read`, `Write`, `Edit`) lives in [`crate::claude_code`]. Both
-//! call the same operations ([`text`], [`edit_core`], [`talon_fs::Jail`]), so confinement, atomic
+//! call the same operations ([`text`], [`edit_core`]) through one façade ([`files`]: the store's
+//! documents under routed names, the jail's disk elsewhere), so routing, confinement, atomic
 //! writes and line handling behave identically; only names, parameters and messages differ.
 
 pub mod edit;
 pub mod edit_core;
+pub mod files;
 pub mod find;
 pub mod glob;
 pub mod list_files;

@@ -52,9 +52,8 @@ impl Tool for ReadFile {
         let input = call.input();
         let offset = input.offset.unwrap_or(0);
         let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
-        if let Some(routed) =
-            super::virtual_files::read(self.fs.store.as_ref(), call.ctx(), &input.path).await
-        {
+        let files = self.fs.files(call.ctx());
+        if let Some(routed) = files.read_routed(&input.path).await {
             return match routed.and_then(|text| {
                 read_range(text.as_bytes(), offset, limit, MAX_OUTPUT_CHARS)
                     .map_err(|e| e.to_string())
@@ -63,7 +62,7 @@ impl Tool for ReadFile {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = or_error!(self.fs.jail(call.ctx()));
+        let jail = or_error!(files.disk());
         let (located, mut opened) = or_error!(open_existing(&jail, &input.path));
         let shown = jail.display(&located);
         if opened.is_dir() {

@@ -7,9 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 
-use super::find::{
-    GrepOptions, GrepReport, WalkOptions, base_dir, find_files, grep, relative_to, split_globs,
-};
+use super::find::{GrepOptions, GrepReport, WalkOptions, relative_to, split_globs};
 use super::workspace::FsConfig;
 
 /// Default cap on output lines (content) or files.
@@ -79,12 +77,12 @@ impl Tool for Search {
 
     async fn execute(&self, call: Authorized<SearchInput>) -> ToolOutput {
         let input = call.input();
-        let jail = or_error!(self.fs.jail(call.ctx()));
-        let (base, is_dir) = or_error!(base_dir(&jail, input.path.as_deref()));
+        let view = or_error!(self.fs.files(call.ctx()).view(input.path.as_deref()).await);
+        let target = or_error!(view.target(input.path.as_deref().unwrap_or(".")));
         let mode = input.output_mode.unwrap_or_default();
-        let files = if is_dir {
+        let files = if target.is_dir {
             let options = WalkOptions {
-                base,
+                base: target.abs.clone(),
                 hidden: false,
                 gitignore: true,
                 skip_vcs: true,
@@ -92,12 +90,9 @@ impl Tool for Search {
                 need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
-            or_error!(find_files(&jail, &options))
+            or_error!(view.find(&options))
         } else {
-            vec![super::find::Found {
-                path: base,
-                mtime: std::time::SystemTime::UNIX_EPOCH,
-            }]
+            vec![target.as_found()]
         };
         let context = input.context.unwrap_or(0);
         let options = GrepOptions {
@@ -120,7 +115,7 @@ impl Tool for Search {
         let GrepReport {
             matches: mut results,
             skipped,
-        } = or_error!(grep(&jail, files, &options));
+        } = or_error!(view.grep(files, &options));
         if results.is_empty() {
             return skipped.annotate(ToolOutput::silent(format!(
                 "No matches for {:?}",
@@ -132,7 +127,7 @@ impl Tool for Search {
         let mut out: Vec<String> = Vec::new();
         let mut omitted = 0usize;
         for file in &results {
-            let rel = relative_to(&file.path, jail.root()).display().to_string();
+            let rel = relative_to(&file.path, view.root()).display().to_string();
             match mode {
                 OutputMode::FilesWithMatches => out.push(rel),
                 OutputMode::Count => out.push(format!("{rel}:{}", file.matched_lines)),

@@ -1,19 +1,32 @@
 //! The virtual filesystem of seed 002 §3: some paths are not files on disk but rows in the store.
 //!
 //! * Context files — `SOUL.md`, `IDENTITY.md`, `AGENTS.md`, `TOOLS.md`, `HEARTBEAT.md`, `USER.md`,
-//!   `USER_PREDEFINED.md`, `BOOTSTRAP.md` at the workspace root — belong to the call's agent. For
-//!   an open agent every file is per user, with the agent's own file as the template; for a
-//!   predefined agent only `USER.md` is per user. Writing an empty `BOOTSTRAP.md` deletes it.
-//!   Protected files (`SOUL`, `IDENTITY`, `AGENTS`, `USER`, `USER_PREDEFINED`, `CAPABILITIES`)
-//!   are written only when the agent's settings say `"protected_files_writable": true`.
+//!   `USER_PREDEFINED.md`, `BOOTSTRAP.md`, `CAPABILITIES.md` at the workspace root — belong to the
+//!   call's agent. For an open agent every file is per user, with the agent's own file as the
+//!   template; for a predefined agent only `USER.md` is per user. Writing an empty `BOOTSTRAP.md`
+//!   deletes it. Protected files (`SOUL`, `IDENTITY`, `AGENTS`, `USER`, `USER_PREDEFINED`,
+//!   `CAPABILITIES`) are written only when the agent's settings say
+//!   `"protected_files_writable": true`.
 //! * Memory — `MEMORY.md`, `memory.md`, `memory/*` — are memory documents: the user's own first,
 //!   then the agent's global ones; every write re-chunks and re-indexes.
 //!
+//! `CAPABILITIES.md` is routed like the other context files rather than dropped from the protected
+//! list: whatever context files the store holds for an agent go into its system prompt, so a
+//! `CAPABILITIES.md` set with `talon agents` tells the model what it may do. Protecting a name the
+//! tools never routed protected nothing (the agent wrote a disk file of that name while the
+//! prompt kept the store's); routed, the file tools show the model the text its prompt holds,
+//! and only an agent allowed to change its protected files can change it.
+//!
 //! Routing applies whenever there is a store: the call's agent (Talon's default agent when the
 //! call names none) must exist there, or the call is refused — memory never falls back to the
-//! workspace's disk. Without a store (library use) the paths are ordinary files. The tools call
-//! these functions before the jail, so routed reads and writes pass the same pipeline (policy,
-//! hooks, permission, scrubbing) as disk files.
+//! workspace's disk. Without a store (library use) the paths are ordinary files. With a store,
+//! the disk's copies under these names ([`SHADOWED`]) are denied by the jail itself, so no tool
+//! reaches them however it spells the path (`sub/../SOUL.md`, a symlink to `memory/`).
+//!
+//! Tools do not call this module: they go through the façade ([`crate::fs::files`]), which calls
+//! it before the jail, so routed reads and writes pass the same pipeline (policy, hooks,
+//! permission, scrubbing) as disk files, and listings and searches show [`documents`] in place
+//! of the disk's shadowed names.
 
 use std::path::{Component, Path};
 
@@ -30,7 +43,24 @@ pub const CONTEXT_FILES: &[&str] = &[
     "USER.md",
     "USER_PREDEFINED.md",
     "BOOTSTRAP.md",
+    "CAPABILITIES.md",
 ];
+
+/// The memory directory: everything beneath it is a memory document.
+pub const MEMORY_DIR: &str = "memory";
+
+/// Root-level memory documents.
+pub const MEMORY_FILES: &[&str] = &["MEMORY.md", "memory.md"];
+
+/// The workspace-relative names the store owns when there is one: the jail denies the disk's
+/// copies (a deny prefix covers everything beneath it).
+pub fn shadowed() -> impl Iterator<Item = &'static str> {
+    CONTEXT_FILES
+        .iter()
+        .chain(MEMORY_FILES)
+        .copied()
+        .chain([MEMORY_DIR])
+}
 
 /// Context files that need the agent's permission to change.
 pub const PROTECTED_FILES: &[&str] = &[
@@ -74,8 +104,8 @@ pub fn classify(ctx: &CallContext, input: &str) -> Option<Route> {
     }
     match parts.as_slice() {
         [name] if CONTEXT_FILES.contains(&name.as_str()) => Some(Route::Context(name.clone())),
-        [name] if name == "MEMORY.md" || name == "memory.md" => Some(Route::Memory(name.clone())),
-        [dir, rest @ ..] if dir == "memory" && !rest.is_empty() => {
+        [name] if MEMORY_FILES.contains(&name.as_str()) => Some(Route::Memory(name.clone())),
+        [dir, rest @ ..] if dir == MEMORY_DIR && !rest.is_empty() => {
             Some(Route::Memory(parts.join("/")))
         }
         _ => None,
@@ -117,6 +147,48 @@ async fn agent_of(store: &Store, ctx: &CallContext) -> Result<Owner, String> {
         )),
         Err(e) => Err(format!("the agent store is unavailable: {e}")),
     }
+}
+
+/// Every document a call can see under a routed name, as (workspace-relative path, text), sorted
+/// by path: the context files the store holds for the call's agent and user (the user's own copy
+/// where the file is per user, else the agent's), then the memory documents (the user's own,
+/// else the agent's global one of that path). Listings and searches show these in place of the
+/// disk's shadowed names. `Ok(empty)` without a store.
+pub async fn documents(
+    store: Option<&Store>,
+    ctx: &CallContext,
+) -> Result<Vec<(String, String)>, String> {
+    let Some(store) = store else {
+        return Ok(Vec::new());
+    };
+    let owner = agent_of(store, ctx).await?;
+    let unavailable = |e: talon_store::StoreError| format!("the agent store is unavailable: {e}");
+    let mut out: Vec<(String, String)> = store
+        .context_files(&owner.agent, &owner.user, &[])
+        .await
+        .map_err(unavailable)?
+        .into_iter()
+        .filter(|(name, _)| CONTEXT_FILES.contains(&name.as_str()))
+        .collect();
+    let paths = store
+        .memory_paths(&owner.agent, &owner.user)
+        .await
+        .map_err(|e| format!("memory is unavailable: {e}"))?;
+    for path in paths {
+        // Only paths a read would route: anything else in the table is not reachable by name.
+        if !matches!(classify(ctx, &path), Some(Route::Memory(_))) {
+            continue;
+        }
+        if let Some(doc) = store
+            .memory(&owner.agent, &owner.user, &path)
+            .await
+            .map_err(|e| format!("memory is unavailable: {e}"))?
+        {
+            out.push((path, doc.content));
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Whether a context file is per user for this agent type.

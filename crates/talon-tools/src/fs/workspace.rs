@@ -1,5 +1,7 @@
 //! From a call's context to its jail: the workspace root, the deny prefixes and the extra roots
-//! (skills directories) every file tool is confined to.
+//! (skills directories) every file tool is confined to. File tools do not take the jail from here:
+//! they take the call's [`Files`] façade ([`FsConfig::files`]), which routes the store's names
+//! and hands out the jail for everything else.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -9,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use talon_core::CallContext;
 use talon_fs::{FsError, Jail};
 
+use super::files::Files;
+
 /// An extra directory reachable by absolute path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtraRoot {
@@ -16,8 +20,10 @@ pub struct ExtraRoot {
     pub writable: bool,
 }
 
-/// Workspaces seen so far: path → (device, inode, jail). Bounded; cleared when full.
-type JailCache = Arc<Mutex<HashMap<PathBuf, (u64, u64, Arc<Jail>)>>>;
+/// Workspaces seen so far: (path, whether the store's names are denied) → (device, inode, jail).
+/// Bounded; cleared when full. Clones of one configuration share it, with or without a store,
+/// so whether the jail denies the store's names is part of the key.
+type JailCache = Arc<Mutex<HashMap<(PathBuf, bool), (u64, u64, Arc<Jail>)>>>;
 
 /// Workspaces remembered before the cache starts over.
 const MAX_CACHED_WORKSPACES: usize = 1024;
@@ -56,16 +62,26 @@ impl FsConfig {
 }
 
 impl FsConfig {
+    /// The file façade for one call: what every file tool reads, writes, lists and searches
+    /// through.
+    pub fn files<'a>(&'a self, ctx: &'a CallContext) -> Files<'a> {
+        Files::new(self, ctx)
+    }
+
     /// The jail for one call. The workspace comes from the call context (per user, per agent).
-    pub fn jail(&self, ctx: &CallContext) -> Result<Arc<Jail>, String> {
+    /// With a store, it denies the names the store owns ([`super::virtual_files::shadowed`]).
+    /// File tools get it through [`FsConfig::files`]; the command runtime takes it here for the
+    /// working directory.
+    pub(crate) fn jail(&self, ctx: &CallContext) -> Result<Arc<Jail>, String> {
         let Some(workspace) = ctx.workspace.as_ref() else {
             return Err("no workspace is configured for this call, so file tools cannot run; start Talon with --workspace DIR".into());
         };
         let identity = std::fs::metadata(workspace)
             .map(|m| (m.dev(), m.ino()))
             .ok();
+        let key = (workspace.clone(), self.store.is_some());
         if let (Some((dev, ino)), Ok(cache)) = (identity, self.cache.lock())
-            && let Some((d, i, jail)) = cache.get(workspace)
+            && let Some((d, i, jail)) = cache.get(&key)
             && (*d, *i) == (dev, ino)
         {
             return Ok(Arc::clone(jail));
@@ -75,13 +91,17 @@ impl FsConfig {
             if cache.len() >= MAX_CACHED_WORKSPACES {
                 cache.clear();
             }
-            cache.insert(workspace.clone(), (dev, ino, Arc::clone(&jail)));
+            cache.insert(key, (dev, ino, Arc::clone(&jail)));
         }
         Ok(jail)
     }
 
     fn open_jail(&self, workspace: &std::path::Path) -> Result<Jail, String> {
-        let mut jail = Jail::new(workspace, &self.deny)
+        let mut deny = self.deny.clone();
+        if self.store.is_some() {
+            deny.extend(super::virtual_files::shadowed().map(str::to_string));
+        }
+        let mut jail = Jail::new(workspace, &deny)
             .map_err(|e| format!("the workspace cannot be opened: {e}"))?
             .allow_hard_links(self.allow_hard_links);
         for dir in &self.deny_dirs {

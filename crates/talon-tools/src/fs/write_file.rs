@@ -44,15 +44,14 @@ impl Tool for WriteFile {
 
     async fn execute(&self, call: Authorized<WriteFileInput>) -> ToolOutput {
         let input = call.input();
-        let store = self.fs.store.as_ref();
+        let files = self.fs.files(call.ctx());
         let routed = if input.append == Some(true) {
             let tail = input.content.clone();
-            super::virtual_files::edit(store, call.ctx(), &input.path, move |current| {
-                Ok(format!("{current}{tail}"))
-            })
-            .await
+            files
+                .edit_routed(&input.path, move |current| Ok(format!("{current}{tail}")))
+                .await
         } else {
-            super::virtual_files::write(store, call.ctx(), &input.path, &input.content).await
+            files.write_routed(&input.path, &input.content).await
         };
         if let Some(result) = routed {
             return match result {
@@ -60,7 +59,7 @@ impl Tool for WriteFile {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        let jail = or_error!(self.fs.jail(call.ctx()));
+        let jail = or_error!(files.disk());
         let located = or_error!(jail.locate(&input.path));
         let mut data = Vec::new();
         if input.append == Some(true) {
