@@ -835,8 +835,6 @@ fn goclaw_allow_always_regressions() {
         "sort -o /etc/cron.d/x in.txt",
         "grep -R password /",
         "jq -n env",
-        "xargs rm",
-        "find . -delete",
     ] {
         assert!(
             matches!(
@@ -844,6 +842,16 @@ fn goclaw_allow_always_regressions() {
                 Decision::Ask { .. }
             ),
             "`{command}` should ask"
+        );
+    }
+    // Deleting with arguments chosen at run time is refused outright (issue 21, item 15).
+    for command in ["xargs rm", "find . -delete"] {
+        assert!(
+            matches!(
+                decision(command, &full_on_miss, &none, true),
+                Decision::Deny { .. }
+            ),
+            "`{command}` should be refused"
         );
     }
     assert!(decision("cat README.md | wc -l", &full_on_miss, &none, true).is_allowed());

@@ -170,3 +170,48 @@ fn h21_10_deny_groups_see_abbreviated_long_options() {
     let d = decision("sort --co=sh file", Security::Full, Ask::Off, &[]);
     assert!(matches!(d, Decision::Deny { .. }), "{d:?}");
 }
+
+#[test]
+fn h21_15_deny_group_evasions_are_refused() {
+    for command in [
+        "echo -rf ./x | xargs rm",
+        "printf '%s\\n' -rf ./x | xargs -n2 rm",
+        "echo -rf | xargs -I{} rm {} ./x",
+        "find dir -delete",
+        "find . -name '*.o' -delete",
+        "find dir -exec rm {} +",
+        "find dir -type f -execdir rm {} \\;",
+        "find dir -ok rm {} \\;",
+        "find . -fprint ~/.bashrc",
+        "printf 'rm -rf x' > s.sh; sh s.sh",
+        "printf 'rm -rf x' > s.sh && bash ./s.sh",
+        "echo 'rm -rf x' > s.sh; . ./s.sh",
+        "cat > s.sh <<'EOF'\nrm -rf x\nEOF\nsource s.sh",
+        "echo 'rm -rf x' > s.sh; chmod +x s.sh; ./s.sh",
+        "cat /proc/self/env*",
+        "cat /proc/*/environ",
+        "cat /proc/self/../self/environ",
+        "tr '\\0' '\\n' < /proc/self/e?viron",
+    ] {
+        let d = decision(command, Security::Full, Ask::Off, &[]);
+        assert!(
+            matches!(d, Decision::Deny { .. }),
+            "{command:?} must be refused in the default mode: {d:?}"
+        );
+    }
+}
+
+#[test]
+fn h21_15_ordinary_uses_still_run() {
+    for command in [
+        "find . -name '*.rs' | xargs grep -n TODO",
+        "find . -name '*.sh' | xargs chmod +x",
+        "find . -name '*.rs' -print",
+        "sh build.sh > build.log",
+        "cat /proc/cpuinfo",
+        "ls src/*.rs",
+    ] {
+        let d = decision(command, Security::Full, Ask::Off, &[]);
+        assert_eq!(d, Decision::Allow, "{command:?}");
+    }
+}

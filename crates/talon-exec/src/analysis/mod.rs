@@ -23,6 +23,7 @@ mod options;
 mod parse;
 mod patterns;
 mod patterns_misc;
+mod patterns_runtime;
 mod render;
 pub mod rules;
 mod special;

@@ -135,6 +135,9 @@ pub(crate) fn analyze(script: &str) -> Analysis {
         full: false,
     };
     let normalized = walker.top(script);
+    if let Some(why) = super::patterns_runtime::runs_written_script(&walker.segments) {
+        walker.unknown(why);
+    }
     if walker.arith && walker.subst_text {
         walker.unknown(
             "arithmetic evaluation together with text that holds command-substitution syntax \

@@ -11,9 +11,9 @@ use regex::Regex;
 
 use super::deny::RawHit;
 use super::longopts;
-use super::patterns_misc;
 use super::wrappers::SHELLS;
 use super::{RedirectKind, Segment, SegmentKind};
+use super::{patterns_misc, patterns_runtime};
 
 pub(crate) fn re(pattern: &str) -> Option<Regex> {
     Regex::new(pattern).ok()
@@ -173,6 +173,7 @@ pub(crate) fn segment(seg: &Segment, out: &mut Vec<RawHit>) {
     patterns_misc::persistence(&mut v);
     patterns_misc::processes(&mut v);
     patterns_misc::env_dump(&mut v);
+    patterns_runtime::segment(&mut v);
 }
 
 fn wrapper_note(seg: &Segment) -> String {

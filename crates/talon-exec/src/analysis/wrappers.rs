@@ -8,7 +8,7 @@
 use super::options::classify;
 use super::parse::{Ctx, Pending, Walker, Word};
 use super::words::basename;
-use super::{Assignment, MAX_WRAPPERS, RedirectKind, SegmentKind, Wrapper};
+use super::{Assignment, MAX_WRAPPERS, Redirect, RedirectKind, SegmentKind, Wrapper};
 
 /// Shells whose `-c` script (or standard input) is parsed with the bash grammar.
 pub(crate) const SHELLS: &[&str] = &[
@@ -296,7 +296,7 @@ pub(crate) fn fd_path(path: &str) -> Option<bool> {
     descriptor.then_some(false)
 }
 
-fn find(w: &mut Walker, p: Pending, ctx: &Ctx) {
+fn find(w: &mut Walker, mut p: Pending, ctx: &Ctx) {
     if let Some(split) = p.words.iter().find(|w| w.split) {
         w.unknown(format!(
             "`find` with `{}`, which may expand into several words",
@@ -351,6 +351,26 @@ fn find(w: &mut Walker, p: Pending, ctx: &Ctx) {
         };
         resolve(w, sub, ctx);
     }
+    // `-fprint FILE`, `-fprint0 FILE`, `-fprintf FILE FORMAT` and `-fls FILE` write FILE: they
+    // are judged like a redirection to it.
+    let targets: Vec<Redirect> = p
+        .words
+        .windows(2)
+        .filter(|pair| {
+            matches!(
+                pair[0].text.as_str(),
+                "-fprint" | "-fprint0" | "-fprintf" | "-fls"
+            )
+        })
+        .map(|pair| Redirect {
+            fd: None,
+            op: pair[0].text.clone(),
+            target: pair[1].text.clone(),
+            dynamic: !pair[1].literal,
+            kind: RedirectKind::Write,
+        })
+        .collect();
+    p.redirects.extend(targets);
     w.push_pending(p, ctx);
 }
 
