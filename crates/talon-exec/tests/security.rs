@@ -215,3 +215,86 @@ fn h21_15_ordinary_uses_still_run() {
         assert_eq!(d, Decision::Allow, "{command:?}");
     }
 }
+
+/// A credential for `name` backed by an executable script, with its preset's patterns.
+fn credential(name: &str) -> (tempfile::TempDir, talon_exec::credentialed::Credential) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, "#!/bin/sh\nenv\n").expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let preset = talon_exec::credentialed::preset(name).expect("preset");
+    let credential = talon_exec::credentialed::Credential {
+        binary_name: name.into(),
+        binary_path: path,
+        env: vec![("SECRET".into(), "s3cret".into())],
+        deny_args: preset.deny_args.iter().map(|s| s.to_string()).collect(),
+        deny_verbose: preset.deny_verbose.iter().map(|s| s.to_string()).collect(),
+    };
+    (dir, credential)
+}
+
+#[test]
+fn h21_09_credentialed_configuration_injection_is_refused() {
+    use talon_exec::credentialed::Refusal;
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "git",
+            &[
+                "git -c 'alias.y=!env | base64' y",
+                "git -c core.pager='env|base64' log",
+                "git --config-env=core.pager=SECRET log",
+                "git --exec-path=/tmp/x status",
+                "git -C /tmp/evil status",
+                "git --git-dir=/tmp/evil/.git log",
+                "git fetch --upload-pack='env >&2' origin",
+                "git ls-remote -u 'sh -c env' origin",
+                "git push --receive-pack=x origin",
+                "git clone 'ext::sh -c env' x",
+                "git clone --template=/tmp/t https://example.com/r",
+                "git config --list",
+                "git rebase --exec env main",
+                "git submodule foreach env",
+            ],
+        ),
+        (
+            "gh",
+            &["gh alias set y '!env'", "gh config set pager 'env'"],
+        ),
+        ("kubectl", &["kubectl --kubeconfig=/tmp/k get pods"]),
+        ("aws", &["aws configure get aws_secret_access_key"]),
+        ("gcloud", &["gcloud config set proxy/address evil.example"]),
+        ("terraform", &["terraform -chdir=/tmp/x apply"]),
+        (
+            "psql",
+            &["psql -c '\\! env'", "psql -o '|sh' -c 'select 1'"],
+        ),
+    ];
+    for (name, commands) in cases {
+        let (_dir, cred) = credential(name);
+        for command in *commands {
+            let err = cred.plan(command, &[]).expect_err(command);
+            assert!(
+                matches!(err, Refusal::Injection { .. } | Refusal::DeniedArgs { .. }),
+                "{command}: {err}"
+            );
+            assert!(err.to_string().contains("refused") || err.to_string().contains("deny"));
+        }
+    }
+    let (_dir, git) = credential("git");
+    let err = git
+        .plan("git -c 'alias.y=!env | base64' y", &[])
+        .expect_err("alias");
+    let text = err.to_string();
+    assert!(
+        text.contains("-c") && text.contains("configuration"),
+        "{text}"
+    );
+    for fine in [
+        "git status",
+        "git push -u origin main",
+        "git log -c --oneline",
+    ] {
+        assert!(git.plan(fine, &[]).is_ok(), "{fine}");
+    }
+}

@@ -15,10 +15,15 @@
 //!   command (GoClaw skipped it); [`check_patterns`] refuses it when the binary is registered.
 //! * Routing sees every command of a script ([`programs`]), not only the first word, so
 //!   `true && gh …` reaches the refusal instead of a shell.
+//! * **No configuration injection**: for every preset binary, options and subcommands that make
+//!   it run a program, load configuration, print its credentials or send them elsewhere are
+//!   refused (`git -c 'alias.y=!env' y`, `git fetch --upload-pack=…`, `kubectl --kubeconfig=…`,
+//!   `psql -c '\! env'`); the rule and its limits are in `injection.rs`.
 //!
 //! The command runs under the same sandbox as `exec` when the sandbox applies (see
 //! [`crate::Shell::job_for_argv`]).
 
+mod injection;
 mod presets;
 #[cfg(test)]
 mod tests;
@@ -68,6 +73,17 @@ pub enum Refusal {
         binary: String,
         arg: String,
         pattern: String,
+    },
+    /// An argument would make the program run code, load configuration, print its
+    /// credentials or send them elsewhere.
+    #[error(
+        "`{binary}`: {arg:?} is refused with stored credentials: {why}. Credentialed commands may not \
+         configure the program or name programs for it to run; run the command without it"
+    )]
+    Injection {
+        binary: String,
+        arg: String,
+        why: String,
     },
     /// A configured pattern is not a valid regex: nothing runs until it is fixed.
     #[error(
@@ -337,6 +353,7 @@ impl Credential {
         let program = verify_binary_path(binary, &self.binary_path, writable_roots)?;
         let args = segment.args();
         check_args(binary, args, &self.deny_args, &self.deny_verbose)?;
+        injection::check(binary, args)?;
         let mut argv: Vec<OsString> = vec![program.into_os_string()];
         argv.extend(args.iter().map(OsString::from));
         Ok(Plan {
