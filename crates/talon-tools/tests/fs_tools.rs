@@ -606,3 +606,108 @@ async fn a_workspace_replaced_on_disk_is_reopened() {
         "the cached jail of the old directory must not be used: {text}"
     );
 }
+
+/// Issue 21 item 4: every file tool refuses the paths the sandbox keeps read-only, in both
+/// dialects and through symlinks, and says what and why.
+#[tokio::test]
+async fn h21_04_file_tools_refuse_protected_paths() {
+    let env = Env::new();
+    env.write(".git/config", "[core]\n");
+    env.write(".git/hooks/README", "hooks\n");
+    env.write(".claude/settings.json", "{}\n");
+    env.write(".bashrc", "# rc\n");
+    let notebook = json!({"cells": [{"cell_type": "code", "id": "a", "metadata": {}, "outputs": [],
+        "source": ["1"], "execution_count": null}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5});
+    env.write(".vscode/nb.ipynb", notebook.to_string());
+    symlink(".git/hooks", env.ws().join("h")).unwrap();
+    let protected = |out: String| {
+        assert!(out.contains("is protected:"), "{out}");
+        assert!(out.contains("ask the user"), "{out}");
+    };
+    protected(
+        env.err(
+            "edit",
+            json!({"path": ".git/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = touch pwned"}),
+        )
+        .await,
+    );
+    protected(
+        env.err(
+            "write_file",
+            json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\ntouch pwned\n"}),
+        )
+        .await,
+    );
+    protected(
+        env.err(
+            "write_file",
+            json!({"path": "h/post-checkout", "content": "x"}),
+        )
+        .await,
+    );
+    protected(
+        env.err(
+            "write_file",
+            json!({"path": ".bashrc", "content": "touch pwned\n", "append": true}),
+        )
+        .await,
+    );
+    protected(
+        env.err(
+            "Write",
+            json!({"file_path": env.abs(".mcp.json"), "content": "{\"mcpServers\": {}}"}),
+        )
+        .await,
+    );
+    let settings = env.abs(".claude/settings.json");
+    env.ok("Read", json!({"file_path": settings})).await;
+    protected(
+        env.err(
+            "Edit",
+            json!({"file_path": settings, "old_string": "{}", "new_string": "{\"hooks\": {}}"}),
+        )
+        .await,
+    );
+    protected(
+        env.err(
+            "Write",
+            json!({"file_path": settings, "content": "{\"x\": 1}"}),
+        )
+        .await,
+    );
+    env.ok("Read", json!({"file_path": env.abs(".bashrc")}))
+        .await;
+    protected(
+        env.err(
+            "Edit",
+            json!({"file_path": env.abs(".bashrc"), "old_string": "# rc", "new_string": "touch pwned"}),
+        )
+        .await,
+    );
+    let nb = env.abs(".vscode/nb.ipynb");
+    env.ok("Read", json!({"file_path": nb})).await;
+    protected(
+        env.err(
+            "NotebookEdit",
+            json!({"notebook_path": nb, "cell_id": "a", "new_source": "2"}),
+        )
+        .await,
+    );
+    assert_eq!(env.read(".git/config"), "[core]\n");
+    assert_eq!(env.read(".claude/settings.json"), "{}\n");
+    assert_eq!(env.read(".bashrc"), "# rc\n");
+    assert!(env.read(".vscode/nb.ipynb").contains("\"1\""));
+    for missing in [
+        ".git/hooks/pre-commit",
+        ".git/hooks/post-checkout",
+        ".mcp.json",
+    ] {
+        assert!(!env.ws().join(missing).exists(), "{missing}");
+    }
+    // Reading them stays allowed.
+    assert!(
+        env.ok("read_file", json!({"path": ".git/config"}))
+            .await
+            .contains("[core]")
+    );
+}
