@@ -178,6 +178,8 @@ pub(crate) struct IncomingCall<N> {
     pub client: Option<ClientHandle>,
     /// Where logging and progress notifications go.
     pub notify: N,
+    /// The call's own log level (a 2026-07-28 request's `_meta`); `None`: the session's.
+    pub log_level: Option<LogLevel>,
 }
 
 impl TalonMcp {
@@ -188,6 +190,10 @@ impl TalonMcp {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                // Talon serves no prompts or resources of its own; it says so with empty lists,
+                // and declares both so that what `server/discover` advertises is what it answers.
+                .enable_prompts()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new("talon", env!("CARGO_PKG_VERSION")))
@@ -209,12 +215,13 @@ impl TalonMcp {
         }
         ctx.client = call.client;
         let arguments = call.arguments.map_or(Value::Null, Value::Object);
-        self.log_level.call_started(&call.notify, &call.name).await;
+        let log = call.log_level.as_ref().unwrap_or(&self.log_level);
+        log.call_started(&call.notify, &call.name).await;
         let outcome = self
             .pipeline
             .call(Arc::new(ctx), ToolCall::new(call.name, arguments))
             .await;
-        self.log_level.call_ended(&call.notify, &outcome).await;
+        log.call_ended(&call.notify, &outcome).await;
         to_call_result(&outcome.output)
     }
 

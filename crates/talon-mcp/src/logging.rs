@@ -30,6 +30,9 @@ impl Default for LogLevel {
     }
 }
 
+/// Above every level: nothing is sent.
+const OFF: u8 = 8;
+
 /// Severity order of the MCP (syslog) levels.
 fn rank(level: LoggingLevel) -> u8 {
     match level {
@@ -45,6 +48,13 @@ fn rank(level: LoggingLevel) -> u8 {
 }
 
 impl LogLevel {
+    /// The level of one 2026-07-28 request, which carries it in `_meta`
+    /// (`io.modelcontextprotocol/logLevel`): without one the request gets no log messages at
+    /// all (SEP-2575), whatever the session's level.
+    pub(crate) fn for_request(level: Option<LoggingLevel>) -> Self {
+        Self(Arc::new(AtomicU8::new(level.map_or(OFF, rank))))
+    }
+
     /// `logging/setLevel`.
     pub(crate) fn set(&self, level: LoggingLevel) {
         self.0.store(rank(level), Ordering::Relaxed);
@@ -119,5 +129,14 @@ mod tests {
         assert!(level.enabled(LoggingLevel::Debug));
         level.set(LoggingLevel::Emergency);
         assert!(!level.enabled(LoggingLevel::Alert));
+    }
+
+    #[test]
+    fn a_request_without_a_level_gets_no_messages() {
+        let silent = LogLevel::for_request(None);
+        assert!(!silent.enabled(LoggingLevel::Emergency));
+        let info = LogLevel::for_request(Some(LoggingLevel::Info));
+        assert!(info.enabled(LoggingLevel::Info));
+        assert!(!info.enabled(LoggingLevel::Debug));
     }
 }

@@ -5,16 +5,20 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ServerConfig,
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerConfig, ServerNotification, SubscriptionFilter, ToolListChangedNotification,
 };
+use rmcp::service::SubscriptionContext;
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::logging::LogLevel;
 use crate::{IncomingCall, McpError, Notify, TalonMcp};
 
 impl Notify for rmcp::Peer<RoleServer> {
@@ -33,6 +37,14 @@ impl Notify for rmcp::Peer<RoleServer> {
             .await
             .map_err(|e| e.to_string())
     }
+}
+
+/// Whether a request speaks the 2026-07-28 protocol (its own `_meta` names the version).
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 impl TalonMcp {
@@ -84,8 +96,63 @@ impl ServerHandler for TalonMcp {
             progress_token: context.meta.get_progress_token(),
             client,
             notify: context.peer.clone(),
+            log_level: stateless(&context).then(|| LogLevel::for_request(context.meta.log_level())),
         };
         Ok(self.run_call(call).await.into())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Err(ErrorData::invalid_params(
+            "no such prompt (Talon serves no prompts)",
+            Some(json!({"name": request.name})),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        // SEP-2164: an unknown resource is an invalid parameter, naming the URI.
+        Err(ErrorData::invalid_params(
+            "resource not found",
+            Some(json!({"uri": request.uri})),
+        ))
+    }
+
+    /// `subscriptions/listen` (2026-07-28): the tool-list changes the client asks for.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    /// Sends `notifications/tools/list_changed` on the subscription's stream whenever the
+    /// registry changes, until the client cancels it or goes away.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.pipeline.registry().subscribe();
+        loop {
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+                () = subscription.cancelled() => return Ok(()),
+            }
+            if subscription.accepted().tools_list_changed != Some(true) {
+                continue;
+            }
+            let changed = ServerNotification::ToolListChangedNotification(
+                ToolListChangedNotification::default(),
+            );
+            if subscription.sink().send(changed).await.is_err() {
+                return Ok(());
+            }
+        }
     }
 
     async fn set_level(

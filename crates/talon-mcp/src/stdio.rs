@@ -303,6 +303,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Session<W> {
             progress_token: params.meta.and_then(|m| m.progress_token),
             client,
             notify: Arc::clone(&self.peer),
+            log_level: None,
         };
         let (session, id) = (Arc::clone(self), id.clone());
         self.tasks.spawn(async move {

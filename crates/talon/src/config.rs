@@ -70,6 +70,11 @@ pub struct ExecSection {
     /// Limits per command (GoClaw's sandbox defaults).
     pub memory_mb: u64,
     pub cpu_secs: u64,
+    /// Paths hidden from sandboxed commands besides the host's credential stores (`~/.ssh`,
+    /// `~/.aws`, …, hidden by default); absolute or `~/…`.
+    pub hidden_paths: Vec<PathBuf>,
+    /// Default credential stores shown to sandboxed commands after all (`["~/.npmrc"]`).
+    pub unhidden_paths: Vec<PathBuf>,
     pub file_size_mb: u64,
     /// `[exec.approvals]`: when commands run without a person (GoClaw's modes, Claude Code's
     /// rules, deny groups).
@@ -94,6 +99,8 @@ impl Default for ExecSection {
             memory_mb: limits.memory_mb,
             cpu_secs: limits.cpu_secs,
             file_size_mb: limits.file_size_mb,
+            hidden_paths: Vec::new(),
+            unhidden_paths: Vec::new(),
             approvals: Default::default(),
             agents: Default::default(),
         }
@@ -172,6 +179,11 @@ impl ExecSection {
         let env = talon_exec::ChildEnv::with_extra(&self.env_passthrough)
             .map_err(|e| ConfigError(e.to_string()))?;
         let network = self.network_mode()?;
+        let credentials = talon_exec::sandbox::CredentialHiding {
+            extra: self.hidden_paths.clone(),
+            unhidden: self.unhidden_paths.clone(),
+        };
+        credentials.validate().map_err(ConfigError)?;
         if mode == talon_exec::SandboxMode::Off && !network.is_off() {
             tracing::warn!(
                 network = network.name(),
@@ -191,6 +203,7 @@ impl ExecSection {
             extra_writable: self.writable_roots.clone(),
             network,
             helper: None,
+            credentials,
             one_shot: false,
             backend,
             docker: self.docker.clone(),

@@ -255,9 +255,9 @@ fn main() -> ExitCode {
     }
     // Inside a session sandbox: the init that runs the session's commands (internal; never
     // typed by a person, so it bypasses the CLI and the async runtime).
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == "__sandbox-init")
+    if args
+        .get(1)
+        .is_some_and(|a| a == talon_exec::session::INIT_SUBCOMMAND)
     {
         return match talon_exec::session::init::serve() {
             Ok(()) => ExitCode::SUCCESS,
