@@ -8,14 +8,15 @@
 //! the model**; any other exit is a non-blocking error that is logged. (Goat ignores exit codes;
 //! Talon does what Claude Code users expect.)
 
-use std::process::Stdio;
+mod command;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
+
+pub use command::{CommandHook, HookCommandError};
 
 /// The hook events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -200,94 +201,6 @@ where
     fn run<'a>(&'a self, input: &'a HookInput) -> BoxFuture<'a, HookOutcome> {
         let outcome = (self.0)(input);
         Box::pin(async move { outcome })
-    }
-}
-
-/// A hook that runs a shell command (`sh -c`), Claude Code style.
-#[derive(Debug, Clone)]
-pub struct CommandHook {
-    pub command: String,
-    pub timeout: Duration,
-}
-
-impl CommandHook {
-    /// Claude Code's default hook timeout is 60 s.
-    pub fn new(command: impl Into<String>) -> Self {
-        Self {
-            command: command.into(),
-            timeout: Duration::from_secs(60),
-        }
-    }
-
-    async fn execute(&self, input: &HookInput) -> Result<HookOutcome, String> {
-        let payload = serde_json::to_vec(input).map_err(|e| e.to_string())?;
-        let mut child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&self.command)
-            .current_dir(if input.cwd.is_empty() {
-                "."
-            } else {
-                input.cwd.as_str()
-            })
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start hook command: {e}"))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A hook that does not read its stdin is fine; ignore a broken pipe.
-            let _ = stdin.write_all(&payload).await;
-        }
-        let output = tokio::time::timeout(self.timeout, child.wait_with_output())
-            .await
-            .map_err(|_| format!("hook timed out after {}s", self.timeout.as_secs()))?
-            .map_err(|e| format!("hook failed: {e}"))?;
-        match output.status.code() {
-            Some(0) => {
-                let stdout = String::from_utf8_lossy(&output.stdout);
-                let trimmed = stdout.trim();
-                if trimmed.is_empty() {
-                    return Ok(HookOutcome::default());
-                }
-                match serde_json::from_str::<Value>(trimmed) {
-                    Ok(value) => Ok(HookOutcome::from_claude_json(&value)),
-                    // Plain text on stdout is context for the model (Claude Code does the same
-                    // for some events); it never changes a decision.
-                    Err(_) => Ok(HookOutcome {
-                        additional_context: Some(trimmed.to_string()),
-                        ..HookOutcome::default()
-                    }),
-                }
-            }
-            Some(2) => {
-                let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-                Ok(HookOutcome::deny(if stderr.is_empty() {
-                    "blocked by hook (exit code 2)".to_string()
-                } else {
-                    stderr
-                }))
-            }
-            code => Err(format!(
-                "hook exited with {}: {}",
-                code.map_or("a signal".to_string(), |c| format!("status {c}")),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )),
-        }
-    }
-}
-
-impl Hook for CommandHook {
-    fn run<'a>(&'a self, input: &'a HookInput) -> BoxFuture<'a, HookOutcome> {
-        Box::pin(async move {
-            match self.execute(input).await {
-                Ok(outcome) => outcome,
-                Err(message) => {
-                    tracing::warn!(command = %self.command, %message, "hook error (non-blocking)");
-                    HookOutcome::default()
-                }
-            }
-        })
     }
 }
 

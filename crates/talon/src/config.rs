@@ -1,8 +1,11 @@
 //! `talon.toml` and its environment overrides.
 //!
-//! Sources, later ones winning: the file (`--config`, `$TALON_CONFIG`, `./talon.toml`, or
-//! `~/.config/talon/talon.toml`), then `TALON_<SECTION>__<KEY>` environment variables. Unknown keys
-//! are errors (a typo must not silently fall back to a default), and every error names its key.
+//! Sources, later ones winning: the file (`--config`, `$TALON_CONFIG`, or
+//! `$XDG_CONFIG_HOME/talon/talon.toml`, default `~/.config/talon/talon.toml`), then
+//! `TALON_<SECTION>__<KEY>` environment variables. Unknown keys are errors (a typo must not
+//! silently fall back to a default), and every error names its key. A `./talon.toml` is never
+//! read implicitly: the current directory is an agent's workspace, and a file an agent writes
+//! must not become configuration that runs host commands (see `config_location`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -432,6 +435,8 @@ impl Config {
         extra_roots.extend(roots(&self.fs.write_roots, true));
         let mut fs = talon_tools::FsConfig::new(self.fs.deny.clone(), extra_roots);
         fs.deny_dirs.push(data_dir.to_path_buf());
+        // The configuration runs host commands: no file tool writes it, wherever it is.
+        fs.deny_dirs.extend(self.source.clone());
         fs.allow_hard_links = self.fs.allow_hard_links;
         talon_tools::BuiltinConfig {
             fs,
@@ -460,12 +465,13 @@ impl Config {
     }
 }
 
-fn default_paths() -> Vec<PathBuf> {
-    let mut paths = vec![PathBuf::from("talon.toml")];
-    if let Some(home) = std::env::var_os("HOME") {
-        paths.push(Path::new(&home).join(".config/talon/talon.toml"));
+/// The configuration file read when none is named: `$XDG_CONFIG_HOME/talon/talon.toml`, else
+/// `~/.config/talon/talon.toml`. Never one in the current directory.
+fn default_path() -> Option<PathBuf> {
+    if let Some(xdg) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(Path::new(&xdg).join("talon/talon.toml"));
     }
-    paths
+    std::env::var_os("HOME").map(|home| Path::new(&home).join(".config/talon/talon.toml"))
 }
 
 /// Loads the configuration. An explicitly named file must exist; the default locations are
@@ -482,8 +488,18 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
             }
             Some(path)
         }
-        None => default_paths().into_iter().find(|p| p.is_file()),
+        None => default_path().filter(|p| p.is_file()),
     };
+    let here = Path::new("talon.toml");
+    if here.is_file()
+        && file
+            .as_ref()
+            .is_none_or(|f| std::fs::canonicalize(f).ok() != std::fs::canonicalize(here).ok())
+    {
+        tracing::warn!(
+            "./talon.toml is not read (the current directory is where agents write); name the configuration with --config or $TALON_CONFIG, or move it to ~/.config/talon/talon.toml"
+        );
+    }
     let mut figment = Figment::new();
     if let Some(path) = &file {
         figment = figment.merge(Toml::file_exact(path));

@@ -7,6 +7,7 @@ mod chat_config;
 mod chat_http;
 mod commands;
 mod config;
+mod config_location;
 mod exec_policy;
 mod mcp_admin_http;
 mod mcp_servers_config;

@@ -234,13 +234,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         Err(e) => tracing::error!(error = %e, "cannot load secrets for scrubbing"),
     }
 
-    let shared = overrides.workspace.or_else(|| {
-        overrides
-            .per_agent_workspaces
-            .then(|| config.gateway.workspace.clone())
-            .flatten()
-    });
-    let workspaces = match shared {
+    let workspaces = match shared_workspace(&config, &overrides) {
         Some(dir) => Workspaces::Shared(dir),
         None if overrides.per_agent_workspaces => {
             Workspaces::PerAgentUser(data_dir.join("workspaces"))
@@ -399,12 +393,43 @@ fn validate(
             None
         }
     };
-    for (i, entry) in config.hooks.pre_tool_use.iter().enumerate() {
-        if entry.command.trim().is_empty() {
-            problems.push(format!(
-                "hooks.pre_tool_use[{i}].command: must not be empty"
-            ));
+    // A hook whose program is missing is found now, not at the first call it should gate; one
+    // an agent could write is refused like a configuration file it could write.
+    let writable = writable_places(config, overrides, data_dir);
+    let h = &config.hooks;
+    for (event, entries) in [
+        ("pre_tool_use", &h.pre_tool_use),
+        ("post_tool_use", &h.post_tool_use),
+        ("post_tool_use_failure", &h.post_tool_use_failure),
+        ("session_start", &h.session_start),
+        ("user_prompt_submit", &h.user_prompt_submit),
+        ("stop", &h.stop),
+    ] {
+        for (i, entry) in entries.iter().enumerate() {
+            if entry.command.trim().is_empty() {
+                problems.push(format!("hooks.{event}[{i}].command: must not be empty"));
+            } else {
+                match CommandHook::new(entry.command.clone()).check() {
+                    Err(e) => problems.push(format!("hooks.{event}[{i}].command: {e}")),
+                    Ok(Some(program)) => {
+                        if let Some(place) = crate::config_location::inside(&program, &writable) {
+                            problems.push(format!(
+                                "hooks.{event}[{i}].command: its program {} lies inside {} {}, where the agents' tools can write it; keep hook programs outside",
+                                program.display(),
+                                place.what,
+                                place.path.display()
+                            ));
+                        }
+                    }
+                    Ok(None) => {}
+                }
+            }
         }
+    }
+    if let Some(source) = &config.source
+        && let Err(e) = crate::config_location::check(source, &writable)
+    {
+        problems.push(e);
     }
     // Sandboxed commands must not see Talon's state or its configuration (tokens, URLs).
     let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())
@@ -434,6 +459,48 @@ fn validate(
             problems.join("; ")
         ))),
     }
+}
+
+/// The one workspace every call shares, if there is one: `--workspace`, else (per-agent
+/// entry points) `gateway.workspace`.
+fn shared_workspace(config: &Config, overrides: &Overrides) -> Option<PathBuf> {
+    overrides.workspace.clone().or_else(|| {
+        overrides
+            .per_agent_workspaces
+            .then(|| config.gateway.workspace.clone())
+            .flatten()
+    })
+}
+
+/// Where the agents' tools can write: the workspace (shared, or the root of the per-agent ones),
+/// and the writable roots of the sandbox and of the file tools.
+fn writable_places(
+    config: &Config,
+    overrides: &Overrides,
+    data_dir: &std::path::Path,
+) -> Vec<crate::config_location::Writable> {
+    use crate::config_location::Writable;
+    let workspace = match shared_workspace(config, overrides) {
+        Some(dir) => Some(dir),
+        None if overrides.per_agent_workspaces => Some(data_dir.join("workspaces")),
+        None => std::env::current_dir().ok(),
+    };
+    let mut places: Vec<Writable> = workspace
+        .into_iter()
+        .map(|path| Writable {
+            what: "the workspace",
+            path,
+        })
+        .collect();
+    places.extend(config.exec.writable_roots.iter().map(|path| Writable {
+        what: "exec.writable_roots entry",
+        path: path.clone(),
+    }));
+    places.extend(config.fs.write_roots.iter().map(|path| Writable {
+        what: "fs.write_roots entry",
+        path: path.clone(),
+    }));
+    places
 }
 
 /// The configuration, checked and turned into what the runtime is built from.

@@ -153,6 +153,9 @@ fn under_a_terminal(home: &std::path::Path, args: &str) -> std::process::Command
         .args(["-qec", &line, "/dev/null"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
+    if let Some(config) = support::config_file(home) {
+        cmd.env("TALON_CONFIG", config);
+    }
     cmd
 }
 

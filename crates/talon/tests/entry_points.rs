@@ -317,7 +317,7 @@ fn commands_get_no_talon_secrets_and_cannot_see_its_state() {
             &json!({"command": format!(
                 "env; ls -A {data}; cat {cfg} || echo config-hidden",
                 data = home.path().join("data").display(),
-                cfg = home.path().join("talon.toml").display(),
+                cfg = support::config_file(home.path()).unwrap().display(),
             )})
             .to_string(),
         ])

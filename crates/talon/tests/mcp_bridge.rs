@@ -184,7 +184,7 @@ fn odd_server_home(tool: &str, env: &str) -> tempfile::TempDir {
 
 /// The arguments for [`support::mcp_plan`] that start `talon mcp` in `home` with its talon.toml.
 fn talon_mcp_in(home: &std::path::Path) -> Vec<String> {
-    let config = home.join("talon.toml").display().to_string();
+    let config = support::config_file(home).unwrap().display().to_string();
     let mut args = support::stdio_target(&home.join("data"), home);
     args.splice(2..2, ["--config".to_string(), config]);
     args

@@ -148,7 +148,8 @@ fn landlock_backend_hides_talon_state() {
     assert!(home.path("data/talon.db").is_file());
     let err = home.fails(&format!("cat {}", home.path("data/talon.db").display()));
     assert!(err.contains("Permission denied"), "{err}");
-    let err = home.fails(&format!("cat {}", home.path("talon.toml").display()));
+    let config = support::config_file(home.dir.path()).unwrap();
+    let err = home.fails(&format!("cat {}", config.display()));
     assert!(err.contains("Permission denied"), "{err}");
     home.fails(&format!(
         "cp {} ws-copy.key",

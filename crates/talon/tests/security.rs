@@ -192,3 +192,130 @@ async fn h21_01_tokenless_gateway_refuses_command_mcp_servers() {
         .unwrap();
     assert_eq!(added.status(), 201, "{}", added.text().await.unwrap());
 }
+
+/// `talon tool call datetime` run from `cwd` with `env`: (exit status, stdout, stderr).
+fn tool_call(
+    home: &std::path::Path,
+    cwd: &std::path::Path,
+    env: &[(&str, &std::path::Path)],
+    extra: &[&str],
+) -> (i32, String, String) {
+    let mut cmd = support::command(home);
+    cmd.current_dir(cwd)
+        .args(["tool", "call", "datetime"])
+        .args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A configuration whose hook leaves `marker` behind when it runs.
+fn hook_config(marker: &std::path::Path) -> String {
+    format!(
+        "[[hooks.pre_tool_use]]\ncommand = \"touch {}\"\n",
+        marker.display()
+    )
+}
+
+/// A `talon.toml` an agent wrote into its workspace is not configuration for the next run there.
+#[test]
+fn h21_02_dot_talon_toml_in_the_cwd_is_not_loaded() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let marker = home.path().join("hook-ran");
+    std::fs::write(ws.join("talon.toml"), hook_config(&marker)).unwrap();
+    let (code, stdout, stderr) = tool_call(home.path(), &ws, &[], &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!marker.exists(), "the hook of ./talon.toml ran");
+    assert!(stderr.contains("./talon.toml is not read"), "{stderr}");
+}
+
+/// A configuration file named explicitly but lying where agents write is refused at start,
+/// saying why.
+#[test]
+fn h21_02_config_inside_the_workspace_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(ws.join("conf")).unwrap();
+    let marker = home.path().join("hook-ran");
+    let inside = ws.join("conf/talon.toml");
+    std::fs::write(&inside, hook_config(&marker)).unwrap();
+    let ws_arg = ws.display().to_string();
+    for (env, extra) in [
+        (
+            vec![("TALON_CONFIG", inside.as_path())],
+            vec!["--workspace", ws_arg.as_str()],
+        ),
+        (vec![("TALON_CONFIG", inside.as_path())], vec![]),
+    ] {
+        let (code, stdout, stderr) = tool_call(home.path(), &ws, &env, &extra);
+        assert_eq!(code, 2, "{stdout}{stderr}");
+        assert!(stderr.contains("lies inside the workspace"), "{stderr}");
+    }
+    // The same file through --config, and a file inside a writable root of the sandbox.
+    let out = support::command(home.path())
+        .current_dir(&ws)
+        .arg("--config")
+        .arg(&inside)
+        .args(["tool", "call", "datetime"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lies inside the workspace"), "{stderr}");
+    let roots = home.path().join("roots");
+    std::fs::create_dir_all(&roots).unwrap();
+    let in_root = roots.join("talon.toml");
+    std::fs::write(
+        &in_root,
+        format!(
+            "[exec]\nwritable_roots = [{:?}]\n",
+            roots.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (code, _, stderr) = tool_call(home.path(), &ws, &[("TALON_CONFIG", &in_root)], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("exec.writable_roots"), "{stderr}");
+    assert!(!marker.exists());
+}
+
+/// A hook whose program does not exist stops Talon at start, naming the hook and the program;
+/// one in the workspace (relative path) is refused too.
+#[test]
+fn h21_hook_command_that_does_not_exist_is_refused_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    for (command, expected) in [
+        (
+            "/nonexistent/h21/check.sh --strict",
+            "/nonexistent/h21/check.sh",
+        ),
+        (
+            "no-such-h21-hook-program",
+            "no-such-h21-hook-program is not found on PATH",
+        ),
+        ("./hooks/check.sh", "relative path"),
+    ] {
+        std::fs::write(
+            home.path().join("talon.toml"),
+            format!("[[hooks.pre_tool_use]]\nmatcher = \"datetime\"\ncommand = {command:?}\n"),
+        )
+        .unwrap();
+        let ws_arg = ws.display().to_string();
+        let (code, stdout, stderr) =
+            tool_call(home.path(), home.path(), &[], &["--workspace", &ws_arg]);
+        assert_eq!(code, 2, "{command}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("hooks.pre_tool_use[0].command") && stderr.contains(expected),
+            "{command}: {stderr}"
+        );
+    }
+}

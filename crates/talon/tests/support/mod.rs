@@ -23,7 +23,33 @@ pub fn command(home: &Path) -> Command {
         .env("HOME", home)
         .env("TALON_DATA_DIR", home.join("data"))
         .current_dir(home);
+    if let Some(config) = config_file(home) {
+        cmd.env("TALON_CONFIG", config);
+    }
     cmd
+}
+
+/// The configuration a test wrote as `home/talon.toml`, as Talon reads it.
+///
+/// Home is also the workspace of the commands run in it (their current directory), and Talon
+/// neither reads a `./talon.toml` nor starts with a configuration file inside its workspace (an
+/// agent could write it). So the file is copied outside home, beside the other per-test state
+/// in the target directory, and named by `$TALON_CONFIG`. Returns the copy (refreshed on every
+/// call), or `None` when the test wrote no configuration.
+pub fn config_file(home: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let written = home.join("talon.toml");
+    let text = fs::read(&written).ok()?;
+    let name = home.file_name()?.to_string_lossy().into_owned();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("configs")
+        .join(name);
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let copy = dir.join("talon.toml");
+    fs::write(&copy, text).unwrap();
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o600)).unwrap();
+    Some(copy)
 }
 
 /// Version of the official Python MCP SDK the interop tests run against.
