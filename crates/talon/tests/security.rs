@@ -319,3 +319,73 @@ fn h21_hook_command_that_does_not_exist_is_refused_at_start() {
         );
     }
 }
+
+/// Background commands belong to the caller that started them, not to the gateway's token: on
+/// one gateway, user B neither lists, reads, writes to nor kills user A's.
+#[tokio::test]
+async fn h21_13_users_do_not_share_background_processes() {
+    let server = support::serve(
+        &[("TALON_TOOLS__PERMISSION_MODE", "bypassPermissions")],
+        None,
+    );
+    let addr = server.addr.as_str();
+    let as_user =
+        |user: &str, tool: &str, args: Value| json!({"tool": tool, "args": args, "user": user});
+    let (status, started) = support::invoke(
+        addr,
+        None,
+        as_user(
+            "alice",
+            "exec",
+            json!({"command": "echo alice-secret-output; sleep 60", "background": true}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let text = started["result"]["for_llm"].as_str().unwrap();
+    let id = text
+        .split("background process ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no id in {text}"))
+        .to_string();
+    let process = |user: &str, args: Value| as_user(user, "process", args);
+
+    let (_, listed) = support::invoke(addr, None, process("bob", json!({"action": "list"}))).await;
+    assert!(
+        !listed.to_string().contains(&id),
+        "bob lists alice's: {listed}"
+    );
+    for action in ["output", "kill"] {
+        let (_, answer) = support::invoke(
+            addr,
+            None,
+            process("bob", json!({"action": action, "id": id, "timeout": 1})),
+        )
+        .await;
+        assert_eq!(answer["ok"], false, "bob could {action}: {answer}");
+        assert!(
+            !answer.to_string().contains("alice-secret-output"),
+            "{answer}"
+        );
+    }
+    let (_, answer) = support::invoke(
+        addr,
+        None,
+        process("bob", json!({"action": "write", "id": id, "data": "x"})),
+    )
+    .await;
+    assert_eq!(answer["ok"], false, "bob could write: {answer}");
+
+    // Alice still owns it.
+    let (_, listed) =
+        support::invoke(addr, None, process("alice", json!({"action": "list"}))).await;
+    assert!(listed.to_string().contains(&id), "{listed}");
+    let (_, killed) = support::invoke(
+        addr,
+        None,
+        process("alice", json!({"action": "kill", "id": id})),
+    )
+    .await;
+    assert_eq!(killed["ok"], true, "{killed}");
+}

@@ -73,7 +73,7 @@ impl Tool for TaskOutput {
             .block
             .unwrap_or(true)
             .then(|| Duration::from_millis(ms));
-        let read = or_error!(self.shell.background().read(owner(ctx), id, wait).await);
+        let read = or_error!(self.shell.background().read(&owner(ctx), id, wait).await);
         ToolOutput::text(format!(
             "Task {} (status: {}):\n{}",
             read.info.id,

@@ -44,7 +44,7 @@ impl Tool for TaskStop {
     async fn execute(&self, call: Authorized<TaskStopInput>) -> ToolOutput {
         let input = call.input();
         let id = or_error!(task_id([&input.task_id, &input.shell_id]));
-        or_error!(self.shell.background().stop(owner(call.ctx()), id).await);
+        or_error!(self.shell.background().stop(&owner(call.ctx()), id).await);
         ToolOutput::text(format!("Task {id} stopped successfully."))
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! The log lives at `.talon-tasks/<id>.output` in the call's workspace, created through the file
 //! jail (so a planted symlink cannot redirect it), where the model can read it with the file
-//! tools or from another command. Commands belong to the session that started them.
+//! tools or from another command. Commands belong to the caller (session, tenant, agent, user) that started them.
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,9 +20,20 @@ pub const LOG_DIR: &str = ".talon-tasks";
 /// Longest a background command may run when the call sets no timeout.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
-/// The session a call's background commands belong to.
-pub fn owner(ctx: &CallContext) -> &str {
-    &ctx.session_key
+/// Who a call's background commands belong to: the session and the caller within it (tenant,
+/// agent, user — the identity that picks the workspace). The session alone is not enough: every
+/// caller of a gateway with one token shares the token's session, so keying by it let one user
+/// list, read and kill another's commands.
+pub fn owner(ctx: &CallContext) -> String {
+    format!(
+        "{:?}",
+        (
+            &ctx.session_key,
+            ctx.tenant.as_deref(),
+            ctx.agent_key.as_deref(),
+            ctx.user.as_deref()
+        )
+    )
 }
 
 /// The task id from the first of the given fields that is set (`task_id`, then the older
@@ -44,7 +55,7 @@ pub fn start(
 ) -> Result<TaskInfo, String> {
     shell
         .background()
-        .check_room(owner(ctx))
+        .check_room(&owner(ctx))
         .map_err(|e| e.to_string())?;
     let jail = fs.jail(ctx)?;
     let id = new_id();
@@ -55,7 +66,7 @@ pub fn start(
         .create_new(&located)
         .map_err(|e| format!("cannot create the output log: {e}"))?;
     shell
-        .start_background(request, owner(ctx), id, file, log.clone())
+        .start_background(request, &owner(ctx), id, file, log.clone())
         .map_err(|e| {
             let _ = std::fs::remove_file(&log);
             e.to_string()

@@ -74,7 +74,7 @@ impl Tool for Process {
         let input = call.input();
         let ctx = call.ctx();
         let background = self.shell.background();
-        let owner = owner(ctx);
+        let owner = &owner(ctx);
         let id = || {
             input
                 .id
