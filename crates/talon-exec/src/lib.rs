@@ -43,6 +43,9 @@ pub struct ShellConfig {
     pub limits: Limits,
     /// Hidden from sandboxed commands (Talon's data directory and configuration file).
     pub hidden: Vec<PathBuf>,
+    /// The host's credential stores hidden besides (`~/.ssh`, `~/.aws`, …; see
+    /// [`sandbox::credentials`]), with the operator's additions and exceptions.
+    pub credentials: sandbox::CredentialHiding,
     /// Writable besides the call's workspace.
     pub extra_writable: Vec<PathBuf>,
     /// What sandboxed commands reach over the network: nothing (the default), only Talon's
@@ -145,9 +148,11 @@ impl Shell {
     fn policy(&self, workspace: &Path, network: sandbox::Network, foreground: bool) -> Policy {
         let mut writable = vec![workspace.to_path_buf()];
         writable.extend(self.config.extra_writable.iter().cloned());
+        let mut hidden = self.config.hidden.clone();
+        hidden.extend(self.config.credentials.for_this_user());
         Policy {
             writable_roots: writable,
-            hidden: self.config.hidden.clone(),
+            hidden,
             network,
             skip_pins: foreground,
         }
@@ -279,9 +284,10 @@ impl Shell {
             agent: request.agent.map(str::to_string),
             workspace: request.workspace.to_path_buf(),
         };
-        let start = || {
+        let start = |init_args: Vec<OsString>| {
             let policy = self.policy(request.workspace, network.clone(), true);
-            let argv = vec![helper.into_os_string(), "__sandbox-init".into()];
+            let mut argv = vec![helper.into_os_string()];
+            argv.extend(init_args);
             let wrapped = sandbox.wrap(&policy, request.workspace, &argv)?;
             let mut job = Job::new(
                 wrapped.argv,

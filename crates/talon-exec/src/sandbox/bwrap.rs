@@ -160,6 +160,18 @@ fn push_mount(args: &mut Vec<OsString>, flag: &str, src: &Path, dest: &Path) {
     args.push(dest.into());
 }
 
+/// The program `argv` starts when the sandbox would not show it at its path: one under `/tmp`
+/// (replaced by the private one) or in a hidden path, outside every writable root. Talon's own
+/// binary (the session init) built or unpacked under `/tmp`, or a credentialed binary there,
+/// is bound read-only at its own path, after the mounts that would cover it.
+fn unseen_program<'a>(policy: &Policy, argv: &'a [OsString]) -> Option<&'a Path> {
+    let program = Path::new(argv.first()?);
+    let in_root = policy.writable_roots.iter().any(|r| program.starts_with(r));
+    let covered =
+        program.starts_with("/tmp") || policy.hidden.iter().any(|h| program.starts_with(h));
+    (program.is_absolute() && covered && !in_root && program.is_file()).then_some(program)
+}
+
 impl Sandbox for Bubblewrap {
     fn name(&self) -> &'static str {
         "bubblewrap"
@@ -240,6 +252,9 @@ impl Sandbox for Bubblewrap {
             hide(&mut args, hidden);
         }
         args.extend(policy.network.mounts());
+        if let Some(program) = unseen_program(policy, argv) {
+            push_mount(&mut args, "--ro-bind", program, program);
+        }
         args.push("--chdir".into());
         args.push(cwd.into());
         args.push("--".into());
@@ -318,6 +333,45 @@ mod tests {
             [network::HELPER_IN_SANDBOX, network::HELPER_SUBCOMMAND]
         );
         assert_eq!(&args[args.len() - 4..], ["--", "/bin/sh", "-c", "true"]);
+    }
+
+    #[test]
+    fn a_program_the_sandbox_would_hide_is_bound_at_its_path() {
+        let ws = tempfile::tempdir().expect("workspace");
+        let bin = tempfile::tempdir_in("/tmp").expect("bin");
+        let program = bin.path().join("talon");
+        std::fs::write(&program, "").expect("program");
+        let bwrap = Bubblewrap {
+            program: "/usr/bin/bwrap".into(),
+        };
+        let policy = Policy {
+            writable_roots: vec![ws.path().to_path_buf()],
+            ..Policy::default()
+        };
+        let run = |argv: Vec<OsString>| {
+            let wrapped = bwrap.wrap(&policy, ws.path(), &argv).expect("wraps");
+            wrapped.placeholders.remove();
+            strings(&wrapped.argv)
+        };
+        let path = program.to_string_lossy().into_owned();
+        let args = run(vec![program.clone().into(), "__sandbox-init".into()]);
+        let bound = position(&args, &["--ro-bind", &path, &path]).expect("bound");
+        let tmp = position(&args, &["--tmpfs", "/tmp"]).expect("private /tmp");
+        assert!(
+            tmp < bound && bound < position(&args, &["--"]).expect("--"),
+            "{args:?}"
+        );
+        // Programs the sandbox shows anyway are not bound again.
+        let args = run(vec!["/bin/sh".into()]);
+        assert!(position(&args, &["--ro-bind", "/bin/sh", "/bin/sh"]).is_none());
+        let inside = ws.path().join("tool");
+        std::fs::write(&inside, "").expect("tool");
+        let inside = inside.to_string_lossy().into_owned();
+        let args = run(vec![inside.clone().into()]);
+        assert!(
+            position(&args, &["--ro-bind", &inside, &inside]).is_none(),
+            "{args:?}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! What it enforces: the host read-only (read and execute), the writable roots and a private
 //! scratch directory (`TMPDIR`) read-write, `/dev` reduced to `null`, `zero`, `full`, `random`
 //! and `urandom`, the hidden paths' contents unreadable, capabilities dropped, `no_new_privs`,
-//! and the same seccomp filter as bubblewrap's (no inet sockets with the network off). On
+//! and the same seccomp filter as bubblewrap's (no sockets at all with the network off). On
 //! kernels with Landlock ABI ≥ 4 TCP bind/connect is denied as well with the network off, and
 //! with ABI ≥ 6 signals and abstract Unix sockets cannot reach outside the sandbox.
 //!

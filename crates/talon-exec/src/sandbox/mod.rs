@@ -18,6 +18,7 @@
 
 mod bwrap;
 mod confine;
+pub mod credentials;
 pub mod docker;
 pub mod landlock;
 mod net_helper;
@@ -33,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use bwrap::Bubblewrap;
+pub use credentials::CredentialHiding;
 pub use net_helper::{HELPER_FAILED, helper_main};
 pub use network::{
     HELPER_SUBCOMMAND, Network, NetworkLists, NetworkMode, NetworkPolicy, NetworkPolicyError,
@@ -85,13 +87,15 @@ impl SandboxMode {
 pub struct Policy {
     /// Directories the command may write (the workspace first); everything else is read-only.
     pub writable_roots: Vec<PathBuf>,
-    /// Paths the command must not see at all (Talon's data directory and configuration).
+    /// Paths the command must not see at all (Talon's data directory and configuration, the
+    /// host's credential stores).
     pub hidden: Vec<PathBuf>,
     /// The command's network. [`Network::None`]: its own empty network namespace, and the
-    /// seccomp filter refuses every socket but `AF_UNIX` (so a server on loopback inside the
-    /// sandbox needs another mode). Otherwise `AF_INET`/`AF_INET6` and `NETLINK_ROUTE` sockets
-    /// too: reaching only the sandbox's loopback and the proxy's bridge ([`Network::Proxy`]),
-    /// or the host's network ([`Network::Host`]).
+    /// seccomp filter refuses every socket, `AF_UNIX` included (a host Unix socket is reached
+    /// by its path; `socketpair` stays allowed). Otherwise `AF_UNIX`, `AF_INET`/`AF_INET6` and
+    /// `NETLINK_ROUTE` sockets: reaching only the sandbox's loopback and the proxy's bridge
+    /// ([`Network::Proxy`], whose helper refuses `AF_UNIX` again to the command), or the
+    /// host's network ([`Network::Host`]).
     pub network: Network,
     /// Do not pin missing protected names with placeholder files; whatever a command created
     /// under them is removed once it has ended instead ([`Placeholders::remove`]). Foreground

@@ -97,11 +97,17 @@ async fn run(args: Args) -> Result<u8, String> {
     let Some((program, rest)) = args.argv.split_first() else {
         return Err("no command after --".into());
     };
-    let status = tokio::process::Command::new(program)
-        .args(rest)
-        .envs(proxy_env(addr))
-        .status()
-        .await;
+    // The command gets no Unix sockets: the helper needed one to reach the proxy, the command
+    // would reach the host's (a D-Bus bus, docker.sock) through paths it can see.
+    let refusal = super::seccomp::unix_socket_refusal()?;
+    let mut command = tokio::process::Command::new(program);
+    command.args(rest).envs(proxy_env(addr));
+    // SAFETY: runs in the forked child before exec; `install` is two system calls on memory
+    // prepared before the fork, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || super::seccomp::install(&refusal));
+    }
+    let status = command.status().await;
     cancel.cancel();
     let _ = relay.await;
     match status {
@@ -173,5 +179,33 @@ mod tests {
         );
         assert_eq!(run("kill -TERM $$"), 128 + 15);
         assert_eq!(helper_main(&os(&["--listen"])), HELPER_FAILED);
+    }
+
+    #[test]
+    fn h21_06_the_proxied_command_gets_no_unix_socket() {
+        let dir = tempfile::tempdir().expect("dir");
+        let host = dir.path().join("host.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&host).expect("binds");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let mut args = os(&["--listen", "127.0.0.1:0", "--socket"]);
+        args.push(dir.path().join("proxy.sock").into());
+        args.extend(os(&["--", "python3", "-c"]));
+        args.push(
+            "import socket,sys\n\
+             a,b=socket.socketpair()\n\
+             try:\n  socket.socket(socket.AF_UNIX).connect(sys.argv[1])\n\
+             except PermissionError:\n  sys.exit(9)\n"
+                .into(),
+        );
+        args.push(host.into());
+        assert_eq!(
+            helper_main(&args),
+            9,
+            "socket(AF_UNIX) is refused, socketpair is not"
+        );
+        assert!(
+            listener.accept().is_err(),
+            "nothing reached the host socket"
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! The operator picks one [`NetworkMode`]:
 //!
 //! * **off** (the default): the command's own network namespace holds only a loopback
-//!   interface, and the seccomp filter refuses every socket but `AF_UNIX`. Nothing leaves.
+//!   interface, and the seccomp filter refuses every socket, Unix ones included (a host Unix
+//!   socket such as a D-Bus bus or `docker.sock` is reached by its path). Nothing leaves.
 //! * **proxy**: the same empty namespace, but the command may open `AF_INET` sockets and reaches
 //!   the outside only through a [`talon_net::Proxy`] running in Talon's process: the domain
 //!   allow / deny lists first, then the address guard (no loopback, private or link-local

@@ -124,15 +124,26 @@ fn namespace_rules(flags: &[libc::c_int]) -> Result<Vec<SeccompRule>, String> {
         .collect()
 }
 
-/// `socket(domain, type, protocol)`: an allowlist of families. `AF_UNIX` always (local IPC, no
-/// network); with the network on also `AF_INET`/`AF_INET6` and `NETLINK_ROUTE` (which glibc's
-/// `getaddrinfo(AI_ADDRCONFIG)` and `getifaddrs` read). `AF_PACKET`, `AF_VSOCK`, other netlink
-/// protocols and every other family are refused in both modes.
+/// `socket(domain, type, protocol)`: an allowlist of families.
+///
+/// With the network off, none: not even `AF_UNIX`, because a Unix socket bound on the host (the
+/// D-Bus session bus, `docker.sock`, `/run/postgresql`) is reachable by its path from any
+/// directory the sandbox can see, and reaching one is as good as reaching the network (often
+/// better: a Docker socket is the host). `socketpair` stays allowed: it names nothing outside
+/// the process. Abstract Unix sockets are the network namespace's (bubblewrap) or Landlock's
+/// scope's business too.
+///
+/// With the network on, `AF_UNIX` (proxy mode's helper reaches the proxy through one; the
+/// helper refuses it again to the command it starts, see `net_helper`), `AF_INET`/`AF_INET6`
+/// and `NETLINK_ROUTE` (which glibc's `getaddrinfo(AI_ADDRCONFIG)` and `getifaddrs` read).
+/// `AF_PACKET`, `AF_VSOCK`, other netlink protocols and every other family are refused in both
+/// modes.
 fn socket_rules(network: bool) -> Result<Vec<SeccompRule>, String> {
-    let unix = flag(libc::AF_UNIX);
     if !network {
-        return Ok(vec![rule(vec![arg(0, SeccompCmpOp::Ne, unix)?])?]);
+        // No condition: every socket() call matches.
+        return Ok(Vec::new());
     }
+    let unix = flag(libc::AF_UNIX);
     let netlink = flag(libc::AF_NETLINK);
     let allowed = [unix, flag(libc::AF_INET), flag(libc::AF_INET6), netlink];
     let other_family = allowed
@@ -233,6 +244,50 @@ fn compile(network: bool) -> Result<BpfProgram, String> {
 pub fn seccomp_program(network: bool) -> Result<BpfProgram, SandboxError> {
     compile(network)
         .map_err(|e| SandboxError::Unavailable(format!("cannot build the seccomp filter: {e}")))
+}
+
+/// A filter that refuses `socket(AF_UNIX, …)` and nothing else, for proxy mode's helper to
+/// stack on the command it starts: the helper needs a Unix socket to reach the proxy, the
+/// command must not reach the host's (see [`socket_rules`]).
+pub(crate) fn unix_socket_refusal() -> Result<BpfProgram, String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    let unix = rule(vec![arg(0, SeccompCmpOp::Eq, flag(libc::AF_UNIX))?])?;
+    let filter = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_socket, vec![unix])]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM.unsigned_abs()),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// Installs `program` on the calling process. Async-signal-safe (two system calls, no
+/// allocation), so it may run in a forked child before `exec`.
+pub(crate) fn install(program: &[sock_filter]) -> std::io::Result<()> {
+    let len =
+        u16::try_from(program.len()).map_err(|_| std::io::Error::from_raw_os_error(libc::E2BIG))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut().cast(),
+    };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only; seccomp(2) reads `fprog` and the
+    // instructions it points to, both alive for the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &raw const fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// `program` as the kernel's `struct sock_filter` array, the bytes bwrap's `--seccomp` reads.
@@ -400,8 +455,9 @@ mod tests {
                 &[c(family), c(libc::SOCK_STREAM), c(protocol)],
             )
         };
-        assert_eq!(socket(&off, libc::AF_UNIX, 0), ALLOW);
+        assert_eq!(socket(&off, libc::AF_UNIX, 0), EPERM);
         assert_eq!(socket(&on, libc::AF_UNIX, 0), ALLOW);
+        assert_eq!(off.call(libc::SYS_socketpair, &[c(libc::AF_UNIX)]), ALLOW);
         for family in [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK] {
             assert_eq!(socket(&off, family, 0), EPERM, "family {family}");
         }

@@ -7,11 +7,28 @@
 //! `setsid`): no orphan survives a command, as with a sandbox per call. When Talon closes the
 //! pipe, every command is killed and the init exits, which ends the sandbox.
 //!
+//! **Its channel is Talon's alone.** Commands run as the same user in the same PID namespace,
+//! so anything the init holds that a command can open through `/proc/<pid>/fd` would let the
+//! command queue work of its own (which outlived its call) or forge the replies of later calls.
+//! So the init talks to Talon over two pipes passed as descriptors of their own
+//! (`--control FD --replies FD`), never over the standard streams that bubblewrap's own init
+//! (PID 1 of the namespace) keeps too; bubblewrap's PID 1 closes every other descriptor. Before
+//! anything else the init makes itself non-dumpable (`PR_SET_DUMPABLE 0`): the kernel then
+//! refuses its `/proc/<pid>/fd`, `mem` and `environ` to processes without `CAP_SYS_PTRACE`,
+//! which no command has. Both channel descriptors are close-on-exec, so no command inherits them.
+//!
+//! After each command the init also kills every process of the namespace but its own and those
+//! of the commands still running, until none is left: nothing Talon did not start survives a
+//! call.
+//!
 //! Synchronous and small on purpose (threads, no async runtime): it is started once per
 //! session and must not depend on anything but the kernel.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::File;
 use std::io::{BufReader, Read, Write};
+use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,7 +39,7 @@ use nix::unistd::Pid;
 use super::proto::{MAX_FRAME, Reply, Request, read_line, write_reply};
 use crate::run::{Limits, set_limits};
 
-type Out = Arc<Mutex<std::io::Stdout>>;
+type Out = Arc<Mutex<File>>;
 type Groups = Arc<Mutex<HashMap<u64, i32>>>;
 
 fn send(out: &Out, reply: &Reply, payload: &[u8]) {
@@ -53,8 +70,21 @@ fn pump(
     })
 }
 
+/// The process group of `pid`, unless it is a zombie (already dead, waiting to be reaped) or
+/// gone.
+fn live_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?;
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    (state != "Z" && state != "X").then_some(pgrp)
+}
+
 /// Kills every process in this PID namespace that is neither the namespace's init, this
-/// process, nor in the group of a running command.
+/// process, nor in the group of a running command. Repeats until a pass finds none, so a
+/// process that forks while it is being killed does not leave a child behind (bounded: a pass
+/// kills everything it saw, and nothing new can appear once the forkers are dead).
 fn kill_strays(groups: &Groups) {
     let keep: Vec<i32> = groups
         .lock()
@@ -63,26 +93,35 @@ fn kill_strays(groups: &Groups) {
         .copied()
         .collect();
     let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
+    for _ in 0..100 {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
         };
-        if pid <= 1 || pid == me {
-            continue;
+        let mut killed = 0;
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if pid <= 1 || pid == me {
+                continue;
+            }
+            if let Some(pgid) = live_group(pid)
+                && !keep.contains(&pgid)
+            {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                killed += 1;
+            }
         }
-        let pgid = nix::unistd::getpgid(Some(Pid::from_raw(pid))).map(Pid::as_raw);
-        if let Ok(pgid) = pgid
-            && !keep.contains(&pgid)
-        {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        if killed == 0 {
+            return;
         }
+        // Give the kernel a moment to finish the kills (a killed process stays "live" in
+        // /proc until it has exited).
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 
@@ -169,11 +208,63 @@ fn start(
     });
 }
 
-/// Serves requests from stdin until it closes, then kills every command and returns.
-pub fn serve() -> std::io::Result<()> {
-    let out: Out = Arc::new(Mutex::new(std::io::stdout()));
+/// The channel descriptors from the init's arguments: `--control FD --replies FD`.
+fn channel(args: &[OsString]) -> std::io::Result<(RawFd, RawFd)> {
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+    let (mut control, mut replies) = (None, None);
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let slot = match arg.to_str() {
+            Some("--control") => &mut control,
+            Some("--replies") => &mut replies,
+            _ => return Err(invalid(format!("unexpected argument {arg:?}"))),
+        };
+        let fd = rest
+            .next()
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<RawFd>().ok())
+            .filter(|fd| *fd > 2)
+            .ok_or_else(|| invalid(format!("{arg:?} needs a descriptor number above 2")))?;
+        *slot = Some(fd);
+    }
+    match (control, replies) {
+        (Some(control), Some(replies)) if control != replies => Ok((control, replies)),
+        _ => Err(invalid(
+            "--control FD and --replies FD (two descriptors) are required".into(),
+        )),
+    }
+}
+
+/// Makes this process non-dumpable, so that processes of the same user (every command) cannot
+/// open its descriptors, memory or environment through `/proc`.
+fn shut_proc_access() -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes integers only.
+    if unsafe { nix::libc::prctl(nix::libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Takes descriptor `fd` as a file, close-on-exec so no command inherits it.
+fn take(fd: RawFd) -> std::io::Result<File> {
+    // SAFETY: F_SETFD changes the flags of a descriptor number only.
+    if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: Talon passed `fd` for the init alone (`channel` checked it is not a standard
+    // stream), and nothing else in this process owns it.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Serves the requests on the control channel (`args`: the arguments after the subcommand)
+/// until Talon closes it, then kills every command and returns.
+pub fn serve(args: &[OsString]) -> std::io::Result<()> {
+    shut_proc_access()?;
+    let (control, replies) = channel(args)?;
+    let (control, replies) = (take(control)?, take(replies)?);
+    let out: Out = Arc::new(Mutex::new(replies));
     let groups: Groups = Arc::default();
-    let mut input = BufReader::new(std::io::stdin().lock());
+    let mut input = BufReader::new(control);
     while let Some(request) = read_line::<Request>(&mut input)? {
         match request {
             Request::Run {
@@ -202,6 +293,41 @@ pub fn serve() -> std::io::Result<()> {
     {
         let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
     }
-    let _ = std::io::stdout().flush();
+    let _ = out.lock().unwrap_or_else(PoisonError::into_inner).flush();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_channel_is_two_descriptors_past_the_standard_streams() {
+        assert_eq!(
+            channel(&os(&["--control", "5", "--replies", "6"])).unwrap(),
+            (5, 6)
+        );
+        for bad in [
+            &[][..],
+            &["--control", "5"],
+            &["--control", "0", "--replies", "6"],
+            &["--control", "5", "--replies", "5"],
+            &["--control", "x", "--replies", "6"],
+            &["--stdin"],
+        ] {
+            assert!(channel(&os(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stat_lines_give_the_group_of_live_processes() {
+        let me = std::process::id() as i32;
+        let own = nix::unistd::getpgid(None).unwrap().as_raw();
+        assert_eq!(live_group(me), Some(own));
+        assert_eq!(live_group(i32::MAX), None);
+    }
 }

@@ -15,6 +15,8 @@ pub mod init;
 pub mod proto;
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -62,9 +64,72 @@ enum Event {
     Failed(String),
 }
 
+/// The two pipes between Talon and a session's init: requests in, replies out. The init's ends
+/// are passed to bubblewrap as descriptors of their own, not as its standard streams, which
+/// bubblewrap's PID 1 keeps open where commands could reach them (see [`init`]).
+pub struct Channel {
+    to_init: OwnedFd,
+    from_init: OwnedFd,
+    init_control: Arc<OwnedFd>,
+    init_replies: Arc<OwnedFd>,
+}
+
+/// `fd` moved above the standard streams (close-on-exec), so the child's stdio set-up cannot
+/// replace it.
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor this function owns.
+    let raw = unsafe { nix::libc::fcntl(fd.as_raw_fd(), nix::libc::F_DUPFD_CLOEXEC, 3) };
+    if raw == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` was just returned by F_DUPFD_CLOEXEC and is owned by nothing else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
+}
+
+impl Channel {
+    /// Two fresh pipes, every end close-on-exec (the spawn clears that flag for the init's
+    /// ends in bubblewrap alone).
+    pub fn new() -> std::io::Result<Self> {
+        let (control, to_init) = std::io::pipe()?;
+        let (from_init, replies) = std::io::pipe()?;
+        Ok(Self {
+            to_init: above_stdio(to_init.into())?,
+            from_init: above_stdio(from_init.into())?,
+            init_control: Arc::new(above_stdio(control.into())?),
+            init_replies: Arc::new(above_stdio(replies.into())?),
+        })
+    }
+
+    /// The init's command line after the helper program: `__sandbox-init --control FD
+    /// --replies FD`.
+    pub fn init_args(&self) -> Vec<OsString> {
+        vec![
+            INIT_SUBCOMMAND.into(),
+            "--control".into(),
+            self.init_control.as_raw_fd().to_string().into(),
+            "--replies".into(),
+            self.init_replies.as_raw_fd().to_string().into(),
+        ]
+    }
+
+    /// The descriptors bubblewrap must inherit at their numbers (see [`Job::pass_fds`]).
+    pub fn init_fds(&self) -> [Arc<OwnedFd>; 2] {
+        [
+            Arc::clone(&self.init_control),
+            Arc::clone(&self.init_replies),
+        ]
+    }
+}
+
+/// The hidden `talon` subcommand that runs a session sandbox's init ([`init::serve`]).
+pub const INIT_SUBCOMMAND: &str = "__sandbox-init";
+
 /// One running session sandbox.
 struct Sandbox {
-    stdin: tokio::sync::Mutex<ChildStdin>,
+    stdin: tokio::sync::Mutex<pipe::Sender>,
     waiters: Waiters,
     alive: Arc<AtomicBool>,
     next: AtomicU64,
@@ -78,7 +143,7 @@ struct Sandbox {
 type LastWords = Arc<Mutex<Vec<String>>>;
 
 async fn read_replies(
-    stdout: ChildStdout,
+    stdout: pipe::Receiver,
     waiters: Waiters,
     alive: Arc<AtomicBool>,
     last_words: LastWords,
@@ -147,23 +212,27 @@ async fn read_replies(
 }
 
 impl Sandbox {
-    /// Starts `job` (bubblewrap around the init) for writable `roots`.
-    fn start(job: &Job, roots: Vec<PathBuf>) -> Result<Self, RunError> {
-        let mut started = run::start(job, Stdio::piped())?;
-        let spawn_error = |what: &str| RunError::Spawn {
+    /// Starts `job` (bubblewrap around the init, which talks over `channel`; the job passes
+    /// the init's ends) for writable `roots`. Consumes the job, so Talon's copies of the init's
+    /// ends are closed once bubblewrap has them: the sandbox's end shows as end of input.
+    fn start(job: Job, channel: Channel, roots: Vec<PathBuf>) -> Result<Self, RunError> {
+        let mut started = run::start(&job, Stdio::null())?;
+        drop(job);
+        let Channel {
+            to_init,
+            from_init,
+            init_control,
+            init_replies,
+        } = channel;
+        drop((init_control, init_replies));
+        let spawn_error = |e: std::io::Error| RunError::Spawn {
             program: "session sandbox".into(),
-            source: std::io::Error::other(format!("no {what} pipe")),
+            source: e,
         };
-        let stdin = started
-            .child
-            .stdin
-            .take()
-            .ok_or_else(|| spawn_error("stdin"))?;
-        let stdout = started
-            .child
-            .stdout
-            .take()
-            .ok_or_else(|| spawn_error("stdout"))?;
+        let stdin = pipe::Sender::from_owned_fd(to_init).map_err(spawn_error)?;
+        let stdout = pipe::Receiver::from_owned_fd(from_init).map_err(spawn_error)?;
+        // Nothing is said on bubblewrap's standard output; the replies have their own pipe.
+        drop(started.child.stdout.take());
         // What bubblewrap or the init said last: the reason when the sandbox dies.
         let last_words: LastWords = Arc::default();
         if let Some(stderr) = started.child.stderr.take() {
@@ -370,8 +439,8 @@ impl std::fmt::Debug for Sessions {
 
 impl Sessions {
     /// Runs `command` in `key`'s sandbox, starting one (with `start`: the bubblewrap job around
-    /// the init, and its writable roots) when there is none or the one there no
-    /// longer fits the workspace.
+    /// the helper program run with the arguments it is given, and its writable roots) when
+    /// there is none or the one there no longer fits the workspace.
     pub async fn run<F>(
         &self,
         key: Key,
@@ -380,7 +449,7 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<Outcome, crate::ExecError>
     where
-        F: FnOnce() -> Result<(Job, Vec<PathBuf>), crate::ExecError>,
+        F: FnOnce(Vec<OsString>) -> Result<(Job, Vec<PathBuf>), crate::ExecError>,
     {
         let sandbox = {
             let mut sandboxes = self.sandboxes.lock().await;
@@ -406,8 +475,13 @@ impl Sessions {
                     {
                         sandboxes.remove(&oldest);
                     }
-                    let (job, roots) = start()?;
-                    let sandbox = Arc::new(Sandbox::start(&job, roots)?);
+                    let channel = Channel::new().map_err(|source| RunError::Spawn {
+                        program: "session sandbox".into(),
+                        source,
+                    })?;
+                    let (mut job, roots) = start(channel.init_args())?;
+                    job.pass_fds.extend(channel.init_fds());
+                    let sandbox = Arc::new(Sandbox::start(job, channel, roots)?);
                     sandboxes.insert(key, Arc::clone(&sandbox));
                     sandbox
                 }

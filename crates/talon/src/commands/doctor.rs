@@ -29,8 +29,8 @@ const LANDLOCK_LIMITS: &[&str] = &[
     "no namespaces: host processes are visible in /proc (Landlock refuses to trace them; ABI 6+ \
      also refuses signals), /tmp is the host's and read-only (commands get a private TMPDIR), and \
      network = \"proxy\" is refused",
-    "with the network off, inet sockets are refused by seccomp (and TCP by Landlock ABI 4+); \
-     connecting to Unix sockets by path is not restricted",
+    "with the network off, every socket (Unix ones too) is refused by seccomp, and TCP by \
+     Landlock ABI 4+; with network = \"host\", Unix sockets by path are reachable",
 ];
 
 /// One backend's line and, when it does not work, what to do.

@@ -1,0 +1,366 @@
+//! Security regressions of the command sandbox (issue 21): what a sandboxed command must not
+//! reach, through every backend and through the session sandbox.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Write;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use talon_exec::sandbox::Backend;
+use talon_exec::{Outcome, Request, Shell, ShellConfig};
+use tokio_util::sync::CancellationToken;
+
+/// A workspace the sandbox can see (under the target directory, not the private `/tmp`).
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    ws: PathBuf,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    Env {
+        _dir: dir,
+        root,
+        ws,
+    }
+}
+
+fn shell(backend: Backend, config: ShellConfig) -> Shell {
+    Shell::new(ShellConfig {
+        helper: Some(PathBuf::from(env!("CARGO_BIN_EXE_talon"))),
+        backend,
+        ..config
+    })
+}
+
+async fn sh(shell: &Shell, ws: &Path, session: Option<&str>, command: &str) -> Outcome {
+    let request = Request {
+        shell: Path::new("/bin/sh"),
+        command,
+        cwd: ws,
+        workspace: ws,
+        agent: None,
+        session,
+        timeout: Duration::from_secs(20),
+    };
+    shell
+        .run(&request, &CancellationToken::new())
+        .await
+        .expect("runs")
+}
+
+fn text(out: &Outcome) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout.bytes),
+        String::from_utf8_lossy(&out.stderr.bytes)
+    )
+}
+
+/// Whether this kernel has Landlock (the Landlock cases are skipped loudly where it has not).
+fn landlock_available() -> bool {
+    // SAFETY: the VERSION query reads and writes no memory.
+    let abi = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<nix::libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    if abi <= 0 {
+        eprintln!("no Landlock on this kernel: the Landlock case is not run");
+    }
+    abi > 0
+}
+
+/// The backends (and ways through them) every network-off case is run through.
+fn cases() -> Vec<(&'static str, Backend, Option<&'static str>)> {
+    let mut cases = vec![
+        ("bubblewrap, a sandbox per call", Backend::Bubblewrap, None),
+        (
+            "bubblewrap, the session sandbox",
+            Backend::Bubblewrap,
+            Some("s"),
+        ),
+    ];
+    if landlock_available() {
+        cases.push(("landlock", Backend::Landlock, None));
+    }
+    cases
+}
+
+const CONNECT: &str = "import socket,sys\n\
+s=socket.socket(socket.AF_UNIX)\n\
+s.connect(sys.argv[1])\n\
+print('connected:', s.recv(16).decode())\n";
+
+#[tokio::test]
+async fn h21_06_network_off_reaches_no_host_unix_socket() {
+    let e = env();
+    let path = e.ws.join("host.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::write(e.root.join("connect.py"), CONNECT).unwrap();
+    for (name, backend, session) in cases() {
+        let shell = shell(backend, ShellConfig::default());
+        let out = sh(
+            &shell,
+            &e.ws,
+            session,
+            &format!(
+                "python3 {} {}",
+                e.root.join("connect.py").display(),
+                path.display()
+            ),
+        )
+        .await;
+        if let Ok((mut stream, _)) = listener.accept() {
+            let _ = stream.write_all(b"secret");
+            panic!("{name}: a sandboxed command reached a host Unix socket: {out:?}");
+        }
+        let said = text(&out);
+        assert!(!out.success(), "{name}: {said}");
+        assert!(!said.contains("connected"), "{name}: {said}");
+        assert!(said.contains("Operation not permitted"), "{name}: {said}");
+        // Perl too: no family is special to one interpreter.
+        let out = sh(
+            &shell,
+            &e.ws,
+            session,
+            &format!(
+                "perl -e 'use Socket; socket(my $s, PF_UNIX, SOCK_STREAM, 0) or die \"socket: $!\\n\"; \
+                 connect($s, pack_sockaddr_un(\"{}\")) or die \"connect: $!\\n\"; print \"connected\\n\"'",
+                path.display()
+            ),
+        )
+        .await;
+        assert!(listener.accept().is_err(), "{name}: {out:?}");
+        assert!(!out.success(), "{name}: {}", text(&out));
+        // A socket pair names nothing on the host and stays allowed (local IPC).
+        let out = sh(
+            &shell,
+            &e.ws,
+            session,
+            "python3 -c 'import socket; a,b=socket.socketpair(); a.send(b\"ok\"); print(b.recv(2).decode())'",
+        )
+        .await;
+        assert!(out.success(), "{name}: {}", text(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout.bytes), "ok\n", "{name}");
+        shell.shutdown().await;
+    }
+}
+
+/// Writes `line` to every pipe of every other process the command can open through `/proc`.
+fn to_every_pipe(line: &str) -> String {
+    format!(
+        "for f in /proc/[0-9]*/fd/*; do case $f in /proc/$$/*|/proc/self/*) continue;; esac; \
+         [ -p \"$f\" ] && (printf '%s\\n' '{line}' > \"$f\") 2>/dev/null; done; \
+         for p in 1 2; do tr '\\0' ' ' < /proc/$p/cmdline; echo; for f in /proc/$p/fd/*; do (: < \"$f\") 2>&1; done; done; true"
+    )
+}
+
+#[tokio::test]
+async fn h21_07_commands_cannot_reach_the_session_init() {
+    let e = env();
+    let shell = shell(Backend::Bubblewrap, ShellConfig::default());
+    let marker = e.ws.join("injected");
+    let limits = serde_json::to_string(&talon_exec::Limits::default()).unwrap();
+    let mut attacks = String::new();
+    for id in 1..=8 {
+        // A request of its own (it would outlive the call and create files after cleanup),
+        // and a forged reply for the calls that follow.
+        let run = format!(
+            r#"{{"op":"run","id":{},"argv":["/bin/sh","-c","sleep 2; touch {}"],"cwd":"/","env":[],"limits":{limits}}}"#,
+            1000 + id,
+            marker.display()
+        );
+        attacks.push_str(&to_every_pipe(&run));
+        attacks.push_str("; ");
+        let forged = format!(r#"{{"op":"output","id":{id},"stream":1,"len":7}}"#);
+        attacks.push_str(&to_every_pipe(&format!("{forged}\nFORGED")));
+        attacks.push_str("; ");
+    }
+    let out = sh(&shell, &e.ws, Some("s"), &attacks).await;
+    let said = text(&out);
+    assert!(
+        said.contains("/proc/2/fd") && said.contains("Permission denied"),
+        "the init's descriptors are closed to commands: {said}"
+    );
+    // Later calls of the session carry only their own output.
+    for _ in 0..3 {
+        let out = sh(&shell, &e.ws, Some("s"), "echo mine").await;
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout.bytes),
+            "mine\n",
+            "{out:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!marker.exists(), "an injected command ran");
+    let out = sh(
+        &shell,
+        &e.ws,
+        Some("s"),
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done",
+    )
+    .await;
+    assert!(!text(&out).contains("sleep 2"), "{}", text(&out));
+    shell.shutdown().await;
+}
+
+#[tokio::test]
+async fn h21_07_nothing_a_command_started_survives_its_call() {
+    let e = env();
+    let shell = shell(Backend::Bubblewrap, ShellConfig::default());
+    // Processes that leave the command's group and keep forking while they are killed.
+    let out = sh(
+        &shell,
+        &e.ws,
+        Some("s"),
+        "for i in 1 2 3 4; do setsid sh -c 'while :; do sleep 40 & done' >/dev/null 2>&1 & done; \
+         sleep 0.3; echo started",
+    )
+    .await;
+    assert!(out.success(), "{}", text(&out));
+    let count = "n=0; for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in \
+                 'sleep 40 '*|*[w]hile' :'*) n=$((n+1));; esac; done; echo $n";
+    for _ in 0..3 {
+        let out = sh(&shell, &e.ws, Some("s"), count).await;
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout.bytes),
+            "0\n",
+            "{}",
+            text(&out)
+        );
+    }
+    shell.shutdown().await;
+}
+
+/// `talon tool call exec` in `home` (its `HOME` and the directory holding `talon.toml`) with
+/// workspace `ws`: (exit status, the tool's text, is_error).
+fn tool_exec(home: &Path, ws: &Path, command: &str) -> (i32, String, bool) {
+    let out = support::command(home)
+        .args(["tool", "call", "exec", "--json", "--workspace"])
+        .arg(ws)
+        .args([
+            "--args",
+            &serde_json::json!({ "command": command }).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&stdout) else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return (
+            out.status.code().unwrap_or(-1),
+            format!("{stdout}{stderr}"),
+            true,
+        );
+    };
+    let text = v["result"]["for_llm"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let is_error = v["result"]["is_error"].as_bool().unwrap_or(true);
+    (out.status.code().unwrap_or(-1), text, is_error)
+}
+
+/// A fake home holding the usual credential stores, each with a secret naming it.
+const STORES: &[&str] = &[
+    ".ssh/id_ed25519",
+    ".aws/credentials",
+    ".config/gh/hosts.yml",
+    ".docker/config.json",
+    ".kube/config",
+    ".gnupg/private-keys-v1.d/key",
+    ".config/gcloud/credentials.db",
+    ".azure/msal_token_cache.json",
+    ".npmrc",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+];
+
+#[test]
+fn h21_14_credential_stores_are_hidden_by_default() {
+    let e = env();
+    let home = &e.root;
+    for (i, store) in STORES.iter().enumerate() {
+        let path = home.join(store);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("SECRET-{i}\n")).unwrap();
+    }
+    std::fs::write(home.join(".vault-token"), "SECRET-extra\n").unwrap();
+    std::fs::write(home.join("notes.txt"), "PLAIN\n").unwrap();
+    let mut backends = vec!["bubblewrap"];
+    if landlock_available() {
+        backends.push("landlock");
+    }
+    let read_all = STORES
+        .iter()
+        .chain([&".vault-token"])
+        .map(|s| format!("cat {}/{s};", home.display()))
+        .collect::<String>();
+    for backend in backends {
+        // Defaults, plus one store added and one shown again.
+        std::fs::write(
+            home.join("talon.toml"),
+            format!(
+                "[exec]\nbackend = \"{backend}\"\nhidden_paths = [\"~/.vault-token\"]\n\
+                 unhidden_paths = [\"~/.pgpass\"]\n"
+            ),
+        )
+        .unwrap();
+        let (_, text, _) = tool_exec(
+            home,
+            &e.ws,
+            &format!("{read_all} cat {}/notes.txt", home.display()),
+        );
+        assert!(
+            text.contains("PLAIN"),
+            "{backend}: the rest of the home stays readable: {text}"
+        );
+        let pgpass = STORES.iter().position(|s| *s == ".pgpass").unwrap();
+        assert!(
+            text.contains(&format!("SECRET-{pgpass}")),
+            "{backend}: unhidden: {text}"
+        );
+        for (i, store) in STORES.iter().enumerate().filter(|(i, _)| *i != pgpass) {
+            assert!(
+                !text.contains(&format!("SECRET-{i}\n")),
+                "{backend}: {store} was read: {text}"
+            );
+        }
+        assert!(!text.contains("SECRET-extra"), "{backend}: {text}");
+        // Not by another name either.
+        let (_, text, _) = tool_exec(
+            home,
+            &e.ws,
+            &format!(
+                "cd {} && cat ./.ssh/../.ssh/id_ed25519 .aws/credentials; grep -r SECRET . 2>/dev/null",
+                home.display()
+            ),
+        );
+        assert!(
+            !text.contains("SECRET-0") && !text.contains("SECRET-1\n"),
+            "{backend}: {text}"
+        );
+    }
+    // A relative path is a configuration error, not a silent no-op.
+    std::fs::write(
+        home.join("talon.toml"),
+        "[exec]\nhidden_paths = [\"secrets\"]\n",
+    )
+    .unwrap();
+    let (code, text, _) = tool_exec(home, &e.ws, "true");
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("exec.hidden_paths"), "{text}");
+}
