@@ -43,11 +43,6 @@ impl<'a> Files<'a> {
         Self { fs, ctx }
     }
 
-    /// True if `path` names a document of the store rather than a file on disk.
-    pub fn routes(&self, path: &str) -> bool {
-        self.fs.store.is_some() && virtual_files::classify(self.ctx, path).is_some()
-    }
-
     /// Reads a routed document; `None`: the path is on disk.
     pub async fn read_routed(&self, path: &str) -> Option<Result<String, String>> {
         virtual_files::read(self.fs.store.as_ref(), self.ctx, path).await
