@@ -46,5 +46,5 @@ pub use context::{
 pub use output::{Media, ToolOutput, Usage};
 pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};
 pub use registry::Registry;
-pub use tool::{Authorized, Risk, SideEffect, Tool, ToolSpec};
+pub use tool::{Authorized, Delegation, Risk, SideEffect, Tool, ToolSpec};
 pub use workspace::Workspaces;

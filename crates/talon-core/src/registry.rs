@@ -37,14 +37,25 @@ pub enum RegistryError {
 /// The executor half of a tool, with its input type erased. Crate-private: nothing outside the
 /// pipeline can call it.
 pub(crate) trait ErasedTool: Send + Sync {
-    /// Deserializes validated arguments and runs the tool.
-    fn run(&self, ctx: Arc<CallContext>, args: Value) -> BoxFuture<'_, Result<ToolOutput, String>>;
+    /// Deserializes validated arguments and runs the tool; `delegations` are the declared
+    /// delegates the pipeline authorized for this call.
+    fn run(
+        &self,
+        ctx: Arc<CallContext>,
+        args: Value,
+        delegations: Arc<[String]>,
+    ) -> BoxFuture<'_, Result<ToolOutput, String>>;
 }
 
 struct Typed<T>(T);
 
 impl<T: Tool> ErasedTool for Typed<T> {
-    fn run(&self, ctx: Arc<CallContext>, args: Value) -> BoxFuture<'_, Result<ToolOutput, String>> {
+    fn run(
+        &self,
+        ctx: Arc<CallContext>,
+        args: Value,
+        delegations: Arc<[String]>,
+    ) -> BoxFuture<'_, Result<ToolOutput, String>> {
         Box::pin(async move {
             let empty = args.as_object().is_some_and(serde_json::Map::is_empty);
             let input: T::Input = match serde_json::from_value(args) {
@@ -55,7 +66,10 @@ impl<T: Tool> ErasedTool for Typed<T> {
                 }
                 Err(e) => return Err(e.to_string()),
             };
-            Ok(self.0.execute(Authorized::new(input, ctx)).await)
+            Ok(self
+                .0
+                .execute(Authorized::new(input, ctx, delegations))
+                .await)
         })
     }
 }

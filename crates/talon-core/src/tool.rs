@@ -12,7 +12,7 @@
 //! use std::sync::Arc;
 //! use talon_core::{Authorized, CallContext};
 //! let ctx = Arc::new(CallContext::new("session"));
-//! let permit: Authorized<()> = Authorized::new((), ctx);
+//! let permit: Authorized<()> = Authorized::new((), ctx, Vec::new().into());
 //! ```
 //!
 //! and its fields are private, so a struct literal does not compile either (error E0451):
@@ -21,7 +21,7 @@
 //! use std::sync::Arc;
 //! use talon_core::{Authorized, CallContext};
 //! let ctx = Arc::new(CallContext::new("session"));
-//! let permit: Authorized<()> = Authorized { input: (), ctx, seal: unreachable!() };
+//! let permit: Authorized<()> = Authorized { input: (), ctx, delegations: Vec::new().into(), seal: unreachable!() };
 //! ```
 //!
 //! The only way to run a tool is [`crate::Pipeline::call`]:
@@ -131,6 +131,14 @@ pub struct ToolSpec {
     /// its reports on as events.
     #[serde(skip)]
     pub reports_progress: bool,
+    /// Tools this tool may hand a call to from inside its `execute` (`exec` runs a command
+    /// through `credentialed_exec` when it runs a binary with stored credentials). The pipeline
+    /// authorizes each for the caller as it authorizes a call of that tool (policy, and a
+    /// permission checker's refusal), and the tool may hand over only with the [`Delegation`]
+    /// the pipeline gave it ([`Authorized::delegation`]): the hand-off is governed by the rules
+    /// of the tool it reaches, not only by those of the tool called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegates: Vec<String>,
 }
 
 impl ToolSpec {
@@ -149,7 +157,14 @@ impl ToolSpec {
             groups: Vec::new(),
             timeout: None,
             reports_progress: false,
+            delegates: Vec::new(),
         }
+    }
+
+    /// Declares that the tool may hand calls to `tool` (see [`ToolSpec::delegates`]).
+    pub fn delegating_to(mut self, tool: impl Into<String>) -> Self {
+        self.delegates.push(tool.into());
+        self
     }
 
     /// Marks a tool that reports progress.
@@ -196,17 +211,49 @@ pub(crate) struct Seal(());
 pub struct Authorized<I> {
     input: I,
     ctx: Arc<CallContext>,
+    /// The declared delegates ([`ToolSpec::delegates`]) the pipeline authorized for this call.
+    delegations: Arc<[String]>,
     #[allow(dead_code)]
     seal: Seal,
 }
 
+/// The pipeline's authorization for a tool to hand this call to one of its declared delegates
+/// ([`ToolSpec::delegates`]). Only the pipeline creates one, so code that hands a call over can
+/// require it and cannot be reached without it.
+#[derive(Debug, Clone)]
+pub struct Delegation {
+    tool: String,
+    #[allow(dead_code)]
+    seal: Arc<Seal>,
+}
+
+impl Delegation {
+    /// The tool the call may be handed to.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+}
+
 impl<I> Authorized<I> {
-    pub(crate) fn new(input: I, ctx: Arc<CallContext>) -> Self {
+    pub(crate) fn new(input: I, ctx: Arc<CallContext>, delegations: Arc<[String]>) -> Self {
         Self {
             input,
             ctx,
+            delegations,
             seal: Seal(()),
         }
+    }
+
+    /// The authorization to hand this call to `tool`, if the tool declared it as a delegate and
+    /// the pipeline authorized it for the caller; `None` otherwise.
+    pub fn delegation(&self, tool: &str) -> Option<Delegation> {
+        self.delegations
+            .iter()
+            .any(|t| t == tool)
+            .then(|| Delegation {
+                tool: tool.to_string(),
+                seal: Arc::new(Seal(())),
+            })
     }
 
     /// The validated, typed input.

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::{Pipeline, ToolCall, ToolOutput};
+use talon_core::policy::{AgentToolPolicy, PolicyConfig, PolicyEngine};
+use talon_core::{Pipeline, Registry, ToolCall, ToolOutput};
 use talon_exec::{SandboxMode, ShellConfig};
 use talon_store::{CliCredentialSpec, EncryptionKey, Store, StoreConfig};
 use talon_tools::{BuiltinConfig, FsConfig};
@@ -36,6 +37,11 @@ fn script() -> String {
 }
 
 async fn env(mode: SandboxMode) -> Env {
+    env_with(mode, None).await
+}
+
+/// [`env`] with a tool policy in the pipeline.
+async fn env_with(mode: SandboxMode, policy: Option<PolicyConfig>) -> Env {
     // Under the target directory: the sandbox's private /tmp would hide a binary kept in /tmp.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -73,11 +79,23 @@ async fn env(mode: SandboxMode) -> Env {
         },
         ..BuiltinConfig::default()
     };
+    let pipeline = match policy {
+        None => common::pipeline(&config),
+        Some(policy) => {
+            let registry = Arc::new(Registry::new());
+            talon_tools::register_builtin(&registry, &config).unwrap();
+            Pipeline::builder(registry)
+                .rate_limiter(None)
+                .policy(PolicyEngine::new(policy).unwrap())
+                .build()
+                .unwrap()
+        }
+    };
     Env {
         _dir: dir,
         ws,
         bin,
-        pipeline: common::pipeline(&config),
+        pipeline,
     }
 }
 
@@ -193,6 +211,58 @@ async fn an_ungranted_agent_runs_the_shell_without_credentials() {
         "{}",
         out.for_llm
     );
+}
+
+/// Issue 21 (architecture): `exec` handed granted commands to credentialed execution inside the
+/// tool, after the pipeline had authorized only `exec`, so a policy denying `credentialed_exec`
+/// to an agent did not stop `exec gh …` from running with the stored token.
+#[tokio::test]
+async fn h21_arch_policy_on_credentialed_exec_governs_the_exec_hand_off() {
+    let policy = PolicyConfig {
+        agents: BTreeMap::from([(
+            "ops".to_string(),
+            AgentToolPolicy {
+                deny: vec!["credentialed_exec".into()],
+                ..Default::default()
+            },
+        )]),
+        ..Default::default()
+    };
+    let e = env_with(SandboxMode::Off, Some(policy)).await;
+    let out = e
+        .call(
+            "ops",
+            "credentialed_exec",
+            json!({"command": "gh api user"}),
+        )
+        .await;
+    assert!(out.is_error, "{}", out.for_llm);
+    assert!(
+        out.for_llm.contains("not allowed by policy"),
+        "{}",
+        out.for_llm
+    );
+    for tool in ["exec", "Bash"] {
+        let out = e
+            .call(
+                "ops",
+                tool,
+                json!({"command": format!("{} api user", e.gh())}),
+            )
+            .await;
+        assert!(!out.is_error, "{tool}: {}", out.for_llm);
+        assert!(
+            out.for_llm.starts_with("token=\n"),
+            "{tool} ran without the credentials: {}",
+            out.for_llm
+        );
+    }
+    // The same grant still works where the policy allows the tool.
+    let open = env(SandboxMode::Off).await;
+    let out = open
+        .call("ops", "exec", json!({"command": "gh api user"}))
+        .await;
+    assert_ran_with_token(&out, "api user");
 }
 
 #[tokio::test]

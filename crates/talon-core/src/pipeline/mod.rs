@@ -509,7 +509,10 @@ impl Pipeline {
                 agent_key: ctx.agent_key.as_deref().map(Arc::from),
             });
         }
-        let mut output = self.execute(ctx, &tool, progress.args.clone()).await?;
+        let delegations = self.delegations(ctx, spec, &allowed, &progress.args);
+        let mut output = self
+            .execute(ctx, &tool, progress.args.clone(), delegations)
+            .await?;
         limits::cap(&mut output.for_llm, self.max_output_bytes);
         if let Some(text) = output.for_user.as_mut() {
             limits::cap(text, self.max_output_bytes);
@@ -574,6 +577,40 @@ impl Pipeline {
         }
     }
 
+    /// The declared delegates of a call's tool ([`crate::ToolSpec::delegates`]) that `ctx` may
+    /// use: each must be in the caller's tool set (step 2, for the delegate) and not refused by
+    /// the permission checker for the same arguments (step 6's deny, which holds in every mode).
+    fn delegations(
+        &self,
+        ctx: &CallContext,
+        spec: &crate::ToolSpec,
+        allowed: &BTreeSet<String>,
+        args: &Value,
+    ) -> Arc<[String]> {
+        spec.delegates
+            .iter()
+            .filter(|name| {
+                let Some(delegate) = self.registry.resolve(name) else {
+                    return false;
+                };
+                let delegate = delegate.spec();
+                if !allowed.contains(delegate.name.as_str()) {
+                    return false;
+                }
+                let request = PermissionRequest {
+                    spec: delegate,
+                    input: args,
+                    ctx,
+                };
+                !matches!(
+                    self.checker.as_ref().and_then(|c| c.check(&request)),
+                    Some(Decision::Deny(_))
+                )
+            })
+            .cloned()
+            .collect()
+    }
+
     /// For a tool that reports progress, a context whose reports also become events.
     fn with_progress_events(
         &self,
@@ -610,6 +647,7 @@ impl Pipeline {
         ctx: &Arc<CallContext>,
         tool: &RegisteredTool,
         args: Value,
+        delegations: Arc<[String]>,
     ) -> Result<ToolOutput, (FailedStage, String)> {
         let name = &tool.spec().name;
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
@@ -620,7 +658,8 @@ impl Pipeline {
         }
         let budget = deadline.saturating_duration_since(start);
         let ctx = self.with_progress_events(ctx, tool);
-        let run = AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args)).catch_unwind();
+        let run =
+            AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args, delegations)).catch_unwind();
         let result = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => {

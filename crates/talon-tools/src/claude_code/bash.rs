@@ -126,6 +126,7 @@ impl Tool for Bash {
             SideEffect::Spawns,
         )
         .in_group("claude_code")
+        .delegating_to(credentialed_exec::NAME)
     }
 
     async fn execute(&self, call: Authorized<BashInput>) -> ToolOutput {
@@ -164,7 +165,10 @@ impl Tool for Bash {
             timeout: input.timeout.map(|ms| ms.div_ceil(1000)),
             background: input.run_in_background,
         };
-        if let Some(output) = credentialed_exec::route(&self.fs, &self.shell, ctx, &routed).await {
+        if let Some(permit) = call.delegation(credentialed_exec::NAME)
+            && let Some(output) =
+                credentialed_exec::route(&self.fs, &self.shell, ctx, &routed, &permit).await
+        {
             return output;
         }
         let request = |command, timeout| Request {

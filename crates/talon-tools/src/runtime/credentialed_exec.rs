@@ -12,6 +12,12 @@
 //! instead of running `gh` in a shell without its credentials. An agent without a grant runs
 //! the same command through the shell like any other, without the credentials: the grant, not
 //! the command text, decides who gets them.
+//!
+//! The hand-off is a call of `credentialed_exec`, so the pipeline's rules for that tool govern
+//! it: `exec` and `Bash` declare it as a delegate ([`talon_core::ToolSpec::delegates`]) and
+//! [`route`] needs the [`Delegation`] the pipeline gives only when the caller may call
+//! `credentialed_exec` itself (policy, permission refusals). Without one, the command runs in the
+//! shell without credentials, as for an agent without a grant.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,7 +25,9 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use talon_core::{Authorized, CallContext, DEFAULT_AGENT, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_core::{
+    Authorized, CallContext, DEFAULT_AGENT, Delegation, SideEffect, Tool, ToolOutput, ToolSpec,
+};
 use talon_exec::Shell;
 use talon_exec::credentialed::{self, Credential, Placement};
 use talon_store::{GrantedCredential, Store};
@@ -54,7 +62,7 @@ impl Tool for CredentialedExec {
 
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
-            "credentialed_exec",
+            NAME,
             "Run a command-line tool that the operator registered with stored credentials (such as gh, aws, \
              gcloud, kubectl) and granted to you. The credentials go into its environment and are redacted from \
              the output; you never see them. It runs directly, without a shell, so the command must be one plain \
@@ -101,15 +109,23 @@ impl Tool for CredentialedExec {
 /// How old the list of credentialed binary names may be when `exec` routes a command.
 const NAMES_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The tool name a hand-off from `exec` or `Bash` is authorized as.
+pub const NAME: &str = "credentialed_exec";
+
 /// For `exec`: the result of running `input` as a credentialed command when it runs a binary
 /// granted to the calling agent; `None` when the shell should run it. A store error refuses the
-/// command (fail closed) rather than guess.
+/// command (fail closed) rather than guess. `permit` is the pipeline's authorization of the
+/// hand-off (`call.delegation(NAME)`); without it there is no credentialed run.
 pub async fn route(
     fs: &FsConfig,
     shell: &Shell,
     ctx: &CallContext,
     input: &ExecInput,
+    permit: &Delegation,
 ) -> Option<ToolOutput> {
+    if permit.tool() != NAME {
+        return None;
+    }
     let store = fs.store.as_ref()?;
     let agent = agent_of(ctx);
     let programs = credentialed::programs(&input.command);

@@ -89,15 +89,18 @@ impl Tool for Exec {
             SideEffect::Spawns,
         )
         .in_group("runtime")
+        .delegating_to(super::credentialed_exec::NAME)
     }
 
     async fn execute(&self, call: Authorized<ExecInput>) -> ToolOutput {
         let input = call.input();
         let ctx = call.ctx();
         or_error!(check_command(&input.command));
-        // A command running a CLI with stored credentials granted to this agent runs without a shell.
-        if let Some(output) =
-            super::credentialed_exec::route(&self.fs, &self.shell, ctx, input).await
+        // A command running a CLI with stored credentials granted to this agent runs without a
+        // shell, when the pipeline authorized the hand-off to credentialed_exec.
+        if let Some(permit) = call.delegation(super::credentialed_exec::NAME)
+            && let Some(output) =
+                super::credentialed_exec::route(&self.fs, &self.shell, ctx, input, &permit).await
         {
             return output;
         }
