@@ -128,7 +128,10 @@ impl Walker {
                 self.arith = true;
                 self.arith_quoted(node);
             }
-            "subscript" => self.arith = true,
+            "subscript" => {
+                self.arith = true;
+                self.quoted_subst(node, src, "an array subscript");
+            }
             "expansion" => {
                 let text = node_text(node, src);
                 // `${!x}` evaluates x's value as a name, `${x:offset:length}` as arithmetic.
@@ -138,6 +141,9 @@ impl Walker {
                         .children(&mut tokens)
                         .any(|c| !c.is_named() && c.kind() == ":");
                 self.arith |= reevaluates;
+                if reevaluates {
+                    self.quoted_subst(node, src, "an indirect expansion or a substring offset");
+                }
                 let bytes = text.as_bytes();
                 let n = bytes.len();
                 if n >= 4 && bytes.get(n - 3) == Some(&b'@') && bytes.get(n - 1) == Some(&b'}') {
@@ -154,6 +160,26 @@ impl Walker {
         let mut cursor = node.walk();
         for child in node.named_children(&mut cursor) {
             self.nested(child, src, ctx, nd);
+        }
+    }
+
+    /// Quoted text in a place bash evaluates again (a subscript is arithmetic, and so is an
+    /// offset) loses its quotes before the evaluation: `${a['b[$(cmd)]']}` runs `cmd`.
+    fn quoted_subst(&mut self, node: Node<'_>, src: &str, place: &str) {
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if matches!(n.kind(), "raw_string" | "string" | "ansi_c_string") {
+                let value = words::resolve(n, src);
+                if value.literal && has_subst_syntax(&value.text) {
+                    self.unknown(format!(
+                        "quoted text with command-substitution syntax in {place} (bash \
+                         evaluates it again)"
+                    ));
+                    return;
+                }
+            }
+            let mut cursor = n.walk();
+            stack.extend(n.named_children(&mut cursor));
         }
     }
 
@@ -184,6 +210,15 @@ impl Walker {
                 // A literal value holding `$(…)` is what arithmetic injection stores.
                 let mut payload = w.literal && has_subst_syntax(&w.text);
                 if value.kind() == "array" {
+                    // `([key]=value)`: an indexed array's key is arithmetic.
+                    let mut cursor = value.walk();
+                    let keyed: Vec<Node<'_>> = value
+                        .named_children(&mut cursor)
+                        .filter(|e| node_text(*e, src).starts_with('['))
+                        .collect();
+                    for element in keyed {
+                        self.quoted_subst(element, src, "an array key");
+                    }
                     let mut cursor = value.walk();
                     payload |= value.named_children(&mut cursor).any(|e| {
                         let e = words::resolve(e, src);
