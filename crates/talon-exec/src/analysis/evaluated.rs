@@ -15,8 +15,11 @@
 //! (`x='$(…)'`) are noted by the walker, and made unknown when something in the same script
 //! evaluates values again (arithmetic, `${!x}`, a substring offset, a nameref).
 
+use tree_sitter::Node;
+
 use super::parse::{Pending, Walker, Word};
 use super::walk::has_subst_syntax;
+use super::words;
 
 /// How bash uses a word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +79,26 @@ impl Walker {
         {
             let code = args.get(*callback).map_or("", |w| w.text.as_str());
             self.unknown(format!("`{} -C` runs `{code}` as a command", program.text));
+        }
+    }
+
+    /// Quoted text in a place bash evaluates again (a subscript is arithmetic, and so is an
+    /// offset) loses its quotes before the evaluation: `${a['b[$(cmd)]']}` runs `cmd`.
+    pub(crate) fn quoted_subst(&mut self, node: Node<'_>, src: &str, place: &str) {
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if matches!(n.kind(), "raw_string" | "string" | "ansi_c_string") {
+                let value = words::resolve(n, src);
+                if value.literal && has_subst_syntax(&value.text) {
+                    self.unknown(format!(
+                        "quoted text with command-substitution syntax in {place} (bash \
+                         evaluates it again)"
+                    ));
+                    return;
+                }
+            }
+            let mut cursor = n.walk();
+            stack.extend(n.named_children(&mut cursor));
         }
     }
 }

@@ -163,26 +163,6 @@ impl Walker {
         }
     }
 
-    /// Quoted text in a place bash evaluates again (a subscript is arithmetic, and so is an
-    /// offset) loses its quotes before the evaluation: `${a['b[$(cmd)]']}` runs `cmd`.
-    fn quoted_subst(&mut self, node: Node<'_>, src: &str, place: &str) {
-        let mut stack = vec![node];
-        while let Some(n) = stack.pop() {
-            if matches!(n.kind(), "raw_string" | "string" | "ansi_c_string") {
-                let value = words::resolve(n, src);
-                if value.literal && has_subst_syntax(&value.text) {
-                    self.unknown(format!(
-                        "quoted text with command-substitution syntax in {place} (bash \
-                         evaluates it again)"
-                    ));
-                    return;
-                }
-            }
-            let mut cursor = n.walk();
-            stack.extend(n.named_children(&mut cursor));
-        }
-    }
-
     pub(crate) fn assignment(
         &mut self,
         node: Node<'_>,
