@@ -364,3 +364,85 @@ fn h21_14_credential_stores_are_hidden_by_default() {
     assert_ne!(code, 0, "{text}");
     assert!(text.contains("exec.hidden_paths"), "{text}");
 }
+
+/// This test's `talon` binary at a path under `/tmp` (a hard link, else a copy), as with a
+/// `CARGO_TARGET_DIR` or a download there.
+fn talon_under_tmp() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("talon-bin-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let path = dir.path().join("talon");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_talon"), &path).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_talon"), &path).unwrap();
+    }
+    (dir, path)
+}
+
+#[tokio::test]
+async fn h21_sandbox_from_tmp_commands_run() {
+    let e = env();
+    let (_bin, talon) = talon_under_tmp();
+    let mut backends = vec![Backend::Bubblewrap];
+    if landlock_available() {
+        backends.push(Backend::Landlock);
+    }
+    for backend in backends {
+        let shell = Shell::new(ShellConfig {
+            helper: Some(talon.clone()),
+            backend,
+            ..ShellConfig::default()
+        });
+        for session in [Some("s"), None] {
+            let out = sh(&shell, &e.ws, session, "echo ran; ls /tmp >/dev/null").await;
+            assert!(out.success(), "{backend:?} {session:?}: {}", text(&out));
+            assert_eq!(String::from_utf8_lossy(&out.stdout.bytes), "ran\n");
+        }
+        shell.shutdown().await;
+    }
+}
+
+/// `talon doctor` run from `talon` (a path) in `home`: (exit status, report).
+fn doctor(talon: &Path, home: &Path) -> (i32, String) {
+    let mut command = std::process::Command::new(talon);
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TALON_DATA_DIR", home.join("data"))
+        .current_dir(home)
+        .arg("doctor");
+    if let Some(config) = support::config_file(home) {
+        command.env("TALON_CONFIG", config);
+    }
+    let out = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn h21_sandbox_from_tmp_doctor_runs_a_real_command() {
+    let e = env();
+    let (_bin, talon) = talon_under_tmp();
+    let (code, report) = doctor(&talon, &e.root);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        report.contains("Test command: a command ran through the sandbox exec uses"),
+        "{report}"
+    );
+    // When commands fail, doctor says so and exits 1, though every probe passes.
+    std::fs::write(
+        e.root.join("talon.toml"),
+        "[exec]\nwritable_roots = [\"/nonexistent-talon-doctor-root\"]\n",
+    )
+    .unwrap();
+    let (code, report) = doctor(&talon, &e.root);
+    assert_eq!(code, 1, "{report}");
+    assert!(report.contains("Active backend: bubblewrap"), "{report}");
+    assert!(report.contains("Test command: FAILED"), "{report}");
+    assert!(report.contains("nonexistent-talon-doctor-root"), "{report}");
+}

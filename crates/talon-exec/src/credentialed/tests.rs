@@ -348,6 +348,31 @@ async fn it_runs_directly_with_the_credentials() {
     drop(dir);
 }
 
+#[tokio::test]
+async fn h21_sandbox_from_tmp_a_credentialed_binary_there_runs_sandboxed() {
+    // `fake_gh` lives under /tmp, which the sandbox replaces with a private one.
+    let (dir, cred) = fake_gh();
+    assert!(cred.binary_path.starts_with("/tmp"), "{:?}", cred.binary_path);
+    let ws = tempfile::tempdir().unwrap();
+    let shell = Shell::new(ShellConfig::default());
+    let plan = cred
+        .plan("gh api x", &writable_roots(&shell, ws.path()))
+        .unwrap();
+    let at = Placement {
+        cwd: ws.path(),
+        workspace: ws.path(),
+        agent: Some("ops"),
+        timeout: Duration::from_secs(10),
+    };
+    let outcome = run(&shell, &plan, &at, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(outcome.success(), "{:?}", outcome.stderr.text());
+    assert!(outcome.stdout.text().contains("args=api x\n"));
+    assert!(network_note(&shell, Some("ops")).is_some(), "sandboxed");
+    drop(dir);
+}
+
 #[test]
 fn the_network_note_appears_only_when_the_sandbox_has_none() {
     let shell = Shell::new(ShellConfig::default());

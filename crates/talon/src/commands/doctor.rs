@@ -1,11 +1,14 @@
 //! `talon doctor`: which sandbox backends work on this host, which one the configuration makes
 //! active and why, the network mode, what to do about the backends that do not work, and the
 //! Landlock backend's limits. Exit 0 when the configured backend works (or the sandbox is off
-//! by the operator's choice), 1 when commands would be refused.
+//! by the operator's choice) and a test command ran, 1 otherwise.
 //!
 //! It runs the same probes the shell runs before a sandboxed command (bubblewrap creating its
 //! namespaces and installing the seccomp filter; the Landlock helper confining itself and
-//! executing `/bin/true`), so "works" here means a command would start.
+//! executing `/bin/true`), and then a real command through the very path `exec` takes
+//! ([`talon_exec::Shell::run`], the session sandbox included, with this binary as its helper),
+//! so "works" means a command did run. A probe can pass where commands fail: with the binary
+//! under `/tmp`, which the sandbox replaces, the probes ran and every command failed.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -200,8 +203,65 @@ fn docker(settings: &sandbox::docker::DockerSettings) -> Check {
     }
 }
 
+/// What the trial command prints: proof that a shell ran it (the text is not in the command).
+const TRIAL_OUTPUT: &str = "talon-doctor-42";
+
+/// Runs a real command the way `exec` does, in an empty scratch workspace: whether it ran, and
+/// the report's line.
+async fn trial(config: &talon_exec::ShellConfig) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "talon-doctor-{}-{:x}",
+        std::process::id(),
+        talon_exec::random_u64()
+    ));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        return (
+            false,
+            format!("cannot create a scratch workspace {}: {e}", dir.display()),
+        );
+    }
+    let ws = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+    let shell = talon_exec::Shell::new(config.clone());
+    let request = talon_exec::Request {
+        shell: Path::new("/bin/sh"),
+        command: "echo talon-doctor-$((6 * 7))",
+        cwd: &ws,
+        workspace: &ws,
+        agent: None,
+        session: Some("talon-doctor"),
+        timeout: std::time::Duration::from_secs(30),
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let result = shell.run(&request, &cancel).await;
+    shell.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let how = if config.mode == SandboxMode::Off {
+        "on the host (sandbox off)"
+    } else {
+        "through the sandbox exec uses"
+    };
+    match result {
+        Ok(out) if out.success() && out.stdout.text().trim() == TRIAL_OUTPUT => (
+            true,
+            format!(
+                "a command ran {how} in {} ms",
+                out.elapsed.as_millis().max(1)
+            ),
+        ),
+        Ok(out) => (
+            false,
+            format!(
+                "FAILED: a command {how} ended with {:?}: {}",
+                out.ending,
+                format!("{}{}", out.stdout.text(), out.stderr.text()).trim()
+            ),
+        ),
+        Err(e) => (false, format!("FAILED: a command {how} did not run: {e}")),
+    }
+}
+
 /// Runs the checks for `config`; prints the report and returns the exit status.
-pub fn run(config: &Config, data_dir: &Path) -> ExitCode {
+pub async fn run(config: &Config, data_dir: &Path) -> ExitCode {
     let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())
         .chain(config.source.clone())
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
@@ -212,9 +272,11 @@ pub fn run(config: &Config, data_dir: &Path) -> ExitCode {
     };
     // As the runtime does: this binary is the sandboxes' helper.
     shell.helper = std::env::current_exe().ok();
-    let (text, ok) = report(&shell);
+    let (mut text, ok) = report(&shell);
+    let (ran, line) = trial(&shell).await;
+    let _ = writeln!(text, "\nTest command: {line}");
     print!("{text}");
-    ExitCode::from(u8::from(!ok))
+    ExitCode::from(u8::from(!(ok && ran)))
 }
 
 /// The report's text, and whether the configured backend works.

@@ -90,7 +90,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::McpServers { command } => {
             mcp_servers::run(config, &data_dir(&cli.data_dir), command).await
         }
-        Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)),
+        Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)).await,
         Command::Chat {
             agent,
             session,
