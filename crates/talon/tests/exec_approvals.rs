@@ -230,12 +230,17 @@ fn at_a_terminal(home: &std::path::Path, command: &str, answer: &str) -> (String
         args
     );
     // The environment `support::command` gives talon, for `script` (which passes it on).
-    let mut child = std::process::Command::new("script")
+    let mut script = std::process::Command::new("script");
+    script
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("TALON_DATA_DIR", home.join("data"))
-        .env("TALON_TOOLS__PERMISSION_MODE", "default")
+        .env("TALON_TOOLS__PERMISSION_MODE", "default");
+    if let Some(config) = support::config_file(home) {
+        script.env("TALON_CONFIG", config);
+    }
+    let mut child = script
         .current_dir(home)
         .args(["-qec", &line, "/dev/null"])
         .stdin(std::process::Stdio::piped())
