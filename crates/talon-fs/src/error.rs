@@ -24,6 +24,8 @@ pub enum FsError {
     DanglingSymlink { path: PathBuf },
     #[error("{} has too many levels of symbolic links", path.display())]
     SymlinkLoop { path: PathBuf },
+    #[error("{} is {kind}, not a regular file; file tools read only regular files (reading it could block or never end)", path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("{} is read-only here", path.display())]
     ReadOnly { path: PathBuf },
     #[error("{} is protected: {why}. File tools and sandboxed commands may not create, change, rename or remove it; if the change is really needed, ask the user to make it", path.display())]

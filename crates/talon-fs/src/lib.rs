@@ -17,7 +17,10 @@
 //! Every operation on file content goes through one of these doors — [`Jail::open_read`] and
 //! [`Jail::open_walked`] to read, [`Jail::write`] and [`Jail::create_new`] to write — and each
 //! applies the same checks (deny prefixes, the hard-link policy), so a file refused by one tool
-//! is refused by every tool. The write doors also refuse the [`protected`] paths (the git
+//! is refused by every tool. The read doors open with `O_NONBLOCK` and refuse anything but a
+//! regular file (or, for [`Jail::open_read`], a directory) before a byte is read: a FIFO would
+//! block the reading thread until a writer came and then never have to end, and a device may
+//! stream forever. The write doors also refuse the [`protected`] paths (the git
 //! repository, shell start-up files, agent and editor settings) in every writable root,
 //! checked on the path the kernel resolved, and create no directory inside them on the way:
 //! the command sandbox keeps the same list read-only, so a file tool cannot do what `exec` may
@@ -111,6 +114,31 @@ pub const DEFAULT_DENY: &[&str] = &[".talon"];
 
 fn is_regular(stat: &FileStat) -> bool {
     SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+}
+
+/// Refuses anything but a regular file (and, where `dir_ok`, a directory): a FIFO blocks a
+/// reader until a writer comes and then never has to end, a device may stream forever, and a
+/// socket cannot be read at all. Opened with `O_NONBLOCK`, so the open itself never waits;
+/// this check on the opened descriptor comes before any read.
+fn check_kind(stat: &FileStat, shown: &Path, dir_ok: bool) -> Result<(), FsError> {
+    let kind = match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG => return Ok(()),
+        SFlag::S_IFDIR if dir_ok => return Ok(()),
+        SFlag::S_IFDIR => {
+            return Err(FsError::IsADirectory {
+                path: shown.to_path_buf(),
+            });
+        }
+        SFlag::S_IFIFO => "a named pipe (FIFO)",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFSOCK => "a socket",
+        _ => "not a file",
+    };
+    Err(FsError::NotRegular {
+        path: shown.to_path_buf(),
+        kind,
+    })
 }
 
 /// Normalises a deny prefix to a relative path without `.` components; `None` if it is empty or
@@ -325,19 +353,25 @@ impl Jail {
             .open_with(
                 &root.fd,
                 &located.rel,
-                OFlag::O_RDONLY | OFlag::O_NOCTTY,
+                OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK,
                 Mode::empty(),
                 false,
             )
             .map_err(|e| e.at(&shown, &root.path))?;
         let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown, &root.path))?;
+        check_kind(&stat, &shown, false)?;
         self.check_links(&stat, &shown)?;
         Ok(File::from(fd))
     }
 
-    /// Opens an existing file or directory for reading.
+    /// Opens an existing regular file or directory for reading. Anything else (a FIFO, a
+    /// device, a socket) is refused before a byte is read, and the open itself never blocks.
     pub fn open_read(&self, located: &Located) -> Result<Opened, FsError> {
-        self.open(located, OFlag::O_RDONLY | OFlag::O_NOCTTY, Mode::empty())
+        self.open(
+            located,
+            OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK,
+            Mode::empty(),
+        )
     }
 
     fn open(&self, located: &Located, flags: OFlag, mode: Mode) -> Result<Opened, FsError> {
@@ -373,6 +407,7 @@ impl Jail {
             return Err(FsError::Denied { path: shown });
         }
         let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown, &root.path))?;
+        check_kind(&stat, &shown, true)?;
         self.check_links(&stat, &shown)?;
         Ok(Opened {
             file: File::from(fd),

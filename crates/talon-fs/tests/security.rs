@@ -163,3 +163,56 @@ fn h21_03_the_repository_is_protected_as_a_unit() {
     assert!(!ws.join(".git/commondir").exists());
     assert!(!ws.join(".git/modules").exists());
 }
+
+/// Runs `f` on its own thread and fails the test if it has not returned within 10 s (a hang
+/// is the bug; the limit is not a performance assertion).
+fn promptly<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(f());
+    });
+    receive
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{what} blocked"))
+}
+
+#[test]
+fn h21_11_fifos_and_devices_are_refused_without_blocking() {
+    let (_dir, ws) = workspace();
+    nix::unistd::mkfifo(
+        &ws.join("pipe"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    symlink("pipe", ws.join("to_pipe")).unwrap();
+    for resolver in [Resolver::Openat2, Resolver::Walk] {
+        for path in ["pipe", "to_pipe"] {
+            let ws = ws.clone();
+            let results = promptly(path, move || {
+                let none: &[&str] = &[];
+                let jail = Jail::with_resolver(&ws, none, resolver).unwrap();
+                let located = jail.locate(path).unwrap();
+                let mut results = vec![jail.open_read(&located).map(|_| ())];
+                if path == "pipe" {
+                    // The search tools' door (a walk never yields a symlink here).
+                    results.push(jail.open_walked(&located).map(|_| ()));
+                }
+                results
+            });
+            for result in results {
+                match result {
+                    Err(FsError::NotRegular { .. }) => {}
+                    other => panic!("{resolver:?} {path}: {other:?}"),
+                }
+            }
+        }
+        let none: &[&str] = &[];
+        let jail = Jail::with_resolver(&ws, none, resolver).unwrap();
+        let err = jail.open_read(&jail.locate("pipe").unwrap()).unwrap_err();
+        assert!(err.to_string().contains("named pipe (FIFO)"), "{err}");
+        // A device an extra root exposes streams forever: refused before a read.
+        let jail = jail.allow_root(Path::new("/dev"), false).unwrap();
+        let err = jail.open_read(&jail.locate("/dev/zero").unwrap()).unwrap_err();
+        assert!(err.to_string().contains("character device"), "{err}");
+    }
+}

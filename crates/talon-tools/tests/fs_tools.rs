@@ -711,3 +711,62 @@ async fn h21_04_file_tools_refuse_protected_paths() {
             .contains("[core]")
     );
 }
+
+/// Issue 21 item 11: a FIFO in the workspace (here with a writer attached and data waiting)
+/// must not block or exhaust a file tool: each returns an error at once. The timeout only
+/// turns a hang into a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h21_11_a_fifo_never_blocks_a_file_tool() {
+    use std::io::Write;
+    let env = Arc::new(Env::new());
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o644);
+    for name in ["pipe", "pipe.ipynb"] {
+        nix::unistd::mkfifo(&env.ws().join(name), mode).unwrap();
+    }
+    // A writer attached (O_RDWR never blocks on a FIFO) with data in the pipe.
+    let mut writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(env.ws().join("pipe"))
+        .unwrap();
+    writer.write_all(&[b'x'; 4096]).unwrap();
+    let pipe = env.abs("pipe");
+    let calls = [
+        ("read_file", json!({"path": "pipe"})),
+        ("Read", json!({"file_path": pipe})),
+        (
+            "edit",
+            json!({"path": "pipe", "old_string": "x", "new_string": "y"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "pipe", "content": "y", "append": true}),
+        ),
+        ("Grep", json!({"pattern": "x", "path": pipe})),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": env.abs("pipe.ipynb"), "cell_id": "a", "new_source": "y"}),
+        ),
+    ];
+    for (tool, args) in calls {
+        // On a task of its own: a tool blocking its thread must not stop the timeout.
+        let call = tokio::spawn({
+            let env = Arc::clone(&env);
+            async move { env.call(tool, args).await }
+        });
+        let out = tokio::time::timeout(std::time::Duration::from_secs(20), call)
+            .await
+            .unwrap_or_else(|_| panic!("{tool} blocked on a FIFO"))
+            .unwrap();
+        let text = &out.output.for_llm;
+        if tool == "Grep" {
+            assert!(!text.contains("xxxx"), "{tool}: {text}");
+        } else {
+            assert!(out.output.is_error, "{tool}: {text}");
+        }
+        if ["read_file", "Read", "edit", "write_file"].contains(&tool) {
+            assert!(text.contains("named pipe (FIFO)"), "{tool}: {text}");
+        }
+    }
+    drop(writer);
+}

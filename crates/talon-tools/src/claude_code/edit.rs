@@ -6,7 +6,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
-use talon_fs::{FsError, WriteMode};
+use talon_fs::{FsError, Jail, WriteMode};
 
 use super::write::{MODIFIED, NOT_READ};
 use super::{DENIED, fs_message, snippet};
@@ -16,7 +16,7 @@ use crate::fs::read_state::{Freshness, ReadState};
 use crate::fs::workspace::FsConfig;
 
 /// Input of [`Edit`].
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditInput {
     /// The absolute path to the file to modify.
@@ -84,95 +84,103 @@ impl Tool for Edit {
             };
         }
         let jail = or_error!(files.disk());
-        let root = jail.root().to_path_buf();
-        let located = match jail.locate(&input.file_path) {
-            Ok(l) => l,
-            Err(e) => return ToolOutput::error(fs_message(&e, &root)),
-        };
-        // 2. Denied paths.
-        if jail.is_denied(located.rel()) {
-            return ToolOutput::error(DENIED);
+        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
+        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+    }
+}
+
+/// The disk half of `Edit`: blocking I/O, run off the async threads.
+fn on_disk(this: &Edit, jail: &Jail, session: &str, input: &EditInput) -> ToolOutput {
+    let root = jail.root().to_path_buf();
+    let located = match jail.locate(&input.file_path) {
+        Ok(l) => l,
+        Err(e) => return ToolOutput::error(fs_message(&e, &root)),
+    };
+    // 2. Denied paths.
+    if jail.is_denied(located.rel()) {
+        return ToolOutput::error(DENIED);
+    }
+    let file = match load(jail, &input.file_path) {
+        Ok(f) => f,
+        // 3./4. An empty old_string on a missing file creates it.
+        Err(LoadError::Fs(FsError::NotFound { .. })) if input.old_string.is_empty() => {
+            return match jail.write(
+                &located,
+                input.new_string.as_bytes(),
+                WriteMode::CreateParents,
+            ) {
+                Ok(report) => ToolOutput::text(format!(
+                    "File created successfully at: {}",
+                    report.real_abs.display()
+                )),
+                Err(e) => ToolOutput::error(fs_message(&e, &root)),
+            };
         }
-        let file = match load(&jail, &input.file_path) {
-            Ok(f) => f,
-            // 3./4. An empty old_string on a missing file creates it.
-            Err(LoadError::Fs(FsError::NotFound { .. })) if input.old_string.is_empty() => {
-                return match jail.write(
-                    &located,
-                    input.new_string.as_bytes(),
-                    WriteMode::CreateParents,
-                ) {
-                    Ok(report) => ToolOutput::text(format!(
-                        "File created successfully at: {}",
-                        report.real_abs.display()
-                    )),
-                    Err(e) => ToolOutput::error(fs_message(&e, &root)),
-                };
-            }
-            Err(LoadError::Fs(e)) => return ToolOutput::error(fs_message(&e, &root)),
-            Err(LoadError::Other(message)) => return ToolOutput::error(message),
-        };
-        if input.old_string.is_empty() && !file.text.is_empty() {
-            return ToolOutput::error("Cannot create new file - file already exists.");
-        }
-        // 5. Notebooks have their own tool.
-        if crate::fs::extension(&file.real_abs) == "ipynb" {
+        Err(LoadError::Fs(e)) => return ToolOutput::error(fs_message(&e, &root)),
+        Err(LoadError::Other(message)) => return ToolOutput::error(message),
+    };
+    if input.old_string.is_empty() && !file.text.is_empty() {
+        return ToolOutput::error("Cannot create new file - file already exists.");
+    }
+    // 5. Notebooks have their own tool.
+    if crate::fs::extension(&file.real_abs) == "ipynb" {
+        return ToolOutput::error(
+            "File is a Jupyter Notebook. Use the NotebookEdit to edit this file.",
+        );
+    }
+    // 6./7. Read first; unchanged since.
+    match this
+        .state
+        .check(session, &file.real_abs, file.mtime_ns, &file.raw)
+    {
+        Freshness::NotRead => return ToolOutput::error(NOT_READ),
+        Freshness::Modified => return ToolOutput::error(MODIFIED),
+        Freshness::Fresh => {}
+    }
+    let old = input.old_string.replace("\r\n", "\n");
+    let new = input.new_string.replace("\r\n", "\n");
+    let (edited, _) = match replace(&file.text, &old, &new, input.replace_all == Some(true)) {
+        Ok(v) => v,
+        Err(EditError::Identical) => {
             return ToolOutput::error(
-                "File is a Jupyter Notebook. Use the NotebookEdit to edit this file.",
+                "No changes to make: old_string and new_string are exactly the same.",
             );
         }
-        // 6./7. Read first; unchanged since.
-        match self
-            .state
-            .check(&ctx.session_key, &file.real_abs, file.mtime_ns, &file.raw)
-        {
-            Freshness::NotRead => return ToolOutput::error(NOT_READ),
-            Freshness::Modified => return ToolOutput::error(MODIFIED),
-            Freshness::Fresh => {}
+        // 8.
+        Err(EditError::NotFound) => {
+            return ToolOutput::error(format!(
+                "String to replace not found in file.\nString: {}",
+                input.old_string
+            ));
         }
-        let old = input.old_string.replace("\r\n", "\n");
-        let new = input.new_string.replace("\r\n", "\n");
-        let (edited, _) = match replace(&file.text, &old, &new, input.replace_all == Some(true)) {
-            Ok(v) => v,
-            Err(EditError::Identical) => {
-                return ToolOutput::error(
-                    "No changes to make: old_string and new_string are exactly the same.",
+        // 9.
+        Err(EditError::Ambiguous(n)) => {
+            return ToolOutput::error(format!(
+                "Found {n} matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: {}",
+                input.old_string
+            ));
+        }
+    };
+    let bytes = file.ending.apply(&edited);
+    match jail.write(&file.located, bytes.as_bytes(), WriteMode::ParentMustExist) {
+        Ok(report) => {
+            if let Ok((_, opened)) = crate::fs::open_existing(jail, &input.file_path) {
+                this.state.record(
+                    session,
+                    &opened.real_abs,
+                    opened.mtime_ns(),
+                    Some(bytes.as_bytes()),
                 );
             }
-            // 8.
-            Err(EditError::NotFound) => {
-                return ToolOutput::error(format!(
-                    "String to replace not found in file.\nString: {}",
-                    input.old_string
-                ));
-            }
-            // 9.
-            Err(EditError::Ambiguous(n)) => {
-                return ToolOutput::error(format!(
-                    "Found {n} matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: {}",
-                    input.old_string
-                ));
-            }
-        };
-        let bytes = file.ending.apply(&edited);
-        match jail.write(&file.located, bytes.as_bytes(), WriteMode::ParentMustExist) {
-            Ok(report) => {
-                if let Ok((_, opened)) = crate::fs::open_existing(&jail, &input.file_path) {
-                    self.state.record(
-                        &ctx.session_key,
-                        &opened.real_abs,
-                        opened.mtime_ns(),
-                        Some(bytes.as_bytes()),
-                    );
-                }
-                let line = line_of(&edited, first_difference(&file.text, &edited));
-                ToolOutput::text(format!(
-                    "The file {} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{}",
-                    report.real_abs.display(),
-                    snippet(&edited, line)
-                ))
-            }
-            Err(e) => ToolOutput::error(fs_message(&e, &root)),
+            let line = line_of(&edited, first_difference(&file.text, &edited));
+            ToolOutput::text(format!(
+                "The file {} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{}",
+                report.real_abs.display(),
+                snippet(&edited, line)
+            ))
         }
+        Err(e) => ToolOutput::error(fs_message(&e, &root)),
     }
 }

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
-use talon_fs::WriteMode;
+use talon_fs::{Jail, WriteMode};
 
 use super::fs_message;
 use super::write::{MODIFIED, NOT_READ};
@@ -35,7 +35,7 @@ pub enum EditMode {
 }
 
 /// Input of [`NotebookEdit`].
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotebookEditInput {
     /// The absolute path to the Jupyter notebook file to edit (must be absolute, not relative).
@@ -237,53 +237,62 @@ impl Tool for NotebookEdit {
             };
         }
         let jail = or_error!(files.disk());
-        let root = jail.root().to_path_buf();
-        let (located, mut opened) = match open_existing(&jail, &input.notebook_path) {
-            Ok(v) => v,
-            Err(e) => return ToolOutput::error(fs_message(&e, &root)),
-        };
-        if extension(&opened.real_abs) != "ipynb" {
-            return ToolOutput::error(NOT_A_NOTEBOOK);
+        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
+        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+    }
+}
+
+/// The disk half of `NotebookEdit`: blocking I/O, run off the async threads.
+fn on_disk(
+    this: &NotebookEdit,
+    jail: &Jail,
+    session: &str,
+    input: &NotebookEditInput,
+) -> ToolOutput {
+    let root = jail.root().to_path_buf();
+    let (located, mut opened) = match open_existing(jail, &input.notebook_path) {
+        Ok(v) => v,
+        Err(e) => return ToolOutput::error(fs_message(&e, &root)),
+    };
+    if extension(&opened.real_abs) != "ipynb" {
+        return ToolOutput::error(NOT_A_NOTEBOOK);
+    }
+    if opened.stat.st_size.max(0) as u64 > MAX_EDIT_BYTES {
+        return ToolOutput::error(format!(
+            "Notebook is larger than {} MiB.",
+            MAX_EDIT_BYTES >> 20
+        ));
+    }
+    let raw = match read_all(&mut opened) {
+        Ok(r) => r,
+        Err(e) => {
+            return ToolOutput::error(format!("cannot read {}: {e}", input.notebook_path));
         }
-        if opened.stat.st_size.max(0) as u64 > MAX_EDIT_BYTES {
-            return ToolOutput::error(format!(
-                "Notebook is larger than {} MiB.",
-                MAX_EDIT_BYTES >> 20
-            ));
-        }
-        let raw = match read_all(&mut opened) {
-            Ok(r) => r,
-            Err(e) => {
-                return ToolOutput::error(format!("cannot read {}: {e}", input.notebook_path));
+    };
+    match this
+        .state
+        .check(session, &opened.real_abs, opened.mtime_ns(), &raw)
+    {
+        Freshness::NotRead => return ToolOutput::error(NOT_READ),
+        Freshness::Modified => return ToolOutput::error(MODIFIED),
+        Freshness::Fresh => {}
+    }
+    let mut notebook: Value = match serde_json::from_slice(&raw) {
+        Ok(v) => v,
+        Err(e) => return ToolOutput::error(format!("Notebook is not valid JSON: {e}")),
+    };
+    let message = or_error!(apply(&mut notebook, input));
+    let bytes = or_error!(serialize(&notebook));
+    match jail.write(&located, &bytes, WriteMode::ParentMustExist) {
+        Ok(report) => {
+            if let Ok((_, reopened)) = open_existing(jail, &input.notebook_path) {
+                this.state
+                    .record(session, &report.real_abs, reopened.mtime_ns(), Some(&bytes));
             }
-        };
-        match self
-            .state
-            .check(&ctx.session_key, &opened.real_abs, opened.mtime_ns(), &raw)
-        {
-            Freshness::NotRead => return ToolOutput::error(NOT_READ),
-            Freshness::Modified => return ToolOutput::error(MODIFIED),
-            Freshness::Fresh => {}
+            ToolOutput::text(message)
         }
-        let mut notebook: Value = match serde_json::from_slice(&raw) {
-            Ok(v) => v,
-            Err(e) => return ToolOutput::error(format!("Notebook is not valid JSON: {e}")),
-        };
-        let message = or_error!(apply(&mut notebook, input));
-        let bytes = or_error!(serialize(&notebook));
-        match jail.write(&located, &bytes, WriteMode::ParentMustExist) {
-            Ok(report) => {
-                if let Ok((_, reopened)) = open_existing(&jail, &input.notebook_path) {
-                    self.state.record(
-                        &ctx.session_key,
-                        &report.real_abs,
-                        reopened.mtime_ns(),
-                        Some(&bytes),
-                    );
-                }
-                ToolOutput::text(message)
-            }
-            Err(e) => ToolOutput::error(fs_message(&e, &root)),
-        }
+        Err(e) => ToolOutput::error(fs_message(&e, &root)),
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, Media, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_fs::Jail;
 
 use super::fs_message;
 use crate::fs::read_state::ReadState;
@@ -19,7 +20,7 @@ pub const MAX_WHOLE_FILE_BYTES: u64 = 256 * 1024;
 pub const MAX_IMAGE_BYTES: u64 = 20 << 20;
 
 /// Input of [`Read`].
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadInput {
     /// The absolute path to the file to read.
@@ -162,136 +163,138 @@ impl Tool for Read {
             };
         }
         let jail = or_error!(files.disk());
-        let root = jail.root().to_path_buf();
-        let (_, mut opened) = match open_existing(&jail, &input.file_path) {
-            Ok(v) => v,
-            Err(e) => return ToolOutput::error(fs_message(&e, &root)),
-        };
-        if opened.is_dir() {
-            return ToolOutput::error(format!(
-                "{} is a directory, not a file. Use Glob or Bash (ls) to list a directory.",
-                input.file_path
-            ));
-        }
-        let size = opened.stat.st_size.max(0) as u64;
-        let ext = extension(&opened.real_abs);
-        if let Some(mime) = image_mime(&ext) {
-            if size == 0 {
-                return ToolOutput::error("Empty image files cannot be processed.");
-            }
-            if size > MAX_IMAGE_BYTES {
-                return ToolOutput::error(format!(
-                    "Image is too large ({size} bytes; the limit is {MAX_IMAGE_BYTES})."
-                ));
-            }
-            return match read_all(&mut opened) {
-                Ok(data) => ToolOutput::text(format!(
-                    "Image file read: {} ({size} bytes)",
-                    opened.real_abs.display()
-                ))
-                .with_media(Media {
-                    mime_type: mime.into(),
-                    data,
-                    name: opened
-                        .real_abs
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned()),
-                    prompt: None,
-                }),
-                Err(e) => ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
-            };
-        }
-        if ext == "ipynb" {
-            if size > MAX_WHOLE_FILE_BYTES * 16 {
-                return ToolOutput::error(format!(
-                    "Notebook is too large to render ({size} bytes)."
-                ));
-            }
-            let rendered = read_all(&mut opened)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    serde_json::from_slice::<serde_json::Value>(&bytes)
-                        .map_err(|e| format!("invalid notebook JSON: {e}"))
-                        .map(|v| (bytes, v))
-                })
-                .and_then(|(bytes, v)| render_notebook(&v).map(|r| (bytes, r)));
-            return match rendered {
-                Ok((bytes, text)) => {
-                    self.state.record(
-                        &ctx.session_key,
-                        &opened.real_abs,
-                        opened.mtime_ns(),
-                        Some(&bytes),
-                    );
-                    ToolOutput::text(text)
-                }
-                Err(e) => ToolOutput::error(e),
-            };
-        }
-        if ext == "pdf" {
-            let result = read_all(&mut opened)
-                .map_err(|e| format!("cannot read {}: {e}", input.file_path))
-                .and_then(|bytes| crate::fs::pdf::read(&bytes, input.pages.as_deref()));
-            return match result {
-                Ok(text) => ToolOutput::text(text),
-                Err(e) => ToolOutput::error(e),
-            };
-        }
-        if input.pages.is_some() {
-            return ToolOutput::error("The pages parameter is only for PDF files.");
-        }
-        let head = match head(&mut opened) {
-            Ok(h) => h,
-            Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
-        };
-        if crate::fs::text::is_binary(&head) {
-            return ToolOutput::error(format!(
-                "This tool cannot read binary files. The file appears to be a binary .{ext} file. Please use appropriate tools for binary file analysis."
-            ));
-        }
-        let whole = input.offset.is_none() && input.limit.is_none();
-        if whole && size > MAX_WHOLE_FILE_BYTES {
-            return ToolOutput::error(format!(
-                "File content ({}KB) exceeds maximum allowed size (256KB). Please use offset and limit parameters to read specific portions of the file, or use the GrepTool to search for specific content.",
-                size.div_ceil(1024)
-            ));
-        }
-        let offset = input.offset.unwrap_or(1).max(1);
-        let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
-        let range = match read_range(&opened.file, offset - 1, limit, usize::MAX) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
-        };
-        let digest_source = if whole {
-            use std::io::Seek;
-            let _ = opened.file.seek(std::io::SeekFrom::Start(0));
-            read_all(&mut opened).ok()
-        } else {
-            None
-        };
-        self.state.record(
-            &ctx.session_key,
-            &opened.real_abs,
-            opened.mtime_ns(),
-            digest_source.as_deref(),
-        );
-        if range.total == Some(0) {
-            return ToolOutput::text(
-                "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
-            );
-        }
-        if range.first == 0 {
-            return ToolOutput::text(format!(
-                "<system-reminder>Warning: the file exists but is shorter than the provided offset ({offset}). The file has {} lines.</system-reminder>",
-                range
-                    .total
-                    .map_or_else(|| "many".to_string(), |t| t.to_string())
-            ));
-        }
-        let mut text = range.body;
-        if range.lossy {
-            text.push_str("<system-reminder>The file is not valid UTF-8; invalid bytes are shown as U+FFFD.</system-reminder>\n");
-        }
-        ToolOutput::text(text)
+        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
+        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
     }
+}
+
+/// The disk half of `Read`: blocking I/O, run off the async threads.
+fn on_disk(this: &Read, jail: &Jail, session: &str, input: &ReadInput) -> ToolOutput {
+    let root = jail.root().to_path_buf();
+    let (_, mut opened) = match open_existing(jail, &input.file_path) {
+        Ok(v) => v,
+        Err(e) => return ToolOutput::error(fs_message(&e, &root)),
+    };
+    if opened.is_dir() {
+        return ToolOutput::error(format!(
+            "{} is a directory, not a file. Use Glob or Bash (ls) to list a directory.",
+            input.file_path
+        ));
+    }
+    let size = opened.stat.st_size.max(0) as u64;
+    let ext = extension(&opened.real_abs);
+    if let Some(mime) = image_mime(&ext) {
+        if size == 0 {
+            return ToolOutput::error("Empty image files cannot be processed.");
+        }
+        if size > MAX_IMAGE_BYTES {
+            return ToolOutput::error(format!(
+                "Image is too large ({size} bytes; the limit is {MAX_IMAGE_BYTES})."
+            ));
+        }
+        return match read_all(&mut opened) {
+            Ok(data) => ToolOutput::text(format!(
+                "Image file read: {} ({size} bytes)",
+                opened.real_abs.display()
+            ))
+            .with_media(Media {
+                mime_type: mime.into(),
+                data,
+                name: opened
+                    .real_abs
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned()),
+                prompt: None,
+            }),
+            Err(e) => ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
+        };
+    }
+    if ext == "ipynb" {
+        if size > MAX_WHOLE_FILE_BYTES * 16 {
+            return ToolOutput::error(format!("Notebook is too large to render ({size} bytes)."));
+        }
+        let rendered = read_all(&mut opened)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .map_err(|e| format!("invalid notebook JSON: {e}"))
+                    .map(|v| (bytes, v))
+            })
+            .and_then(|(bytes, v)| render_notebook(&v).map(|r| (bytes, r)));
+        return match rendered {
+            Ok((bytes, text)) => {
+                this.state
+                    .record(session, &opened.real_abs, opened.mtime_ns(), Some(&bytes));
+                ToolOutput::text(text)
+            }
+            Err(e) => ToolOutput::error(e),
+        };
+    }
+    if ext == "pdf" {
+        let result = read_all(&mut opened)
+            .map_err(|e| format!("cannot read {}: {e}", input.file_path))
+            .and_then(|bytes| crate::fs::pdf::read(&bytes, input.pages.as_deref()));
+        return match result {
+            Ok(text) => ToolOutput::text(text),
+            Err(e) => ToolOutput::error(e),
+        };
+    }
+    if input.pages.is_some() {
+        return ToolOutput::error("The pages parameter is only for PDF files.");
+    }
+    let head = match head(&mut opened) {
+        Ok(h) => h,
+        Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
+    };
+    if crate::fs::text::is_binary(&head) {
+        return ToolOutput::error(format!(
+            "This tool cannot read binary files. The file appears to be a binary .{ext} file. Please use appropriate tools for binary file analysis."
+        ));
+    }
+    let whole = input.offset.is_none() && input.limit.is_none();
+    if whole && size > MAX_WHOLE_FILE_BYTES {
+        return ToolOutput::error(format!(
+            "File content ({}KB) exceeds maximum allowed size (256KB). Please use offset and limit parameters to read specific portions of the file, or use the GrepTool to search for specific content.",
+            size.div_ceil(1024)
+        ));
+    }
+    let offset = input.offset.unwrap_or(1).max(1);
+    let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
+    let range = match read_range(&opened.file, offset - 1, limit, usize::MAX) {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", input.file_path)),
+    };
+    let digest_source = if whole {
+        use std::io::Seek;
+        let _ = opened.file.seek(std::io::SeekFrom::Start(0));
+        read_all(&mut opened).ok()
+    } else {
+        None
+    };
+    this.state.record(
+        session,
+        &opened.real_abs,
+        opened.mtime_ns(),
+        digest_source.as_deref(),
+    );
+    if range.total == Some(0) {
+        return ToolOutput::text(
+            "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
+        );
+    }
+    if range.first == 0 {
+        return ToolOutput::text(format!(
+            "<system-reminder>Warning: the file exists but is shorter than the provided offset ({offset}). The file has {} lines.</system-reminder>",
+            range
+                .total
+                .map_or_else(|| "many".to_string(), |t| t.to_string())
+        ));
+    }
+    let mut text = range.body;
+    if range.lossy {
+        text.push_str("<system-reminder>The file is not valid UTF-8; invalid bytes are shown as U+FFFD.</system-reminder>\n");
+    }
+    ToolOutput::text(text)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
-use talon_fs::{FsError, WriteMode};
+use talon_fs::{FsError, Jail, WriteMode};
 
 use super::{fs_message, snippet};
 use crate::fs::read_state::{Freshness, ReadState};
@@ -14,7 +14,7 @@ use crate::fs::workspace::FsConfig;
 use crate::fs::{open_existing, read_all};
 
 /// Input of [`Write`].
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteInput {
     /// The absolute path to the file to write (must be absolute, not relative).
@@ -58,72 +58,78 @@ impl Tool for Write {
             };
         }
         let jail = or_error!(files.disk());
-        let root = jail.root().to_path_buf();
-        let located = match jail.locate(&input.file_path) {
-            Ok(l) => l,
-            Err(e) => return ToolOutput::error(fs_message(&e, &root)),
-        };
-        let mut ending = LineEnding::Lf;
-        let mut existed = false;
-        match open_existing(&jail, &input.file_path) {
-            Ok((_, mut opened)) => {
-                if opened.is_dir() {
-                    return ToolOutput::error(format!(
-                        "{} is a directory, not a file.",
-                        input.file_path
-                    ));
+        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
+        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+    }
+}
+
+/// The disk half of `Write`: blocking I/O, run off the async threads.
+fn on_disk(this: &Write, jail: &Jail, session: &str, input: &WriteInput) -> ToolOutput {
+    let root = jail.root().to_path_buf();
+    let located = match jail.locate(&input.file_path) {
+        Ok(l) => l,
+        Err(e) => return ToolOutput::error(fs_message(&e, &root)),
+    };
+    let mut ending = LineEnding::Lf;
+    let mut existed = false;
+    match open_existing(jail, &input.file_path) {
+        Ok((_, mut opened)) => {
+            if opened.is_dir() {
+                return ToolOutput::error(format!(
+                    "{} is a directory, not a file.",
+                    input.file_path
+                ));
+            }
+            let current = match read_all(&mut opened) {
+                Ok(b) => b,
+                Err(e) => {
+                    return ToolOutput::error(format!("cannot read {}: {e}", input.file_path));
                 }
-                let current = match read_all(&mut opened) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        return ToolOutput::error(format!("cannot read {}: {e}", input.file_path));
-                    }
-                };
-                match self.state.check(
-                    &ctx.session_key,
+            };
+            match this
+                .state
+                .check(session, &opened.real_abs, opened.mtime_ns(), &current)
+            {
+                Freshness::NotRead => return ToolOutput::error(NOT_READ),
+                Freshness::Modified => return ToolOutput::error(MODIFIED),
+                Freshness::Fresh => {}
+            }
+            ending = LineEnding::detect(&String::from_utf8_lossy(&current));
+            existed = true;
+        }
+        Err(FsError::NotFound { .. }) => {}
+        Err(e) => return ToolOutput::error(fs_message(&e, &root)),
+    }
+    let content = if existed {
+        ending.apply(&input.content)
+    } else {
+        input.content.clone()
+    };
+    match jail.write(&located, content.as_bytes(), WriteMode::CreateParents) {
+        Ok(report) => {
+            if let Ok((_, opened)) = open_existing(jail, &input.file_path) {
+                this.state.record(
+                    session,
                     &opened.real_abs,
                     opened.mtime_ns(),
-                    &current,
-                ) {
-                    Freshness::NotRead => return ToolOutput::error(NOT_READ),
-                    Freshness::Modified => return ToolOutput::error(MODIFIED),
-                    Freshness::Fresh => {}
-                }
-                ending = LineEnding::detect(&String::from_utf8_lossy(&current));
-                existed = true;
+                    Some(content.as_bytes()),
+                );
             }
-            Err(FsError::NotFound { .. }) => {}
-            Err(e) => return ToolOutput::error(fs_message(&e, &root)),
-        }
-        let content = if existed {
-            ending.apply(&input.content)
-        } else {
-            input.content.clone()
-        };
-        match jail.write(&located, content.as_bytes(), WriteMode::CreateParents) {
-            Ok(report) => {
-                if let Ok((_, opened)) = open_existing(&jail, &input.file_path) {
-                    self.state.record(
-                        &ctx.session_key,
-                        &opened.real_abs,
-                        opened.mtime_ns(),
-                        Some(content.as_bytes()),
-                    );
-                }
-                if report.created {
-                    ToolOutput::text(format!(
-                        "File created successfully at: {}",
-                        report.real_abs.display()
-                    ))
-                } else {
-                    ToolOutput::text(format!(
-                        "The file {} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{}",
-                        report.real_abs.display(),
-                        snippet(&input.content, 1)
-                    ))
-                }
+            if report.created {
+                ToolOutput::text(format!(
+                    "File created successfully at: {}",
+                    report.real_abs.display()
+                ))
+            } else {
+                ToolOutput::text(format!(
+                    "The file {} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{}",
+                    report.real_abs.display(),
+                    snippet(&input.content, 1)
+                ))
             }
-            Err(e) => ToolOutput::error(fs_message(&e, &root)),
         }
+        Err(e) => ToolOutput::error(fs_message(&e, &root)),
     }
 }

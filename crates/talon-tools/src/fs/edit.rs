@@ -133,39 +133,51 @@ impl Tool for Edit {
             };
         }
         let jail = or_error!(files.disk());
-        let file = or_error!(load(&jail, &input.path));
-        let shown = jail.display(&file.located);
-        let old = input.old_string.replace("\r\n", "\n");
-        let new = input.new_string.replace("\r\n", "\n");
-        let (edited, count) = match replace(&file.text, &old, &new, input.replace_all == Some(true))
-        {
-            Ok(v) => v,
-            Err(EditError::Identical) => {
-                return ToolOutput::error(
-                    "old_string and new_string are identical; there is nothing to change",
-                );
-            }
-            Err(EditError::NotFound) => {
-                return ToolOutput::error(format!(
-                    "old_string not found in {}; read the file and copy the exact text, including whitespace and indentation",
-                    shown.display()
-                ));
-            }
-            Err(EditError::Ambiguous(n)) => {
-                return ToolOutput::error(format!(
-                    "old_string found {n} times in {}; set replace_all=true, or include more surrounding lines so it matches once",
-                    shown.display()
-                ));
-            }
-        };
-        let bytes = file.ending.apply(&edited);
-        match jail.write(&file.located, bytes.as_bytes(), WriteMode::ParentMustExist) {
-            Ok(report) => ToolOutput::silent(format!(
-                "Edited {}: replaced {count} occurrence{}",
-                report.real_abs.display(),
-                if count == 1 { "" } else { "s" }
-            )),
-            Err(e) => ToolOutput::error(e.to_string()),
+        let (path, old, new, all) = (
+            input.path.clone(),
+            input.old_string.clone(),
+            input.new_string.clone(),
+            input.replace_all == Some(true),
+        );
+        super::blocking(move || edit_disk(&jail, &path, &old, &new, all))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(super::SHUTTING_DOWN))
+    }
+}
+
+/// The disk half of `edit`: blocking I/O, run off the async threads.
+fn edit_disk(jail: &Jail, path: &str, old_string: &str, new_string: &str, all: bool) -> ToolOutput {
+    let file = or_error!(load(jail, path));
+    let shown = jail.display(&file.located);
+    let old = old_string.replace("\r\n", "\n");
+    let new = new_string.replace("\r\n", "\n");
+    let (edited, count) = match replace(&file.text, &old, &new, all) {
+        Ok(v) => v,
+        Err(EditError::Identical) => {
+            return ToolOutput::error(
+                "old_string and new_string are identical; there is nothing to change",
+            );
         }
+        Err(EditError::NotFound) => {
+            return ToolOutput::error(format!(
+                "old_string not found in {}; read the file and copy the exact text, including whitespace and indentation",
+                shown.display()
+            ));
+        }
+        Err(EditError::Ambiguous(n)) => {
+            return ToolOutput::error(format!(
+                "old_string found {n} times in {}; set replace_all=true, or include more surrounding lines so it matches once",
+                shown.display()
+            ));
+        }
+    };
+    let bytes = file.ending.apply(&edited);
+    match jail.write(&file.located, bytes.as_bytes(), WriteMode::ParentMustExist) {
+        Ok(report) => ToolOutput::silent(format!(
+            "Edited {}: replaced {count} occurrence{}",
+            report.real_abs.display(),
+            if count == 1 { "" } else { "s" }
+        )),
+        Err(e) => ToolOutput::error(e.to_string()),
     }
 }

@@ -50,12 +50,43 @@ pub fn open_existing(jail: &Jail, path: &str) -> Result<(Located, Opened), FsErr
     Ok((located, opened))
 }
 
-/// Reads a whole opened file (callers bound the size first).
+/// Reads a whole opened file (callers bound the size first), but never more than
+/// [`MAX_EDIT_BYTES`]: a file that grows while it is read (a writer appending) fails instead of
+/// filling memory. The jail opens only regular files, so the read always ends.
 pub fn read_all(opened: &mut Opened) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(opened.stat.st_size.max(0) as usize);
-    opened.file.read_to_end(&mut bytes)?;
+    let size = u64::try_from(opened.stat.st_size)
+        .unwrap_or(0)
+        .min(MAX_EDIT_BYTES);
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    (&mut opened.file)
+        .take(MAX_EDIT_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        return Err(std::io::Error::other(format!(
+            "the file grew past {} MiB while it was read",
+            MAX_EDIT_BYTES >> 20
+        )));
+    }
     Ok(bytes)
 }
+
+/// Runs blocking file I/O (opens, reads, `fsync`s) on the runtime's blocking threads, so a slow
+/// disk or a large file holds one of those, never a thread that serves every other call.
+/// `None` only when the runtime is shutting down; a panic in `work` is passed on.
+pub async fn blocking<T, F>(work: F) -> Option<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => Some(value),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
+}
+
+/// The answer when [`blocking`] could not run its work.
+pub const SHUTTING_DOWN: &str = "Talon is shutting down; the file operation did not run";
 
 /// Reads the first bytes (for binary detection) and rewinds.
 pub fn head(opened: &mut Opened) -> std::io::Result<Vec<u8>> {

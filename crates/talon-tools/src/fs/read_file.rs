@@ -6,6 +6,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_fs::Jail;
 
 use super::text::{DEFAULT_LINE_LIMIT, read_range};
 use super::workspace::FsConfig;
@@ -63,29 +64,37 @@ impl Tool for ReadFile {
             };
         }
         let jail = or_error!(files.disk());
-        let (located, mut opened) = or_error!(open_existing(&jail, &input.path));
-        let shown = jail.display(&located);
-        if opened.is_dir() {
-            return ToolOutput::error(format!(
-                "{} is a directory; use list_files to see what it contains",
-                shown.display()
-            ));
-        }
-        let head = match head(&mut opened) {
-            Ok(h) => h,
-            Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", shown.display())),
-        };
-        if binary_extension(&opened.real_abs) || super::text::is_binary(&head) {
-            return ToolOutput::error(format!(
-                "{} is a binary file; read_file shows text only. Use read_image for images, read_document for PDFs \
-                 and office documents, read_audio or read_video for media.",
-                shown.display()
-            ));
-        }
-        match read_range(&opened.file, offset, limit, MAX_OUTPUT_CHARS) {
-            Ok(range) => render(range, &shown.display().to_string(), offset),
-            Err(e) => ToolOutput::error(format!("cannot read {}: {e}", shown.display())),
-        }
+        let path = input.path.clone();
+        super::blocking(move || read_disk(&jail, &path, offset, limit))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(super::SHUTTING_DOWN))
+    }
+}
+
+/// The disk half of `read_file`: blocking I/O, run off the async threads.
+fn read_disk(jail: &Jail, path: &str, offset: usize, limit: usize) -> ToolOutput {
+    let (located, mut opened) = or_error!(open_existing(jail, path));
+    let shown = jail.display(&located);
+    if opened.is_dir() {
+        return ToolOutput::error(format!(
+            "{} is a directory; use list_files to see what it contains",
+            shown.display()
+        ));
+    }
+    let head = match head(&mut opened) {
+        Ok(h) => h,
+        Err(e) => return ToolOutput::error(format!("cannot read {}: {e}", shown.display())),
+    };
+    if binary_extension(&opened.real_abs) || super::text::is_binary(&head) {
+        return ToolOutput::error(format!(
+            "{} is a binary file; read_file shows text only. Use read_image for images, read_document for PDFs \
+             and office documents, read_audio or read_video for media.",
+            shown.display()
+        ));
+    }
+    match read_range(&opened.file, offset, limit, MAX_OUTPUT_CHARS) {
+        Ok(range) => render(range, &shown.display().to_string(), offset),
+        Err(e) => ToolOutput::error(format!("cannot read {}: {e}", shown.display())),
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
-use talon_fs::WriteMode;
+use talon_fs::{Jail, WriteMode};
 
 use super::workspace::FsConfig;
 use super::{MAX_EDIT_BYTES, open_existing, read_all};
@@ -60,53 +60,66 @@ impl Tool for WriteFile {
             };
         }
         let jail = or_error!(files.disk());
-        let located = or_error!(jail.locate(&input.path));
-        let mut data = Vec::new();
-        if input.append == Some(true) {
-            match open_existing(&jail, &input.path) {
-                Ok((_, mut opened)) if !opened.is_dir() => {
-                    if opened.stat.st_size.max(0) as u64 > MAX_EDIT_BYTES {
-                        return ToolOutput::error(format!(
-                            "{} is larger than {} MiB; append to it with exec (>>) instead",
-                            jail.display(&located).display(),
-                            MAX_EDIT_BYTES >> 20
-                        ));
-                    }
-                    match read_all(&mut opened) {
-                        Ok(existing) => data = existing,
-                        Err(e) => {
-                            return ToolOutput::error(format!(
-                                "cannot read {}: {e}",
-                                jail.display(&located).display()
-                            ));
-                        }
-                    }
-                }
-                Ok(_) => {
+        let (path, content, append) = (
+            input.path.clone(),
+            input.content.clone(),
+            input.append == Some(true),
+        );
+        super::blocking(move || write_disk(&jail, &path, &content, append))
+            .await
+            .unwrap_or_else(|| ToolOutput::error(super::SHUTTING_DOWN))
+    }
+}
+
+/// The disk half of `write_file`: blocking I/O (the read for an append, the write and its
+/// `fsync`), run off the async threads.
+fn write_disk(jail: &Jail, path: &str, content: &str, append: bool) -> ToolOutput {
+    let located = or_error!(jail.locate(path));
+    let mut data = Vec::new();
+    if append {
+        match open_existing(jail, path) {
+            Ok((_, mut opened)) if !opened.is_dir() => {
+                if opened.stat.st_size.max(0) as u64 > MAX_EDIT_BYTES {
                     return ToolOutput::error(format!(
-                        "{} is a directory",
-                        jail.display(&located).display()
+                        "{} is larger than {} MiB; append to it with exec (>>) instead",
+                        jail.display(&located).display(),
+                        MAX_EDIT_BYTES >> 20
                     ));
                 }
-                Err(talon_fs::FsError::NotFound { .. }) => {}
-                Err(e) => return ToolOutput::error(e.to_string()),
+                match read_all(&mut opened) {
+                    Ok(existing) => data = existing,
+                    Err(e) => {
+                        return ToolOutput::error(format!(
+                            "cannot read {}: {e}",
+                            jail.display(&located).display()
+                        ));
+                    }
+                }
             }
+            Ok(_) => {
+                return ToolOutput::error(format!(
+                    "{} is a directory",
+                    jail.display(&located).display()
+                ));
+            }
+            Err(talon_fs::FsError::NotFound { .. }) => {}
+            Err(e) => return ToolOutput::error(e.to_string()),
         }
-        data.extend_from_slice(input.content.as_bytes());
-        match jail.write(&located, &data, WriteMode::CreateParents) {
-            Ok(report) => ToolOutput::silent(format!(
-                "{} {} bytes to {}",
-                if input.append == Some(true) {
-                    "Appended"
-                } else if report.created {
-                    "Created file with"
-                } else {
-                    "Wrote"
-                },
-                input.content.len(),
-                report.real_abs.display()
-            )),
-            Err(e) => ToolOutput::error(e.to_string()),
-        }
+    }
+    data.extend_from_slice(content.as_bytes());
+    match jail.write(&located, &data, WriteMode::CreateParents) {
+        Ok(report) => ToolOutput::silent(format!(
+            "{} {} bytes to {}",
+            if append {
+                "Appended"
+            } else if report.created {
+                "Created file with"
+            } else {
+                "Wrote"
+            },
+            content.len(),
+            report.real_abs.display()
+        )),
+        Err(e) => ToolOutput::error(e.to_string()),
     }
 }
