@@ -2,6 +2,13 @@
 //! operator turned the sandbox off. The working directory persists across calls of a session
 //! (other shell state does not), as in Claude Code.
 //!
+//! The directory comes from a report the shell prints at its end, which the command can forge
+//! (it can read the marker from its own trap) or make stale (a background command turns the
+//! directory into a symbolic link out of the workspace). So a directory is trusted only as
+//! [`inside`] finds it, both when the report is read and again before the next call uses it:
+//! resolved (symbolic links, `..`) and still a directory inside the workspace. Otherwise the
+//! session goes back to the workspace root and the model is told.
+//!
 //! Result: stdout (leading blank lines and trailing whitespace removed), stderr with `Exit code N`
 //! appended on failure, joined by a newline; capped at 30,000 characters with
 //! `... [K lines truncated] ...`. `dangerouslyDisableSandbox` is accepted for compatibility and
@@ -89,6 +96,22 @@ fn take_cwd_report(stderr: &str, marker: &str) -> (String, Option<PathBuf>) {
     (cleaned, Some(dir))
 }
 
+/// `dir` resolved (symbolic links, `.` and `..`), if it is a directory inside `workspace`
+/// (itself resolved).
+fn inside(dir: &Path, workspace: &Path) -> Option<PathBuf> {
+    let workspace = std::fs::canonicalize(workspace).ok()?;
+    let dir = std::fs::canonicalize(dir).ok()?;
+    (dir.starts_with(&workspace) && dir.is_dir()).then_some(dir)
+}
+
+/// The note for a directory that was not kept.
+fn reset_note(workspace: &Path) -> String {
+    format!(
+        "Shell cwd was reset to {} (commands stay inside the workspace)",
+        workspace.display()
+    )
+}
+
 /// Claude Code's result text.
 fn render(stdout: &str, stderr: &str, ending: Option<&str>, notes: &[String]) -> String {
     let stdout = stdout.trim_start_matches(['\n', '\r']).trim_end();
@@ -150,8 +173,15 @@ impl Tool for Bash {
             );
         }
         let cwd = match self.cwds.get(&ctx.session_key) {
-            Some(dir) if dir.starts_with(&workspace) && dir.is_dir() => dir,
-            _ => root,
+            None => root,
+            Some(dir) => match inside(&dir, &workspace) {
+                Some(dir) => dir,
+                None => {
+                    self.cwds.insert(&ctx.session_key, workspace.clone());
+                    notes.push(reset_note(&workspace));
+                    root
+                }
+            },
         };
         // A command running a CLI with stored credentials granted to this agent runs without a
         // shell, as through `exec`.
@@ -201,14 +231,11 @@ impl Tool for Bash {
                 .await
         );
         let (stderr, reported) = take_cwd_report(&outcome.stderr.text(), &marker);
-        match reported {
-            Some(dir) if dir.starts_with(&workspace) => self.cwds.insert(&ctx.session_key, dir),
-            Some(_) => {
+        match reported.map(|dir| inside(&dir, &workspace)) {
+            Some(Some(dir)) => self.cwds.insert(&ctx.session_key, dir),
+            Some(None) => {
                 self.cwds.insert(&ctx.session_key, workspace.clone());
-                notes.push(format!(
-                    "Shell cwd was reset to {} (commands stay inside the workspace)",
-                    workspace.display()
-                ));
+                notes.push(reset_note(&workspace));
             }
             None => {}
         }
