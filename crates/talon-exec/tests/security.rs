@@ -145,6 +145,7 @@ fn h21_10_abbreviated_long_options_are_not_safe() {
         "grep --r secret .",
         "grep --nosuch secret file",
         "date --s '2020-01-01'",
+        "date -us '2020-01-01'",
         "file --comp -m magic",
         "file -C -m magic",
     ] {
@@ -156,6 +157,7 @@ fn h21_10_abbreviated_long_options_are_not_safe() {
         "sort -k2 -t, file",
         "grep --ignore-case --line-num x file",
         "date --utc",
+        "date -d yesterday +%F",
         "file --brief README.md",
     ] {
         let d = decision(command, Security::Full, Ask::OnMiss, &[]);

@@ -249,7 +249,8 @@ pub fn is_safe(segment: &Segment) -> bool {
                 })
         }
         "date" => {
-            longopts::all_harmless(args, longopts::DATE, &["set"]) && !has(&|a| a.starts_with("-s"))
+            longopts::all_harmless(args, longopts::DATE, &["set"])
+                && !has(&|a| longopts::cluster_has(a, "s", "dfrI"))
         }
         "file" => {
             longopts::all_harmless(args, longopts::FILE, &["compile"])

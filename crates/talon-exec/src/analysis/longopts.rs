@@ -62,6 +62,23 @@ pub(crate) fn all_harmless(args: &[String], table: &[&str], dangerous: &[&str]) 
     })
 }
 
+/// True when the short-option cluster `arg` (`-us`, `-d X`) holds an option in `wanted`
+/// before an option in `with_arg` takes the rest of the word as its value.
+pub(crate) fn cluster_has(arg: &str, wanted: &str, with_arg: &str) -> bool {
+    let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.starts_with('-')) else {
+        return false;
+    };
+    for c in cluster.chars() {
+        if wanted.contains(c) {
+            return true;
+        }
+        if with_arg.contains(c) {
+            return false;
+        }
+    }
+    false
+}
+
 /// GNU coreutils `rm`.
 pub(crate) const RM: &[&str] = &[
     "force",
@@ -250,5 +267,8 @@ mod tests {
         ));
         assert!(!all_harmless(&["--co=sh".into()], SORT, SORT_DANGEROUS));
         assert!(!all_harmless(&["--zz".into()], SORT, SORT_DANGEROUS));
+        assert!(cluster_has("-us", "s", "dfrI"));
+        assert!(!cluster_has("-dsunday", "s", "dfrI"));
+        assert!(!cluster_has("--set", "s", "dfrI"));
     }
 }

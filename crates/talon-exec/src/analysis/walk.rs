@@ -256,7 +256,9 @@ impl Walker {
                         // Integer variables evaluate what is assigned to them; a nameref's
                         // value is a name evaluated wherever the reference is used.
                         self.arith = true;
-                        nameref |= w.text.contains('n');
+                        // (`export -n` un-exports instead.)
+                        let builtin = node_text(node, src).split_whitespace().next();
+                        nameref |= w.text.contains('n') && builtin != Some("export");
                     }
                     words.push(w);
                 }
