@@ -150,6 +150,7 @@ pub(crate) async fn authorized_client(
     if !signed_in {
         return Err(ServerError::NeedsLogin {
             server: server.to_string(),
+            challenge: None,
         });
     }
     if let (Some(id), Some(secret)) = (&oauth.client_id, &oauth.client_secret) {
@@ -182,6 +183,21 @@ pub async fn login(
     open: impl FnOnce(&str),
     timeout: Duration,
 ) -> Result<(), ServerError> {
+    login_for(server, http, oauth, None, open, timeout).await
+}
+
+/// [`login`] answering the server's `challenge` (the `WWW-Authenticate` header of its 401 or
+/// 403, as [`ServerError::NeedsLogin`] and [`ServerError::NeedsScope`] carry it): discovery
+/// starts from the metadata it names, and the scope it names is asked for, together with the
+/// scopes granted before (a step-up adds to what Talon holds, it does not trade it).
+pub async fn login_for(
+    server: &str,
+    http: &HttpConfig,
+    oauth: &OAuthConfig,
+    challenge: Option<&str>,
+    open: impl FnOnce(&str),
+    timeout: Duration,
+) -> Result<(), ServerError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|e| auth_failed(server, format!("cannot listen for the callback: {e}")))?;
@@ -191,8 +207,18 @@ pub async fn login(
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
     let manager = manager(server, http, oauth).await?;
+    let previous = VaultStore {
+        server: server.to_string(),
+        vault: Arc::clone(&oauth.vault),
+    }
+    .load()
+    .await
+    .ok()
+    .flatten()
+    .map(|c| c.granted_scopes)
+    .unwrap_or_default();
     let resolution = manager
-        .resolve_metadata_from_challenge(None)
+        .resolve_metadata_from_challenge(challenge)
         .await
         .map_err(|e| auth_failed(server, format!("discovery failed: {e}")))?;
     let mut manager = manager;
@@ -206,8 +232,17 @@ pub async fn login(
     } else if let Some(url) = &oauth.client_metadata_url {
         request = request.with_client_metadata_url(url.clone());
     }
+    let challenged = challenge.map(challenge_scopes).unwrap_or_default();
     if !oauth.scopes.is_empty() {
         request = request.with_scopes(oauth.scopes.iter().cloned());
+    } else if !challenged.is_empty() {
+        let mut scopes = previous;
+        for scope in challenged {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        request = request.with_scopes(scopes);
     }
     let session = AuthorizationSession::new(manager, request)
         .await
@@ -225,6 +260,24 @@ pub async fn login(
         .await
         .map_err(|e| auth_failed(server, format!("the token exchange failed: {e}")))?;
     Ok(())
+}
+
+/// The scopes a `WWW-Authenticate: Bearer …, scope="a b"` challenge names.
+fn challenge_scopes(challenge: &str) -> Vec<String> {
+    // The `scope` parameter itself, not one ending in "scope" (`x_scope=`).
+    let Some(start) = challenge
+        .match_indices("scope=")
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || matches!(challenge.as_bytes()[i - 1], b' ' | b',' | b'\t'))
+    else {
+        return Vec::new();
+    };
+    let rest = &challenge[start + "scope=".len()..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or_default(),
+        None => rest.split([',', ' ']).next().unwrap_or_default(),
+    };
+    value.split_whitespace().map(str::to_string).collect()
 }
 
 /// Answers requests on the loopback listener until one is the authorization callback; returns
@@ -264,5 +317,19 @@ async fn wait_for_callback(listener: &tokio::net::TcpListener) -> Result<String,
             return Err(format!("the authorization server refused: {target}"));
         }
         return Ok(target);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::challenge_scopes;
+
+    #[test]
+    fn a_challenge_names_its_scopes() {
+        let header = r#"Bearer error="insufficient_scope", scope="mcp:basic mcp:write", resource_metadata="http://x/.well-known/oauth-protected-resource""#;
+        assert_eq!(challenge_scopes(header), ["mcp:basic", "mcp:write"]);
+        assert_eq!(challenge_scopes("Bearer scope=files:read"), ["files:read"]);
+        assert!(challenge_scopes(r#"Bearer x_scope="nope""#).is_empty());
+        assert!(challenge_scopes("Bearer").is_empty());
     }
 }

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{RoleClient, RunningService};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::Value;
 use talon_core::{ClientHandle, ProgressSink};
 use tokio::sync::Notify;
@@ -36,13 +36,25 @@ pub enum ServerError {
     #[error(
         "MCP server {server:?} needs authorization (it answered HTTP 401): sign in with OAuth (oauth = true, then `talon mcp-servers login {server}`) or give it a token (bearer_token_env, or `talon mcp-servers add {server} --replace --url URL --header Authorization='Bearer …'`)"
     )]
-    NeedsAuth { server: String },
+    NeedsAuth {
+        server: String,
+        /// The server's `WWW-Authenticate` challenge, when it sent one.
+        challenge: Option<String>,
+    },
     #[error("MCP server {server:?} needs you to sign in: run `talon mcp-servers login {server}`")]
-    NeedsLogin { server: String },
+    NeedsLogin {
+        server: String,
+        /// The server's `WWW-Authenticate` challenge, when it sent one (what to sign in for).
+        challenge: Option<String>,
+    },
     #[error(
         "MCP server {server:?} needs more permissions (scopes) than Talon was granted: run `talon mcp-servers login {server}` to grant them"
     )]
-    NeedsScope { server: String },
+    NeedsScope {
+        server: String,
+        /// The server's `WWW-Authenticate` challenge naming the scope it wants.
+        challenge: Option<String>,
+    },
 }
 
 /// A call in flight over rmcp: tells the server when the call is abandoned before its answer
@@ -73,20 +85,76 @@ impl Drop for InFlight {
 
 /// What an authorization failure means, told apart by rmcp's messages: a server that signs in
 /// with OAuth needs a (new) login or more scopes; any other needs a token configured. `None`
-/// for every other failure.
-fn auth_error(server: &str, message: &str, oauth: bool) -> Option<ServerError> {
+/// for every other failure. The server's challenge comes along, so that signing in again asks
+/// for what the server named (the scope of a 403 `insufficient_scope`, for one).
+fn auth_error(
+    server: &str,
+    error: &(dyn std::error::Error + 'static),
+    oauth: bool,
+) -> Option<ServerError> {
+    let message = error.to_string();
     let server = server.to_string();
+    let challenge = challenge(error);
     if message.contains("Insufficient scope") {
-        Some(ServerError::NeedsScope { server })
+        Some(ServerError::NeedsScope { server, challenge })
     } else if message.contains("Auth required") {
         Some(if oauth {
-            ServerError::NeedsLogin { server }
+            ServerError::NeedsLogin { server, challenge }
         } else {
-            ServerError::NeedsAuth { server }
+            ServerError::NeedsAuth { server, challenge }
         })
     } else {
         None
     }
+}
+
+/// The `WWW-Authenticate` header behind an authorization failure, from rmcp's error chain.
+fn challenge(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(e) = e.downcast_ref::<AuthRequiredError>() {
+            return Some(e.www_authenticate_header.clone());
+        }
+        if let Some(e) = e.downcast_ref::<InsufficientScopeError>() {
+            return Some(e.www_authenticate_header.clone());
+        }
+        next = match e.downcast_ref::<rmcp::service::ClientInitializeError>() {
+            Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) => Some(error),
+            _ => match e.downcast_ref::<rmcp::ServiceError>() {
+                Some(rmcp::ServiceError::TransportSend(error)) => Some(error),
+                _ => e.source(),
+            },
+        };
+    }
+    None
+}
+
+/// How a streamable HTTP session opens: `server/discover` at the configured version when it is
+/// 2026-07-28 or later (those servers have no `initialize`), else the `initialize` handshake.
+fn lifecycle(
+    server: &str,
+    config: &transport::HttpConfig,
+) -> Result<ClientLifecycleMode, ServerError> {
+    let Some(version) = &config.protocol_version else {
+        return Ok(ClientLifecycleMode::Initialize);
+    };
+    let parsed: ProtocolVersion =
+        serde_json::from_value(Value::String(version.clone())).map_err(|e| {
+            ServerError::Config {
+                server: server.to_string(),
+                message: format!("protocol version {version:?}: {e}"),
+            }
+        })?;
+    Ok(
+        if parsed.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![parsed],
+            }
+        } else {
+            ClientLifecycleMode::Initialize
+        },
+    )
 }
 
 /// The protocol client of a session.
@@ -148,18 +216,27 @@ impl Server {
                             message,
                         });
                 }
-                Transport::Http(config) => match &config.oauth {
-                    Some(oauth) => {
-                        watcher
-                            .serve(transport::streamable_http_oauth(name, config, oauth).await?)
-                            .await
+                Transport::Http(config) => {
+                    let lifecycle = lifecycle(name, config)?;
+                    match &config.oauth {
+                        Some(oauth) => {
+                            watcher
+                                .serve_with_lifecycle(
+                                    transport::streamable_http_oauth(name, config, oauth).await?,
+                                    lifecycle,
+                                )
+                                .await
+                        }
+                        None => {
+                            watcher
+                                .serve_with_lifecycle(
+                                    transport::streamable_http(name, config)?,
+                                    lifecycle,
+                                )
+                                .await
+                        }
                     }
-                    None => {
-                        watcher
-                            .serve(transport::streamable_http(name, config)?)
-                            .await
-                    }
-                },
+                }
                 Transport::Sse(config) => {
                     watcher
                         .serve(crate::sse::LegacySse::connect(name, config, timeout).await?)
@@ -168,10 +245,9 @@ impl Server {
             }
             .map(Session::Rmcp)
             .map_err(|e| {
-                let message = e.to_string();
-                auth_error(name, &message, oauth).unwrap_or(ServerError::Handshake {
+                auth_error(name, &e, oauth).unwrap_or_else(|| ServerError::Handshake {
                     server: name.to_string(),
-                    message,
+                    message: e.to_string(),
                 })
             })
         };
@@ -361,7 +437,7 @@ impl Server {
     }
 
     /// `request`'s answer within `timeout`, its errors as this server's.
-    async fn within<T, E: std::fmt::Display>(
+    async fn within<T, E: std::error::Error + 'static>(
         &self,
         timeout: Duration,
         request: impl std::future::Future<Output = Result<T, E>>,
@@ -373,9 +449,8 @@ impl Server {
                 secs: timeout.as_secs(),
             })?
             .map_err(|e| {
-                let message = e.to_string();
-                auth_error(&self.name, &message, self.oauth)
-                    .unwrap_or_else(|| self.protocol(message))
+                auth_error(&self.name, &e, self.oauth)
+                    .unwrap_or_else(|| self.protocol(e.to_string()))
             })
     }
 

@@ -77,6 +77,11 @@ impl LegacySse {
             if status == reqwest::StatusCode::UNAUTHORIZED {
                 return Err(ServerError::NeedsAuth {
                     server: server.to_string(),
+                    challenge: response
+                        .headers()
+                        .get(reqwest::header::WWW_AUTHENTICATE)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string),
                 });
             }
             if !status.is_success() {

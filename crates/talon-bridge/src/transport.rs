@@ -45,6 +45,11 @@ pub struct HttpConfig {
     pub bearer: Option<String>,
     /// Sign in with OAuth (streamable HTTP only); the tokens come from its vault.
     pub oauth: Option<crate::oauth::OAuthConfig>,
+    /// The protocol version to speak (streamable HTTP). 2026-07-28 and later have no
+    /// `initialize`: the session opens with `server/discover` and every request carries its
+    /// version in `_meta` and the `MCP-Protocol-Version` header. `None`: the `initialize`
+    /// handshake, which servers of every version still answer.
+    pub protocol_version: Option<String>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -55,6 +60,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("bearer", &self.bearer.as_ref().map(|_| "***"))
             .field("oauth", &self.oauth)
+            .field("protocol_version", &self.protocol_version)
             .finish()
     }
 }

@@ -108,6 +108,7 @@ async fn sign_in_naming(authorization_server: &str) -> String {
         headers: BTreeMap::new(),
         bearer: None,
         oauth: Some(oauth.clone()),
+        protocol_version: None,
     };
     talon_bridge::oauth::login("hostile", &http, &oauth, |_| {}, Duration::from_secs(5))
         .await

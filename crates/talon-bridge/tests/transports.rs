@@ -71,6 +71,7 @@ fn http(url: String) -> HttpConfig {
         headers: BTreeMap::from([("X-Talon-Test".to_string(), "1".to_string())]),
         bearer: Some("test-token".into()),
         oauth: None,
+        protocol_version: None,
     }
 }
 
@@ -390,6 +391,7 @@ async fn streamable_http_reinitialises_an_expired_session_and_resumes_a_dropped_
             headers: BTreeMap::new(),
             bearer: None,
             oauth: None,
+            protocol_version: None,
         }),
     );
     config.call_timeout = Duration::from_secs(20);

@@ -204,6 +204,7 @@ pub fn server_config(
             scopes: spec.oauth_scopes.clone(),
             vault: Arc::clone(vault),
         }),
+        protocol_version: None,
     };
     let transport = match spec.transport.as_str() {
         "http" => Transport::Http(http()),

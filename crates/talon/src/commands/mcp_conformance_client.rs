@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use talon_bridge::oauth::{OAuthConfig, TokenVault, VaultFuture};
+use talon_bridge::oauth::{self, OAuthConfig, TokenVault, VaultFuture};
 use talon_bridge::{HttpConfig, Server, ServerError, Transport};
 
 /// The server's name inside the bridge (only in messages).
@@ -108,45 +108,76 @@ async fn session(url: &str) -> Result<(), ServerError> {
         headers: BTreeMap::new(),
         bearer: None,
         oauth: None,
+        protocol_version: std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").ok(),
     };
     let oauth = oauth_config();
     let mut sign_ins = 0;
-    let server = loop {
-        match Server::start(NAME, &Transport::Http(http.clone()), TIMEOUT).await {
-            Ok(server) => break server,
+    loop {
+        match attempt(&http).await {
+            // The server wants a token, or one with more scopes (a step-up): sign in for what
+            // its challenge names, as `talon mcp-servers login` would, and start again on a
+            // connection that carries the new token.
             Err(
-                ServerError::NeedsAuth { .. }
-                | ServerError::NeedsLogin { .. }
-                | ServerError::NeedsScope { .. },
+                ServerError::NeedsAuth { challenge, .. }
+                | ServerError::NeedsLogin { challenge, .. }
+                | ServerError::NeedsScope { challenge, .. },
             ) if sign_ins < MAX_SIGN_INS => {
                 sign_ins += 1;
                 http.oauth = Some(oauth.clone());
-                talon_bridge::oauth::login(NAME, &http, &oauth, approve, TIMEOUT).await?;
+                let challenge = challenge.as_deref();
+                oauth::login_for(NAME, &http, &oauth, challenge, approve, TIMEOUT).await?;
             }
-            Err(e) => return Err(e),
+            other => return other,
         }
-    };
+    }
+}
+
+/// Connects, lists the tools and makes the calls.
+async fn attempt(http: &HttpConfig) -> Result<(), ServerError> {
+    let server = Server::start(NAME, &Transport::Http(http.clone()), TIMEOUT).await?;
     let tools = server.tools(TIMEOUT).await?;
-    for tool in &tools {
-        let arguments = arguments_for(&tool.input_schema);
-        let mut answer = server
-            .call(&tool.name, arguments.clone(), TIMEOUT, None, None)
-            .await;
-        while let Err(ServerError::NeedsScope { .. } | ServerError::NeedsLogin { .. }) = answer {
-            if sign_ins >= MAX_SIGN_INS {
-                break;
-            }
-            sign_ins += 1;
-            talon_bridge::oauth::login(NAME, &http, &oauth, approve, TIMEOUT).await?;
-            answer = server
-                .call(&tool.name, arguments.clone(), TIMEOUT, None, None)
-                .await;
-        }
-        let answer = answer?;
-        println!("{}: {answer}", tool.name);
+    for (name, arguments) in planned_calls(&tools) {
+        let answer = server.call(&name, arguments, TIMEOUT, None, None).await?;
+        println!("{name}: {answer}");
     }
     server.close(Duration::from_secs(2)).await;
     Ok(())
+}
+
+/// The calls to make: those the scenario names in `MCP_CONFORMANCE_CONTEXT.toolCalls` (what a
+/// model would have asked for), else each listed tool once with arguments made from its schema.
+/// In the schema-preservation scenario, a tool taking a `schema` is given the input schema of
+/// the other tool as Talon listed it, which shows whether it reached Talon's side unchanged.
+fn planned_calls(tools: &[talon_bridge::server::ListedTool]) -> Vec<(String, Value)> {
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    if let Some(calls) = context.get("toolCalls").and_then(Value::as_array) {
+        return calls
+            .iter()
+            .filter_map(|c| {
+                let name = c.get("name")?.as_str()?.to_string();
+                Some((name, c.get("arguments").cloned().unwrap_or(json!({}))))
+            })
+            .collect();
+    }
+    let echo = std::env::var("MCP_CONFORMANCE_SCENARIO")
+        .is_ok_and(|s| s == "json-schema-2020-12-preservation");
+    let takes_schema = |t: &talon_bridge::server::ListedTool| {
+        t.input_schema.pointer("/properties/schema").is_some()
+    };
+    let echoed = tools.iter().find(|t| !takes_schema(t));
+    tools
+        .iter()
+        .map(|tool| {
+            let arguments = match echoed {
+                Some(other) if echo && takes_schema(tool) => json!({"schema": other.input_schema}),
+                _ => arguments_for(&tool.input_schema),
+            };
+            (tool.name.clone(), arguments)
+        })
+        .collect()
 }
 
 /// Arguments a caller would give: a plain value of each required property's type.
