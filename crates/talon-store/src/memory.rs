@@ -260,6 +260,37 @@ impl Store {
         self.own_memory(agent, "", path).await
     }
 
+    /// Every document visible to a user, sorted by path: their own, else the agent's global one
+    /// of that path (what [`Store::memory`] returns for each of [`Store::memory_paths`]), in one
+    /// query — file tools list and search all of a user's memory at once.
+    pub async fn memory_documents(
+        &self,
+        agent: &str,
+        user: &str,
+    ) -> Result<Vec<MemoryDocument>, StoreError> {
+        let rows = sqlx::query("SELECT user_id, path, content, version FROM memory_documents WHERE agent_key = $1 AND (user_id = $2 OR user_id = '') ORDER BY path, user_id")
+            .bind(agent)
+            .bind(user)
+            .fetch_all(self.pool())
+            .await?;
+        let mut out: Vec<MemoryDocument> = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let doc = MemoryDocument {
+                agent: agent.to_string(),
+                user: r.try_get("user_id")?,
+                path: r.try_get("path")?,
+                content: r.try_get("content")?,
+                version: r.try_get("version")?,
+            };
+            // Within a path the global row ('') sorts first: the user's own replaces it.
+            match out.last_mut() {
+                Some(last) if last.path == doc.path => *last = doc,
+                _ => out.push(doc),
+            }
+        }
+        Ok(out)
+    }
+
     /// Paths of the documents visible to a user (their own and the global ones), sorted.
     pub async fn memory_paths(&self, agent: &str, user: &str) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT DISTINCT path FROM memory_documents WHERE agent_key = $1 AND (user_id = $2 OR user_id = '') ORDER BY path")

@@ -331,6 +331,29 @@ async fn memory_per_user_with_global_fallback(config: &StoreConfig) {
         store.memory_paths("helper", "bob").await.unwrap(),
         vec!["MEMORY.md"]
     );
+    // All at once, each as `memory` returns it: the user's own copy over the global one.
+    let docs = |found: Vec<talon_store::MemoryDocument>| -> Vec<(String, String, String)> {
+        found
+            .into_iter()
+            .map(|d| (d.path, d.user, d.content))
+            .collect()
+    };
+    let doc = |path: &str, user: &str, content: &str| {
+        (path.to_string(), user.to_string(), content.to_string())
+    };
+    assert_eq!(
+        docs(store.memory_documents("helper", "alice").await.unwrap()),
+        vec![
+            doc("MEMORY.md", "alice", "alice facts"),
+            doc("memory/2026-11-22.md", "alice", "notes")
+        ]
+    );
+    for user in ["bob", ""] {
+        assert_eq!(
+            docs(store.memory_documents("helper", user).await.unwrap()),
+            vec![doc("MEMORY.md", "", "global facts v2")]
+        );
+    }
 }
 
 async fn memory_search_ranks_and_scopes(config: &StoreConfig) {

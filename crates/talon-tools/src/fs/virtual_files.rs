@@ -170,23 +170,17 @@ pub async fn documents(
         .into_iter()
         .filter(|(name, _)| CONTEXT_FILES.contains(&name.as_str()))
         .collect();
-    let paths = store
-        .memory_paths(&owner.agent, &owner.user)
+    let memory = store
+        .memory_documents(&owner.agent, &owner.user)
         .await
         .map_err(|e| format!("memory is unavailable: {e}"))?;
-    for path in paths {
-        // Only paths a read would route: anything else in the table is not reachable by name.
-        if !matches!(classify(ctx, &path), Some(Route::Memory(_))) {
-            continue;
-        }
-        if let Some(doc) = store
-            .memory(&owner.agent, &owner.user, &path)
-            .await
-            .map_err(|e| format!("memory is unavailable: {e}"))?
-        {
-            out.push((path, doc.content));
-        }
-    }
+    // Only paths a read would route: anything else in the table is not reachable by name.
+    out.extend(
+        memory
+            .into_iter()
+            .filter(|doc| matches!(classify(ctx, &doc.path), Some(Route::Memory(_))))
+            .map(|doc| (doc.path, doc.content)),
+    );
     out.sort();
     Ok(out)
 }
