@@ -23,7 +23,8 @@
 //! Its known limits (also printed by `talon doctor`):
 //! * paths inside a writable root cannot be re-protected: `.git/hooks`, `.git/config`, shell rc
 //!   files, `.mcp.json` and the other [`super::PROTECTED`] names stay writable, and `.git` can
-//!   be renamed and replaced (the file tools' jail still refuses them);
+//!   be renamed and replaced (the file tools' jail still refuses them). What a command creates
+//!   under a protected name that was missing is removed when it ends;
 //! * Landlock only adds permissions, it cannot subtract one path from a readable tree. Hidden
 //!   paths are kept out by granting read on everything around them instead: the tree from `/`
 //!   is split, directory by directory, along the way to each hidden path, and every sibling
@@ -39,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::network::Network;
+use super::protected::{Protection, protected_paths};
 use super::{Placeholders, Policy, Sandbox, SandboxError, Wrapped};
 
 pub use super::confine::helper_main;
@@ -283,6 +285,16 @@ impl Sandbox for Landlock {
         args.extend(confinement.to_args(argv));
         let mut placeholders = Placeholders::default();
         placeholders.scratch(tmp);
+        // Landlock cannot keep a protected name from being created inside a writable root; what
+        // a command created under a missing one is removed once it has ended, as after
+        // bubblewrap's foreground commands.
+        for root in &policy.writable_roots {
+            for protection in protected_paths(root) {
+                if let Protection::Pin(path) | Protection::Absent(path) = protection {
+                    placeholders.unpinned(root, path);
+                }
+            }
+        }
         Ok(Wrapped {
             argv: args,
             pass_fds: Vec::new(),
@@ -390,5 +402,35 @@ mod tests {
         assert!(tmp.is_dir());
         wrapped.placeholders.remove();
         assert!(!tmp.exists(), "the scratch directory is removed afterwards");
+    }
+
+    #[test]
+    fn h21_03_protected_names_a_command_created_are_removed() {
+        let ws = tempfile::tempdir().expect("dir");
+        let l = Landlock {
+            helper: "/usr/bin/talon".into(),
+            abi: 7,
+            report: String::new(),
+        };
+        let policy = Policy {
+            writable_roots: vec![ws.path().to_path_buf()],
+            ..Policy::default()
+        };
+        let wrapped = l
+            .wrap(&policy, ws.path(), &os(&["sh", "-c", "true"]))
+            .expect("wraps");
+        // What the command did: a repository and an MCP configuration where there were none.
+        std::fs::create_dir_all(ws.path().join(".git/hooks")).expect("git");
+        std::fs::write(ws.path().join(".git/hooks/pre-commit"), "x").expect("hook");
+        std::fs::write(ws.path().join(".mcp.json"), "{}").expect("mcp");
+        std::fs::write(ws.path().join("kept.txt"), "x").expect("file");
+        let removed = wrapped.placeholders.remove();
+        assert!(removed.contains(&ws.path().join(".git")), "{removed:?}");
+        assert!(
+            removed.contains(&ws.path().join(".mcp.json")),
+            "{removed:?}"
+        );
+        assert!(!ws.path().join(".git").exists());
+        assert!(ws.path().join("kept.txt").exists());
     }
 }
