@@ -264,8 +264,14 @@ async fn the_seccomp_filter_is_installed_and_ordinary_commands_still_work() {
         .ok("if command -v git >/dev/null; then git --version; else echo 'git version (absent)'; fi")
         .await;
     assert!(git.starts_with("git version"), "{git}");
-    // Unix sockets stay available (local IPC, no network).
-    assert_eq!(e.ok(&socket(1, 0)).await, "ok\n");
+    // Socket pairs stay available (local IPC); Unix sockets, which reach the host's by path,
+    // do not with the network off.
+    let pair = perl(
+        "use Socket; socketpair(my $a, my $b, AF_UNIX, SOCK_STREAM, 0) or die \"pair: $!\\n\"; print \"ok\\n\"",
+    );
+    assert_eq!(e.ok(&pair).await, "ok\n");
+    let err = e.fails(&socket(1, 0)).await;
+    assert!(err.contains("socket: Operation not permitted"), "{err}");
 }
 
 #[tokio::test]
@@ -308,8 +314,8 @@ async fn io_uring_ptrace_and_mount_are_refused() {
 #[tokio::test]
 async fn socket_families_follow_the_network_mode() {
     let off = env();
-    for family in [2, 10, 16, 17] {
-        // AF_INET, AF_INET6, AF_NETLINK, AF_PACKET
+    for family in [1, 2, 10, 16, 17] {
+        // AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET
         let err = off.fails(&socket(family, 0)).await;
         assert!(
             err.contains("socket: Operation not permitted"),
