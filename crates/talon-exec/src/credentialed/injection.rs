@@ -106,7 +106,14 @@ fn git(args: &[String]) -> Found {
     let rest = args.get(i + 1..).unwrap_or(&[]);
     let transport = first(args, |a| {
         let lower = a.to_ascii_lowercase();
-        (lower.starts_with("ext::") || lower.contains("::ext::") || lower.starts_with("fd::"))
+        let url = lower.split_once('=').map_or(lower.as_str(), |(k, v)| {
+            if k.starts_with("--") {
+                v
+            } else {
+                lower.as_str()
+            }
+        });
+        (url.starts_with("ext::") || url.starts_with("fd::"))
             .then_some("the `ext::` and `fd::` transports run a command instead of connecting")
     });
     if transport.is_some() {
@@ -353,6 +360,7 @@ mod tests {
             "clone --template=/tmp/t https://x/y",
             "clone -c core.fsmonitor=x https://x/y",
             "clone ext::sh -c id",
+            "archive --remote=ext::sh HEAD",
             "config core.pager cat",
             "config --get http.extraheader",
             "rebase -x id main",
@@ -368,6 +376,7 @@ mod tests {
             "add -u",
             "--no-pager log",
             "fetch origin",
+            "commit -m next::step",
         ] {
             assert!(!refused("git", line), "{line}");
         }
