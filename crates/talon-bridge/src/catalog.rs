@@ -217,6 +217,7 @@ impl Tool for SearchTool {
             SideEffect::ReadOnly,
         )
         .in_group("mcp")
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<SearchInput>) -> ToolOutput {
@@ -261,8 +262,9 @@ impl Tool for SearchTool {
         ToolOutput::text(format!(
             "{} tool(s) found and activated; call them by name.\n{}",
             found.len(),
-            talon_core::untrusted::wrap("MCP", "tool search", &text)
+            text
         ))
+        .with_origin("tool search")
     }
 }
 

@@ -73,6 +73,7 @@ impl Tool for ListMcpResources {
         )
         .in_group("mcp")
         .in_group(dialect_group(self.dialect))
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<ListInput>) -> ToolOutput {
@@ -115,7 +116,7 @@ impl Tool for ListMcpResources {
         if !problems.is_empty() {
             text.push_str(&format!("\n\nNot listed: {}", problems.join("; ")));
         }
-        ToolOutput::text(talon_core::untrusted::wrap("MCP", "resources", &text))
+        ToolOutput::text(text).with_origin("resources")
     }
 }
 
@@ -162,6 +163,7 @@ impl Tool for ReadMcpResource {
         )
         .in_group("mcp")
         .in_group(dialect_group(self.dialect))
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {

@@ -1,5 +1,6 @@
 //! A server's tool as a Talon tool: its own schema, a risk from its annotations, and results
-//! converted (text capped and fenced as untrusted, images kept, embedded resources inlined).
+//! converted (text capped, images kept, embedded resources inlined); the spec declares
+//! `untrusted_output`, so the pipeline fences the text as untrusted, naming `server/tool`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,7 @@ impl Tool for Bridged {
         .reporting_progress()
         .in_group("mcp")
         .in_group(format!("mcp:{}", self.link.name()))
+        .with_untrusted_output()
     }
 
     fn input_schema(&self) -> Value {
@@ -150,16 +152,16 @@ pub fn convert(server: &str, tool: &str, result: &Value, max_chars: usize) -> To
         let cut: String = text.chars().take(max_chars).collect();
         text = format!("{cut}\n[output cut at {max_chars} of {total} characters]");
     }
-    let fenced = talon_core::untrusted::wrap("MCP", &format!("{server}/{tool}"), &text);
     let mut output = if result
         .get("isError")
         .and_then(Value::as_bool)
         .unwrap_or(false)
     {
-        ToolOutput::error(fenced)
+        ToolOutput::error(text)
     } else {
-        ToolOutput::text(fenced)
-    };
+        ToolOutput::text(text)
+    }
+    .with_origin(format!("{server}/{tool}"));
     for m in media {
         output = output.with_media(m);
     }
@@ -208,7 +210,8 @@ mod tests {
             out.for_llm
                 .contains("hello\n[resource file:///a.txt]\ninside")
         );
-        assert!(out.for_llm.contains("EXTERNAL_UNTRUSTED_CONTENT"));
+        // The pipeline fences it (the spec declares untrusted output), naming this origin.
+        assert_eq!(out.origin.as_deref(), Some("srv/t"));
         assert_eq!(out.media.len(), 1);
         assert_eq!(out.media[0].mime_type, "image/png");
         let long = json!({"content": [{"type": "text", "text": "x".repeat(50)}], "isError": true});

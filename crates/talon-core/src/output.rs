@@ -74,6 +74,11 @@ pub struct ToolOutput {
     /// messages (MCP `notifications/message` at level warning).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Where the text came from (a URL, a query, an MCP server's tool), for the untrusted-content
+    /// fence the pipeline puts around the output of a tool whose spec declares
+    /// [`crate::ToolSpec::untrusted_output`]; the tool's name when not set. Consumed there.
+    #[serde(skip)]
+    pub origin: Option<String>,
 }
 
 impl ToolOutput {
@@ -127,6 +132,13 @@ impl ToolOutput {
     /// Adds a media file.
     pub fn with_media(mut self, media: Media) -> Self {
         self.media.push(media);
+        self
+    }
+
+    /// Names where the text came from, for the untrusted-content fence (see
+    /// [`ToolOutput::origin`]).
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
         self
     }
 

@@ -139,6 +139,12 @@ pub struct ToolSpec {
     /// of the tool it reaches, not only by those of the tool called.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegates: Vec<String>,
+    /// The tool returns text written by others (web pages, search results, MCP servers): the
+    /// pipeline fences its output for the model as untrusted ([`crate::untrusted::wrap`]), in
+    /// one place for every such tool, naming the origin the tool reported
+    /// ([`ToolOutput::with_origin`]). Tools never fence their own output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted_output: bool,
 }
 
 impl ToolSpec {
@@ -158,7 +164,14 @@ impl ToolSpec {
             timeout: None,
             reports_progress: false,
             delegates: Vec::new(),
+            untrusted_output: false,
         }
+    }
+
+    /// Marks a tool whose output is written by others (see [`ToolSpec::untrusted_output`]).
+    pub fn with_untrusted_output(mut self) -> Self {
+        self.untrusted_output = true;
+        self
     }
 
     /// Declares that the tool may hand calls to `tool` (see [`ToolSpec::delegates`]).

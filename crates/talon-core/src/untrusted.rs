@@ -1,5 +1,9 @@
 //! Marking external text as untrusted.
 //!
+//! Applied in one place: the pipeline fences the output of every tool whose spec declares
+//! [`crate::ToolSpec::untrusted_output`] (web fetch and search, bridged MCP tools and
+//! resources); tools do not call [`wrap`] themselves.
+//!
 //! Web pages, search results and bridged MCP servers' output are written by strangers; instructions in them are data, not
 //! commands. The wrapper states that and fences the content between markers carrying a random
 //! 128-bit id drawn for each call: a page can print `<<<END_EXTERNAL_UNTRUSTED_CONTENT>>>` to

@@ -15,13 +15,22 @@ fn tool_specs_match_the_snapshot() {
         .tools()
         .iter()
         .map(|t| {
-            serde_json::json!({
+            let mut spec = serde_json::json!({
                 "mcp": definition(WireFormat::Mcp, t.spec(), t.schema()),
                 "side_effect": t.spec().side_effect,
                 "risk": t.spec().risk,
                 "parallel_safe": t.spec().parallel_safe,
                 "groups": t.spec().groups,
-            })
+            });
+            // Which tools the pipeline fences as untrusted, and which hand calls to others,
+            // is part of what the model is told and of what governs a call.
+            if t.spec().untrusted_output {
+                spec["untrusted_output"] = true.into();
+            }
+            if !t.spec().delegates.is_empty() {
+                spec["delegates"] = t.spec().delegates.clone().into();
+            }
+            spec
         })
         .collect();
     for tool in registry.tools() {

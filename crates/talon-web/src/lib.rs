@@ -7,7 +7,8 @@
 //!   checked hop by hop and the body capped after decompression;
 //! - [`content`] and [`hidden`]: HTML to clean Markdown or text, hidden text dropped, main
 //!   content extracted; JSON pretty-printed; charsets detected;
-//! - the untrusted-content fence is `talon_core::untrusted`, shared with the MCP bridge;
+//! - the untrusted-content fence is `talon_core::untrusted`, applied by the pipeline to every
+//!   tool that declares `untrusted_output` (the web tools, the MCP bridge);
 //! - [`cache`]: the 15-minute cache.
 
 pub mod cache;

@@ -9,7 +9,10 @@
 //! 4. rate limit by session key (never skipped: an empty key is a key too);
 //! 5. PreToolUse hooks (block, rewrite input — validated again —, add context);
 //! 6. permission by mode and risk, asking the approver when needed;
-//! 7. execute with a deadline and cancellation, panics caught, output capped;
+//! 7. execute with a deadline and cancellation, panics caught, output capped, and fenced as
+//!    untrusted when the tool's spec says its output is written by others
+//!    ([`crate::ToolSpec::untrusted_output`]); hand-offs to the tool's declared delegates only
+//!    as authorized here ([`crate::ToolSpec::delegates`]);
 //! 8. PostToolUse, or PostToolUseFailure for *every* error result (including refusals above);
 //! 9. scrub credentials from `for_llm`, `for_user`, the deliverable and warnings;
 //! 10. audit record, tool events and the tracing span.
@@ -519,6 +522,12 @@ impl Pipeline {
         }
         if let Some(text) = output.deliverable.as_mut() {
             limits::cap(text, self.max_output_bytes);
+        }
+        // Fenced after the cap, so the end marker is never cut off.
+        if spec.untrusted_output {
+            let origin = output.origin.take();
+            let origin = origin.as_deref().unwrap_or(&spec.name);
+            output.for_llm = crate::untrusted::wrap(&spec.name, origin, &output.for_llm);
         }
         Ok(output)
     }

@@ -67,6 +67,7 @@ impl Tool for WebFetch {
             SideEffect::Network,
         )
         .in_group("claude_code")
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<WebFetchInput>) -> ToolOutput {
@@ -96,7 +97,7 @@ impl Tool for WebFetch {
                     "A small model read the page and answered the prompt; its answer is derived \
                      from external content.\nPrompt: {prompt}"
                 );
-                return crate::web::render(&answered, MAX_CHARS, "WebFetch", Some(preface));
+                return crate::web::render(&answered, MAX_CHARS, Some(preface));
             }
             Some(Err(e)) => format!(
                 "The small model could not answer the prompt ({e}), so the page follows; answer \
@@ -107,6 +108,6 @@ impl Tool for WebFetch {
                  follows; answer the prompt from it.\nPrompt: {prompt}"
             ),
         };
-        crate::web::render(&page, MAX_CHARS, "WebFetch", Some(preface))
+        crate::web::render(&page, MAX_CHARS, Some(preface))
     }
 }

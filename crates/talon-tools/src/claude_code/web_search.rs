@@ -54,6 +54,7 @@ impl Tool for WebSearch {
             SideEffect::Network,
         )
         .in_group("claude_code")
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<WebSearchInput>) -> ToolOutput {
@@ -73,6 +74,6 @@ impl Tool for WebSearch {
             .map(|d| with_subdomains(d))
             .collect();
         let agent = call.ctx().agent_key.as_deref();
-        ToolOutput::text(or_error!(self.web.search(agent, &q).await))
+        ToolOutput::text(or_error!(self.web.search(agent, &q).await)).with_origin(&q.text)
     }
 }

@@ -333,30 +333,26 @@ pub fn cap_chars(text: &str, max: usize) -> (String, bool) {
     }
 }
 
-/// The tool result for `page`: a header the model can trust (Talon wrote it from parsed URLs and
-/// numbers), then, inside the untrusted-content fence, what the site controls (its title, its
-/// Content-Type and its text cut to `max_chars`), plus the image if it was one. HTTP errors are
-/// error results with the start of the body.
-pub fn render(
-    page: &Page,
-    max_chars: usize,
-    source: &str,
-    preface: Option<String>,
-) -> talon_core::ToolOutput {
+/// The tool result for `page`: a header (Talon wrote it from parsed URLs and numbers), then what
+/// the site controls (its title, its Content-Type and its text cut to `max_chars`), plus the
+/// image if it was one, with the final URL as the origin. The pipeline fences all of it as
+/// untrusted (the web tools declare `untrusted_output`). HTTP errors are error results with the
+/// start of the body.
+pub fn render(page: &Page, max_chars: usize, preface: Option<String>) -> talon_core::ToolOutput {
     let mut header = format!("URL: {}\n", page.url);
     if let Some(final_url) = &page.final_url {
         header.push_str(&format!("Final URL (after redirects): {final_url}\n"));
     }
     header.push_str(&format!("Status: {}\n", page.status));
-    let mut fenced = String::new();
+    let mut site = String::new();
     if let Some(title) = &page.title {
-        fenced.push_str(&format!(
+        site.push_str(&format!(
             "Title: {}\n",
             title.split_whitespace().collect::<Vec<_>>().join(" ")
         ));
     }
     if let Some(ct) = &page.content_type {
-        fenced.push_str(&format!("Content-Type: {ct}\n"));
+        site.push_str(&format!("Content-Type: {ct}\n"));
     }
     if page.hidden_removed > 0 {
         header.push_str(&format!(
@@ -382,12 +378,11 @@ pub fn render(
             page.text.chars().count()
         ));
     }
-    if !fenced.is_empty() {
-        fenced.push('\n');
+    if !site.is_empty() {
+        site.push('\n');
     }
-    fenced.push_str(&text);
+    site.push_str(&text);
     let origin = page.final_url.as_deref().unwrap_or(&page.url);
-    let body = talon_core::untrusted::wrap(source, origin, &fenced);
     let mut out = String::new();
     if let Some(p) = preface {
         out.push_str(&p);
@@ -398,12 +393,13 @@ pub fn render(
     }
     out.push_str(&header);
     out.push('\n');
-    out.push_str(&body);
+    out.push_str(&site);
     let mut output = if is_error {
         talon_core::ToolOutput::error(out)
     } else {
         talon_core::ToolOutput::text(out)
-    };
+    }
+    .with_origin(origin);
     if let Some(image) = &page.image {
         output = output.with_media(image.clone());
     }

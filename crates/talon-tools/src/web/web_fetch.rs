@@ -66,6 +66,7 @@ impl Tool for WebFetch {
             SideEffect::Network,
         )
         .in_group("web")
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<WebFetchInput>) -> ToolOutput {
@@ -89,6 +90,6 @@ impl Tool for WebFetch {
         };
         let agent = call.ctx().agent_key.as_deref();
         let page = or_error!(self.web.page(agent, &input.url, mode).await);
-        super::render(&page, max_chars, "Web Fetch", None)
+        super::render(&page, max_chars, None)
     }
 }

@@ -89,6 +89,7 @@ impl Tool for WebSearch {
             SideEffect::Network,
         )
         .in_group("web")
+        .with_untrusted_output()
     }
 
     async fn execute(&self, call: Authorized<WebSearchInput>) -> ToolOutput {
@@ -101,6 +102,6 @@ impl Tool for WebSearch {
             input.search_lang.as_deref(),
         ));
         let agent = call.ctx().agent_key.as_deref();
-        ToolOutput::text(or_error!(self.web.search(agent, &query).await))
+        ToolOutput::text(or_error!(self.web.search(agent, &query).await)).with_origin(&query.text)
     }
 }

@@ -276,7 +276,8 @@ fn permitted(url: &str, policy: &DomainPolicy) -> bool {
         .is_some_and(|h| policy.check(&h).is_ok())
 }
 
-/// The result list for the model, inside the untrusted fence.
+/// The result list for the model. The tools that show it declare `untrusted_output`, so the
+/// pipeline fences it as untrusted (with the query as its origin).
 pub fn render(query: &str, answer: &Answer) -> String {
     let mut text = String::new();
     if answer.hits.is_empty() {
@@ -306,11 +307,7 @@ pub fn render(query: &str, answer: &Answer) -> String {
         ));
     }
     out.push_str("\n\n");
-    out.push_str(&talon_core::untrusted::wrap(
-        "Web Search",
-        query,
-        text.trim_end(),
-    ));
+    out.push_str(text.trim_end());
     out
 }
 
