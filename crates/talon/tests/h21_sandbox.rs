@@ -446,3 +446,65 @@ fn h21_sandbox_from_tmp_doctor_runs_a_real_command() {
     assert!(report.contains("Test command: FAILED"), "{report}");
     assert!(report.contains("nonexistent-talon-doctor-root"), "{report}");
 }
+
+#[tokio::test]
+async fn h21_06_proxy_mode_keeps_its_proxy_but_reaches_no_host_unix_socket() {
+    let e = env();
+    let path = e.ws.join("host.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::write(e.root.join("connect.py"), CONNECT).unwrap();
+    // An HTTP server on the host's loopback, reached only through the proxy.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in server.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 1024];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nproxied",
+            );
+        }
+    });
+    let lists = talon_exec::NetworkLists {
+        allowed_domains: vec!["localhost".into()],
+        denied_domains: Vec::new(),
+        allowed_cidrs: vec!["127.0.0.1/32".into()],
+    };
+    let policy = talon_exec::NetworkPolicy::from_lists(&lists).unwrap();
+    let shell = shell(
+        Backend::Bubblewrap,
+        ShellConfig {
+            network: talon_exec::NetworkMode::Proxy(std::sync::Arc::new(policy)),
+            ..ShellConfig::default()
+        },
+    );
+    let get = format!(
+        "python3 -c 'import os,socket; h,p=os.environ[\"HTTP_PROXY\"][7:].split(\":\"); \
+         s=socket.create_connection((h,int(p))); \
+         s.sendall(b\"GET http://localhost:{port}/ HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n\"); \
+         print(s.recv(4096).decode())'"
+    );
+    let out = sh(&shell, &e.ws, None, &get).await;
+    assert!(out.success(), "{}", text(&out));
+    assert!(text(&out).contains("proxied"), "{}", text(&out));
+    let out = sh(
+        &shell,
+        &e.ws,
+        None,
+        &format!(
+            "python3 {} {}",
+            e.root.join("connect.py").display(),
+            path.display()
+        ),
+    )
+    .await;
+    assert!(listener.accept().is_err(), "{}", text(&out));
+    assert!(!out.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Operation not permitted"),
+        "{}",
+        text(&out)
+    );
+}
