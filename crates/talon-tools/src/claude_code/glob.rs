@@ -69,7 +69,13 @@ impl Tool for GlobTool {
             need_mtime: true,
             types: Vec::new(),
         };
-        let mut found = or_error!(view.find(&options));
+        // Walking the tree is blocking I/O: off the async threads, the view with it.
+        let found = or_error!(
+            crate::fs::blocking(move || view.find(&options))
+                .await
+                .ok_or(crate::fs::SHUTTING_DOWN)
+        );
+        let mut found = or_error!(found);
         if found.is_empty() {
             return ToolOutput::text("No files found");
         }

@@ -116,7 +116,8 @@ impl Tool for GrepTool {
             Err(e) => return ToolOutput::error(super::fs_message(&e, view.root())),
         };
         let mode = input.output_mode.unwrap_or_default();
-        let files = if target.is_dir {
+        // Walking and reading files is blocking I/O: off the async threads, the view with it.
+        let (view, files) = if target.is_dir {
             let options = WalkOptions {
                 base: target.abs.clone(),
                 hidden: true,
@@ -126,9 +127,18 @@ impl Tool for GrepTool {
                 need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
-            or_error!(view.find(&options))
+            let (view, found) = or_error!(
+                crate::fs::blocking(move || {
+                    let found = view.find(&options);
+                    (view, found)
+                })
+                .await
+                .ok_or(crate::fs::SHUTTING_DOWN)
+            );
+            (view, or_error!(found))
         } else {
-            vec![target.as_found()]
+            let files = vec![target.as_found()];
+            (view, files)
         };
         // -C (or context) wins over -A/-B, as in Claude Code.
         let around = input.context_short.or(input.context);
@@ -150,10 +160,15 @@ impl Tool for GrepTool {
             first_match_only: mode == OutputMode::FilesWithMatches,
             max_columns: 500,
         };
+        let report = or_error!(
+            crate::fs::blocking(move || view.grep(files, &options))
+                .await
+                .ok_or(crate::fs::SHUTTING_DOWN)
+        );
         let GrepReport {
             matches: mut results,
             skipped,
-        } = or_error!(view.grep(files, &options));
+        } = or_error!(report);
         let offset = input.offset.unwrap_or(0);
         let limit = match input.head_limit {
             Some(0) => usize::MAX,

@@ -61,7 +61,16 @@ impl Tool for GlobTool {
             need_mtime: false,
             types: Vec::new(),
         };
-        let mut found = or_error!(view.find(&options));
+        // Walking the tree is blocking I/O: off the async threads, the view with it.
+        let (view, found) = or_error!(
+            super::blocking(move || {
+                let found = view.find(&options);
+                (view, found)
+            })
+            .await
+            .ok_or(super::SHUTTING_DOWN)
+        );
+        let mut found = or_error!(found);
         if found.is_empty() {
             return ToolOutput::silent(format!("No files match {:?}", input.pattern));
         }

@@ -106,23 +106,33 @@ impl Tool for ListFiles {
         } else {
             0
         };
-        let mut walk = Walk {
-            view: &view,
-            out: Vec::new(),
-            limit: input.limit.unwrap_or(DEFAULT_LIMIT).max(1),
-            omitted: 0,
+        let limit = input.limit.unwrap_or(DEFAULT_LIMIT).max(1);
+        // Listing directories is blocking I/O: off the async threads.
+        let listed = or_error!(
+            super::blocking(move || {
+                let mut walk = Walk {
+                    view: &view,
+                    out: Vec::new(),
+                    limit,
+                    omitted: 0,
+                };
+                walk.dir(Path::new(&path), 0, depth)
+                    .map(|()| (walk.out, walk.omitted))
+            })
+            .await
+            .ok_or(super::SHUTTING_DOWN)
+        );
+        let (out, omitted) = match listed {
+            Ok(listed) => listed,
+            Err(e) => return ToolOutput::error(e),
         };
-        if let Err(e) = walk.dir(Path::new(&path), 0, depth) {
-            return ToolOutput::error(e);
-        }
-        if walk.out.is_empty() {
+        if out.is_empty() {
             return ToolOutput::silent(format!("{} is empty", shown.display()));
         }
-        let mut text = walk.out.join("\n");
-        if walk.omitted > 0 {
+        let mut text = out.join("\n");
+        if omitted > 0 {
             text.push_str(&format!(
-                "\n... {} more entries not shown (limit={}); list a subdirectory or raise limit",
-                walk.omitted, walk.limit
+                "\n... {omitted} more entries not shown (limit={limit}); list a subdirectory or raise limit"
             ));
         }
         ToolOutput::silent(text)

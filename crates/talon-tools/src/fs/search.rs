@@ -80,7 +80,8 @@ impl Tool for Search {
         let view = or_error!(self.fs.files(call.ctx()).view(input.path.as_deref()).await);
         let target = or_error!(view.target(input.path.as_deref().unwrap_or(".")));
         let mode = input.output_mode.unwrap_or_default();
-        let files = if target.is_dir {
+        // Walking and reading files is blocking I/O: off the async threads, the view with it.
+        let (view, files) = if target.is_dir {
             let options = WalkOptions {
                 base: target.abs.clone(),
                 hidden: false,
@@ -90,9 +91,18 @@ impl Tool for Search {
                 need_mtime: false,
                 types: input.file_type.iter().cloned().collect(),
             };
-            or_error!(view.find(&options))
+            let (view, found) = or_error!(
+                super::blocking(move || {
+                    let found = view.find(&options);
+                    (view, found)
+                })
+                .await
+                .ok_or(super::SHUTTING_DOWN)
+            );
+            (view, or_error!(found))
         } else {
-            vec![target.as_found()]
+            let files = vec![target.as_found()];
+            (view, files)
         };
         let context = input.context.unwrap_or(0);
         let options = GrepOptions {
@@ -112,10 +122,18 @@ impl Tool for Search {
             first_match_only: mode == OutputMode::FilesWithMatches,
             max_columns: 500,
         };
+        let (view, report) = or_error!(
+            super::blocking(move || {
+                let report = view.grep(files, &options);
+                (view, report)
+            })
+            .await
+            .ok_or(super::SHUTTING_DOWN)
+        );
         let GrepReport {
             matches: mut results,
             skipped,
-        } = or_error!(view.grep(files, &options));
+        } = or_error!(report);
         if results.is_empty() {
             return skipped.annotate(ToolOutput::silent(format!(
                 "No matches for {:?}",
