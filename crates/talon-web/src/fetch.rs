@@ -1,7 +1,7 @@
 //! Fetching a URL: every hop checked, every connection pinned to checked addresses, the body
 //! streamed into a capped buffer.
 //!
-//! The HTTP client resolves names only through [`GuardResolver`], which is the address guard
+//! The HTTP client resolves names only through `GuardResolver`, which is the address guard
 //! ([`talon_net::Guard`]): it resolves once per connection, refuses the destination if any
 //! address of the answer is special-use, and hands the client exactly the addresses it checked.
 //! Nothing else resolves, so an answer that changes between a check and the connection (DNS
@@ -15,7 +15,7 @@
 //! target again; deployments that need pinning end to end should not route through one.
 //!
 //! Proxied and direct requests use two clients, and the fetcher, not the client, decides which
-//! (one `NO_PROXY` reading, [`no_proxy_matches`]). The direct client resolves every name through
+//! (one `NO_PROXY` reading, `no_proxy_matches`). The direct client resolves every name through
 //! the guard, with no exception; the proxied client resolves only the proxies' names and refuses
 //! any other. A single client that trusted the proxy's name would also trust a *target* of that
 //! name: with `HTTP_PROXY=http://localhost:3128` and `NO_PROXY=localhost`, `http://localhost/`

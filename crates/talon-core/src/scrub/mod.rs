@@ -4,7 +4,7 @@
 //! finds the literal keywords every credential format carries; only a short window around each
 //! hit (bounded by its line, except for private-key blocks) is searched, and only with the rules
 //! that listed that keyword, each after a cheap precheck. Clean text costs one automaton pass.
-//! See [`rules`] for the rule list and the false-positive policy.
+//! See the `rules` module for the rule list and the false-positive policy.
 //!
 //! Dynamic values are exact strings: server IPs become `[SERVER_IP]` (only at number
 //! boundaries, so `10.0.0.1` does not hit `110.0.0.12`), registered credential values and the
