@@ -323,7 +323,7 @@ pub(crate) const RULES: &[Rule] = &[
     ),
     Rule {
         id: "notion",
-        pattern: r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[0-9]{11}[A-Za-z0-9]{35})\b",
+        pattern: r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,60})\b",
         keywords: &["secret", "ntn_"],
         accept: Some(checks::accept_random),
         precheck: Some(has_notion),
