@@ -70,14 +70,14 @@ pub struct ExecSection {
     pub env_passthrough: Vec<String>,
     /// Writable directories besides the call's workspace.
     pub writable_roots: Vec<PathBuf>,
-    /// Limits per command (GoClaw's sandbox defaults).
-    pub memory_mb: u64,
-    pub cpu_secs: u64,
     /// Paths hidden from sandboxed commands besides the host's credential stores (`~/.ssh`,
     /// `~/.aws`, …, hidden by default); absolute or `~/…`.
     pub hidden_paths: Vec<PathBuf>,
     /// Default credential stores shown to sandboxed commands after all (`["~/.npmrc"]`).
     pub unhidden_paths: Vec<PathBuf>,
+    /// Limits per command (GoClaw's sandbox defaults).
+    pub memory_mb: u64,
+    pub cpu_secs: u64,
     pub file_size_mb: u64,
     /// `[exec.approvals]`: when commands run without a person (GoClaw's modes, Claude Code's
     /// rules, deny groups).
@@ -99,11 +99,11 @@ impl Default for ExecSection {
             allowed_cidrs: Vec::new(),
             env_passthrough: Vec::new(),
             writable_roots: Vec::new(),
+            hidden_paths: Vec::new(),
+            unhidden_paths: Vec::new(),
             memory_mb: limits.memory_mb,
             cpu_secs: limits.cpu_secs,
             file_size_mb: limits.file_size_mb,
-            hidden_paths: Vec::new(),
-            unhidden_paths: Vec::new(),
             approvals: Default::default(),
             agents: Default::default(),
         }
@@ -179,14 +179,14 @@ impl ExecSection {
             .parse()
             .map_err(|e| ConfigError(format!("exec.backend: {e}")))?;
         self.docker.validate().map_err(ConfigError)?;
-        let env = talon_exec::ChildEnv::with_extra(&self.env_passthrough)
-            .map_err(|e| ConfigError(e.to_string()))?;
-        let network = self.network_mode()?;
         let credentials = talon_exec::sandbox::CredentialHiding {
             extra: self.hidden_paths.clone(),
             unhidden: self.unhidden_paths.clone(),
         };
         credentials.validate().map_err(ConfigError)?;
+        let env = talon_exec::ChildEnv::with_extra(&self.env_passthrough)
+            .map_err(|e| ConfigError(e.to_string()))?;
+        let network = self.network_mode()?;
         if mode == talon_exec::SandboxMode::Off && !network.is_off() {
             tracing::warn!(
                 network = network.name(),
@@ -203,10 +203,10 @@ impl ExecSection {
                 ..talon_exec::Limits::default()
             },
             hidden,
+            credentials,
             extra_writable: self.writable_roots.clone(),
             network,
             helper: None,
-            credentials,
             one_shot: false,
             backend,
             docker: self.docker.clone(),

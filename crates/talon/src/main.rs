@@ -260,7 +260,7 @@ fn main() -> ExitCode {
         .get(1)
         .is_some_and(|a| a == talon_exec::session::INIT_SUBCOMMAND)
     {
-        return match talon_exec::session::init::serve() {
+        return match talon_exec::session::init::serve(args.get(2..).unwrap_or_default()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("talon sandbox init: {e}");

@@ -227,7 +227,8 @@ async fn trial(config: &talon_exec::ShellConfig) -> (bool, String) {
         command: "echo talon-doctor-$((6 * 7))",
         cwd: &ws,
         workspace: &ws,
-        agent: None,
+        // Not `main`: under `sandbox = "non-main"` the sandbox is what other agents get.
+        agent: Some("talon-doctor"),
         session: Some("talon-doctor"),
         timeout: std::time::Duration::from_secs(30),
     };
