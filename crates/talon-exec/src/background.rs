@@ -6,7 +6,8 @@
 //! Talon's shutdown end it. Each command belongs to the session that started it; another
 //! session's ids are unknown to it, so one conversation cannot read or kill another's processes.
 //!
-//! Bounded everywhere: at most [`MAX_RUNNING_PER_OWNER`] running per session, at most
+//! Bounded everywhere: at most [`MAX_RUNNING_PER_OWNER`] running per owner and [`MAX_RUNNING`]
+//! in all (an owner is a caller, and a gateway has as many callers as user names), at most
 //! [`KEEP_FINISHED_PER_OWNER`] finished ones remembered, and at most [`LOG_CAP`] bytes logged
 //! per command (the rest is counted, not written).
 
@@ -29,6 +30,8 @@ use crate::sandbox::network::ProxySession;
 
 /// Running background commands one session may have at once.
 pub const MAX_RUNNING_PER_OWNER: usize = 16;
+/// Running background commands of every owner together.
+pub const MAX_RUNNING: usize = 64;
 /// Finished background commands remembered per session (the oldest are forgotten first).
 pub const KEEP_FINISHED_PER_OWNER: usize = 32;
 /// Bytes written to one command's log; output past it is counted and dropped.
@@ -99,6 +102,10 @@ pub enum BackgroundError {
         "this session already has {MAX_RUNNING_PER_OWNER} background commands running; stop one before starting another"
     )]
     TooMany,
+    #[error(
+        "{MAX_RUNNING} background commands are running here already; try again when some have ended"
+    )]
+    TooManyInAll,
     #[error("background command {id} is not running ({status}); its output can still be read")]
     NotRunning { id: String, status: String },
     #[error("background command {0} does not read its standard input any more")]
@@ -208,13 +215,13 @@ impl Background {
 
     /// Whether `owner` may start another command now.
     pub fn check_room(&self, owner: &str) -> Result<(), BackgroundError> {
-        let running = self
-            .lock()
-            .values()
-            .filter(|t| t.owner == owner && t.running())
-            .count();
-        if running >= MAX_RUNNING_PER_OWNER {
+        let tasks = self.lock();
+        let running = || tasks.values().filter(|t| t.running());
+        if running().filter(|t| t.owner == owner).count() >= MAX_RUNNING_PER_OWNER {
             return Err(BackgroundError::TooMany);
+        }
+        if running().count() >= MAX_RUNNING {
+            return Err(BackgroundError::TooManyInAll);
         }
         Ok(())
     }

@@ -161,3 +161,20 @@ async fn a_session_cannot_run_too_many() {
     assert!(bg.check_room("other").is_ok());
     bg.stop_all();
 }
+
+/// Owners are callers, and a gateway has as many as there are user names: the total is bounded
+/// too.
+#[tokio::test]
+async fn h21_13_every_owner_together_is_bounded() {
+    let bg = Arc::new(Background::default());
+    let mut dirs = Vec::new();
+    for i in 0..MAX_RUNNING {
+        dirs.push(start(&bg, &format!("user-{}", i / 8), "sleep 20"));
+    }
+    assert!(matches!(
+        bg.check_room("someone-new"),
+        Err(BackgroundError::TooManyInAll)
+    ));
+    bg.stop_all_and_wait().await;
+    drop(dirs);
+}
