@@ -216,6 +216,7 @@ fn h21_15_ordinary_uses_still_run() {
         "find . -name '*.rs' -print",
         "sh build.sh > build.log",
         "cat /proc/cpuinfo",
+        "du -sh /*",
         "ls src/*.rs",
     ] {
         let d = decision(command, Security::Full, Ask::Off, &[]);

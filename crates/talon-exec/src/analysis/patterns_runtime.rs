@@ -106,7 +106,23 @@ pub(crate) fn names_environ(word: &str) -> bool {
     if !path.contains(['*', '?', '[']) {
         return false;
     }
-    glob_regex(&path).is_some_and(|g| ENVIRON_SAMPLES.iter().any(|s| g.is_match(s)))
+    // A relative glob is compared without its leading `..` (the depth is not known).
+    let absolute = path.starts_with('/');
+    let glob = if absolute {
+        path.as_str()
+    } else {
+        path.trim_start_matches("../")
+    };
+    glob_regex(glob, absolute).is_some_and(|g| {
+        ENVIRON_SAMPLES.iter().any(|s| {
+            let sample = if absolute {
+                s
+            } else {
+                s.trim_start_matches('/')
+            };
+            g.is_match(sample)
+        })
+    })
 }
 
 /// Resolves `.`, `..` and repeated slashes in a path, as text.
@@ -131,22 +147,27 @@ fn normalise(path: &str) -> String {
     }
 }
 
-/// A regex for a glob: `*` and `?` also match across `/` (more than the shell does, so nothing
-/// is missed), a bracket expression matches any one character, a `$` expansion matches nothing.
-fn glob_regex(glob: &str) -> Option<Regex> {
+/// A regex for a glob, as the shell matches it (`*`, `?` and a bracket expression within one
+/// path component; a bracket expression matches any character), except that `**` in an
+/// absolute glob crosses components (`globstar`). `None` when the glob holds an expansion.
+fn glob_regex(glob: &str, absolute: bool) -> Option<Regex> {
     let mut out = String::from("^");
-    let mut chars = glob.chars();
+    let mut chars = glob.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '*' => out.push_str(".*"),
-            '?' => out.push('.'),
+            '*' if absolute && chars.peek() == Some(&'*') => {
+                chars.next();
+                out.push_str(".*");
+            }
+            '*' => out.push_str("[^/]*"),
+            '?' => out.push_str("[^/]"),
             '[' => {
                 for d in chars.by_ref() {
                     if d == ']' {
                         break;
                     }
                 }
-                out.push('.');
+                out.push_str("[^/]");
             }
             '$' => return None,
             '\\' => {
@@ -274,11 +295,17 @@ mod tests {
         ] {
             assert!(names_environ(word), "{word}");
         }
+        assert!(names_environ("/**/environ"));
+        assert!(names_environ("../../pr?c/self/environ"));
         for word in [
             "/proc/cpuinfo",
             "src/*.rs",
             "environment.md",
             "/proc/self/status",
+            "/*",
+            "/p*",
+            "**",
+            "/proc/*/status",
         ] {
             assert!(!names_environ(word), "{word}");
         }
