@@ -8,7 +8,9 @@
 
 pub mod access;
 pub mod catalog;
+mod elicit;
 pub mod link;
+mod mrtr;
 pub mod names;
 pub mod oauth;
 pub mod oauth_http;

@@ -405,6 +405,51 @@ impl Server {
         };
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
+        // A 2026-07-28 server may answer `input_required` (SEP-2322): Talon answers what it was
+        // asked and sends the call again, the server's request state echoed untouched.
+        for _ in 0..crate::mrtr::MAX_ROUNDS {
+            let answer = self
+                .call_once(
+                    service,
+                    params.clone(),
+                    timeout,
+                    progress.clone(),
+                    client.clone(),
+                )
+                .await?;
+            match answer {
+                rmcp::model::ServerResult::CallToolResult(result) => {
+                    return serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()));
+                }
+                rmcp::model::ServerResult::InputRequiredResult(asked) => {
+                    let requests = asked.input_requests.unwrap_or_default();
+                    params.input_responses =
+                        Some(crate::mrtr::answer(&self.name, requests, client.as_ref()).await);
+                    params.request_state = asked.request_state;
+                }
+                other => {
+                    return Err(
+                        self.protocol(format!("unexpected answer to tools/call: {other:?}"))
+                    );
+                }
+            }
+        }
+        Err(self.protocol(format!(
+            "tools/call still needed input after {} rounds",
+            crate::mrtr::MAX_ROUNDS
+        )))
+    }
+
+    /// One `tools/call` request over rmcp, cancellable, its progress and elicitations routed
+    /// to this call's caller while it runs.
+    async fn call_once(
+        &self,
+        service: &RunningService<RoleClient, Watcher>,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+        client: Option<ClientHandle>,
+    ) -> Result<rmcp::model::ServerResult, ServerError> {
         let request =
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
         let peer = service.peer().clone();
@@ -428,12 +473,7 @@ impl Server {
         if !matches!(answer, Err(ServerError::Timeout { .. })) {
             pending.id = None;
         }
-        match answer? {
-            rmcp::model::ServerResult::CallToolResult(result) => {
-                serde_json::to_value(&result).map_err(|e| self.protocol(e.to_string()))
-            }
-            other => Err(self.protocol(format!("unexpected answer to tools/call: {other:?}"))),
-        }
+        answer
     }
 
     /// `request`'s answer within `timeout`, its errors as this server's.

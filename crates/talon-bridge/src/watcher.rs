@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{NotificationContext, RoleClient};
-use serde_json::{Value, json};
+use serde_json::Value;
 use talon_core::{ClientHandle, ProgressSink, ProgressUpdate};
 use tokio::sync::Notify;
 
@@ -100,10 +100,7 @@ impl Watcher {
     /// The answer to an `elicitation/create` request with `params`, as the protocol's result
     /// (a decline when nobody can be asked).
     pub(crate) async fn elicit(&self, params: Value) -> Value {
-        let decline = |why: &str| {
-            tracing::warn!("an MCP server asked for the user's input; declined: {why}");
-            json!({"action": "decline"})
-        };
+        use crate::elicit::decline;
         let handles: Vec<ClientHandle> = self
             .clients
             .lock()
@@ -118,13 +115,7 @@ impl Watcher {
                 decline("several calls are in flight; Talon cannot tell whose user to ask")
             };
         };
-        match client.0.elicit(params).await {
-            Ok(answer) if answer.get("action").and_then(Value::as_str).is_some() => answer,
-            Ok(answer) => decline(&format!(
-                "the client's answer is not an elicitation result: {answer}"
-            )),
-            Err(e) => decline(&e),
-        }
+        crate::elicit::ask(client, params).await
     }
 }
 

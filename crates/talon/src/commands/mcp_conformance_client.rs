@@ -5,9 +5,10 @@
 //! else: connect (at the protocol version the suite asks for in
 //! `MCP_CONFORMANCE_PROTOCOL_VERSION`), and when the server demands authorization, sign in with
 //! the bridge's OAuth ([`talon_bridge::oauth::login`]) and connect again; then list the tools and
-//! call each one with arguments made from its input schema. The one thing a person would do,
-//! approving the sign-in in a browser, is done by fetching the authorization URL: the suite's
-//! authorization servers approve at once and redirect to the bridge's loopback callback. Tokens
+//! call each one with arguments made from its input schema. What a person would do is scripted:
+//! approving the sign-in in a browser is a fetch of the authorization URL (the suite's
+//! authorization servers approve at once and redirect to the bridge's loopback callback), and a
+//! server's question to the user is accepted as shown. Tokens
 //! live in memory for the run; a pre-registered client comes from `MCP_CONFORMANCE_CONTEXT`.
 
 use std::collections::BTreeMap;
@@ -137,11 +138,24 @@ async fn attempt(http: &HttpConfig) -> Result<(), ServerError> {
     let server = Server::start(NAME, &Transport::Http(http.clone()), TIMEOUT).await?;
     let tools = server.tools(TIMEOUT).await?;
     for (name, arguments) in planned_calls(&tools) {
-        let answer = server.call(&name, arguments, TIMEOUT, None, None).await?;
+        let user = talon_core::ClientHandle(Arc::new(AcceptAsShown));
+        let answer = server
+            .call(&name, arguments, TIMEOUT, None, Some(user))
+            .await?;
         println!("{name}: {answer}");
     }
     server.close(Duration::from_secs(2)).await;
     Ok(())
+}
+
+/// The user behind the calls: accepts every question as the form presents it, changing
+/// nothing (the bridge then fills in the schema's defaults, SEP-1034).
+struct AcceptAsShown;
+
+impl talon_core::ClientRequests for AcceptAsShown {
+    fn elicit(&self, _params: Value) -> talon_core::context::ClientFuture {
+        Box::pin(async { Ok(json!({"action": "accept", "content": {}})) })
+    }
 }
 
 /// The calls to make: those the scenario names in `MCP_CONFORMANCE_CONTEXT.toolCalls` (what a
