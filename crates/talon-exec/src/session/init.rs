@@ -85,15 +85,15 @@ fn live_group(pid: i32) -> Option<i32> {
 /// process, nor in the group of a running command. Repeats until a pass finds none, so a
 /// process that forks while it is being killed does not leave a child behind (bounded: a pass
 /// kills everything it saw, and nothing new can appear once the forkers are dead).
+///
+/// Each pass holds the registry of running commands, which [`start`] also holds from spawning
+/// a command until its group is registered: a command started meanwhile is never taken for a
+/// stray.
 fn kill_strays(groups: &Groups) {
-    let keep: Vec<i32> = groups
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .values()
-        .copied()
-        .collect();
     let me = std::process::id() as i32;
     for _ in 0..100 {
+        let registry = groups.lock().unwrap_or_else(PoisonError::into_inner);
+        let keep: Vec<i32> = registry.values().copied().collect();
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return;
         };
@@ -116,6 +116,7 @@ fn kill_strays(groups: &Groups) {
                 killed += 1;
             }
         }
+        drop(registry);
         if killed == 0 {
             return;
         }
@@ -170,19 +171,20 @@ fn start(
             command.pre_exec(move || set_limits(&limits));
         }
     }
+    // Registered before any stray hunt can see the new group (see `kill_strays`).
+    let mut registry = groups.lock().unwrap_or_else(PoisonError::into_inner);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
+            drop(registry);
             let message = format!("cannot start {program}: {e}");
             send(out, &Reply::Failed { id, message }, &[]);
             return;
         }
     };
     let pgid = child.id() as i32;
-    groups
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(id, pgid);
+    registry.insert(id, pgid);
+    drop(registry);
     let pumps = [
         child.stdout.take().map(|s| pump(s, id, 1, Arc::clone(out))),
         child.stderr.take().map(|s| pump(s, id, 2, Arc::clone(out))),
