@@ -298,6 +298,14 @@ fn h21_09_credentialed_configuration_injection_is_refused() {
         text.contains("-c") && text.contains("configuration"),
         "{text}"
     );
+    // Environment a command sets (`GIT_*`, `GH_PAGER`) never reaches a credentialed binary.
+    for command in [
+        "GIT_CONFIG_PARAMETERS=\"'core.pager'='env'\" git log",
+        "env GIT_EXTERNAL_DIFF=env git diff",
+    ] {
+        let err = git.plan(command, &[]).expect_err(command);
+        assert!(matches!(err, Refusal::Shell { .. }), "{command}: {err}");
+    }
     for fine in [
         "git status",
         "git push -u origin main",
