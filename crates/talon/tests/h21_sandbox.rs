@@ -213,6 +213,27 @@ async fn h21_07_commands_cannot_reach_the_session_init() {
     )
     .await;
     assert!(!text(&out).contains("sleep 2"), "{}", text(&out));
+    // A command can still end the init (same user), which ends the sandbox: Talon notices at
+    // once (the channel closes) and the next call gets a new one.
+    let request = Request {
+        shell: Path::new("/bin/sh"),
+        command: "kill -9 2; sleep 30",
+        cwd: &e.ws,
+        workspace: &e.ws,
+        agent: None,
+        session: Some("s"),
+        timeout: Duration::from_secs(20),
+    };
+    let begin = std::time::Instant::now();
+    let killed = shell.run(&request, &CancellationToken::new()).await;
+    assert!(killed.is_err(), "{killed:?}");
+    assert!(
+        begin.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        begin.elapsed()
+    );
+    let out = sh(&shell, &e.ws, Some("s"), "echo again").await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout.bytes), "again\n");
     shell.shutdown().await;
 }
 
