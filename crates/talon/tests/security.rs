@@ -389,3 +389,29 @@ async fn h21_13_users_do_not_share_background_processes() {
     .await;
     assert_eq!(killed["ok"], true, "{killed}");
 }
+
+/// The Bash tool's working directory is the caller's too: one user's `cd` neither moves another
+/// user's commands nor is undone by them.
+#[tokio::test]
+async fn h21_13_users_do_not_share_the_bash_working_directory() {
+    let server = support::serve(
+        &[("TALON_TOOLS__PERMISSION_MODE", "bypassPermissions")],
+        None,
+    );
+    let addr = server.addr.as_str();
+    let bash = async |user: &str, command: &str| -> String {
+        let (status, body) = support::invoke(
+            addr,
+            None,
+            json!({"tool": "Bash", "args": {"command": command}, "user": user}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        body["result"]["for_llm"].as_str().unwrap().to_string()
+    };
+    bash("alice", "mkdir -p deep && cd deep").await;
+    let bob = bash("bob", "pwd").await;
+    assert!(!bob.contains("deep") && !bob.contains("reset"), "{bob}");
+    let alice = bash("alice", "pwd").await;
+    assert!(alice.trim_end().ends_with("/deep"), "{alice}");
+}

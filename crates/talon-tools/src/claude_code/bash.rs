@@ -172,12 +172,15 @@ impl Tool for Bash {
                     .to_string(),
             );
         }
-        let cwd = match self.cwds.get(&ctx.session_key) {
+        // The working directory is the caller's, like its background commands: callers of one
+        // gateway token share a session key.
+        let caller = crate::runtime::background::owner(ctx);
+        let cwd = match self.cwds.get(&caller) {
             None => root,
             Some(dir) => match inside(&dir, &workspace) {
                 Some(dir) => dir,
                 None => {
-                    self.cwds.insert(&ctx.session_key, workspace.clone());
+                    self.cwds.insert(&caller, workspace.clone());
                     notes.push(reset_note(&workspace));
                     root
                 }
@@ -232,9 +235,9 @@ impl Tool for Bash {
         );
         let (stderr, reported) = take_cwd_report(&outcome.stderr.text(), &marker);
         match reported.map(|dir| inside(&dir, &workspace)) {
-            Some(Some(dir)) => self.cwds.insert(&ctx.session_key, dir),
+            Some(Some(dir)) => self.cwds.insert(&caller, dir),
             Some(None) => {
-                self.cwds.insert(&ctx.session_key, workspace.clone());
+                self.cwds.insert(&caller, workspace.clone());
                 notes.push(reset_note(&workspace));
             }
             None => {}

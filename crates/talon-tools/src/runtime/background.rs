@@ -20,8 +20,9 @@ pub const LOG_DIR: &str = ".talon-tasks";
 /// Longest a background command may run when the call sets no timeout.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
-/// Who a call's background commands belong to: the session and the caller within it (tenant,
-/// agent, user — the identity that picks the workspace). The session alone is not enough: every
+/// Who a call's background commands (and the Bash tool's working directory) belong to: the
+/// session and the caller within it (tenant, agent, user — the identity that picks the
+/// workspace). The session alone is not enough: every
 /// caller of a gateway with one token shares the token's session, so keying by it let one user
 /// list, read and kill another's commands.
 pub fn owner(ctx: &CallContext) -> String {
