@@ -69,7 +69,10 @@ pub fn start(
     shell
         .start_background(request, &owner(ctx), id, file, log.clone())
         .map_err(|e| {
-            let _ = std::fs::remove_file(&log);
+            // Relative to the workspace and following no symlink (issue 21 item 5).
+            if let Ok(rel) = log.strip_prefix(jail.root()) {
+                let _ = talon_fs::remove_beneath(jail.root(), rel, talon_fs::Removal::Anything);
+            }
             e.to_string()
         })
 }
