@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{ClientInitializeError, RoleClient, RunningService};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::Value;
 use talon_core::{ClientHandle, ProgressSink};
@@ -157,6 +157,41 @@ fn lifecycle(
     )
 }
 
+/// A streamable HTTP session opened with `lifecycle` (its own transport, so a refused opening
+/// can be tried again another way).
+async fn http_session(
+    watcher: &Watcher,
+    name: &str,
+    config: &transport::HttpConfig,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Result<RunningService<RoleClient, Watcher>, ClientInitializeError>, ServerError> {
+    Ok(match &config.oauth {
+        Some(oauth) => {
+            let transport = transport::streamable_http_oauth(name, config, oauth).await?;
+            watcher
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+        }
+        None => {
+            let transport = transport::streamable_http(name, config)?;
+            watcher
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+        }
+    })
+}
+
+/// Whether a refused `initialize` says the server speaks only the 2026-07-28 protocol: it does
+/// not know the method, wants the `MCP-Protocol-Version` header, or names only newer versions.
+fn modern_only(error: &ClientInitializeError) -> bool {
+    let ClientInitializeError::JsonRpcError(error) = error else {
+        return false;
+    };
+    matches!(error.code.0, -32601 | -32020 | -32022)
+}
+
 /// The protocol client of a session.
 enum Session {
     /// Child processes: Talon's own client ([`crate::stdio_client`]).
@@ -217,24 +252,17 @@ impl Server {
                         });
                 }
                 Transport::Http(config) => {
-                    let lifecycle = lifecycle(name, config)?;
-                    match &config.oauth {
-                        Some(oauth) => {
-                            watcher
-                                .serve_with_lifecycle(
-                                    transport::streamable_http_oauth(name, config, oauth).await?,
-                                    lifecycle,
-                                )
-                                .await
+                    let first = lifecycle(name, config)?;
+                    match http_session(&watcher, name, config, first).await? {
+                        // Not configured for a version, and the server speaks only 2026-07-28
+                        // and later: it refused `initialize`, so open with `server/discover`.
+                        Err(e) if config.protocol_version.is_none() && modern_only(&e) => {
+                            let modern = ClientLifecycleMode::Discover {
+                                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                            };
+                            http_session(&watcher, name, config, modern).await?
                         }
-                        None => {
-                            watcher
-                                .serve_with_lifecycle(
-                                    transport::streamable_http(name, config)?,
-                                    lifecycle,
-                                )
-                                .await
-                        }
+                        other => other,
                     }
                 }
                 Transport::Sse(config) => {

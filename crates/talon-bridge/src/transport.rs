@@ -48,7 +48,8 @@ pub struct HttpConfig {
     /// The protocol version to speak (streamable HTTP). 2026-07-28 and later have no
     /// `initialize`: the session opens with `server/discover` and every request carries its
     /// version in `_meta` and the `MCP-Protocol-Version` header. `None`: the `initialize`
-    /// handshake, which servers of every version still answer.
+    /// handshake, then `server/discover` at 2026-07-28 if the server refuses `initialize` the
+    /// way a server of only that protocol does.
     pub protocol_version: Option<String>,
 }
 

@@ -145,6 +145,33 @@ fn client_scenarios_at_2026_07_28() {
     run("client", VERSIONS[1], &["--command", &command]);
 }
 
+/// Talon configured with no protocol version still reaches a server that speaks only
+/// 2026-07-28: the refused `initialize` is followed by `server/discover`.
+#[test]
+fn a_client_configured_with_no_version_reaches_a_2026_07_28_server() {
+    let command = format!(
+        "env -u MCP_CONFORMANCE_PROTOCOL_VERSION {}",
+        client_command()
+    );
+    let output = suite(&[
+        "client",
+        "--command",
+        &command,
+        "--scenario",
+        "tools_call",
+        "--spec-version",
+        VERSIONS[1],
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 #[test]
 fn server_scenarios_at_2025_11_25() {
     let server = support::serve(&[], None);
