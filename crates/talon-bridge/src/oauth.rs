@@ -160,7 +160,7 @@ pub(crate) async fn authorized_client(
             .configure_client(config)
             .map_err(|e| auth_failed(server, e))?;
     }
-    Ok(AuthClient::new(http_client(server)?, manager))
+    Ok(AuthClient::new(http_client(server, &http.url)?, manager))
 }
 
 /// Whether tokens are stored for `server`.

@@ -55,7 +55,7 @@ impl LegacySse {
             server: server.to_string(),
             message,
         };
-        let client = http_client(server)?;
+        let client = http_client(server, &config.url)?;
         let mut headers: HeaderMap = header_map(server, config)?.into_iter().collect();
         if let Some(token) = &config.bearer {
             let mut value = HeaderValue::try_from(format!("Bearer {token}"))

@@ -165,11 +165,30 @@ pub(crate) fn header_map(
         .collect()
 }
 
-/// The HTTP client every remote server's requests go through.
-pub(crate) fn http_client(server: &str) -> Result<reqwest::Client, ServerError> {
+/// The HTTP client every request to the remote server at `url` goes through. A redirect is a
+/// URL the server names, so it is followed only on `url`'s own origin: the server cannot send
+/// Talon's requests, and the credentials they carry, anywhere the operator did not configure
+/// (OAuth's own requests go through the address guard, [`crate::oauth_http`]).
+pub(crate) fn http_client(server: &str, url: &str) -> Result<reqwest::Client, ServerError> {
+    let origin = reqwest::Url::parse(url)
+        .map_err(|e| ServerError::Config {
+            server: server.to_string(),
+            message: format!("invalid URL {url:?}: {e}"),
+        })?
+        .origin();
+    let same_origin = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= 10 {
+            attempt.error("too many redirects")
+        } else if attempt.url().origin() == origin {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
     reqwest::Client::builder()
         .user_agent(concat!("talon/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(std::time::Duration::from_secs(10))
+        .redirect(same_origin)
         .build()
         .map_err(|e| ServerError::Config {
             server: server.to_string(),
@@ -216,7 +235,7 @@ pub(crate) fn streamable_http(
     config: &HttpConfig,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ServerError> {
     Ok(StreamableHttpClientTransport::with_client(
-        http_client(server)?,
+        http_client(server, &config.url)?,
         http_settings(server, config)?,
     ))
 }

@@ -1,4 +1,4 @@
-//! OAuth URLs a remote server advertises are fetched through the address guard, with no more
+//! URLs a remote server advertises (OAuth metadata and endpoints, redirects) get no more
 //! reach than the configured server: a server configured at 127.0.0.1 may keep its
 //! authorization server on 127.0.0.1, but cannot send Talon to another loopback address
 //! (127.0.0.2 stands for any internal address the operator did not configure).
@@ -151,5 +151,47 @@ async fn h21_arch_oauth_urls_guarded() {
     assert!(
         same_host_hits.load(Ordering::SeqCst) > 0,
         "the authorization server on the configured server's host was not reached"
+    );
+}
+
+/// A redirect is a URL the server names too: the configured server cannot bounce Talon's MCP
+/// requests (and the credentials on them) to an address the operator did not configure.
+#[tokio::test]
+async fn h21_arch_redirects_stay_on_the_configured_origin() {
+    let (elsewhere, elsewhere_hits) = http_server("127.0.0.2", |_| None).await;
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let location = format!("{elsewhere}/mcp");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut buf = vec![0u8; 16 * 1024];
+            let _ = socket.read(&mut buf).await;
+            let response = format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    let http = HttpConfig {
+        url,
+        headers: BTreeMap::from([("X-Api-Key".to_string(), "secret".to_string())]),
+        bearer: None,
+        oauth: None,
+        protocol_version: None,
+    };
+    let started = talon_bridge::Server::start(
+        "bouncing",
+        &talon_bridge::Transport::Http(http),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(started.is_err(), "nothing here answers MCP");
+    assert_eq!(
+        elsewhere_hits.load(Ordering::SeqCst),
+        0,
+        "Talon followed the server's redirect to {elsewhere}"
     );
 }
