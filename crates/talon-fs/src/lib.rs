@@ -48,7 +48,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 pub use error::FsError;
 pub use list::{DirEntry, EntryKind};
-pub use remove::{Removal, remove_beneath};
+pub use remove::{Removal, remove_beneath, seed_beneath};
 pub use resolve::Resolver;
 pub use write::{WriteMode, WriteReport};
 

@@ -58,8 +58,17 @@ pub const GIT_CONTROL: &[&str] = &["config", "config.worktree", "hooks", "common
 pub const WORKTREE_CONTROL: &[&str] = &["config.worktree", "commondir"];
 
 /// Control names git cannot tolerate as an empty file (an empty `commondir` makes every git
-/// command fail), so they are never pinned with a placeholder: see [`Protection::Absent`].
+/// command fail), so they are never pinned with an empty placeholder: see
+/// [`Protection::Absent`] and [`neutral_placeholder`].
 const NEVER_PIN: &[&str] = &["commondir"];
+
+/// What a placeholder for the missing protected `path` (a [`Protection::Absent`]) can hold so
+/// that git on the host keeps working while it is there: `commondir` reading `.` names the
+/// repository it is in, as if it were absent. `None`: nothing harmless exists (a submodule's
+/// `.git`), and the name can only be removed after the command.
+pub fn neutral_placeholder(path: &Path) -> Option<&'static [u8]> {
+    (path.file_name()? == OsStr::new("commondir")).then_some(b".\n".as_slice())
+}
 
 /// Repository directories looked at below one root, at most (submodules nest).
 const MAX_REPOSITORIES: usize = 64;
@@ -118,8 +127,9 @@ pub enum Protection {
     /// command created there once it has ended.
     Pin(PathBuf),
     /// It does not exist, and an empty placeholder would break git for the user meanwhile
-    /// (`commondir`, a submodule's `.git`): never pinned; whatever the command created there is
-    /// removed once it has ended.
+    /// (`commondir`, a submodule's `.git`): pinned, where pins are wanted, only with a
+    /// placeholder that reads as harmless ([`neutral_placeholder`]); otherwise whatever the
+    /// command created there is removed once it has ended.
     Absent(PathBuf),
 }
 

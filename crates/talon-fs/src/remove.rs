@@ -30,12 +30,14 @@ pub enum Removal {
     Anything,
     /// Only an empty regular file (a placeholder the sandbox created).
     EmptyFile,
+    /// Only a regular file holding exactly these bytes (a placeholder made by [`seed_beneath`]).
+    FileWith(&'static [u8]),
 }
 
-/// Removes `rel` beneath the directory `root` without following any symlink, and returns
-/// whether something was removed. `rel` must be a relative path of plain names. A parent that
-/// is missing, not a directory or a symlink means there is nothing here to remove: `Ok(false)`.
-pub fn remove_beneath(root: &Path, rel: &Path, what: Removal) -> std::io::Result<bool> {
+/// Opens the parent directories of `rel` beneath `root`, one at a time, following no symlink;
+/// the descriptor of the last and the final name. `Ok(None)` when a parent is missing, not a
+/// directory, or a symlink.
+fn parent_beneath<'a>(root: &Path, rel: &'a Path) -> std::io::Result<Option<(OwnedFd, &'a OsStr)>> {
     let mut names: Vec<&OsStr> = Vec::new();
     for component in rel.components() {
         match component {
@@ -50,25 +52,92 @@ pub fn remove_beneath(root: &Path, rel: &Path, what: Removal) -> std::io::Result
         }
     }
     let Some((last, parents)) = names.split_last() else {
-        return Ok(false);
+        return Ok(None);
     };
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let mut dir = nix::fcntl::open(root, flags, Mode::empty())?;
     for name in parents {
         match openat(&dir, *name, flags | OFlag::O_NOFOLLOW, Mode::empty()) {
             Ok(next) => dir = next,
-            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => return Ok(false),
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
     }
-    let stat = match fstatat(&dir, *last, AtFlags::AT_SYMLINK_NOFOLLOW) {
+    Ok(Some((dir, *last)))
+}
+
+/// Creates `rel` beneath `root` as a new regular file holding `content` (mode 0644), without
+/// following a symlink and without replacing anything: `Ok(false)` if the name exists or a
+/// parent is not a plain directory. For placeholders that must read as something harmless
+/// rather than empty (git refuses an empty `commondir`, and reads `.` as "this repository").
+pub fn seed_beneath(root: &Path, rel: &Path, content: &[u8]) -> std::io::Result<bool> {
+    use std::io::Write;
+    let Some((dir, last)) = parent_beneath(root, rel)? else {
+        return Ok(false);
+    };
+    let fd = match openat(
+        &dir,
+        last,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::EEXIST) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let mut file = std::fs::File::from(fd);
+    if let Err(e) = file.write_all(content) {
+        let _ = unlinkat(&dir, last, UnlinkatFlags::NoRemoveDir);
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// True if `name` in `dir` is a regular file holding exactly `content`.
+fn holds(dir: &OwnedFd, name: &OsStr, content: &[u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let fd = match openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT | Errno::ELOOP) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    if kind(&fstat(&fd)?) != SFlag::S_IFREG {
+        return Ok(false);
+    }
+    let mut found = Vec::new();
+    std::fs::File::from(fd)
+        .take(content.len() as u64 + 1)
+        .read_to_end(&mut found)?;
+    Ok(found == content)
+}
+
+/// Removes `rel` beneath the directory `root` without following any symlink, and returns
+/// whether something was removed. `rel` must be a relative path of plain names. A parent that
+/// is missing, not a directory or a symlink means there is nothing here to remove: `Ok(false)`.
+pub fn remove_beneath(root: &Path, rel: &Path, what: Removal) -> std::io::Result<bool> {
+    let Some((dir, last)) = parent_beneath(root, rel)? else {
+        return Ok(false);
+    };
+    if let Removal::FileWith(content) = what {
+        if !holds(&dir, last, content)? {
+            return Ok(false);
+        }
+        unlinkat(&dir, last, UnlinkatFlags::NoRemoveDir)?;
+        return Ok(true);
+    }
+    let stat = match fstatat(&dir, last, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(stat) => stat,
         Err(Errno::ENOENT) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
     match (kind(&stat), what) {
         (SFlag::S_IFREG, Removal::EmptyFile) if stat.st_size == 0 => {}
-        (_, Removal::EmptyFile) => return Ok(false),
+        (_, Removal::EmptyFile | Removal::FileWith(_)) => return Ok(false),
         (SFlag::S_IFDIR, Removal::Anything) => {
             let parent_dev = fstat(&dir)?.st_dev;
             if stat.st_dev != parent_dev {
@@ -76,12 +145,12 @@ pub fn remove_beneath(root: &Path, rel: &Path, what: Removal) -> std::io::Result
                 return Ok(false);
             }
             empty_dir(&dir, last, stat.st_dev, 0)?;
-            unlinkat(&dir, *last, UnlinkatFlags::RemoveDir)?;
+            unlinkat(&dir, last, UnlinkatFlags::RemoveDir)?;
             return Ok(true);
         }
         (_, Removal::Anything) => {}
     }
-    unlinkat(&dir, *last, UnlinkatFlags::NoRemoveDir)?;
+    unlinkat(&dir, last, UnlinkatFlags::NoRemoveDir)?;
     Ok(true)
 }
 
@@ -167,5 +236,17 @@ mod tests {
         assert!(!remove_beneath(&ws, Path::new("full"), Removal::EmptyFile).expect("ok"));
         assert!(ws.join("full").exists());
         assert!(remove_beneath(&ws, Path::new("../x"), Removal::Anything).is_err());
+        // Seeded placeholders: created only where nothing is, removed only while unchanged.
+        assert!(seed_beneath(&ws, Path::new("seed"), b".\n").expect("seeds"));
+        assert!(!seed_beneath(&ws, Path::new("seed"), b".\n").expect("exists"));
+        symlink(&outside, ws.join("link2")).expect("link");
+        assert!(!seed_beneath(&ws, Path::new("link2/x"), b".\n").expect("no link"));
+        assert!(!outside.join("x").exists());
+        assert_eq!(std::fs::read(ws.join("seed")).expect("read"), b".\n");
+        let seeded = Removal::FileWith(b".\n");
+        std::fs::write(ws.join("changed"), "/tmp/evil\n").expect("file");
+        assert!(!remove_beneath(&ws, Path::new("changed"), seeded).expect("ok"));
+        assert!(remove_beneath(&ws, Path::new("seed"), seeded).expect("removes"));
+        assert!(!ws.join("seed").exists());
     }
 }

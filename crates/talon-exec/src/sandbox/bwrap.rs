@@ -239,6 +239,11 @@ impl Sandbox for Bubblewrap {
                     Protection::Anchor(path) => push_mount(&mut args, "--bind", &path, &path),
                     Protection::ReadOnly(path) => push_mount(&mut args, "--ro-bind", &path, &path),
                     Protection::Pin(path) if policy.skip_pins => placeholders.unpinned(root, path),
+                    Protection::Absent(path)
+                        if !policy.skip_pins && placeholders.seed(root, &path) =>
+                    {
+                        push_mount(&mut args, "--ro-bind", &path, &path);
+                    }
                     Protection::Absent(path) => placeholders.unpinned(root, path),
                     Protection::Pin(path) => {
                         push_mount(&mut args, "--ro-bind", Path::new("/dev/null"), &path);

@@ -163,6 +163,8 @@ pub struct Placeholders {
     /// The writable roots the pins and unpinned names lie in: removals are relative to them.
     roots: Vec<PathBuf>,
     pins: Vec<PathBuf>,
+    /// Placeholders holding harmless content (a `commondir` of `.`), with that content.
+    seeds: Vec<(PathBuf, &'static [u8])>,
     unpinned: Vec<PathBuf>,
     scratch: Vec<PathBuf>,
 }
@@ -173,6 +175,20 @@ impl Placeholders {
     pub fn pin(&mut self, root: &Path, path: PathBuf) {
         self.root(root);
         self.pins.push(path);
+    }
+
+    /// Pins the missing protected `path` in writable `root` with a placeholder that reads as
+    /// harmless to the programs outside ([`protected::seed`]), for the sandbox to bind
+    /// read-only; false if there is no such placeholder (then leave it unpinned).
+    pub fn seed(&mut self, root: &Path, path: &Path) -> bool {
+        match protected::seed(root, path) {
+            Some(content) => {
+                self.root(root);
+                self.seeds.push((path.to_path_buf(), content));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Registers a missing protected name in writable `root` the sandbox leaves unpinned:
@@ -208,6 +224,9 @@ impl Placeholders {
         }
         for path in &self.pins {
             protected::remove_pin(&self.roots, path);
+        }
+        for (path, content) in &self.seeds {
+            protected::remove_seed(&self.roots, path, content);
         }
         protected::remove_created(&self.roots, &self.unpinned)
     }

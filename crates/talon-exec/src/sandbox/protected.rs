@@ -64,6 +64,29 @@ pub fn remove_pin(roots: &[PathBuf], path: &Path) {
     }
 }
 
+/// Creates the harmless placeholder for the missing protected `path` in `root`
+/// ([`talon_fs::protected::neutral_placeholder`]), fd-relative; the bytes it holds, or `None`
+/// if there is no such placeholder or the name exists now.
+pub fn seed(root: &Path, path: &Path) -> Option<&'static [u8]> {
+    let content = talon_fs::protected::neutral_placeholder(path)?;
+    let rel = path.strip_prefix(root).ok()?;
+    match talon_fs::seed_beneath(root, rel, content) {
+        Ok(true) => Some(content),
+        Ok(false) => None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot create a placeholder");
+            None
+        }
+    }
+}
+
+/// Removes a placeholder [`seed`] made if it still holds `content`, fd-relative.
+pub fn remove_seed(roots: &[PathBuf], path: &Path, content: &'static [u8]) {
+    if let Some((root, rel)) = beneath(roots, path) {
+        let _ = remove_beneath(root, rel, Removal::FileWith(content));
+    }
+}
+
 /// What the model is told, after a command's output, about a protected name it created and
 /// Talon removed.
 pub fn removal_note(path: &Path) -> String {
@@ -88,6 +111,49 @@ mod tests {
             protected_paths(dir.path()),
             talon_fs::protected::protections(dir.path())
         );
+    }
+
+    /// A background command keeps its pins for its lifetime; a missing `commondir` is pinned
+    /// with `.`, which git on the host reads as "this repository", not with an empty file
+    /// that would make every git command fail meanwhile.
+    #[test]
+    fn h21_03_a_missing_commondir_is_pinned_harmlessly() {
+        use crate::sandbox::{Bubblewrap, Policy, Sandbox};
+        let dir = tempfile::tempdir().expect("dir");
+        let ws = std::fs::canonicalize(dir.path()).expect("canonical");
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(&ws)
+                .output()
+                .expect("git runs")
+        };
+        assert!(git(&["init", "-q"]).status.success());
+        let policy = Policy {
+            writable_roots: vec![ws.clone()],
+            skip_pins: false,
+            ..Policy::default()
+        };
+        let bwrap = Bubblewrap::probe().expect("bubblewrap works here");
+        let wrapped = bwrap
+            .wrap(&policy, &ws, &["/bin/true".into()])
+            .expect("wraps");
+        let commondir = ws.join(".git/commondir");
+        assert_eq!(std::fs::read(&commondir).expect("pinned"), b".\n");
+        let shown = commondir.display().to_string();
+        let args: Vec<String> = wrapped
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            args.windows(3).any(|w| w == ["--ro-bind", &shown, &shown]),
+            "{args:?}"
+        );
+        let status = git(&["status", "--short"]);
+        assert!(status.status.success(), "{status:?}");
+        wrapped.placeholders.remove();
+        assert!(!commondir.exists());
     }
 
     #[test]
