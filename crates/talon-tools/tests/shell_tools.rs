@@ -394,7 +394,12 @@ async fn background_commands_cannot_create_protected_names_at_all() {
             json!({"action": "output", "id": id, "timeout": 20}),
         )
         .await;
-    assert!(out.for_llm.contains("refused"), "{}", out.for_llm);
+    // A whole line: the output's header repeats the command, which names both words.
+    assert!(
+        out.for_llm.lines().any(|l| l == "refused"),
+        "{}",
+        out.for_llm
+    );
     assert!(!e.ws.join(".mcp.json").exists());
     let out = e
         .call(
@@ -411,4 +416,47 @@ async fn background_commands_cannot_create_protected_names_at_all() {
         out.for_llm
     );
     assert!(!e.ws.join(".mcp.json").exists());
+}
+
+/// Issue 21 item 3 (b): a background command may run on while the user runs git on the host,
+/// so it cannot point `.git/commondir` at a copy with a malicious configuration even while it
+/// runs — and git on the host keeps working meanwhile.
+#[tokio::test]
+async fn h21_03_a_background_command_cannot_create_commondir() {
+    let e = env();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&e.ws)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let out = e
+        .call(
+            "exec",
+            json!({"command": "git status --short >/dev/null && echo git-ok; \
+                   echo /tmp/evil > .git/commondir && echo wrote || echo refused",
+                   "background": true}),
+        )
+        .await;
+    let id = id_after(&out.for_llm, "Started background process ");
+    let out = e
+        .call(
+            "process",
+            json!({"action": "output", "id": id, "timeout": 20}),
+        )
+        .await;
+    // Whole lines: the output's header repeats the command, which names both words.
+    let lines: Vec<&str> = out.for_llm.lines().collect();
+    assert!(
+        lines.contains(&"git-ok") && lines.contains(&"refused") && !lines.contains(&"wrote"),
+        "{}",
+        out.for_llm
+    );
+    assert!(!e.ws.join(".git/commondir").exists());
+    let status = std::process::Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(&e.ws)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
 }
