@@ -212,7 +212,9 @@ fn h21_11_fifos_and_devices_are_refused_without_blocking() {
         assert!(err.to_string().contains("named pipe (FIFO)"), "{err}");
         // A device an extra root exposes streams forever: refused before a read.
         let jail = jail.allow_root(Path::new("/dev"), false).unwrap();
-        let err = jail.open_read(&jail.locate("/dev/zero").unwrap()).unwrap_err();
+        let err = jail
+            .open_read(&jail.locate("/dev/zero").unwrap())
+            .unwrap_err();
         assert!(err.to_string().contains("character device"), "{err}");
     }
 }

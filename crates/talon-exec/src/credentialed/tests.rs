@@ -352,7 +352,11 @@ async fn it_runs_directly_with_the_credentials() {
 async fn h21_sandbox_from_tmp_a_credentialed_binary_there_runs_sandboxed() {
     // `fake_gh` lives under /tmp, which the sandbox replaces with a private one.
     let (dir, cred) = fake_gh();
-    assert!(cred.binary_path.starts_with("/tmp"), "{:?}", cred.binary_path);
+    assert!(
+        cred.binary_path.starts_with("/tmp"),
+        "{:?}",
+        cred.binary_path
+    );
     let ws = tempfile::tempdir().unwrap();
     let shell = Shell::new(ShellConfig::default());
     let plan = cred
