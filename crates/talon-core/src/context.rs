@@ -122,6 +122,9 @@ pub struct CallContext {
     pub progress: Option<ProgressSink>,
     /// The caller's own client, when it can answer questions for its user (MCP elicitation).
     pub client: Option<ClientHandle>,
+    /// Where a running tool's log messages go (an MCP client's `notifications/message`); the
+    /// pipeline scrubs them like the output.
+    pub log: Option<LogSink>,
 }
 
 /// The boxed answer of [`ClientRequests::elicit`].
@@ -153,6 +156,38 @@ pub struct ProgressUpdate {
     /// The value `progress` reaches when done, if known.
     pub total: Option<f64>,
     pub message: Option<String>,
+}
+
+/// Severity of a tool's log message (the syslog levels MCP logging uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+/// One log message of a running tool.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LogMessage {
+    pub level: LogLevel,
+    /// What happened: a string or any JSON value.
+    pub data: serde_json::Value,
+}
+
+/// Receives a call's log messages; cheap to clone.
+#[derive(Clone)]
+pub struct LogSink(pub Arc<dyn Fn(LogMessage) + Send + Sync>);
+
+impl std::fmt::Debug for LogSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogSink")
+    }
 }
 
 /// Receives a call's progress reports; cheap to clone.
@@ -188,6 +223,7 @@ impl CallContext {
             tool_allow: None,
             progress: None,
             client: None,
+            log: None,
             cancel: CancellationToken::new(),
             deadline: None,
             scrub_bag: ScrubBag::default(),
@@ -199,6 +235,16 @@ impl CallContext {
     pub fn report_progress(&self, update: ProgressUpdate) {
         if let Some(sink) = &self.progress {
             (sink.0)(update);
+        }
+    }
+
+    /// Passes a running tool's log message to whoever listens (nothing when no one does).
+    pub fn log(&self, level: LogLevel, data: impl Into<serde_json::Value>) {
+        if let Some(sink) = &self.log {
+            (sink.0)(LogMessage {
+                level,
+                data: data.into(),
+            });
         }
     }
 

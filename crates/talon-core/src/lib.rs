@@ -41,7 +41,8 @@ mod test_tools;
 
 pub use caller::{AgentDirectory, CallerError, Callers};
 pub use context::{
-    CallContext, ClientHandle, ClientRequests, DEFAULT_AGENT, ProgressSink, ProgressUpdate, RunKind,
+    CallContext, ClientHandle, ClientRequests, DEFAULT_AGENT, LogLevel, LogMessage, LogSink,
+    ProgressSink, ProgressUpdate, RunKind,
 };
 pub use output::{Media, ToolOutput, Usage};
 pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};

@@ -1,6 +1,6 @@
 //! JSON schemas for tool inputs, derived from Rust types.
 //!
-//! Schemas are inlined (no `$ref`/`$defs`) and stripped of `$schema` and `title`, because the
+//! Derived schemas are inlined (no `$ref`/`$defs`) and stripped of `$schema` and `title`, because the
 //! three wire formats (OpenAI, Anthropic, MCP) accept that subset everywhere.
 
 use schemars::JsonSchema;
@@ -12,12 +12,19 @@ pub fn schema_for<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
         .into_generator();
-    let schema = generator.into_root_schema_for::<T>();
-    normalize(schema.to_value())
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        // The generator names its draft; a derived schema needs no dialect of its own.
+        map.remove("$schema");
+    }
+    normalize(schema)
 }
 
-/// Makes any schema an object schema with `properties`, without `$schema`, `title` and a root
-/// `description`.
+/// Makes any schema an object schema with `properties`, without `title` and a root
+/// `description`. A declared `$schema` (a bridged MCP server's tool, say) is kept: it selects
+/// the dialect the arguments are validated in, and MCP clients are offered the schema as its
+/// tool declared it (SEP-1613); the model providers' wire formats drop it
+/// ([`crate::wire::definition`]).
 ///
 /// Tools with no arguments (`()` or an empty struct) get `{"type":"object","properties":{}}`,
 /// which OpenAI requires.
@@ -27,7 +34,6 @@ pub fn normalize(schema: Value) -> Value {
         // `true` (any value) or anything unexpected: an open object.
         _ => Map::new(),
     };
-    map.remove("$schema");
     map.remove("title");
     // The root description is the input type's doc comment, written for Rust readers; the model
     // reads the tool's description instead.
@@ -70,6 +76,17 @@ mod tests {
     #[allow(dead_code)]
     struct Inner {
         x: u32,
+    }
+
+    /// `json-schema-2020-12` (MCP conformance) found `$schema` stripped from declared schemas.
+    #[test]
+    fn a_declared_dialect_is_kept() {
+        let declared = serde_json::json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+        });
+        assert_eq!(normalize(declared.clone()), declared);
     }
 
     #[test]

@@ -53,8 +53,21 @@ pub fn mcp_annotations(spec: &ToolSpec) -> Value {
     })
 }
 
-/// One tool's definition in `format`.
+/// One tool's definition in `format`. MCP gets the schema as declared; the model providers'
+/// formats get it without `$schema`, which not every provider accepts.
 pub fn definition(format: WireFormat, spec: &ToolSpec, schema: &Value) -> Value {
+    let undeclared;
+    let schema = match schema.get("$schema") {
+        Some(_) if format != WireFormat::Mcp => {
+            let mut copy = schema.clone();
+            if let Value::Object(map) = &mut copy {
+                map.remove("$schema");
+            }
+            undeclared = copy;
+            &undeclared
+        }
+        _ => schema,
+    };
     match format {
         WireFormat::OpenAi => json!({
             "type": "function",
@@ -75,5 +88,25 @@ pub fn definition(format: WireFormat, spec: &ToolSpec, schema: &Value) -> Value 
             "inputSchema": schema,
             "annotations": mcp_annotations(spec),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::SideEffect;
+
+    #[test]
+    fn only_mcp_sees_a_declared_dialect() {
+        let spec = ToolSpec::new("t", "d", SideEffect::None);
+        let schema =
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"});
+        let mcp = definition(WireFormat::Mcp, &spec, &schema);
+        assert_eq!(mcp["inputSchema"], schema);
+        let openai = definition(WireFormat::OpenAi, &spec, &schema);
+        assert!(openai["function"]["parameters"].get("$schema").is_none());
+        let anthropic = definition(WireFormat::Anthropic, &spec, &schema);
+        assert!(anthropic["input_schema"].get("$schema").is_none());
+        assert_eq!(anthropic["input_schema"]["type"], "object");
     }
 }

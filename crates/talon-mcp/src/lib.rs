@@ -134,18 +134,67 @@ impl TalonMcp {
     }
 }
 
-/// Maps a pipeline output to MCP content: the text, then any images inline.
+/// Maps a pipeline output to MCP content: the text, then each media file: images and audio
+/// inline, anything else as an embedded resource (text when it is text, else base64), so no file
+/// a tool hands over is lost on the way to an MCP client.
 pub fn to_call_result(output: &ToolOutput) -> CallToolResult {
-    let mut content = vec![ContentBlock::text(output.for_llm.clone())];
-    for media in output.media.iter().filter(|m| m.is_image()) {
-        let data = base64::engine::general_purpose::STANDARD.encode(&media.data);
-        content.push(ContentBlock::image(data, media.mime_type.clone()));
+    let mut content = Vec::with_capacity(1 + output.media.len());
+    // A tool that only hands over files has no text to show; MCP needs no empty text block.
+    if !output.for_llm.is_empty() || output.media.is_empty() {
+        content.push(ContentBlock::text(output.for_llm.clone()));
     }
+    content.extend(output.media.iter().enumerate().map(media_content));
     if output.is_error {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
     }
+}
+
+/// One media file as MCP content.
+fn media_content((index, media): (usize, &talon_core::Media)) -> ContentBlock {
+    let base64 = || base64::engine::general_purpose::STANDARD.encode(&media.data);
+    let mime = media.mime_type.clone();
+    if media.is_image() {
+        return ContentBlock::image(base64(), mime);
+    }
+    if mime.starts_with("audio/") {
+        return ContentBlock::audio(base64(), mime);
+    }
+    // A resource needs a URI: the file's name when it is one (`scheme:…`), else one naming the
+    // file among the call's media.
+    let uri = match media.name.as_deref() {
+        Some(name) if is_uri(name) => name.to_string(),
+        Some(name) => format!("talon:media/{index}/{name}"),
+        None => format!("talon:media/{index}"),
+    };
+    let textual = mime.starts_with("text/") || mime == "application/json";
+    let resource = match std::str::from_utf8(&media.data) {
+        Ok(text) if textual => rmcp::model::ResourceContents::TextResourceContents {
+            uri,
+            mime_type: Some(mime),
+            text: text.to_string(),
+            meta: None,
+        },
+        _ => rmcp::model::ResourceContents::BlobResourceContents {
+            uri,
+            mime_type: Some(mime),
+            blob: base64(),
+            meta: None,
+        },
+    };
+    ContentBlock::resource(resource)
+}
+
+/// `scheme:rest` with an RFC 3986 scheme (a letter, then letters, digits, `+`, `-`, `.`).
+fn is_uri(name: &str) -> bool {
+    name.split_once(':').is_some_and(|(scheme, rest)| {
+        !rest.is_empty()
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
 }
 
 /// Where a session's notifications go: rmcp's peer (HTTP) or Talon's own stdio loop.
@@ -216,11 +265,14 @@ impl TalonMcp {
         ctx.client = call.client;
         let arguments = call.arguments.map_or(Value::Null, Value::Object);
         let log = call.log_level.as_ref().unwrap_or(&self.log_level);
+        let tool_log = log.tool_log(call.notify.clone());
+        ctx.log = Some(tool_log.sink());
         log.call_started(&call.notify, &call.name).await;
         let outcome = self
             .pipeline
             .call(Arc::new(ctx), ToolCall::new(call.name, arguments))
             .await;
+        tool_log.flush().await;
         log.call_ended(&call.notify, &outcome).await;
         to_call_result(&outcome.output)
     }
@@ -286,5 +338,43 @@ mod tests {
         assert_eq!(result["content"][1]["mimeType"], "image/png");
         assert_eq!(result["content"][1]["data"], "AQID");
         assert_eq!(result["isError"], false);
+    }
+
+    fn media(mime_type: &str, data: &[u8], name: Option<&str>) -> Media {
+        Media {
+            mime_type: mime_type.into(),
+            data: data.to_vec(),
+            name: name.map(Into::into),
+            prompt: None,
+        }
+    }
+
+    /// Audio and other files used to be dropped on the way to an MCP client.
+    #[test]
+    fn audio_and_other_files_reach_the_client() {
+        let output = ToolOutput::text("files")
+            .with_media(media("audio/wav", b"RIFF", Some("a.wav")))
+            .with_media(media("text/plain", b"hello", Some("test://note")))
+            .with_media(media("application/pdf", &[0, 1], Some("report.pdf")));
+        let result = serde_json::to_value(to_call_result(&output)).expect("serializes");
+        let content = result["content"].as_array().expect("content");
+        assert_eq!(content.len(), 4);
+        assert_eq!(content[1]["type"], "audio");
+        assert_eq!(content[1]["mimeType"], "audio/wav");
+        assert_eq!(content[1]["data"], "UklGRg==");
+        assert_eq!(content[2]["type"], "resource");
+        assert_eq!(content[2]["resource"]["uri"], "test://note");
+        assert_eq!(content[2]["resource"]["text"], "hello");
+        assert_eq!(content[2]["resource"]["mimeType"], "text/plain");
+        assert_eq!(content[3]["resource"]["uri"], "talon:media/2/report.pdf");
+        assert_eq!(content[3]["resource"]["blob"], "AAE=");
+    }
+
+    #[test]
+    fn media_alone_needs_no_empty_text() {
+        let output = ToolOutput::text("").with_media(media("image/png", &[1], None));
+        let result = serde_json::to_value(to_call_result(&output)).expect("serializes");
+        assert_eq!(result["content"].as_array().map(Vec::len), Some(1));
+        assert_eq!(result["content"][0]["type"], "image");
     }
 }

@@ -76,6 +76,29 @@ impl LogLevel {
         }
     }
 
+    /// A sink for a running tool's own log messages ([`talon_core::CallContext::log`]): sent to
+    /// the client in order, filtered by this level, and flushed by [`ToolLog::flush`] so they
+    /// arrive before the call's result.
+    pub(crate) fn tool_log(&self, notify: impl Notify) -> ToolLog {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Queued>();
+        let level = self.clone();
+        tokio::spawn(async move {
+            while let Some(item) = rx.recv().await {
+                match item {
+                    Queued::Message(message) => {
+                        level
+                            .send(&notify, mcp_level(message.level), message.data)
+                            .await;
+                    }
+                    Queued::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        ToolLog(tx)
+    }
+
     /// `debug`: a call is starting.
     pub(crate) async fn call_started(&self, peer: &impl Notify, tool: &str) {
         self.send(
@@ -112,6 +135,47 @@ impl LogLevel {
             )
             .await;
         }
+    }
+}
+
+/// What a tool's log queue carries: its messages, and the call's end.
+enum Queued {
+    Message(talon_core::LogMessage),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The queue of one call's log messages (see [`LogLevel::tool_log`]).
+pub(crate) struct ToolLog(tokio::sync::mpsc::UnboundedSender<Queued>);
+
+impl ToolLog {
+    /// The sink the call's context carries.
+    pub(crate) fn sink(&self) -> talon_core::LogSink {
+        let tx = self.0.clone();
+        talon_core::LogSink(Arc::new(move |message| {
+            let _ = tx.send(Queued::Message(message));
+        }))
+    }
+
+    /// Waits until every message logged so far has been sent.
+    pub(crate) async fn flush(self) {
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if self.0.send(Queued::Flush(done)).is_ok() {
+            let _ = sent.await;
+        }
+    }
+}
+
+fn mcp_level(level: talon_core::LogLevel) -> LoggingLevel {
+    use talon_core::LogLevel as L;
+    match level {
+        L::Debug => LoggingLevel::Debug,
+        L::Info => LoggingLevel::Info,
+        L::Notice => LoggingLevel::Notice,
+        L::Warning => LoggingLevel::Warning,
+        L::Error => LoggingLevel::Error,
+        L::Critical => LoggingLevel::Critical,
+        L::Alert => LoggingLevel::Alert,
+        L::Emergency => LoggingLevel::Emergency,
     }
 }
 

@@ -18,6 +18,9 @@ mod support;
 #[path = "support/npm.rs"]
 mod npm;
 
+#[path = "support/conformance_server.rs"]
+mod conformance_server;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -77,10 +80,20 @@ fn tally_into(dir: &Path, prefix: &str, out: &mut BTreeMap<String, (usize, usize
         // `<scenario>-<ISO timestamp>`; the timestamp starts with the year.
         let scenario = name.rfind("-20").map_or(name.as_str(), |i| &name[..i]);
         let checks: Vec<Value> = serde_json::from_str(&text).unwrap();
-        let failed = checks
+        let failing: Vec<&Value> = checks
             .iter()
             .filter(|c| matches!(c["status"].as_str(), Some("FAILURE" | "WARNING")))
-            .count();
+            .collect();
+        // Why, for whoever reads the output (listed failures included).
+        for check in &failing {
+            eprintln!(
+                "    {prefix}{scenario}: {} {}: {}",
+                check["status"].as_str().unwrap_or_default(),
+                check["id"].as_str().unwrap_or_default(),
+                check["errorMessage"].as_str().unwrap_or_default()
+            );
+        }
+        let failed = failing.len();
         let slot = out.entry(format!("{prefix}{scenario}")).or_insert((0, 0));
         slot.0 += checks.len() - failed;
         slot.1 += failed;
@@ -172,16 +185,18 @@ fn a_client_configured_with_no_version_reaches_a_2026_07_28_server() {
     );
 }
 
+/// Server scenarios run against Talon's gateway router with the suite's test tools registered
+/// as Talon tools (see `support/conformance_server.rs`).
 #[test]
 fn server_scenarios_at_2025_11_25() {
-    let server = support::serve(&[], None);
+    let server = conformance_server::serve();
     let url = format!("http://{}/mcp", server.addr);
     run("server", VERSIONS[0], &["--url", &url]);
 }
 
 #[test]
 fn server_scenarios_at_2026_07_28() {
-    let server = support::serve(&[], None);
+    let server = conformance_server::serve();
     let url = format!("http://{}/mcp", server.addr);
     run("server", VERSIONS[1], &["--url", &url]);
 }

@@ -620,6 +620,25 @@ impl Pipeline {
             .collect()
     }
 
+    /// A context whose log messages are scrubbed like the output before they reach the caller
+    /// (step 9 covers what a tool returns; this covers what it says while it runs).
+    fn with_scrubbed_log(&self, ctx: Arc<CallContext>) -> Arc<CallContext> {
+        let Some(onward) = ctx.log.clone() else {
+            return ctx;
+        };
+        if !self.scrub_enabled {
+            return ctx;
+        }
+        let scrubber = Arc::clone(&self.scrubber);
+        let bag = ctx.scrub_bag.clone();
+        let mut wrapped = CallContext::clone(&ctx);
+        wrapped.log = Some(crate::context::LogSink(Arc::new(move |mut message| {
+            scrub_json(&scrubber, &bag, &mut message.data);
+            (onward.0)(message);
+        })));
+        Arc::new(wrapped)
+    }
+
     /// For a tool that reports progress, a context whose reports also become events.
     fn with_progress_events(
         &self,
@@ -667,6 +686,7 @@ impl Pipeline {
         }
         let budget = deadline.saturating_duration_since(start);
         let ctx = self.with_progress_events(ctx, tool);
+        let ctx = self.with_scrubbed_log(ctx);
         let run =
             AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args, delegations)).catch_unwind();
         let result = tokio::select! {
@@ -709,3 +729,22 @@ impl Pipeline {
 
 #[cfg(test)]
 mod tests;
+
+/// Scrubs every string in `value`, keys included.
+fn scrub_json(scrubber: &Scrubber, bag: &crate::context::ScrubBag, value: &mut Value) {
+    match value {
+        Value::String(text) => scrubber.scrub_string(text, bag),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| scrub_json(scrubber, bag, item)),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (mut key, mut item) in entries {
+                scrubber.scrub_string(&mut key, bag);
+                scrub_json(scrubber, bag, &mut item);
+                map.insert(key, item);
+            }
+        }
+        _ => {}
+    }
+}

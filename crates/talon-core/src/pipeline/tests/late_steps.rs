@@ -504,3 +504,45 @@ async fn a_broken_schema_is_reported_at_call_time() {
         out.output.for_llm
     );
 }
+
+/// A tool that logs a credential while it runs.
+struct Chatty;
+
+impl crate::tool::Tool for Chatty {
+    type Input = Value;
+
+    fn spec(&self) -> crate::tool::ToolSpec {
+        crate::tool::ToolSpec::new("chatty", "logs", SideEffect::None)
+    }
+
+    async fn execute(&self, call: crate::tool::Authorized<Value>) -> ToolOutput {
+        call.ctx().log(
+            crate::context::LogLevel::Info,
+            json!({"token ghp_abcdefghijklmnopqrstuvwxyz0123456789": ["ghp_abcdefghijklmnopqrstuvwxyz0123456789"]}),
+        );
+        ToolOutput::text("done")
+    }
+}
+
+/// What a tool logs while it runs reaches the caller scrubbed like its output.
+#[tokio::test]
+async fn step9_log_messages_are_scrubbed() {
+    let registry = Registry::new();
+    registry.register(Chatty).expect("registers");
+    let p = Pipeline::builder(Arc::new(registry))
+        .build()
+        .expect("pipeline");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let c = ctx_with(|c| {
+        c.log = Some(crate::context::LogSink(Arc::new(move |message| {
+            sink.lock().expect("lock").push(message);
+        })));
+    });
+    assert!(!call(&p, c, "chatty", json!({})).await.output.is_error);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 1);
+    let text = seen[0].data.to_string();
+    assert!(!text.contains("ghp_"), "{text}");
+    assert!(text.contains("[REDACTED]"), "{text}");
+}
