@@ -268,24 +268,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    // The client the MCP conformance suite launches (internal; see its module docs).
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == "__mcp-conformance-client")
-    {
-        init_logging("warn");
-        let args: Vec<String> = std::env::args().skip(2).collect();
-        return match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt.block_on(commands::mcp_conformance_client::run(&args)),
-            Err(e) => {
-                eprintln!("talon: cannot start the async runtime: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
     let cli = Cli::parse();
     init_logging(if matches!(cli.command, Command::Serve { .. }) {
         "info"

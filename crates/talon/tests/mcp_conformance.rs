@@ -2,9 +2,11 @@
 //! into the target directory on first use) against Talon, at protocol versions 2025-11-25 and
 //! 2026-07-28:
 //!
-//! * server scenarios against `talon serve`'s `/mcp`;
-//! * client scenarios against the bridge, through `talon __mcp-conformance-client`, which the
-//!   suite launches once per scenario with the URL of the scenario's server.
+//! * server scenarios against `/mcp` of the gateway router `talon serve` serves, over Talon's
+//!   built-in tools plus the suite's test tools registered as Talon tools
+//!   (`support/conformance_server.rs`), and the protocol scenarios against `talon serve` itself;
+//! * client scenarios against the bridge, through the `mcp_conformance_client` example (built by
+//!   the test), which the suite launches once per scenario with the URL of the scenario's server.
 //!
 //! Each run passes the suite an expected-failures file (`tests/support/mcp_conformance/`): the
 //! scenarios judged not to apply to a general-purpose client or server, and the ones still
@@ -142,9 +144,42 @@ fn run(role: &str, version: &str, target: &[&str]) {
     );
 }
 
+/// The client the suite launches: the `mcp_conformance_client` example (test-harness code kept
+/// out of the shipped binary), built here with the test's own cargo and profile, once per run.
 fn client_command() -> String {
-    format!("{} __mcp-conformance-client", support::talon().display())
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // `…/<profile dir>/deps/mcp_conformance-…`; examples land in `<profile dir>/examples`.
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") => "dev",
+                Some(other) => other,
+                None => "dev",
+            }
+            .to_string();
+            let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args(["build", "--quiet", "-p", "talon", "--example"])
+                .arg(EXAMPLE)
+                .args(["--profile", &profile])
+                .env(
+                    "CARGO_TARGET_DIR",
+                    profile_dir.parent().expect("the target directory"),
+                )
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "cargo build --example {EXAMPLE} failed");
+            let built = profile_dir.join("examples").join(EXAMPLE);
+            assert!(built.exists(), "{} is missing", built.display());
+            built
+        })
+        .display()
+        .to_string()
 }
+
+const EXAMPLE: &str = "mcp_conformance_client";
 
 #[test]
 fn client_scenarios_at_2025_11_25() {
@@ -183,6 +218,44 @@ fn a_client_configured_with_no_version_reaches_a_2026_07_28_server() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// `talon serve` itself (its runtime, default configuration) passes the scenarios that need no
+/// test tools; the full runs below serve the same router with the test tools added.
+#[test]
+fn talon_serve_passes_the_protocol_scenarios() {
+    let server = support::serve(&[], None);
+    let url = format!("http://{}/mcp", server.addr);
+    for scenario in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "logging-set-level",
+        "dns-rebinding-protection",
+        "server-session-lifecycle",
+        "server-sse-multiple-streams",
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let output = suite(&[
+            "server",
+            "--url",
+            &url,
+            "--scenario",
+            scenario,
+            "--spec-version",
+            VERSIONS[0],
+            "-o",
+            out.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+        let tally = tally(out.path());
+        assert!(
+            output.status.success() && !tally.is_empty() && tally.values().all(|(_, f)| *f == 0),
+            "{scenario} against talon serve: {tally:?}\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
 }
 
 /// Server scenarios run against Talon's gateway router with the suite's test tools registered

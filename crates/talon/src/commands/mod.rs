@@ -5,7 +5,6 @@ mod chat;
 pub mod cli_credentials;
 mod doctor;
 mod mcp;
-pub mod mcp_conformance_client;
 pub mod mcp_servers;
 mod mock_provider;
 pub mod sandbox_landlock;

@@ -1,5 +1,7 @@
-//! `talon __mcp-conformance-client URL` (hidden): the client the official MCP conformance suite
-//! launches against each of its scenario servers (`crates/talon/tests/mcp_conformance.rs`).
+//! `mcp_conformance_client URL`: the client the official MCP conformance suite launches against
+//! each of its scenario servers (`crates/talon/tests/mcp_conformance.rs`, which builds this
+//! example). It is test-harness code, not part of the shipped `talon` binary: it approves OAuth
+//! sign-ins by itself and accepts every question.
 //!
 //! It does what any of Talon's remote-server connections does, through the bridge and nothing
 //! else: connect (at the protocol version the suite asks for in
@@ -60,12 +62,27 @@ impl TokenVault for MemoryVault {
     }
 }
 
-pub async fn run(args: &[String]) -> ExitCode {
-    let Some(url) = args.last() else {
-        eprintln!("usage: talon __mcp-conformance-client URL");
-        return ExitCode::from(super::USAGE);
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .init();
+    // The suite appends the scenario server's URL to the command it was given.
+    let Some(url) = std::env::args().skip(1).last() else {
+        eprintln!("usage: mcp_conformance_client URL");
+        return ExitCode::from(2);
     };
-    match session(url).await {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(session(&url)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("talon conformance client: {e}");
