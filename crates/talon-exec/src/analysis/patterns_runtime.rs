@@ -96,6 +96,11 @@ pub(crate) fn segment(v: &mut View<'_>) {
 /// True when `word` (a literal path, or the source text of a dynamic one) may name a process
 /// environment file: after `.`/`..` are resolved, or through glob characters.
 pub(crate) fn names_environ(word: &str) -> bool {
+    // Here-document bodies and long text are not paths.
+    if word.len() > 1024 || word.contains('\n') || !word.contains('/') && !word.contains("environ")
+    {
+        return false;
+    }
     if !word.contains("proc") && !word.contains(['*', '?', '[']) {
         return false;
     }
@@ -108,20 +113,21 @@ pub(crate) fn names_environ(word: &str) -> bool {
     }
     // A relative glob is compared without its leading `..` (the depth is not known).
     let absolute = path.starts_with('/');
-    let glob = if absolute {
+    let text = if absolute {
         path.as_str()
     } else {
         path.trim_start_matches("../")
     };
-    glob_regex(glob, absolute).is_some_and(|g| {
-        ENVIRON_SAMPLES.iter().any(|s| {
-            let sample = if absolute {
-                s
-            } else {
-                s.trim_start_matches('/')
-            };
-            g.is_match(sample)
-        })
+    let Some(pattern) = glob(text, absolute) else {
+        return false;
+    };
+    ENVIRON_SAMPLES.iter().any(|s| {
+        let sample = if absolute {
+            s
+        } else {
+            s.trim_start_matches('/')
+        };
+        glob_match(&pattern, &sample.chars().collect::<Vec<_>>())
     })
 }
 
@@ -147,39 +153,71 @@ fn normalise(path: &str) -> String {
     }
 }
 
-/// A regex for a glob, as the shell matches it (`*`, `?` and a bracket expression within one
-/// path component; a bracket expression matches any character), except that `**` in an
-/// absolute glob crosses components (`globstar`). `None` when the glob holds an expansion.
-fn glob_regex(glob: &str, absolute: bool) -> Option<Regex> {
-    let mut out = String::from("^");
-    let mut chars = glob.chars().peekable();
+/// One element of a glob.
+#[derive(Clone, Copy)]
+enum Glob {
+    Char(char),
+    /// `?` or a bracket expression: one character of a path component.
+    One,
+    /// `*`: any run within a path component.
+    Star,
+    /// `**` in an absolute glob (`globstar`): any run, across components.
+    Any,
+}
+
+/// A glob as the shell matches it against paths (a bracket expression matches any character).
+/// `None` when it holds an expansion.
+fn glob(text: &str, absolute: bool) -> Option<Vec<Glob>> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        match c {
+        out.push(match c {
             '*' if absolute && chars.peek() == Some(&'*') => {
                 chars.next();
-                out.push_str(".*");
+                Glob::Any
             }
-            '*' => out.push_str("[^/]*"),
-            '?' => out.push_str("[^/]"),
+            '*' => Glob::Star,
+            '?' => Glob::One,
             '[' => {
                 for d in chars.by_ref() {
                     if d == ']' {
                         break;
                     }
                 }
-                out.push_str("[^/]");
+                Glob::One
             }
             '$' => return None,
-            '\\' => {
-                if let Some(next) = chars.next() {
-                    out.push_str(&regex::escape(&next.to_string()));
+            '\\' => Glob::Char(chars.next()?),
+            c => Glob::Char(c),
+        });
+    }
+    Some(out)
+}
+
+/// Whether `pattern` matches all of `text` (backtracking; both are short paths).
+fn glob_match(pattern: &[Glob], text: &[char]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((Glob::Char(c), rest)) => {
+            text.first() == Some(c) && glob_match(rest, text.get(1..).unwrap_or(&[]))
+        }
+        Some((Glob::One, rest)) => {
+            text.first().is_some_and(|t| *t != '/')
+                && glob_match(rest, text.get(1..).unwrap_or(&[]))
+        }
+        Some((Glob::Star | Glob::Any, rest)) => {
+            let crosses = matches!(pattern.first(), Some(Glob::Any));
+            for skip in 0..=text.len() {
+                if glob_match(rest, text.get(skip..).unwrap_or(&[])) {
+                    return true;
+                }
+                if !crosses && text.get(skip) == Some(&'/') {
+                    break;
                 }
             }
-            c => out.push_str(&regex::escape(&c.to_string())),
+            false
         }
     }
-    out.push('$');
-    Regex::new(&out).ok()
 }
 
 /// A script file that the same command line writes and then runs (`printf 'rm -rf x' > s.sh;
