@@ -195,6 +195,8 @@ fn h21_15_deny_group_evasions_are_refused() {
         "echo 'rm -rf x' > s.sh; . ./s.sh",
         "cat > s.sh <<'EOF'\nrm -rf x\nEOF\nsource s.sh",
         "echo 'rm -rf x' > s.sh; chmod +x s.sh; ./s.sh",
+        "sed -i 's/^/rm -rf x #/' s.sh; sh s.sh",
+        "perl -pi -e 's/^/rm -rf x #/' s.sh; sh s.sh",
         "cat /proc/self/env*",
         "cat /proc/*/environ",
         "cat /proc/self/../self/environ",
@@ -218,6 +220,10 @@ fn h21_15_ordinary_uses_still_run() {
         "cat /proc/cpuinfo",
         "du -sh /*",
         "ls src/*.rs",
+        // Reading a script is not writing it: sed and perl write only in place.
+        "perl get.pl http://localhost/hi",
+        "sed -n 1p run.sh; sh run.sh",
+        "python3 tool.py input.txt > out.txt",
     ] {
         let d = decision(command, Security::Full, Ask::Off, &[]);
         assert_eq!(d, Decision::Allow, "{command:?}");

@@ -265,7 +265,10 @@ fn writes(seg: &Segment) -> Vec<String> {
         .map(|(_, a)| a)
         .collect();
     match seg.program().unwrap_or("") {
-        "tee" | "sed" | "gsed" | "perl" | "touch" | "truncate" => {
+        "tee" | "touch" | "truncate" => out.extend(operands.into_iter().cloned()),
+        // These edit their operands only in place (`-i`, `-i.bak`, `-pi`, `--in-place`);
+        // otherwise an operand is a file they read (`perl get.pl` runs it, writes nothing).
+        "sed" | "gsed" | "perl" if edits_in_place(seg.args()) => {
             out.extend(operands.into_iter().cloned())
         }
         "cp" | "mv" | "install" | "ln" | "rsync" => {
@@ -279,6 +282,17 @@ fn writes(seg: &Segment) -> Vec<String> {
         _ => {}
     }
     out
+}
+
+/// Whether `sed`/`perl` arguments ask for an in-place edit (`-i`, `-i.bak`, a cluster holding
+/// `i` such as `-pi`, `--in-place`).
+fn edits_in_place(args: &[String]) -> bool {
+    args.iter().any(|a| {
+        a.starts_with("--in-place")
+            || a.strip_prefix('-')
+                .filter(|rest| !rest.starts_with('-'))
+                .is_some_and(|cluster| cluster.split('.').next().is_some_and(|c| c.contains('i')))
+    })
 }
 
 /// The script files a segment runs: a shell's or interpreter's script operand, a sourced file,
