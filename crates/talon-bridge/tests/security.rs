@@ -1,7 +1,8 @@
-//! URLs a remote server advertises (OAuth metadata and endpoints, redirects) get no more
-//! reach than the configured server: a server configured at 127.0.0.1 may keep its
-//! authorization server on 127.0.0.1, but cannot send Talon to another loopback address
-//! (127.0.0.2 stands for any internal address the operator did not configure).
+//! The bridge's security suite (issue 21, `h21_…`). URLs a remote server advertises (OAuth
+//! metadata and endpoints, redirects) get no more reach than the configured server: a server
+//! configured at 127.0.0.1 may keep its authorization server on 127.0.0.1, but cannot send Talon
+//! to another loopback address (127.0.0.2 stands for any internal address the operator did not
+//! configure).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
