@@ -62,6 +62,21 @@ fn first(args: &[String], f: impl Fn(&str) -> Option<&'static str>) -> Found {
     args.iter().find_map(|a| f(a).map(|why| (a.clone(), why)))
 }
 
+/// The first argument that is not an option: the subcommand, for the CLIs checked here.
+fn subcommand(args: &[String]) -> Option<&str> {
+    args.iter()
+        .find(|a| !a.starts_with('-'))
+        .map(String::as_str)
+}
+
+/// The arguments that are not options, in order (subcommand, its operation, operands).
+fn words(args: &[String]) -> Vec<&str> {
+    args.iter()
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect()
+}
+
 /// Global options git accepts before the subcommand that change nothing it loads or runs.
 const GIT_GLOBAL_FLAGS: &[&str] = &[
     "-v",
@@ -161,10 +176,7 @@ fn git_option(sub: &str, a: &str) -> Option<&'static str> {
 }
 
 fn gh(args: &[String]) -> Found {
-    let sub = args
-        .iter()
-        .find(|a| !a.starts_with('-'))
-        .map(String::as_str);
+    let sub = subcommand(args);
     let next = args
         .iter()
         .skip_while(|a| a.starts_with('-'))
@@ -197,12 +209,7 @@ fn gcloud(args: &[String]) -> Found {
     }) {
         return Some(found);
     }
-    let words: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with('-'))
-        .map(String::as_str)
-        .collect();
-    match words.as_slice() {
+    match words(args).as_slice() {
         ["config", op, ..] if !matches!(*op, "list" | "get" | "get-value") => Some((
             "config".into(),
             "gcloud configuration sets proxies, certificate authorities and credential helpers",
@@ -216,10 +223,7 @@ fn gcloud(args: &[String]) -> Found {
 }
 
 fn aws(args: &[String]) -> Found {
-    let sub = args
-        .iter()
-        .find(|a| !a.starts_with('-'))
-        .map(String::as_str);
+    let sub = subcommand(args);
     if sub == Some("configure") {
         return Some((
             "configure".into(),
@@ -249,12 +253,7 @@ fn kubectl(args: &[String]) -> Found {
     }) {
         return Some(found);
     }
-    let words: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with('-'))
-        .map(String::as_str)
-        .collect();
-    match words.as_slice() {
+    match words(args).as_slice() {
         ["config", op, ..] if !matches!(*op, "current-context" | "get-contexts") => Some((
             "config".into(),
             "`kubectl config` prints or changes credentials and `exec` plugins",

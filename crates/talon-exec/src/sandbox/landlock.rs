@@ -379,21 +379,25 @@ mod tests {
         assert!(matches!(err, SandboxError::Network(_)), "{err}");
     }
 
-    #[test]
-    fn the_wrapper_names_the_helper_and_a_private_tmp() {
-        let ws = tempfile::tempdir().expect("dir");
+    /// `sh -c true` wrapped by a Landlock backend whose helper is `/usr/bin/talon`, writing `ws`.
+    fn wrap_true_in(ws: &Path) -> Wrapped {
         let l = Landlock {
             helper: "/usr/bin/talon".into(),
             abi: 7,
             report: String::new(),
         };
         let policy = Policy {
-            writable_roots: vec![ws.path().to_path_buf()],
+            writable_roots: vec![ws.to_path_buf()],
             ..Policy::default()
         };
-        let wrapped = l
-            .wrap(&policy, ws.path(), &os(&["sh", "-c", "true"]))
-            .expect("wraps");
+        l.wrap(&policy, ws, &os(&["sh", "-c", "true"]))
+            .expect("wraps")
+    }
+
+    #[test]
+    fn the_wrapper_names_the_helper_and_a_private_tmp() {
+        let ws = tempfile::tempdir().expect("dir");
+        let wrapped = wrap_true_in(ws.path());
         assert_eq!(wrapped.argv[..2], os(&["/usr/bin/talon", SUBCOMMAND])[..]);
         let (c, argv) = Confinement::parse(&wrapped.argv[2..]).expect("parses");
         assert_eq!(argv, os(&["sh", "-c", "true"]));
@@ -407,18 +411,7 @@ mod tests {
     #[test]
     fn h21_03_protected_names_a_command_created_are_removed() {
         let ws = tempfile::tempdir().expect("dir");
-        let l = Landlock {
-            helper: "/usr/bin/talon".into(),
-            abi: 7,
-            report: String::new(),
-        };
-        let policy = Policy {
-            writable_roots: vec![ws.path().to_path_buf()],
-            ..Policy::default()
-        };
-        let wrapped = l
-            .wrap(&policy, ws.path(), &os(&["sh", "-c", "true"]))
-            .expect("wraps");
+        let wrapped = wrap_true_in(ws.path());
         // What the command did: a repository and an MCP configuration where there were none.
         std::fs::create_dir_all(ws.path().join(".git/hooks")).expect("git");
         std::fs::write(ws.path().join(".git/hooks/pre-commit"), "x").expect("hook");
