@@ -13,6 +13,19 @@ fn is_token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'/' | b'=')
 }
 
+/// The bounds of the line of `window` that holds `whole` (without its newlines).
+fn line_around(window: &[u8], whole: &Range<usize>) -> (usize, usize) {
+    let start = window[..whole.start]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let end = window[whole.end..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(window.len(), |p| whole.end + p);
+    (start, end)
+}
+
 fn base64_value(b: u8) -> Option<u32> {
     Some(match b {
         b'A'..=b'Z' => u32::from(b - b'A'),
@@ -104,14 +117,7 @@ pub(crate) fn has_aws_key_prefix(window: &[u8]) -> bool {
 /// An Azure shared access signature: `sig=` among the other SAS fields (`sv=` storage version,
 /// `se=` expiry, `sr=` resource, `skn=` key name), not any query parameter called `sig`.
 pub(crate) fn accept_azure_sas(window: &[u8], whole: Range<usize>, _secret: Range<usize>) -> bool {
-    let line_start = window[..whole.start]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let line_end = window[whole.end..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(window.len(), |p| whole.end + p);
+    let (line_start, line_end) = line_around(window, &whole);
     let line = &window[line_start..line_end];
     [
         &b"sv="[..],
@@ -369,14 +375,7 @@ pub(crate) fn accept_hex(
     whole: std::ops::Range<usize>,
     _secret: std::ops::Range<usize>,
 ) -> bool {
-    let line_start = window[..whole.start]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let line_end = window[whole.end..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(window.len(), |p| whole.end + p);
+    let (line_start, line_end) = line_around(window, &whole);
     let before = window[line_start..whole.start].to_ascii_lowercase();
     let line = window[line_start..line_end].to_ascii_lowercase();
     contains_any(&line, SECRET_WORDS) && !contains_any(&before, HASH_MARKERS)
