@@ -8,11 +8,10 @@ use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_fs::{FsError, Jail, WriteMode};
 
-use super::write::{MODIFIED, NOT_READ};
 use super::{DENIED, fs_message, snippet};
 use crate::fs::edit::{LoadError, load};
 use crate::fs::edit_core::{EditError, first_difference, line_of, replace};
-use crate::fs::read_state::{Freshness, ReadState};
+use crate::fs::read_state::ReadState;
 use crate::fs::workspace::FsConfig;
 
 /// Input of [`Edit`].
@@ -84,10 +83,7 @@ impl Tool for Edit {
             };
         }
         let jail = or_error!(files.disk());
-        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
-        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
-            .await
-            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+        super::off_thread(self, jail, &ctx.session_key, input, on_disk).await
     }
 }
 
@@ -131,13 +127,11 @@ fn on_disk(this: &Edit, jail: &Jail, session: &str, input: &EditInput) -> ToolOu
         );
     }
     // 6./7. Read first; unchanged since.
-    match this
+    let freshness = this
         .state
-        .check(session, &file.real_abs, file.mtime_ns, &file.raw)
-    {
-        Freshness::NotRead => return ToolOutput::error(NOT_READ),
-        Freshness::Modified => return ToolOutput::error(MODIFIED),
-        Freshness::Fresh => {}
+        .check(session, &file.real_abs, file.mtime_ns, &file.raw);
+    if let Some(refusal) = super::stale(freshness) {
+        return refusal;
     }
     let old = input.old_string.replace("\r\n", "\n");
     let new = input.new_string.replace("\r\n", "\n");

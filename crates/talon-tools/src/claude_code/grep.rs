@@ -128,12 +128,9 @@ impl Tool for GrepTool {
                 types: input.file_type.iter().cloned().collect(),
             };
             let (view, found) = or_error!(
-                crate::fs::blocking(move || {
-                    let found = view.find(&options);
-                    (view, found)
-                })
-                .await
-                .ok_or(crate::fs::SHUTTING_DOWN)
+                view.find_off_thread(options)
+                    .await
+                    .ok_or(crate::fs::SHUTTING_DOWN)
             );
             (view, or_error!(found))
         } else {

@@ -17,7 +17,12 @@ pub mod web_fetch;
 pub mod web_search;
 pub mod write;
 
-use talon_fs::FsError;
+use std::sync::Arc;
+
+use talon_core::ToolOutput;
+use talon_fs::{FsError, Jail};
+
+use crate::fs::read_state::Freshness;
 
 /// Claude Code's message for a path under a deny prefix.
 pub const DENIED: &str = "File is in a directory that is denied by your permission settings.";
@@ -44,4 +49,32 @@ pub fn snippet(text: &str, line: usize) -> String {
         crate::fs::text::numbered(n, lines.get(n - 1).copied().unwrap_or_default(), &mut out);
     }
     out
+}
+
+/// Runs `disk`, the blocking half of a file tool, off the async threads (see
+/// [`crate::fs::blocking`]) with owned copies of the tool, the session key and the input.
+pub(crate) async fn off_thread<T, I>(
+    tool: &T,
+    jail: Arc<Jail>,
+    session: &str,
+    input: &I,
+    disk: fn(&T, &Jail, &str, &I) -> ToolOutput,
+) -> ToolOutput
+where
+    T: Clone + Send + 'static,
+    I: Clone + Send + 'static,
+{
+    let (tool, input, session) = (tool.clone(), input.clone(), session.to_owned());
+    crate::fs::blocking(move || disk(&tool, &jail, &session, &input))
+        .await
+        .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+}
+
+/// Claude Code's refusal to change a file the session has not read, or that changed since.
+pub(crate) fn stale(freshness: Freshness) -> Option<ToolOutput> {
+    match freshness {
+        Freshness::NotRead => Some(ToolOutput::error(write::NOT_READ)),
+        Freshness::Modified => Some(ToolOutput::error(write::MODIFIED)),
+        Freshness::Fresh => None,
+    }
 }

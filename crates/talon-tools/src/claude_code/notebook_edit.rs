@@ -11,8 +11,7 @@ use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_fs::{Jail, WriteMode};
 
 use super::fs_message;
-use super::write::{MODIFIED, NOT_READ};
-use crate::fs::read_state::{Freshness, ReadState};
+use crate::fs::read_state::ReadState;
 use crate::fs::workspace::FsConfig;
 use crate::fs::{MAX_EDIT_BYTES, extension, open_existing, read_all};
 
@@ -237,10 +236,7 @@ impl Tool for NotebookEdit {
             };
         }
         let jail = or_error!(files.disk());
-        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
-        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
-            .await
-            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+        super::off_thread(self, jail, &ctx.session_key, input, on_disk).await
     }
 }
 
@@ -271,13 +267,11 @@ fn on_disk(
             return ToolOutput::error(format!("cannot read {}: {e}", input.notebook_path));
         }
     };
-    match this
+    let freshness = this
         .state
-        .check(session, &opened.real_abs, opened.mtime_ns(), &raw)
-    {
-        Freshness::NotRead => return ToolOutput::error(NOT_READ),
-        Freshness::Modified => return ToolOutput::error(MODIFIED),
-        Freshness::Fresh => {}
+        .check(session, &opened.real_abs, opened.mtime_ns(), &raw);
+    if let Some(refusal) = super::stale(freshness) {
+        return refusal;
     }
     let mut notebook: Value = match serde_json::from_slice(&raw) {
         Ok(v) => v,

@@ -163,10 +163,7 @@ impl Tool for Read {
             };
         }
         let jail = or_error!(files.disk());
-        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
-        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
-            .await
-            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+        super::off_thread(self, jail, &ctx.session_key, input, on_disk).await
     }
 }
 

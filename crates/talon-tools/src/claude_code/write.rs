@@ -8,7 +8,7 @@ use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_fs::{FsError, Jail, WriteMode};
 
 use super::{fs_message, snippet};
-use crate::fs::read_state::{Freshness, ReadState};
+use crate::fs::read_state::ReadState;
 use crate::fs::text::LineEnding;
 use crate::fs::workspace::FsConfig;
 use crate::fs::{open_existing, read_all};
@@ -58,10 +58,7 @@ impl Tool for Write {
             };
         }
         let jail = or_error!(files.disk());
-        let (this, input, session) = (self.clone(), input.clone(), ctx.session_key.clone());
-        crate::fs::blocking(move || on_disk(&this, &jail, &session, &input))
-            .await
-            .unwrap_or_else(|| ToolOutput::error(crate::fs::SHUTTING_DOWN))
+        super::off_thread(self, jail, &ctx.session_key, input, on_disk).await
     }
 }
 
@@ -88,13 +85,11 @@ fn on_disk(this: &Write, jail: &Jail, session: &str, input: &WriteInput) -> Tool
                     return ToolOutput::error(format!("cannot read {}: {e}", input.file_path));
                 }
             };
-            match this
-                .state
-                .check(session, &opened.real_abs, opened.mtime_ns(), &current)
-            {
-                Freshness::NotRead => return ToolOutput::error(NOT_READ),
-                Freshness::Modified => return ToolOutput::error(MODIFIED),
-                Freshness::Fresh => {}
+            let freshness =
+                this.state
+                    .check(session, &opened.real_abs, opened.mtime_ns(), &current);
+            if let Some(refusal) = super::stale(freshness) {
+                return refusal;
             }
             ending = LineEnding::detect(&String::from_utf8_lossy(&current));
             existed = true;

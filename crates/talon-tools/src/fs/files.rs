@@ -280,6 +280,19 @@ impl View {
         Ok(entries)
     }
 
+    /// [`Self::find`] on the blocking threads (walking the tree is blocking I/O), the view
+    /// handed back with the answer. `None` only when the runtime is shutting down.
+    pub async fn find_off_thread(
+        self,
+        options: WalkOptions,
+    ) -> Option<(Self, Result<Vec<Found>, String>)> {
+        super::blocking(move || {
+            let found = self.find(&options);
+            (self, found)
+        })
+        .await
+    }
+
     /// Every file under `options.base` that passes the filters, in no particular order: the
     /// walk's, and the store's documents beneath the base.
     pub fn find(&self, options: &WalkOptions) -> Result<Vec<Found>, String> {

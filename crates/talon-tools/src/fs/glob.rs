@@ -63,12 +63,9 @@ impl Tool for GlobTool {
         };
         // Walking the tree is blocking I/O: off the async threads, the view with it.
         let (view, found) = or_error!(
-            super::blocking(move || {
-                let found = view.find(&options);
-                (view, found)
-            })
-            .await
-            .ok_or(super::SHUTTING_DOWN)
+            view.find_off_thread(options)
+                .await
+                .ok_or(super::SHUTTING_DOWN)
         );
         let mut found = or_error!(found);
         if found.is_empty() {

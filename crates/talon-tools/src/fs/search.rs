@@ -92,12 +92,9 @@ impl Tool for Search {
                 types: input.file_type.iter().cloned().collect(),
             };
             let (view, found) = or_error!(
-                super::blocking(move || {
-                    let found = view.find(&options);
-                    (view, found)
-                })
-                .await
-                .ok_or(super::SHUTTING_DOWN)
+                view.find_off_thread(options)
+                    .await
+                    .ok_or(super::SHUTTING_DOWN)
             );
             (view, or_error!(found))
         } else {
