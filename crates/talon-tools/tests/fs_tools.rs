@@ -8,83 +8,28 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::{CallContext, CallOutcome, FailedStage, Pipeline, ToolCall};
+use talon_core::{CallContext, FailedStage, ToolCall};
 use talon_tools::{BuiltinConfig, FsConfig};
 
-struct Env {
-    dir: tempfile::TempDir,
-    pipeline: Pipeline,
-}
+type Env = common::Workspace;
 
-impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws/sub")).unwrap();
-        std::fs::create_dir_all(dir.path().join("ws/.talon")).unwrap();
-        std::fs::create_dir_all(dir.path().join("outside")).unwrap();
-        std::fs::write(dir.path().join("outside/secret.txt"), "SECRET").unwrap();
-        let config = BuiltinConfig {
-            fs: FsConfig::new(vec!["private".into()], vec![]),
-            store: None,
-            ..BuiltinConfig::default()
-        };
-        let pipeline = common::pipeline(&config);
-        Env { dir, pipeline }
-    }
-
-    fn ws(&self) -> std::path::PathBuf {
-        std::fs::canonicalize(self.dir.path().join("ws")).unwrap()
-    }
-
-    fn abs(&self, rel: &str) -> String {
-        self.ws().join(rel).display().to_string()
-    }
-
-    fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
-        let path = self.ws().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.ws().join(rel)).unwrap()
-    }
-
-    async fn call_as(&self, session: &str, tool: &str, args: Value) -> CallOutcome {
-        let ctx = common::context(&self.ws(), session);
-        self.pipeline
-            .call(Arc::new(ctx), ToolCall::new(tool, args))
-            .await
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> CallOutcome {
-        self.call_as("s1", tool, args).await
-    }
-
-    async fn ok(&self, tool: &str, args: Value) -> String {
-        let out = self.call(tool, args.clone()).await;
-        assert_eq!(
-            out.failed_stage, None,
-            "{tool} {args}: {}",
-            out.output.for_llm
-        );
-        out.output.for_llm
-    }
-
-    async fn err(&self, tool: &str, args: Value) -> String {
-        let out = self.call(tool, args.clone()).await;
-        assert!(
-            out.output.is_error,
-            "{tool} {args} should fail: {}",
-            out.output.for_llm
-        );
-        out.output.for_llm
-    }
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws/sub")).unwrap();
+    std::fs::create_dir_all(dir.path().join("ws/.talon")).unwrap();
+    std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+    std::fs::write(dir.path().join("outside/secret.txt"), "SECRET").unwrap();
+    let config = BuiltinConfig {
+        fs: FsConfig::new(vec!["private".into()], vec![]),
+        store: None,
+        ..BuiltinConfig::default()
+    };
+    Env::new(dir, &config)
 }
 
 #[tokio::test]
 async fn read_file_pages_with_offsets_and_footers() {
-    let env = Env::new();
+    let env = env();
     let body: String = (1..=30).map(|i| format!("line {i}\n")).collect();
     env.write("a.txt", &body);
     let text = env
@@ -134,7 +79,7 @@ fn read_file_cap() -> usize {
 
 #[tokio::test]
 async fn bad_input_has_defined_answers() {
-    let env = Env::new();
+    let env = env();
     env.write("empty.txt", "");
     env.write("crlf.txt", "one\r\ntwo\r\n");
     env.write("latin1.txt", b"caf\xe9\n");
@@ -200,7 +145,7 @@ async fn bad_input_has_defined_answers() {
 
 #[tokio::test]
 async fn huge_sparse_file_is_read_by_range_without_loading_it() {
-    let env = Env::new();
+    let env = env();
     let path = env.ws().join("huge.log");
     {
         let mut f = std::fs::File::create(&path).unwrap();
@@ -229,7 +174,7 @@ async fn huge_sparse_file_is_read_by_range_without_loading_it() {
 
 #[tokio::test]
 async fn write_file_and_edit_keep_modes_and_line_endings() {
-    let env = Env::new();
+    let env = env();
     env.ok(
         "write_file",
         json!({"path": "new/dir/f.txt", "content": "a\nb\n"}),
@@ -326,7 +271,7 @@ async fn write_file_and_edit_keep_modes_and_line_endings() {
 
 #[tokio::test]
 async fn list_files_hides_denied_entries_and_caps() {
-    let env = Env::new();
+    let env = env();
     env.write("private/keys.txt", "k");
     env.write("sub/inner/deep.txt", "d");
     env.write("top.txt", "t");
@@ -360,7 +305,7 @@ async fn list_files_hides_denied_entries_and_caps() {
 
 #[tokio::test]
 async fn claude_read_formats_and_reminders() {
-    let env = Env::new();
+    let env = env();
     env.write("a.py", "import os\nprint(1)\n");
     env.write("empty.txt", "");
     let text = env.ok("Read", json!({"file_path": env.abs("a.py")})).await;
@@ -428,7 +373,7 @@ async fn claude_read_formats_and_reminders() {
 /// Every Claude Code error string, table-driven.
 #[tokio::test]
 async fn claude_error_strings() {
-    let env = Env::new();
+    let env = env();
     env.write("f.txt", "alpha beta alpha\n");
     env.write("nb.ipynb", r#"{"cells": []}"#);
     env.write("bin.dat", b"\x00\x00\x00");
@@ -493,7 +438,7 @@ async fn claude_error_strings() {
 
 #[tokio::test]
 async fn claude_edit_and_write_after_read() {
-    let env = Env::new();
+    let env = env();
     env.write("code.rs", "fn main() {\r\n    println!(\"hi\");\r\n}\r\n");
     let f = env.abs("code.rs");
     env.ok("Read", json!({"file_path": f})).await;
@@ -554,7 +499,7 @@ async fn claude_edit_and_write_after_read() {
 
 #[tokio::test]
 async fn write_tools_are_permission_gated_in_default_mode() {
-    let env = Env::new();
+    let env = env();
     let mut ctx = CallContext::new("s");
     ctx.workspace = Some(env.ws());
     let out = env
@@ -570,7 +515,7 @@ async fn write_tools_are_permission_gated_in_default_mode() {
 
 #[tokio::test]
 async fn no_workspace_is_a_clear_error() {
-    let env = Env::new();
+    let env = env();
     let out = env
         .pipeline
         .call(
@@ -589,7 +534,7 @@ async fn no_workspace_is_a_clear_error() {
 
 #[tokio::test]
 async fn a_workspace_replaced_on_disk_is_reopened() {
-    let env = Env::new();
+    let env = env();
     env.write("a.txt", "old");
     assert!(
         env.ok("read_file", json!({"path": "a.txt"}))

@@ -17,13 +17,8 @@ struct Env {
 }
 
 fn env() -> Env {
-    // Under the target directory: the sandbox's private /tmp would hide a directory beside a
-    // workspace in /tmp, and these tests need one that is visible but read-only.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (ws, outside) = (root.join("ws"), root.join("outside"));
-    std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
+    // These tests need a directory beside the workspace that is visible but read-only.
+    let common::Beside { dir, ws, outside } = common::beside("sub/deeper");
     std::os::unix::fs::symlink(&outside, ws.join("out-link")).unwrap();
     let config = BuiltinConfig {
         fs: FsConfig::new(vec![], vec![]),
@@ -49,6 +44,19 @@ impl Env {
 
     async fn call(&self, tool: &str, args: Value) -> ToolOutput {
         self.call_in("s", tool, args).await
+    }
+
+    /// Starts `command` in the background and waits (up to 20 s) for its end and output.
+    async fn background_output(&self, command: &str) -> ToolOutput {
+        let out = self
+            .call("exec", json!({"command": command, "background": true}))
+            .await;
+        let id = id_after(&out.for_llm, "Started background process ");
+        self.call(
+            "process",
+            json!({"action": "output", "id": id, "timeout": 20}),
+        )
+        .await
     }
 }
 
@@ -382,17 +390,7 @@ async fn background_commands_cannot_create_protected_names_at_all() {
     // name stays pinned for it (a foreground command's creations are removed when it ends).
     let e = env();
     let out = e
-        .call(
-            "exec",
-            json!({"command": "echo '{}' > .mcp.json && echo wrote || echo refused", "background": true}),
-        )
-        .await;
-    let id = id_after(&out.for_llm, "Started background process ");
-    let out = e
-        .call(
-            "process",
-            json!({"action": "output", "id": id, "timeout": 20}),
-        )
+        .background_output("echo '{}' > .mcp.json && echo wrote || echo refused")
         .await;
     // A whole line: the output's header repeats the command, which names both words.
     assert!(
@@ -431,18 +429,9 @@ async fn h21_03_a_background_command_cannot_create_commondir() {
         .unwrap();
     assert!(init.status.success(), "{init:?}");
     let out = e
-        .call(
-            "exec",
-            json!({"command": "git status --short >/dev/null && echo git-ok; \
-                   echo /tmp/evil > .git/commondir && echo wrote || echo refused",
-                   "background": true}),
-        )
-        .await;
-    let id = id_after(&out.for_llm, "Started background process ");
-    let out = e
-        .call(
-            "process",
-            json!({"action": "output", "id": id, "timeout": 20}),
+        .background_output(
+            "git status --short >/dev/null && echo git-ok; \
+             echo /tmp/evil > .git/commondir && echo wrote || echo refused",
         )
         .await;
     // Whole lines: the output's header repeats the command, which names both words.

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, dictionary};
+use serde_json::Value;
 use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, Pipeline, Registry};
+use talon_core::{CallContext, CallOutcome, Pipeline, Registry, ToolCall};
 use talon_tools::BuiltinConfig;
 
 pub mod http;
@@ -18,6 +19,7 @@ pub fn pipeline(config: &BuiltinConfig) -> Pipeline {
     talon_tools::register_builtin(&registry, config).unwrap();
     Pipeline::builder(registry)
         .rate_limiter(None)
+        .script_analyzer(Arc::new(talon_tools::runtime::script::ShellAnalyzer))
         .build()
         .unwrap()
 }
@@ -28,6 +30,90 @@ pub fn context(workspace: &Path, session: &str) -> CallContext {
     ctx.workspace = Some(workspace.to_path_buf());
     ctx.permission_mode = PermissionMode::BypassPermissions;
     ctx
+}
+
+/// A workspace `ws` and a directory `outside` beside it (both canonical), under the target
+/// directory: the sandbox's private /tmp would hide a directory beside a workspace in /tmp.
+pub struct Beside {
+    pub dir: tempfile::TempDir,
+    pub ws: std::path::PathBuf,
+    pub outside: std::path::PathBuf,
+}
+
+/// A fresh [`Beside`] whose workspace holds the directory `sub` (a relative path).
+pub fn beside(sub: &str) -> Beside {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (ws, outside) = (root.join("ws"), root.join("outside"));
+    std::fs::create_dir_all(ws.join(sub)).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    Beside { dir, ws, outside }
+}
+
+/// A temporary directory whose `ws` is the workspace, and a pipeline over the built-in tools,
+/// for calling tools as session `s1` (or another) would and looking at the disk after.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub pipeline: Pipeline,
+}
+
+impl Workspace {
+    /// The tools of `config` over `dir`, which holds the workspace `ws`.
+    pub fn new(dir: tempfile::TempDir, config: &BuiltinConfig) -> Self {
+        let pipeline = pipeline(config);
+        Workspace { dir, pipeline }
+    }
+
+    pub fn ws(&self) -> std::path::PathBuf {
+        std::fs::canonicalize(self.dir.path().join("ws")).unwrap()
+    }
+
+    pub fn abs(&self, rel: &str) -> String {
+        self.ws().join(rel).display().to_string()
+    }
+
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let path = self.ws().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.ws().join(rel)).unwrap()
+    }
+
+    pub async fn call_as(&self, session: &str, tool: &str, args: Value) -> CallOutcome {
+        let ctx = context(&self.ws(), session);
+        self.pipeline
+            .call(Arc::new(ctx), ToolCall::new(tool, args))
+            .await
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> CallOutcome {
+        self.call_as("s1", tool, args).await
+    }
+
+    /// The answer of a call that passed every stage.
+    pub async fn ok(&self, tool: &str, args: Value) -> String {
+        let out = self.call(tool, args.clone()).await;
+        assert_eq!(
+            out.failed_stage, None,
+            "{tool} {args}: {}",
+            out.output.for_llm
+        );
+        out.output.for_llm
+    }
+
+    /// The answer of a call that failed.
+    pub async fn err(&self, tool: &str, args: Value) -> String {
+        let out = self.call(tool, args.clone()).await;
+        assert!(
+            out.output.is_error,
+            "{tool} {args} should fail: {}",
+            out.output.for_llm
+        );
+        out.output.for_llm
+    }
 }
 
 /// A real PDF with `pages` pages, page N saying "This is page N".

@@ -1,9 +1,6 @@
 //! `Bash` keeps its working directory between calls from what the shell reports at its end; a
 //! command can forge that report, or change the directory under it later. Whatever it does, the
 //! next call runs inside the workspace (issue 21, item 17).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +8,8 @@ use std::sync::Arc;
 use serde_json::json;
 use talon_core::{Pipeline, ToolCall, ToolOutput};
 use talon_tools::{BuiltinConfig, FsConfig};
+
+use crate::common;
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -20,13 +19,7 @@ struct Env {
 }
 
 fn env() -> Env {
-    // Under the target directory, so the directory beside the workspace is visible to the
-    // sandbox (its /tmp is private).
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (ws, outside) = (root.join("ws"), root.join("outside"));
-    std::fs::create_dir_all(ws.join("sub")).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
+    let common::Beside { dir, ws, outside } = common::beside("sub");
     let config = BuiltinConfig {
         fs: FsConfig::new(vec![], vec![]),
         ..BuiltinConfig::default()

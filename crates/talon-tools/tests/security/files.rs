@@ -1,86 +1,33 @@
 //! Security regressions of the file tools (issue 21), through the pipeline, in both dialects:
 //! `h21_NN_…`, NN being the item of the review. The rules live in the jail (`talon_fs`); these
 //! tests show every tool reaches them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::os::unix::fs::symlink;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
-use talon_core::{CallOutcome, Pipeline, ToolCall};
+use serde_json::json;
 use talon_tools::{BuiltinConfig, FsConfig};
 
-struct Env {
-    dir: tempfile::TempDir,
-    pipeline: Pipeline,
-}
+use crate::common;
 
-impl Env {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        let config = BuiltinConfig {
-            fs: FsConfig::new(vec![], vec![]),
-            store: None,
-            ..BuiltinConfig::default()
-        };
-        let pipeline = common::pipeline(&config);
-        Env { dir, pipeline }
-    }
+type Env = common::Workspace;
 
-    fn ws(&self) -> std::path::PathBuf {
-        std::fs::canonicalize(self.dir.path().join("ws")).unwrap()
-    }
-
-    fn abs(&self, rel: &str) -> String {
-        self.ws().join(rel).display().to_string()
-    }
-
-    fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
-        let path = self.ws().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.ws().join(rel)).unwrap()
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> CallOutcome {
-        let ctx = common::context(&self.ws(), "s1");
-        self.pipeline
-            .call(Arc::new(ctx), ToolCall::new(tool, args))
-            .await
-    }
-
-    async fn ok(&self, tool: &str, args: Value) -> String {
-        let out = self.call(tool, args.clone()).await;
-        assert_eq!(
-            out.failed_stage, None,
-            "{tool} {args}: {}",
-            out.output.for_llm
-        );
-        out.output.for_llm
-    }
-
-    async fn err(&self, tool: &str, args: Value) -> String {
-        let out = self.call(tool, args.clone()).await;
-        assert!(
-            out.output.is_error,
-            "{tool} {args} should fail: {}",
-            out.output.for_llm
-        );
-        out.output.for_llm
-    }
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let config = BuiltinConfig {
+        fs: FsConfig::new(vec![], vec![]),
+        store: None,
+        ..BuiltinConfig::default()
+    };
+    Env::new(dir, &config)
 }
 
 /// Issue 21 item 4: every file tool refuses the paths the sandbox keeps read-only, in both
 /// dialects and through symlinks, and says what and why.
 #[tokio::test]
 async fn h21_04_file_tools_refuse_protected_paths() {
-    let env = Env::new();
+    let env = env();
     env.write(".git/config", "[core]\n");
     env.write(".git/hooks/README", "hooks\n");
     env.write(".claude/settings.json", "{}\n");
@@ -187,7 +134,7 @@ async fn h21_04_file_tools_refuse_protected_paths() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h21_11_a_fifo_never_blocks_a_file_tool() {
     use std::io::Write;
-    let env = Arc::new(Env::new());
+    let env = Arc::new(env());
     let mode = nix::sys::stat::Mode::from_bits_truncate(0o644);
     for name in ["pipe", "pipe.ipynb"] {
         nix::unistd::mkfifo(&env.ws().join(name), mode).unwrap();

@@ -1,0 +1,12 @@
+//! The security suite of the built-in tools (issue 21), named `h21_NN_…` so `cargo test h21_`
+//! finds them. `files`: every file tool, in both dialects, reaches the jail's rules; `bash_cwd`:
+//! the working directory `Bash` carries between calls stays in the workspace. Item 12's proxy test
+//! stays alone in `h21_web_no_proxy` because it sets process environment.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod security {
+    mod bash_cwd;
+    mod files;
+}
