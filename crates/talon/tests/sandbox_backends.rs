@@ -7,8 +7,6 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
-
 /// A home with a workspace, a directory beside it and `talon.toml` holding `config`.
 struct Home {
     dir: tempfile::TempDir,
@@ -32,27 +30,7 @@ impl Home {
     /// `talon tool call exec --json` with `command`: (exit status, the tool's text for the
     /// model, is_error).
     fn exec(&self, command: &str) -> (i32, String, bool) {
-        let out = support::command(self.dir.path())
-            .args(["tool", "call", "exec", "--json", "--workspace"])
-            .arg(self.path("ws"))
-            .args(["--args", &json!({ "command": command }).to_string()])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let Ok(v) = serde_json::from_str::<Value>(&stdout) else {
-            return (
-                out.status.code().unwrap_or(-1),
-                format!("{stdout}{stderr}"),
-                true,
-            );
-        };
-        let text = v["result"]["for_llm"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let is_error = v["result"]["is_error"].as_bool().unwrap_or(true);
-        (out.status.code().unwrap_or(-1), text, is_error)
+        support::tool_exec(self.dir.path(), &self.path("ws"), command)
     }
 
     fn ok(&self, command: &str) -> String {

@@ -309,6 +309,35 @@ fn start_serve(mut cmd: Command) -> (Child, String) {
     (child, addr)
 }
 
+/// `talon tool call exec` in `home` (its `HOME` and the directory holding `talon.toml`) with
+/// workspace `ws`: (exit status, the tool's text, is_error).
+pub fn tool_exec(home: &Path, ws: &Path, command: &str) -> (i32, String, bool) {
+    let out = self::command(home)
+        .args(["tool", "call", "exec", "--json", "--workspace"])
+        .arg(ws)
+        .args([
+            "--args",
+            &serde_json::json!({ "command": command }).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&stdout) else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return (
+            out.status.code().unwrap_or(-1),
+            format!("{stdout}{stderr}"),
+            true,
+        );
+    };
+    let text = v["result"]["for_llm"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let is_error = v["result"]["is_error"].as_bool().unwrap_or(true);
+    (out.status.code().unwrap_or(-1), text, is_error)
+}
+
 /// The tool names in a `tools/list` result (the object holding `tools`).
 pub fn tool_names(result: &serde_json::Value) -> Vec<String> {
     result["tools"]

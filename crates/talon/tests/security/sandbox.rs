@@ -1,8 +1,5 @@
 //! Security regressions of the command sandbox (issue 21): what a sandboxed command must not
 //! reach, through every backend and through the session sandbox.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::io::Write;
 use std::os::unix::net::UnixListener;
@@ -12,6 +9,8 @@ use std::time::Duration;
 use talon_exec::sandbox::Backend;
 use talon_exec::{Outcome, Request, Shell, ShellConfig};
 use tokio_util::sync::CancellationToken;
+
+use crate::support;
 
 /// A workspace the sandbox can see (under the target directory, not the private `/tmp`).
 struct Env {
@@ -265,35 +264,6 @@ async fn h21_07_nothing_a_command_started_survives_its_call() {
     shell.shutdown().await;
 }
 
-/// `talon tool call exec` in `home` (its `HOME` and the directory holding `talon.toml`) with
-/// workspace `ws`: (exit status, the tool's text, is_error).
-fn tool_exec(home: &Path, ws: &Path, command: &str) -> (i32, String, bool) {
-    let out = support::command(home)
-        .args(["tool", "call", "exec", "--json", "--workspace"])
-        .arg(ws)
-        .args([
-            "--args",
-            &serde_json::json!({ "command": command }).to_string(),
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&stdout) else {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        return (
-            out.status.code().unwrap_or(-1),
-            format!("{stdout}{stderr}"),
-            true,
-        );
-    };
-    let text = v["result"]["for_llm"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let is_error = v["result"]["is_error"].as_bool().unwrap_or(true);
-    (out.status.code().unwrap_or(-1), text, is_error)
-}
-
 /// A fake home holding the usual credential stores, each with a secret naming it.
 const STORES: &[&str] = &[
     ".ssh/id_ed25519",
@@ -340,7 +310,7 @@ fn h21_14_credential_stores_are_hidden_by_default() {
             ),
         )
         .unwrap();
-        let (_, text, _) = tool_exec(
+        let (_, text, _) = support::tool_exec(
             home,
             &e.ws,
             &format!("{read_all} cat {}/notes.txt", home.display()),
@@ -362,7 +332,7 @@ fn h21_14_credential_stores_are_hidden_by_default() {
         }
         assert!(!text.contains("SECRET-extra"), "{backend}: {text}");
         // Not by another name either.
-        let (_, text, _) = tool_exec(
+        let (_, text, _) = support::tool_exec(
             home,
             &e.ws,
             &format!(
@@ -377,7 +347,7 @@ fn h21_14_credential_stores_are_hidden_by_default() {
         // Run as root, the password hashes are root's to read in the sandbox too: hidden.
         // SAFETY: geteuid has no failure mode.
         if unsafe { nix::libc::geteuid() } == 0 && Path::new("/etc/shadow").is_file() {
-            let (_, text, _) = tool_exec(home, &e.ws, "cat /etc/shadow /etc/gshadow");
+            let (_, text, _) = support::tool_exec(home, &e.ws, "cat /etc/shadow /etc/gshadow");
             assert!(!text.contains("root:"), "{backend}: {text}");
         }
     }
@@ -387,7 +357,7 @@ fn h21_14_credential_stores_are_hidden_by_default() {
         "[exec]\nhidden_paths = [\"secrets\"]\n",
     )
     .unwrap();
-    let (code, text, _) = tool_exec(home, &e.ws, "true");
+    let (code, text, _) = support::tool_exec(home, &e.ws, "true");
     assert_ne!(code, 0, "{text}");
     assert!(text.contains("exec.hidden_paths"), "{text}");
 }
