@@ -62,15 +62,7 @@ impl Home {
 /// The kernel's Landlock ABI; fails the test, saying why, where there is none (these tests must
 /// not pass without confining anything).
 fn require_landlock() -> i64 {
-    // SAFETY: the VERSION query reads and writes no memory.
-    let abi = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<nix::libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
+    let abi = support::landlock_abi();
     assert!(
         abi > 0,
         "Landlock is not supported by this kernel ({}); the Landlock backend tests need Linux \

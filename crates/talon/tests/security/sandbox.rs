@@ -65,15 +65,7 @@ fn text(out: &Outcome) -> String {
 
 /// Whether this kernel has Landlock (the Landlock cases are skipped loudly where it has not).
 fn landlock_available() -> bool {
-    // SAFETY: the VERSION query reads and writes no memory.
-    let abi = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<nix::libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
+    let abi = support::landlock_abi();
     if abi <= 0 {
         eprintln!("no Landlock on this kernel: the Landlock case is not run");
     }

@@ -309,6 +309,19 @@ fn start_serve(mut cmd: Command) -> (Child, String) {
     (child, addr)
 }
 
+/// The kernel's Landlock ABI version, or 0 or less where it has none (`errno` says why).
+pub fn landlock_abi() -> i64 {
+    // SAFETY: the VERSION query reads and writes no memory.
+    unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<nix::libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    }
+}
+
 /// `talon tool call exec` in `home` (its `HOME` and the directory holding `talon.toml`) with
 /// workspace `ws`: (exit status, the tool's text, is_error).
 pub fn tool_exec(home: &Path, ws: &Path, command: &str) -> (i32, String, bool) {
