@@ -3,29 +3,19 @@
 
 #![allow(clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashSet;
 
-use talon_exec::analysis::{
-    ApprovalContext, Ask, Decision, DenyGroups, ExecApprovalConfig, RuleSet, Security, analyze,
-    decide,
-};
+use talon_exec::analysis::{Ask, Decision, Security, analyze};
 
+/// What the approval step decides for `command` where it may ask.
 fn decision(command: &str, security: Security, ask: Ask, allow: &[&str]) -> Decision {
-    let config = ExecApprovalConfig {
-        security,
-        ask,
-        rules: RuleSet::parse::<&str>(&[], &[], allow).expect("valid rules"),
-    };
-    let groups = DenyGroups::default();
-    let always = HashSet::new();
-    decide(
-        &analyze(command),
-        &config,
-        ApprovalContext {
-            deny_groups: &groups,
-            always_allowed: &always,
-            can_ask: true,
-        },
+    common::decision(
+        command,
+        &common::config(security, ask, allow),
+        &HashSet::new(),
+        true,
     )
 }
 
