@@ -14,6 +14,7 @@
 #![allow(deprecated)]
 
 mod logging;
+pub mod mrtr;
 mod rmcp_server;
 pub mod stdio;
 
@@ -54,6 +55,8 @@ pub struct TalonMcp {
     callers: Callers,
     session_key: String,
     log_level: LogLevel,
+    /// Seals the `requestState` of `input_required` results (see [`mrtr`]).
+    sealer: Arc<mrtr::Sealer>,
 }
 
 impl std::fmt::Debug for TalonMcp {
@@ -80,6 +83,7 @@ impl TalonMcp {
             callers,
             session_key: format!("mcp:{transport}:{}", uuid::Uuid::new_v4()),
             log_level: LogLevel::default(),
+            sealer: Arc::new(mrtr::Sealer::new()),
         }
     }
 
@@ -91,6 +95,7 @@ impl TalonMcp {
             callers: self.callers.clone(),
             session_key: format!("mcp:{transport}:{}", uuid::Uuid::new_v4()),
             log_level: LogLevel::default(),
+            sealer: Arc::clone(&self.sealer),
         }
     }
 

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::logging::LogLevel;
+use crate::mrtr::Round;
 use crate::{IncomingCall, McpError, Notify, TalonMcp};
 
 impl Notify for rmcp::Peer<RoleServer> {
@@ -82,15 +83,41 @@ impl ServerHandler for TalonMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let asks = context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
-        let client =
-            asks.then(|| talon_core::ClientHandle(Arc::new(PeerClient(context.peer.clone()))));
+        // The call's own token: a question in a 2026-07-28 request stops the call with it.
+        let cancel = context.ct.child_token();
+        let round = if stateless(&context) {
+            // No channel for questions: they end the round (SEP-2322), when the client
+            // declared that it answers them.
+            let answers = context
+                .meta
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
+            if answers {
+                Some(Arc::new(Round::open(
+                    &self.sealer,
+                    &request.name,
+                    request.arguments.as_ref(),
+                    request.request_state.as_deref(),
+                    request.input_responses.as_ref(),
+                    cancel.clone(),
+                )?))
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let client = match &round {
+            Some(round) => Some(round.client()),
+            None => context
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some())
+                .then(|| talon_core::ClientHandle(Arc::new(PeerClient(context.peer.clone())))),
+        };
         let call = IncomingCall {
             session: self.session_for(&context),
-            cancel: context.ct.clone(),
+            cancel,
             name: request.name.to_string(),
             arguments: request.arguments,
             progress_token: context.meta.get_progress_token(),
@@ -98,7 +125,11 @@ impl ServerHandler for TalonMcp {
             notify: context.peer.clone(),
             log_level: stateless(&context).then(|| LogLevel::for_request(context.meta.log_level())),
         };
-        Ok(self.run_call(call).await.into())
+        let result = self.run_call(call).await;
+        if let Some(asked) = round.and_then(|r| r.input_required(&self.sealer)) {
+            return asked.map(CallToolResponse::InputRequired);
+        }
+        Ok(result.into())
     }
 
     async fn get_prompt(

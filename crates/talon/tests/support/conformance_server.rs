@@ -70,6 +70,10 @@ enum Kind {
     ElicitationEnums,
     Schema2020,
     TriggerToolChange,
+    /// SEP-2322 scenarios: questions that a 2026-07-28 request answers with `input_required`.
+    AskName,
+    AskConfirmation,
+    AskTwice,
 }
 
 /// One of the suite's test tools.
@@ -224,6 +228,67 @@ async fn elicit(ctx: &CallContext, kind: Kind, args: &Value) -> ToolOutput {
     }
 }
 
+/// A question named `key` (the key of `inputRequests` in a 2026-07-28 round) for one string or
+/// boolean field.
+fn question(key: &str, message: &str, field: &str, kind: &str) -> Value {
+    json!({
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {field: {"type": kind}},
+            "required": [field],
+        },
+        "_meta": {talon_mcp::mrtr::INPUT_KEY_META: key},
+    })
+}
+
+/// Asks `question`; the answer's `field`, or why there is none.
+async fn ask(ctx: &CallContext, question: Value, field: &str) -> Result<Value, ToolOutput> {
+    let Some(client) = &ctx.client else {
+        return Err(ToolOutput::error("the client cannot answer questions"));
+    };
+    let answer = client
+        .0
+        .elicit(question)
+        .await
+        .map_err(|e| ToolOutput::error(format!("no answer: {e}")))?;
+    if answer["action"] != "accept" {
+        return Err(ToolOutput::error(format!(
+            "the user answered {}",
+            answer["action"]
+        )));
+    }
+    Ok(answer["content"][field].clone())
+}
+
+async fn ask_and_answer(ctx: &CallContext, kind: Kind) -> Result<ToolOutput, ToolOutput> {
+    Ok(match kind {
+        Kind::AskName => {
+            let q = question("user_name", "What is your name?", "name", "string");
+            let name = ask(ctx, q, "name").await?;
+            ToolOutput::text(format!("Hello, {}!", name.as_str().unwrap_or("stranger")))
+        }
+        Kind::AskConfirmation => {
+            let q = question("confirm", "Please confirm", "ok", "boolean");
+            let ok = ask(ctx, q, "ok").await?;
+            // Reached only when /mcp accepted the sealed requestState of the first round.
+            ToolOutput::text(format!("state-ok: confirmed={ok}"))
+        }
+        _ => {
+            let q = question("step1", "Step 1: What is your name?", "name", "string");
+            let name = ask(ctx, q, "name").await?;
+            let q = question(
+                "step2",
+                "Step 2: What is your favorite color?",
+                "color",
+                "string",
+            );
+            let color = ask(ctx, q, "color").await?;
+            ToolOutput::text(format!("{name} likes {color}"))
+        }
+    })
+}
+
 /// A tool the suite does not know, added and removed by `test_trigger_tool_change`.
 struct Dynamic;
 
@@ -310,6 +375,9 @@ impl Tool for Fixture {
                 elicit(ctx, self.kind, call.input()).await
             }
             Kind::Schema2020 => ToolOutput::text(format!("received {}", call.input())),
+            Kind::AskName | Kind::AskConfirmation | Kind::AskTwice => {
+                ask_and_answer(ctx, self.kind).await.unwrap_or_else(|e| e)
+            }
             Kind::TriggerToolChange => {
                 let Some(registry) = self.registry.upgrade() else {
                     return ToolOutput::error("the registry is gone");
@@ -326,7 +394,7 @@ impl Tool for Fixture {
 /// Registers the suite's test tools in `registry`.
 fn register_fixtures(registry: &Arc<Registry>) {
     let none = no_arguments;
-    let tools: [(&'static str, Kind, Value); 14] = [
+    let tools: [(&'static str, Kind, Value); 18] = [
         ("test_simple_text", Kind::SimpleText, none()),
         ("test_image_content", Kind::Image, none()),
         ("test_audio_content", Kind::Audio, none()),
@@ -358,6 +426,26 @@ fn register_fixtures(registry: &Arc<Registry>) {
             schema_2020_12(),
         ),
         ("test_trigger_tool_change", Kind::TriggerToolChange, none()),
+        (
+            "test_input_required_result_elicitation",
+            Kind::AskName,
+            none(),
+        ),
+        (
+            "test_input_required_result_request_state",
+            Kind::AskConfirmation,
+            none(),
+        ),
+        (
+            "test_input_required_result_tampered_state",
+            Kind::AskConfirmation,
+            none(),
+        ),
+        (
+            "test_input_required_result_multi_round",
+            Kind::AskTwice,
+            none(),
+        ),
     ];
     for (name, kind, schema) in tools {
         registry
