@@ -116,27 +116,36 @@ impl TalonMcp {
             .offered_to(&ctx)
             .await
             .iter()
-            .map(|t| {
-                let spec = t.spec();
-                let schema: JsonObject = match t.schema() {
-                    Value::Object(map) => map.clone(),
-                    _ => JsonObject::new(),
-                };
-                let hints = talon_core::wire::mcp_hints(spec);
-                let annotations = ToolAnnotations::new()
-                    .read_only(hints.read_only)
-                    .destructive(hints.destructive)
-                    .idempotent(hints.idempotent)
-                    .open_world(hints.open_world);
-                Tool::new(
-                    spec.name.clone(),
-                    spec.description.clone(),
-                    Arc::new(schema),
-                )
-                .with_annotations(annotations)
-            })
+            .map(|t| mcp_tool(t))
             .collect()
     }
+
+    /// One registered tool as an MCP tool, whether or not this client is offered it (rmcp checks
+    /// a call's `Mcp-Param-*` headers against its schema before the call reaches the pipeline,
+    /// which refuses a tool the client is not offered).
+    pub fn tool(&self, name: &str) -> Option<Tool> {
+        self.pipeline.registry().resolve(name).map(|t| mcp_tool(&t))
+    }
+}
+
+fn mcp_tool(tool: &talon_core::registry::RegisteredTool) -> Tool {
+    let spec = tool.spec();
+    let schema: JsonObject = match tool.schema() {
+        Value::Object(map) => map.clone(),
+        _ => JsonObject::new(),
+    };
+    let hints = talon_core::wire::mcp_hints(spec);
+    let annotations = ToolAnnotations::new()
+        .read_only(hints.read_only)
+        .destructive(hints.destructive)
+        .idempotent(hints.idempotent)
+        .open_world(hints.open_world);
+    Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        Arc::new(schema),
+    )
+    .with_annotations(annotations)
 }
 
 /// Maps a pipeline output to MCP content: the text, then each media file: images and audio

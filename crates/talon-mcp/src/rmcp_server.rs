@@ -70,6 +70,12 @@ impl ServerHandler for TalonMcp {
         self.forward_tool_list_changes(context.peer, CancellationToken::new());
     }
 
+    /// Lets rmcp check a 2026-07-28 call's `Mcp-Param-*` headers against the tool's
+    /// `x-mcp-header` parameters (SEP-2243); without it they went unchecked.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool(name)
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

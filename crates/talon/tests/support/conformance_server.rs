@@ -394,7 +394,7 @@ impl Tool for Fixture {
 /// Registers the suite's test tools in `registry`.
 fn register_fixtures(registry: &Arc<Registry>) {
     let none = no_arguments;
-    let tools: [(&'static str, Kind, Value); 18] = [
+    let tools: [(&'static str, Kind, Value); 19] = [
         ("test_simple_text", Kind::SimpleText, none()),
         ("test_image_content", Kind::Image, none()),
         ("test_audio_content", Kind::Audio, none()),
@@ -445,6 +445,16 @@ fn register_fixtures(registry: &Arc<Registry>) {
             "test_input_required_result_multi_round",
             Kind::AskTwice,
             none(),
+        ),
+        // SEP-2243: a parameter the client mirrors in an `Mcp-Param-Region` header.
+        (
+            "test_header_param",
+            Kind::SimpleText,
+            json!({
+                "type": "object",
+                "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                "required": ["region"],
+            }),
         ),
     ];
     for (name, kind, schema) in tools {
