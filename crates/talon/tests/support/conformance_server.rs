@@ -4,8 +4,13 @@
 //! ordinary `talon_core` tools. The suite asks for tools by those names and checks what `/mcp`
 //! makes of their results, notifications and requests to the client; each call goes through
 //! Talon's pipeline like any other, so the scenarios exercise Talon's protocol handling, not a
-//! reference SDK's. Served in-process on a loopback port for the life of the test.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+//! reference SDK's: media become image, audio and resource content, `CallContext::log` becomes
+//! log notifications, `report_progress` progress notifications, a question through
+//! `CallContext::client` an `elicitation/create` request (2025-11-25) or an `input_required`
+//! result (2026-07-28). Served in-process on a loopback port for the life of the test. Not
+//! provided, because Talon has no counterpart: sampling, roots, resources, prompts, and a tool
+//! that closes its SSE stream (see the expected-failures files).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
