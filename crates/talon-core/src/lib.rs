@@ -29,6 +29,7 @@ pub mod questions;
 pub mod rate_limit;
 pub mod registry;
 pub mod schema;
+pub mod script;
 pub mod scrub;
 pub mod tool;
 pub mod untrusted;
@@ -47,5 +48,6 @@ pub use context::{
 pub use output::{Media, ToolOutput, Usage};
 pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};
 pub use registry::Registry;
+pub use script::{ScriptAnalysis, ScriptAnalyzer};
 pub use tool::{Authorized, Delegation, Risk, SideEffect, Tool, ToolSpec};
 pub use workspace::Workspaces;

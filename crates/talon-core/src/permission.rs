@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::CallContext;
+use crate::script::ScriptAnalysis;
 use crate::tool::{Risk, SideEffect, ToolSpec};
 
 /// Claude Code's permission modes.
@@ -96,6 +97,9 @@ pub struct PermissionRequest<'a> {
     pub spec: &'a ToolSpec,
     pub input: &'a Value,
     pub ctx: &'a CallContext,
+    /// The analysis of the tool's shell script argument ([`ToolSpec::shell_script_arg`]), made
+    /// once by the pipeline; the tool receives the same one.
+    pub script: Option<&'a ScriptAnalysis>,
 }
 
 /// Rules that decide before the mode default (for example `Bash(npm test:*)` allow rules, which

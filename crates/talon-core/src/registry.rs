@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::context::CallContext;
 use crate::output::ToolOutput;
 use crate::policy::catalog;
+use crate::script::ScriptAnalysis;
 use crate::tool::{Authorized, Tool, ToolSpec};
 
 /// Why a registry change was refused.
@@ -38,12 +39,14 @@ pub enum RegistryError {
 /// pipeline can call it.
 pub(crate) trait ErasedTool: Send + Sync {
     /// Deserializes validated arguments and runs the tool; `delegations` are the declared
-    /// delegates the pipeline authorized for this call.
+    /// delegates the pipeline authorized for this call, `script` the permission step's analysis
+    /// of its shell script argument.
     fn run(
         &self,
         ctx: Arc<CallContext>,
         args: Value,
         delegations: Arc<[String]>,
+        script: Option<ScriptAnalysis>,
     ) -> BoxFuture<'_, Result<ToolOutput, String>>;
 }
 
@@ -55,6 +58,7 @@ impl<T: Tool> ErasedTool for Typed<T> {
         ctx: Arc<CallContext>,
         args: Value,
         delegations: Arc<[String]>,
+        script: Option<ScriptAnalysis>,
     ) -> BoxFuture<'_, Result<ToolOutput, String>> {
         Box::pin(async move {
             let empty = args.as_object().is_some_and(serde_json::Map::is_empty);
@@ -68,7 +72,7 @@ impl<T: Tool> ErasedTool for Typed<T> {
             };
             Ok(self
                 .0
-                .execute(Authorized::new(input, ctx, delegations))
+                .execute(Authorized::new(input, ctx, delegations, script))
                 .await)
         })
     }

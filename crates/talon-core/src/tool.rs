@@ -12,7 +12,7 @@
 //! use std::sync::Arc;
 //! use talon_core::{Authorized, CallContext};
 //! let ctx = Arc::new(CallContext::new("session"));
-//! let permit: Authorized<()> = Authorized::new((), ctx, Vec::new().into());
+//! let permit: Authorized<()> = Authorized::new((), ctx, Vec::new().into(), None);
 //! ```
 //!
 //! and its fields are private, so a struct literal does not compile either (error E0451):
@@ -21,7 +21,7 @@
 //! use std::sync::Arc;
 //! use talon_core::{Authorized, CallContext};
 //! let ctx = Arc::new(CallContext::new("session"));
-//! let permit: Authorized<()> = Authorized { input: (), ctx, delegations: Vec::new().into(), seal: unreachable!() };
+//! let permit: Authorized<()> = Authorized { input: (), ctx, delegations: Vec::new().into(), script: None, seal: unreachable!() };
 //! ```
 //!
 //! The only way to run a tool is [`crate::Pipeline::call`]:
@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::CallContext;
 use crate::output::ToolOutput;
+use crate::script::ScriptAnalysis;
 
 /// Goat's side-effect classes: what a tool can do to the world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -145,6 +146,12 @@ pub struct ToolSpec {
     /// ([`ToolOutput::with_origin`]). Tools never fence their own output.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrusted_output: bool,
+    /// The argument that holds a shell script (`command` for `exec` and `Bash`). The pipeline's
+    /// permission step analyses it once, for the permission checker and the approver, and the
+    /// tool receives that analysis ([`Authorized::script`]) instead of parsing the script again.
+    /// Declared here so no crate has to recognise shell tools by their names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell_script_arg: Option<String>,
 }
 
 impl ToolSpec {
@@ -165,12 +172,19 @@ impl ToolSpec {
             reports_progress: false,
             delegates: Vec::new(),
             untrusted_output: false,
+            shell_script_arg: None,
         }
     }
 
     /// Marks a tool whose output is written by others (see [`ToolSpec::untrusted_output`]).
     pub fn with_untrusted_output(mut self) -> Self {
         self.untrusted_output = true;
+        self
+    }
+
+    /// Declares that argument `arg` is a shell script (see [`ToolSpec::shell_script_arg`]).
+    pub fn with_shell_script_arg(mut self, arg: impl Into<String>) -> Self {
+        self.shell_script_arg = Some(arg.into());
         self
     }
 
@@ -226,6 +240,8 @@ pub struct Authorized<I> {
     ctx: Arc<CallContext>,
     /// The declared delegates ([`ToolSpec::delegates`]) the pipeline authorized for this call.
     delegations: Arc<[String]>,
+    /// The permission step's analysis of the spec's shell script argument, if any.
+    script: Option<ScriptAnalysis>,
     #[allow(dead_code)]
     seal: Seal,
 }
@@ -248,13 +264,26 @@ impl Delegation {
 }
 
 impl<I> Authorized<I> {
-    pub(crate) fn new(input: I, ctx: Arc<CallContext>, delegations: Arc<[String]>) -> Self {
+    pub(crate) fn new(
+        input: I,
+        ctx: Arc<CallContext>,
+        delegations: Arc<[String]>,
+        script: Option<ScriptAnalysis>,
+    ) -> Self {
         Self {
             input,
             ctx,
             delegations,
+            script,
             seal: Seal(()),
         }
+    }
+
+    /// The analysis of the shell script argument ([`ToolSpec::shell_script_arg`]) that the
+    /// permission step made and decided on; `None` when the spec declares none or the pipeline
+    /// has no [`crate::ScriptAnalyzer`]. Use it instead of parsing the script again.
+    pub fn script(&self) -> Option<&ScriptAnalysis> {
+        self.script.as_ref()
     }
 
     /// The authorization to hand this call to `tool`, if the tool declared it as a delegate and

@@ -4,16 +4,21 @@
 
 mod common;
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use talon_core::policy::{AgentToolPolicy, PolicyConfig, PolicyEngine};
-use talon_core::{Pipeline, Registry, ToolCall, ToolOutput};
+use talon_core::{Pipeline, Registry, ScriptAnalyzer, ToolCall, ToolOutput};
 use talon_exec::{SandboxMode, ShellConfig};
 use talon_store::{CliCredentialSpec, EncryptionKey, Store, StoreConfig};
+use talon_tools::runtime::approvals::{AgentExecPolicy, ExecApprovals};
+use talon_tools::runtime::script::ShellAnalyzer;
 use talon_tools::{BuiltinConfig, FsConfig};
 
 /// Matches no built-in scrub pattern: only the per-call scrub set can redact it.
@@ -42,6 +47,24 @@ async fn env(mode: SandboxMode) -> Env {
 
 /// [`env`] with a tool policy in the pipeline.
 async fn env_with(mode: SandboxMode, policy: Option<PolicyConfig>) -> Env {
+    env_built(mode, |config| match policy {
+        None => common::pipeline(config),
+        Some(policy) => {
+            let registry = Arc::new(Registry::new());
+            talon_tools::register_builtin(&registry, config).unwrap();
+            Pipeline::builder(registry)
+                .rate_limiter(None)
+                .policy(PolicyEngine::new(policy).unwrap())
+                .script_analyzer(Arc::new(ShellAnalyzer))
+                .build()
+                .unwrap()
+        }
+    })
+    .await
+}
+
+/// [`env`] with the pipeline `build` makes over the built-in tools' configuration.
+async fn env_built(mode: SandboxMode, build: impl FnOnce(&BuiltinConfig) -> Pipeline) -> Env {
     // Under the target directory: the sandbox's private /tmp would hide a binary kept in /tmp.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -79,18 +102,7 @@ async fn env_with(mode: SandboxMode, policy: Option<PolicyConfig>) -> Env {
         },
         ..BuiltinConfig::default()
     };
-    let pipeline = match policy {
-        None => common::pipeline(&config),
-        Some(policy) => {
-            let registry = Arc::new(Registry::new());
-            talon_tools::register_builtin(&registry, &config).unwrap();
-            Pipeline::builder(registry)
-                .rate_limiter(None)
-                .policy(PolicyEngine::new(policy).unwrap())
-                .build()
-                .unwrap()
-        }
-    };
+    let pipeline = build(&config);
     Env {
         _dir: dir,
         ws,
@@ -336,4 +348,61 @@ async fn it_runs_inside_the_sandbox_and_explains_a_missing_network() {
         out.for_llm
     );
     assert!(!out.for_llm.contains(TOKEN));
+}
+
+/// Analyses as [`ShellAnalyzer`] does, counting, and adds a word to the first command: a
+/// command that runs with that word proves the tool ran what the permission step analysed.
+#[derive(Default)]
+struct Marking(AtomicUsize);
+
+impl ScriptAnalyzer for Marking {
+    fn analyze(&self, script: &str) -> Arc<dyn Any + Send + Sync> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        let mut analysis = talon_exec::analysis::analyze(script);
+        if let Some(first) = analysis.segments.first_mut() {
+            first.argv.push("from-the-permission-step".into());
+            first.dynamic.push(false);
+        }
+        Arc::new(analysis)
+    }
+}
+
+/// Issue 21: `exec` and `Bash` parsed the command again after the permission step (for routing
+/// and for the credentialed plan). Now the pipeline analyses it once, the checker decides on
+/// that analysis, and the tools route and plan with it.
+#[tokio::test]
+async fn h21_arch_command_analysis_is_carried_to_exec_and_bash() {
+    let marking = Arc::new(Marking::default());
+    let analyzer = Arc::clone(&marking);
+    let e = env_built(SandboxMode::Off, move |config| {
+        let registry = Arc::new(Registry::new());
+        talon_tools::register_builtin(&registry, config).unwrap();
+        let checker = ExecApprovals::new(AgentExecPolicy::default(), HashMap::new(), false);
+        Pipeline::builder(registry)
+            .rate_limiter(None)
+            .permission_checker(Arc::new(checker))
+            .script_analyzer(analyzer)
+            .build()
+            .unwrap()
+    })
+    .await;
+    for (calls, tool) in [(1, "exec"), (2, "Bash")] {
+        let out = e.call("ops", tool, json!({"command": "gh api user"})).await;
+        assert_ran_with_token(&out, "api user from-the-permission-step");
+        assert_eq!(
+            marking.0.load(Ordering::SeqCst),
+            calls,
+            "{tool}: one analysis per call, shared by the checker and the tool"
+        );
+    }
+    // The spec, not the tool's name, says which argument is a shell script.
+    let out = e
+        .call(
+            "ops",
+            "credentialed_exec",
+            json!({"command": "gh api user"}),
+        )
+        .await;
+    assert_ran_with_token(&out, "api user");
+    assert_eq!(marking.0.load(Ordering::SeqCst), 2);
 }

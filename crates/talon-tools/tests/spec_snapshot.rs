@@ -22,13 +22,18 @@ fn tool_specs_match_the_snapshot() {
                 "parallel_safe": t.spec().parallel_safe,
                 "groups": t.spec().groups,
             });
-            // Which tools the pipeline fences as untrusted, and which hand calls to others,
-            // is part of what the model is told and of what governs a call.
+            // Which tools the pipeline fences as untrusted, which hand calls to others, and
+            // which take a shell script, is part of what the model is told and of what governs
+            // a call.
             if t.spec().untrusted_output {
                 spec["untrusted_output"] = true.into();
             }
             if !t.spec().delegates.is_empty() {
                 spec["delegates"] = t.spec().delegates.clone().into();
+            }
+            // Which argument the permission step analyses as a shell script.
+            if let Some(arg) = &t.spec().shell_script_arg {
+                spec["shell_script_arg"] = arg.clone().into();
             }
             spec
         })

@@ -194,6 +194,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         .events(events)
         .approver(Arc::clone(&approvals) as Arc<dyn talon_core::permission::Approver>)
         .permission_checker(exec_approvals as Arc<dyn talon_core::permission::PermissionChecker>)
+        .script_analyzer(Arc::new(talon_tools::runtime::script::ShellAnalyzer))
         .policy(policy)
         .rate_limiter(RateLimiter::new(
             config.tools.rate_limit_per_hour,

@@ -73,6 +73,7 @@ async fn an_answer_through_resolve_releases_the_call_and_is_announced() {
         spec: &spec,
         input: &input,
         ctx: &ctx,
+        script: None,
     };
     assert_eq!(broker.approve(&request, "high risk").await, Approval::Allow);
     assert!(broker.pending().is_empty());
@@ -101,6 +102,7 @@ async fn no_answer_in_time_is_a_denial() {
         spec: &spec,
         input: &input,
         ctx: &ctx,
+        script: None,
     };
     match broker.approve(&request, "r").await {
         Approval::Deny(message) => assert!(message.contains("nobody answered"), "{message}"),
@@ -122,6 +124,7 @@ async fn with_nobody_to_ask_a_request_is_refused_at_once() {
         spec: &spec,
         input: &input,
         ctx: &ctx,
+        script: None,
     };
     match broker.approve(&request, "high risk").await {
         Approval::Deny(message) => {
@@ -144,6 +147,7 @@ async fn allow_always_remembers_the_key_for_the_agent() {
         spec: &spec,
         input: &input,
         ctx: &ctx,
+        script: None,
     };
     assert_eq!(broker.approve(&request, "r").await, Approval::Allow);
     let stored = memory.stored.lock().expect("lock").clone();
@@ -164,6 +168,7 @@ async fn allow_always_is_refused_when_nothing_can_be_remembered() {
             spec: &spec,
             input: &input,
             ctx: &ctx,
+            script: None,
         };
         waiter.approve(&request, "r").await
     });
@@ -204,6 +209,7 @@ async fn a_prompter_can_answer_and_a_silent_one_leaves_it_to_others() {
         spec: &spec,
         input: &input,
         ctx: &ctx,
+        script: None,
     };
     assert_eq!(broker.approve(&request, "r").await, Approval::Allow);
 

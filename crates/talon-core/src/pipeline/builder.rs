@@ -15,6 +15,7 @@ use crate::permission::{Approver, DEFAULT_AUTO_ALLOW, DenyApprover, PermissionCh
 use crate::policy::PolicyEngine;
 use crate::rate_limit::RateLimiter;
 use crate::registry::Registry;
+use crate::script::ScriptAnalyzer;
 use crate::scrub::{ScrubError, Scrubber};
 
 /// Builds a [`Pipeline`]; every setting has a safe default.
@@ -24,6 +25,7 @@ pub struct PipelineBuilder {
     rate_limiter: Option<RateLimiter>,
     hooks: Hooks,
     checker: Option<Arc<dyn PermissionChecker>>,
+    script_analyzer: Option<Arc<dyn ScriptAnalyzer>>,
     approver: Arc<dyn Approver>,
     auto_allow: BTreeSet<String>,
     scrubber: Option<Arc<Scrubber>>,
@@ -50,6 +52,7 @@ impl PipelineBuilder {
             ),
             hooks: Hooks::default(),
             checker: None,
+            script_analyzer: None,
             approver: Arc::new(DenyApprover),
             auto_allow: DEFAULT_AUTO_ALLOW
                 .iter()
@@ -84,6 +87,14 @@ impl PipelineBuilder {
 
     pub fn permission_checker(mut self, checker: Arc<dyn PermissionChecker>) -> Self {
         self.checker = Some(checker);
+        self
+    }
+
+    /// Analyses the shell script argument of tools that declare one
+    /// ([`crate::ToolSpec::shell_script_arg`]) in the permission step; the checker, the approver
+    /// and the tool share that analysis. Without one, each parses the script itself.
+    pub fn script_analyzer(mut self, analyzer: Arc<dyn ScriptAnalyzer>) -> Self {
+        self.script_analyzer = Some(analyzer);
         self
     }
 
@@ -153,6 +164,7 @@ impl PipelineBuilder {
             rate_limiter: self.rate_limiter,
             hooks: self.hooks,
             checker: self.checker,
+            script_analyzer: self.script_analyzer,
             approver: self.approver,
             auto_allow: self.auto_allow,
             scrubber,

@@ -8,7 +8,9 @@
 //! 3. validate arguments (empty-arguments guard, JSON schema);
 //! 4. rate limit by session key (never skipped: an empty key is a key too);
 //! 5. PreToolUse hooks (block, rewrite input — validated again —, add context);
-//! 6. permission by mode and risk, asking the approver when needed;
+//! 6. permission by mode and risk, asking the approver when needed; a shell script argument
+//!    ([`crate::ToolSpec::shell_script_arg`]) is analysed here, once, and the checker, the
+//!    approver and the tool all use that analysis ([`crate::script`]);
 //! 7. execute with a deadline and cancellation, panics caught, output capped, and fenced as
 //!    untrusted when the tool's spec says its output is written by others
 //!    ([`crate::ToolSpec::untrusted_output`]); hand-offs to the tool's declared delegates only
@@ -46,6 +48,7 @@ use crate::permission::{
 use crate::policy::{PolicyEngine, PolicyRequest};
 use crate::rate_limit::RateLimiter;
 use crate::registry::{RegisteredTool, Registry};
+use crate::script::{ScriptAnalysis, ScriptAnalyzer};
 use crate::scrub::Scrubber;
 use crate::wire::{WireFormat, definition};
 
@@ -165,6 +168,7 @@ pub struct Pipeline {
     rate_limiter: Option<RateLimiter>,
     hooks: Hooks,
     checker: Option<Arc<dyn PermissionChecker>>,
+    script_analyzer: Option<Arc<dyn ScriptAnalyzer>>,
     approver: Arc<dyn Approver>,
     auto_allow: BTreeSet<String>,
     scrubber: Arc<Scrubber>,
@@ -499,8 +503,9 @@ impl Pipeline {
             hook_permission = outcome.permission;
         }
 
-        // Step 6: permission.
-        self.authorize_permission(ctx, &tool, &progress.args, hook_permission)
+        // Step 6: permission, on the one analysis of a shell script argument.
+        let script = self.analyze_script(spec, &progress.args);
+        self.authorize_permission(ctx, &tool, &progress.args, script.as_ref(), hook_permission)
             .await?;
 
         // Step 7: execute.
@@ -514,7 +519,7 @@ impl Pipeline {
         }
         let delegations = self.delegations(ctx, spec, &allowed, &progress.args);
         let mut output = self
-            .execute(ctx, &tool, progress.args.clone(), delegations)
+            .execute(ctx, &tool, progress.args.clone(), delegations, script)
             .await?;
         limits::cap(&mut output.for_llm, self.max_output_bytes);
         if let Some(text) = output.for_user.as_mut() {
@@ -532,11 +537,20 @@ impl Pipeline {
         Ok(output)
     }
 
+    /// The analysis of the call's shell script argument, when the tool declares one
+    /// ([`crate::ToolSpec::shell_script_arg`]), it holds a string, and an analyzer is set.
+    fn analyze_script(&self, spec: &crate::ToolSpec, args: &Value) -> Option<ScriptAnalysis> {
+        let analyzer = self.script_analyzer.as_deref()?;
+        let script = args.get(spec.shell_script_arg.as_deref()?)?.as_str()?;
+        Some(ScriptAnalysis::new(analyzer, script))
+    }
+
     async fn authorize_permission(
         &self,
         ctx: &CallContext,
         tool: &RegisteredTool,
         args: &Value,
+        script: Option<&ScriptAnalysis>,
         hook_permission: Option<HookPermission>,
     ) -> Result<(), (FailedStage, String)> {
         let spec = tool.spec();
@@ -544,6 +558,7 @@ impl Pipeline {
             spec,
             input: args,
             ctx,
+            script,
         };
         let mode = ctx.permission_mode;
         let checked = self.checker.as_ref().and_then(|c| c.check(&request));
@@ -606,10 +621,12 @@ impl Pipeline {
                 if !allowed.contains(delegate.name.as_str()) {
                     return false;
                 }
+                // The delegate's own arguments are not a shell script of the tool called.
                 let request = PermissionRequest {
                     spec: delegate,
                     input: args,
                     ctx,
+                    script: None,
                 };
                 !matches!(
                     self.checker.as_ref().and_then(|c| c.check(&request)),
@@ -676,6 +693,7 @@ impl Pipeline {
         tool: &RegisteredTool,
         args: Value,
         delegations: Arc<[String]>,
+        script: Option<ScriptAnalysis>,
     ) -> Result<ToolOutput, (FailedStage, String)> {
         let name = &tool.spec().name;
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
@@ -687,8 +705,8 @@ impl Pipeline {
         let budget = deadline.saturating_duration_since(start);
         let ctx = self.with_progress_events(ctx, tool);
         let ctx = self.with_scrubbed_log(ctx);
-        let run =
-            AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args, delegations)).catch_unwind();
+        let run = AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args, delegations, script))
+            .catch_unwind();
         let result = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => {

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 pub use presets::{PRESETS, Preset, preset};
 
 pub use crate::Placement;
-use crate::analysis::{self, SegmentKind};
+use crate::analysis::{self, Analysis, SegmentKind};
 use crate::{ExecError, Outcome, Shell};
 
 /// `PATH` for the command when Talon's own environment has none.
@@ -265,15 +265,21 @@ pub fn verify_binary_path(
 /// credentialed exec when one of them is granted, so `cd x && gh …` is refused with an
 /// explanation instead of running `gh` in a shell without its credentials.
 pub fn programs(command: &str) -> Vec<String> {
+    programs_in(command, &analysis::analyze(command))
+}
+
+/// [`programs`] with `command` already analysed (`parsed` must be [`analysis::analyze`] of
+/// `command`): the permission step's analysis, which `exec` receives from the pipeline.
+pub fn programs_in(command: &str, parsed: &Analysis) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let first = command
         .trim_start()
         .split(|c: char| c.is_whitespace() || ";|&<>(){}`\"'".contains(c))
         .next()
         .and_then(binary_key);
-    let parsed = analysis::analyze(command)
+    let parsed = parsed
         .segments
-        .into_iter()
+        .iter()
         .filter_map(|s| s.argv.first().and_then(|w| binary_key(w)));
     for key in first.into_iter().chain(parsed) {
         if !out.contains(&key) {
@@ -288,6 +294,18 @@ impl Credential {
     /// NUL and emptiness, parsing (one plain command), path verification of the command's
     /// first word and of the configured binary, then the deny patterns.
     pub fn plan(&self, command: &str, writable_roots: &[PathBuf]) -> Result<Plan, Refusal> {
+        self.plan_analysed(command, &analysis::analyze(command.trim()), writable_roots)
+    }
+
+    /// [`Credential::plan`] with `command` already analysed (`parsed` is [`analysis::analyze`]
+    /// of `command`, as the permission step made it, or of `command` trimmed): the command is
+    /// parsed once per call, and what runs is what permission was decided on.
+    pub fn plan_analysed(
+        &self,
+        command: &str,
+        parsed: &Analysis,
+        writable_roots: &[PathBuf],
+    ) -> Result<Plan, Refusal> {
         let binary = self.binary_name.as_str();
         let shell_refusal = |reason: &str| Refusal::Shell {
             binary: binary.to_string(),
@@ -304,7 +322,7 @@ impl Credential {
                 "command is empty: pass `{binary} ARGS…`"
             )));
         }
-        let analysis = analysis::analyze(trimmed);
+        let analysis = parsed;
         if let Some(why) = &analysis.unknown {
             return Err(shell_refusal(&format!("it cannot be fully parsed ({why})")));
         }

@@ -72,6 +72,31 @@ fn a_plain_command_runs_the_configured_binary_with_the_parsed_words() {
 }
 
 #[test]
+fn the_permission_steps_analysis_plans_as_a_fresh_parse_does() {
+    // exec hands over the analysis of the command as the model wrote it (not trimmed).
+    let (_dir, cred) = fake_gh();
+    for command in [
+        "  gh api user \n",
+        "\tgh api 'a b'",
+        "gh api user; gh x",
+        " true && gh api",
+        "gh $X",
+    ] {
+        let carried = crate::analysis::analyze(command);
+        let planned = cred.plan_analysed(command, &carried, &[]);
+        match cred.plan(command, &[]) {
+            Ok(fresh) => assert_eq!(args_of(&planned.unwrap()), args_of(&fresh), "{command:?}"),
+            Err(fresh) => assert_eq!(planned.unwrap_err(), fresh, "{command:?}"),
+        }
+        assert_eq!(
+            programs_in(command, &carried),
+            programs(command),
+            "{command:?}"
+        );
+    }
+}
+
+#[test]
 fn spoofed_paths_fail_path_verification() {
     let (dir, cred) = fake_gh();
     let other = dir.path().join("sub");

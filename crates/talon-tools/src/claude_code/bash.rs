@@ -150,6 +150,7 @@ impl Tool for Bash {
         )
         .in_group("claude_code")
         .delegating_to(credentialed_exec::NAME)
+        .with_shell_script_arg("command")
     }
 
     async fn execute(&self, call: Authorized<BashInput>) -> ToolOutput {
@@ -187,7 +188,7 @@ impl Tool for Bash {
             },
         };
         // A command running a CLI with stored credentials granted to this agent runs without a
-        // shell, as through `exec`.
+        // shell, as through `exec`, on the permission step's analysis of the command.
         let routed = ExecInput {
             command: input.command.clone(),
             working_dir: cwd
@@ -199,8 +200,15 @@ impl Tool for Bash {
             background: input.run_in_background,
         };
         if let Some(permit) = call.delegation(credentialed_exec::NAME)
-            && let Some(output) =
-                credentialed_exec::route(&self.fs, &self.shell, ctx, &routed, &permit).await
+            && let Some(output) = credentialed_exec::route(
+                &self.fs,
+                &self.shell,
+                ctx,
+                &routed,
+                call.script(),
+                &permit,
+            )
+            .await
         {
             return output;
         }

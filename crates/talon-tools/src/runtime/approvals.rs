@@ -1,15 +1,17 @@
 //! When a shell command may run without a person: the permission checker for `exec` and `Bash`.
 //!
-//! Every command is parsed ([`talon_exec::analysis`]), checked against the agent's deny groups,
-//! then decided by GoClaw's modes (`security` deny / allowlist / full × `ask` off / on-miss /
-//! always) with Claude Code's rule semantics (deny, then ask, then allow; every segment must be
-//! covered). Anything the analyser cannot resolve is never allowed without a person. The
-//! verdict goes to the pipeline's permission step: a deny holds in every permission mode, an
-//! "ask" goes to the approvals broker, and "allow always" answers are stored per agent as the
-//! whole normalised command ([`ExecApprovals`] implements [`Remember`]).
+//! Every command is parsed once, in the pipeline's permission step ([`super::script`]; the
+//! tool receives the same analysis), checked against the agent's deny groups, then decided by
+//! GoClaw's modes (`security` deny / allowlist / full × `ask` off / on-miss / always) with
+//! Claude Code's rule semantics (deny, then ask, then allow; every segment must be covered).
+//! Anything the analyser cannot resolve is never allowed without a person. The verdict goes to
+//! the pipeline's permission step: a deny holds in every permission mode, an "ask" goes to the
+//! approvals broker, and "allow always" answers are stored per agent as the whole normalised
+//! command ([`ExecApprovals`] implements [`Remember`]).
 //!
 //! The OS sandbox stays the security boundary; this decides when to ask, and fails closed.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{PoisonError, RwLock};
 
@@ -21,9 +23,6 @@ use talon_exec::analysis::approval::{ApprovalContext, ExecApprovalConfig, decide
 use talon_exec::analysis::deny::DenyGroups;
 use talon_exec::analysis::rules::always_allow_key;
 use talon_exec::analysis::{Analysis, analyze};
-
-/// The tools whose `command` argument is a shell script.
-pub const SHELL_TOOLS: &[&str] = &["exec", "Bash"];
 
 /// One agent's settings (or the defaults every agent starts from).
 #[derive(Debug, Clone, Default)]
@@ -83,13 +82,13 @@ impl ExecApprovals {
         self.agents.get(agent_key(agent)).unwrap_or(&self.defaults)
     }
 
-    /// The analysed script of a shell tool's call, if this is one.
-    fn analysis(request: &PermissionRequest<'_>) -> Option<Analysis> {
-        if !SHELL_TOOLS.contains(&request.spec.name.as_str()) {
-            return None;
-        }
-        let command = request.input.get("command")?.as_str()?;
-        Some(analyze(command))
+    /// The analysed script of a call of a tool with a shell script argument (its spec says
+    /// which: [`talon_core::ToolSpec::shell_script_arg`]), if this is one: the pipeline's
+    /// analysis, the one the tool receives.
+    fn analysis<'a>(request: &PermissionRequest<'a>) -> Option<Cow<'a, Analysis>> {
+        let arg = request.spec.shell_script_arg.as_deref()?;
+        let command = request.input.get(arg)?.as_str()?;
+        Some(super::script::analysis_of(request.script, command))
     }
 
     /// The verdict for `command` run by `agent` (also used by tests and `talon` diagnostics).
@@ -125,7 +124,7 @@ impl PermissionChecker for ExecApprovals {
 
 impl Remember for ExecApprovals {
     fn always_key(&self, request: &PermissionRequest<'_>) -> Option<String> {
-        always_allow_key(&Self::analysis(request)?)
+        always_allow_key(&*Self::analysis(request)?)
     }
 
     fn remember<'a>(&'a self, agent: Option<&'a str>, key: &'a str) -> BoxFuture<'a, ()> {

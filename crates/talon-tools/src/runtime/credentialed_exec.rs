@@ -26,13 +26,16 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{
-    Authorized, CallContext, DEFAULT_AGENT, Delegation, SideEffect, Tool, ToolOutput, ToolSpec,
+    Authorized, CallContext, DEFAULT_AGENT, Delegation, ScriptAnalysis, SideEffect, Tool,
+    ToolOutput, ToolSpec,
 };
 use talon_exec::Shell;
+use talon_exec::analysis::{Analysis, analyze};
 use talon_exec::credentialed::{self, Credential, Placement};
 use talon_store::{GrantedCredential, Store};
 
 use super::exec::{ExecInput, MAX_TIMEOUT_SECS, render};
+use super::script::analysis_of;
 use super::{check_command, ending_line, with_network_footer, working_dir};
 use crate::fs::workspace::FsConfig;
 
@@ -86,7 +89,9 @@ impl Tool for CredentialedExec {
         };
         let agent = agent_of(ctx);
         let granted = or_error!(granted_binaries(store, agent).await);
-        let programs = credentialed::programs(&input.command);
+        // Parsed once, for finding the binary and for the plan.
+        let analysis = analyze(&input.command);
+        let programs = credentialed::programs_in(&input.command, &analysis);
         let Some(binary) = programs.iter().find(|p| granted.contains(p)) else {
             let first = programs.first().map(String::as_str).unwrap_or("");
             return ToolOutput::error(not_granted(store, agent, first, &granted).await);
@@ -99,6 +104,7 @@ impl Tool for CredentialedExec {
             shell: &self.shell,
             ctx,
             command: &input.command,
+            analysis: &analysis,
             working_dir: input.working_dir.as_deref(),
             timeout: input.timeout,
         };
@@ -115,12 +121,15 @@ pub const NAME: &str = "credentialed_exec";
 /// For `exec`: the result of running `input` as a credentialed command when it runs a binary
 /// granted to the calling agent; `None` when the shell should run it. A store error refuses the
 /// command (fail closed) rather than guess. `permit` is the pipeline's authorization of the
-/// hand-off (`call.delegation(NAME)`); without it there is no credentialed run.
+/// hand-off (`call.delegation(NAME)`); without it there is no credentialed run. `carried` is
+/// the permission step's analysis of the command (`call.script()`), which routing and the
+/// credentialed plan use instead of parsing the command again.
 pub async fn route(
     fs: &FsConfig,
     shell: &Shell,
     ctx: &CallContext,
     input: &ExecInput,
+    carried: Option<&ScriptAnalysis>,
     permit: &Delegation,
 ) -> Option<ToolOutput> {
     if permit.tool() != NAME {
@@ -128,7 +137,8 @@ pub async fn route(
     }
     let store = fs.store.as_ref()?;
     let agent = agent_of(ctx);
-    let programs = credentialed::programs(&input.command);
+    let analysis = analysis_of(carried, &input.command);
+    let programs = credentialed::programs_in(&input.command, &analysis);
     // Most commands run no credentialed binary: knowing the names (read at most a second ago)
     // spares them a store query per call. Grants are read fresh below.
     match store.cli_binary_names_recent(NAMES_MAX_AGE).await {
@@ -162,6 +172,7 @@ pub async fn route(
         shell,
         ctx,
         command: &input.command,
+        analysis: &analysis,
         working_dir: input.working_dir.as_deref(),
         timeout: input.timeout,
     };
@@ -218,6 +229,8 @@ struct Call<'a> {
     shell: &'a Shell,
     ctx: &'a CallContext,
     command: &'a str,
+    /// The analysis of `command`.
+    analysis: &'a Analysis,
     working_dir: Option<&'a str>,
     timeout: Option<u64>,
 }
@@ -246,7 +259,7 @@ impl Call<'_> {
             deny_verbose: spec.deny_verbose,
         };
         let roots = credentialed::writable_roots(self.shell, &workspace);
-        let plan = or_error!(credential.plan(self.command, &roots));
+        let plan = or_error!(credential.plan_analysed(self.command, self.analysis, &roots));
         let agent = self.ctx.agent_key.as_deref();
         let at = Placement {
             cwd: &cwd,

@@ -90,6 +90,7 @@ impl Tool for Exec {
         )
         .in_group("runtime")
         .delegating_to(super::credentialed_exec::NAME)
+        .with_shell_script_arg("command")
     }
 
     async fn execute(&self, call: Authorized<ExecInput>) -> ToolOutput {
@@ -97,10 +98,18 @@ impl Tool for Exec {
         let ctx = call.ctx();
         or_error!(check_command(&input.command));
         // A command running a CLI with stored credentials granted to this agent runs without a
-        // shell, when the pipeline authorized the hand-off to credentialed_exec.
+        // shell, when the pipeline authorized the hand-off to credentialed_exec. Routing reads
+        // the permission step's analysis of the command (`call.script()`).
         if let Some(permit) = call.delegation(super::credentialed_exec::NAME)
-            && let Some(output) =
-                super::credentialed_exec::route(&self.fs, &self.shell, ctx, input, &permit).await
+            && let Some(output) = super::credentialed_exec::route(
+                &self.fs,
+                &self.shell,
+                ctx,
+                input,
+                call.script(),
+                &permit,
+            )
+            .await
         {
             return output;
         }

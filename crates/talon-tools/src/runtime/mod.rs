@@ -10,6 +10,7 @@ pub mod background;
 pub mod credentialed_exec;
 pub mod exec;
 pub mod process;
+pub mod script;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -348,3 +348,4 @@ async fn steps_run_in_order_and_refusals_stop_early() {
 
 mod h21;
 mod late_steps;
+mod script;
