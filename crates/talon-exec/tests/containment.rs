@@ -91,7 +91,7 @@ impl Env {
 
 #[tokio::test]
 async fn writes_stay_in_the_workspace_and_out_of_protected_paths() {
-    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    let e = env_in(Some(&sandbox_visible_tmp()));
     e.ok("echo hi > made.txt && mkdir -p sub && echo x > sub/y")
         .await;
     assert_eq!(
@@ -354,7 +354,7 @@ fn host_git(dir: &Path, args: &[&str]) {
 /// is protected like the root's — and git inside the sandbox still adds and commits.
 #[tokio::test]
 async fn h21_03_the_repository_is_protected_as_a_unit() {
-    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    let e = env_in(Some(&sandbox_visible_tmp()));
     std::fs::remove_dir_all(e.ws.join(".git")).unwrap();
     host_git(&e.ws, &["init", "-q"]);
     std::fs::write(e.ws.join("a.txt"), "a\n").unwrap();
@@ -419,7 +419,7 @@ async fn h21_03_the_repository_is_protected_as_a_unit() {
 /// removed.
 #[tokio::test]
 async fn h21_03_a_git_file_cannot_be_rewritten() {
-    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    let e = env_in(Some(&sandbox_visible_tmp()));
     std::fs::remove_dir_all(e.ws.join(".git")).unwrap();
     let pointer = format!(
         "gitdir: {}\n",
@@ -437,7 +437,7 @@ async fn h21_03_a_git_file_cannot_be_rewritten() {
 /// `config` and `hooks`.
 #[tokio::test]
 async fn h21_05_cleanup_never_follows_a_planted_symlink() {
-    let e = env_in(Some(Path::new(env!("CARGO_TARGET_TMPDIR"))));
+    let e = env_in(Some(&sandbox_visible_tmp()));
     std::fs::remove_dir_all(e.ws.join(".git")).unwrap();
     std::fs::write(e.ws.join(".git"), "gitdir: /nowhere\n").unwrap();
     let host = e.outside.join("dotssh");
@@ -457,4 +457,16 @@ async fn h21_05_cleanup_never_follows_a_planted_symlink() {
     );
     assert!(host.join("hooks/keep").exists());
     assert!(host.join("commondir").exists());
+}
+
+/// A directory for fixtures that sandboxed commands must see: the target directory's scratch
+/// space, unless that lies under `/tmp` (a clone or `CARGO_TARGET_DIR` there), which the sandbox
+/// replaces with a private `/tmp`; then `/var/tmp`.
+fn sandbox_visible_tmp() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if target.starts_with("/tmp") {
+        std::path::PathBuf::from("/var/tmp")
+    } else {
+        target.to_path_buf()
+    }
 }

@@ -66,7 +66,7 @@ async fn env_with(mode: SandboxMode, policy: Option<PolicyConfig>) -> Env {
 /// [`env`] with the pipeline `build` makes over the built-in tools' configuration.
 async fn env_built(mode: SandboxMode, build: impl FnOnce(&BuiltinConfig) -> Pipeline) -> Env {
     // Under the target directory: the sandbox's private /tmp would hide a binary kept in /tmp.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir_in(common::sandbox_visible_tmp()).unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let (ws, bin, data) = (root.join("ws"), root.join("bin"), root.join("data"));
     for d in [&ws, &bin, &data] {

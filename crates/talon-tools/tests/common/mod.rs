@@ -42,7 +42,7 @@ pub struct Beside {
 
 /// A fresh [`Beside`] whose workspace holds the directory `sub` (a relative path).
 pub fn beside(sub: &str) -> Beside {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir_in(sandbox_visible_tmp()).unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let (ws, outside) = (root.join("ws"), root.join("outside"));
     std::fs::create_dir_all(ws.join(sub)).unwrap();
@@ -165,4 +165,16 @@ pub fn pdf(pages: usize) -> Vec<u8> {
     let mut out = Vec::new();
     doc.save_to(&mut out).unwrap();
     out
+}
+
+/// A directory for fixtures that sandboxed commands must see: the target directory's scratch
+/// space, unless that lies under `/tmp` (a clone or `CARGO_TARGET_DIR` there), which the sandbox
+/// replaces with a private `/tmp`; then `/var/tmp`.
+pub fn sandbox_visible_tmp() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if target.starts_with("/tmp") {
+        std::path::PathBuf::from("/var/tmp")
+    } else {
+        target.to_path_buf()
+    }
 }

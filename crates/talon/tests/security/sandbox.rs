@@ -20,7 +20,7 @@ struct Env {
 }
 
 fn env() -> Env {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir_in(support::sandbox_visible_tmp()).unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let ws = root.join("ws");
     std::fs::create_dir_all(&ws).unwrap();

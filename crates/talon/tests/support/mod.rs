@@ -360,3 +360,15 @@ pub fn tool_names(result: &serde_json::Value) -> Vec<String> {
         .filter_map(|t| t["name"].as_str().map(str::to_string))
         .collect()
 }
+
+/// A directory for fixtures that sandboxed commands must see: the target directory's scratch
+/// space, unless that lies under `/tmp` (a clone or `CARGO_TARGET_DIR` there), which the sandbox
+/// replaces with a private `/tmp`; then `/var/tmp`.
+pub fn sandbox_visible_tmp() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if target.starts_with("/tmp") {
+        std::path::PathBuf::from("/var/tmp")
+    } else {
+        target.to_path_buf()
+    }
+}
