@@ -342,18 +342,7 @@ async fn it_runs_directly_with_the_credentials() {
         mode: SandboxMode::Off,
         ..ShellConfig::default()
     });
-    let plan = cred
-        .plan("gh api 'a b' c", &writable_roots(&shell, ws.path()))
-        .unwrap();
-    let at = Placement {
-        cwd: ws.path(),
-        workspace: ws.path(),
-        agent: Some("ops"),
-        timeout: Duration::from_secs(10),
-    };
-    let outcome = run(&shell, &plan, &at, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = run_as_ops(&shell, &cred, "gh api 'a b' c", ws.path()).await;
     assert!(outcome.success(), "{:?}", outcome.stderr.text());
     let out = outcome.stdout.text();
     assert!(out.contains("token=ghp_unit_test_token\n"), "{out}");
@@ -384,18 +373,7 @@ async fn h21_sandbox_from_tmp_a_credentialed_binary_there_runs_sandboxed() {
     );
     let ws = tempfile::tempdir().unwrap();
     let shell = Shell::new(ShellConfig::default());
-    let plan = cred
-        .plan("gh api x", &writable_roots(&shell, ws.path()))
-        .unwrap();
-    let at = Placement {
-        cwd: ws.path(),
-        workspace: ws.path(),
-        agent: Some("ops"),
-        timeout: Duration::from_secs(10),
-    };
-    let outcome = run(&shell, &plan, &at, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = run_as_ops(&shell, &cred, "gh api x", ws.path()).await;
     assert!(outcome.success(), "{:?}", outcome.stderr.text());
     assert!(outcome.stdout.text().contains("args=api x\n"));
     assert!(network_note(&shell, Some("ops")).is_some(), "sandboxed");
@@ -415,4 +393,23 @@ fn the_network_note_appears_only_when_the_sandbox_has_none() {
         ..ShellConfig::default()
     });
     assert!(network_note(&shell, Some("main")).is_none());
+}
+
+/// Plans `command` for `cred` and runs it in `ws` as agent `ops`.
+async fn run_as_ops(
+    shell: &Shell,
+    cred: &Credential,
+    command: &str,
+    ws: &std::path::Path,
+) -> crate::Outcome {
+    let plan = cred.plan(command, &writable_roots(shell, ws)).unwrap();
+    let at = Placement {
+        cwd: ws,
+        workspace: ws,
+        agent: Some("ops"),
+        timeout: Duration::from_secs(10),
+    };
+    run(shell, &plan, &at, &CancellationToken::new())
+        .await
+        .unwrap()
 }
