@@ -1,7 +1,8 @@
 //! Talon's storage: one [`Store`] over two engines.
 //!
 //! * **SQLite** (the embedded default): a file in the data directory, WAL mode, created and
-//!   migrated on first start, nothing to install.
+//!   migrated on first start, nothing to install; the file and its WAL are private to their
+//!   owner (mode 0600).
 //! * **PostgreSQL** (`TALON_DATABASE_URL=postgres://…`): for many Talon instances sharing one
 //!   database. Migrations take an advisory lock; every read-modify-write is a single conditional
 //!   statement or runs under a row lock, never read-then-write.
@@ -22,6 +23,7 @@ mod mcp_servers;
 mod memory;
 mod migrate;
 mod pg_tls;
+mod private_file;
 mod secrets;
 mod sessions;
 
@@ -46,7 +48,9 @@ pub use mcp_servers::{
     check_headers, mcp_oauth_secret, mcp_server_secret, valid_server_name,
 };
 pub use memory::{
-    CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MemoryDocument, MemoryHit, UpdateError, chunk,
+    CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MAX_MEMORY_QUERY_BYTES, MAX_MEMORY_QUERY_TERMS,
+    MEMORY_SEARCH_TIMEOUT, MemoryDocument, MemoryHit, UpdateError, chunk, memory_query_terms,
+    memory_search_slots,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
 pub use sessions::{SessionRecord, TurnStart};
@@ -85,6 +89,13 @@ pub enum StoreError {
     NotFound { what: &'static str, key: String },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
+    /// An operation was abandoned at its deadline; the store itself is fine.
+    #[error("{what} did not finish within {:.1} s; {hint}", limit.as_secs_f64())]
+    TimedOut {
+        what: &'static str,
+        limit: Duration,
+        hint: &'static str,
+    },
     #[error("cannot access {path}: {source}")]
     Io {
         path: String,
@@ -155,6 +166,8 @@ pub struct Store {
     /// Names of the credentialed binaries, as last read (see
     /// [`Store::cli_binary_names_recent`]); shared by the store's clones.
     binary_names: cli_credentials::NamesCache,
+    /// Memory searches in flight and their deadline, shared by the store's clones.
+    memory_search: memory::SearchLimits,
 }
 
 fn valid_identifier(s: &str) -> bool {
@@ -242,6 +255,9 @@ impl Store {
                 reason: format!("{schema:?}: only for PostgreSQL, lowercase letters, digits and _"),
             });
         }
+        if engine == Engine::Sqlite {
+            private_file::prepare(&config.url)?;
+        }
         let schema = config.schema.clone();
         let pool = AnyPoolOptions::new()
             .max_connections(config.max_connections.max(1))
@@ -295,6 +311,7 @@ impl Store {
                 .then(|| std::sync::Arc::from(config.url.as_str())),
             key: None,
             binary_names: cli_credentials::NamesCache::default(),
+            memory_search: memory::SearchLimits::new(config.max_connections.max(1)),
         })
     }
 
