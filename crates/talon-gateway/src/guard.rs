@@ -125,6 +125,38 @@ impl Guard {
     }
 }
 
+/// Checks a `gateway.allowed_origins` entry: an origin is `http://` or `https://`, a host and an
+/// optional port, nothing else. A browser sends exactly that in `Origin`, so an entry with no
+/// scheme (`localhost:3000`) or with a path would never match and silently allow nothing.
+pub fn check_allowed_origin(entry: &str) -> Result<(), String> {
+    let trimmed = entry.trim().trim_end_matches('/');
+    let Some(authority) = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"))
+    else {
+        return Err(format!(
+            "gateway.allowed_origins entry {entry:?} has no http:// or https:// scheme; \
+             write it as a browser sends it, for example \"http://localhost:3000\""
+        ));
+    };
+    let name = host_name(authority);
+    let port = &authority[name.len()..];
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| !p.is_empty() && p.parse::<u16>().is_ok());
+    let name_ok = !name.is_empty()
+        && !name.contains(['/', '?', '#', '@', ' ', '*'])
+        && name.chars().all(|c| c.is_ascii_graphic());
+    if !name_ok || !port_ok {
+        return Err(format!(
+            "gateway.allowed_origins entry {entry:?} is not an origin (scheme://host[:port], \
+             no path, no wildcard), for example \"https://app.example.com\""
+        ));
+    }
+    Ok(())
+}
+
 /// Lower case, without a trailing dot on the name.
 fn normalise_host(host: &str) -> String {
     let host = host.trim().to_ascii_lowercase();
@@ -275,5 +307,27 @@ mod tests {
         let bare = headers(&[("content-length", "5")]);
         assert!(g.refusal(&Method::POST, &bare).is_some());
         assert!(g.refusal(&Method::POST, &HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn allowed_origins_must_be_origins() {
+        for ok in [
+            "http://localhost:3000",
+            "https://app.example.com/",
+            "http://[::1]:8080",
+        ] {
+            check_allowed_origin(ok).unwrap();
+        }
+        for bad in [
+            "localhost:3000",
+            "app.example.com",
+            "https://app.example.com/ui",
+            "https://*.example.com",
+            "http://host:99999",
+            "http://",
+        ] {
+            let err = check_allowed_origin(bad).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
     }
 }

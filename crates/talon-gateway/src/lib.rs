@@ -13,6 +13,7 @@ mod approvals;
 mod auth;
 mod events;
 mod guard;
+pub use guard::check_allowed_origin;
 mod invoke;
 
 use std::net::SocketAddr;

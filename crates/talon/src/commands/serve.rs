@@ -29,6 +29,14 @@ pub async fn run(
             ));
         }
     };
+    if let Some(e) = config
+        .gateway
+        .allowed_origins
+        .iter()
+        .find_map(|o| talon_gateway::check_allowed_origin(o).err())
+    {
+        return usage_error(e);
+    }
     let gateway = GatewayConfig {
         bind,
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
