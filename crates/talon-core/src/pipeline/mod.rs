@@ -11,12 +11,13 @@
 //! 6. permission by mode and risk, asking the approver when needed; a shell script argument
 //!    ([`crate::ToolSpec::shell_script_arg`]) is analysed here, once, and the checker, the
 //!    approver and the tool all use that analysis ([`crate::script`]);
-//! 7. execute with a deadline and cancellation, panics caught, output capped, and fenced as
-//!    untrusted when the tool's spec says its output is written by others
-//!    ([`crate::ToolSpec::untrusted_output`]); hand-offs to the tool's declared delegates only
-//!    as authorized here ([`crate::ToolSpec::delegates`]);
+//! 7. execute with a deadline and cancellation, panics caught, output capped; hand-offs to the
+//!    tool's declared delegates only as authorized here ([`crate::ToolSpec::delegates`]);
 //! 8. PostToolUse, or PostToolUseFailure for *every* error result (including refusals above);
-//! 9. scrub credentials from `for_llm`, `for_user`, the deliverable and warnings;
+//! 9. scrub credentials from `for_llm`, `for_user`, the deliverable and warnings; then fence
+//!    `for_llm` as untrusted when the tool's spec says its output is written by others
+//!    ([`crate::ToolSpec::untrusted_output`]), last, so nothing rewrites Talon's markers
+//!    ([`crate::untrusted`]); hook notes follow the fence;
 //! 10. audit record, tool events and the tracing span.
 
 mod builder;
@@ -195,6 +196,8 @@ struct Progress {
     tool: Option<Arc<RegisteredTool>>,
     args: Value,
     context: Option<String>,
+    /// The origin to name in the untrusted-content fence, when the tool's output gets one.
+    fence: Option<String>,
 }
 
 impl Pipeline {
@@ -323,6 +326,7 @@ impl Pipeline {
                 tool: None,
                 args: arguments,
                 context: None,
+                fence: None,
             };
             let result = self
                 .run(&ctx, &name, &tool_use_id, call_id, &mut progress)
@@ -337,32 +341,45 @@ impl Pipeline {
                 .as_ref()
                 .map_or_else(|| Arc::from(name.as_str()), |t| Arc::clone(t.name()));
 
-            // Step 8: post hooks.
-            self.post_hooks(
-                &ctx,
-                &tool_name,
-                &name,
-                &tool_use_id,
-                &progress,
-                stage,
-                started,
-                &mut output,
-            )
-            .await;
+            // Step 8: post hooks; their notes follow the fence, outside it.
+            let mut notes = self
+                .post_hooks(
+                    &ctx,
+                    &tool_name,
+                    &name,
+                    &tool_use_id,
+                    &progress,
+                    stage,
+                    started,
+                    &mut output,
+                )
+                .await;
 
-            // Step 9: scrub everything the model or user will see.
+            // Step 9: scrub everything the model or user will see, then fence untrusted
+            // output: the scrubber never sees Talon's markers, so it cannot rewrite their id.
+            let mut fence = progress
+                .fence
+                .take()
+                .map(|origin| (tool_name.to_string(), origin));
             if self.scrub_enabled {
                 let bag = &ctx.scrub_bag;
-                self.scrubber.scrub_string(&mut output.for_llm, bag);
-                if let Some(text) = output.for_user.as_mut() {
+                let fence_parts = fence.iter_mut().flat_map(|(s, o)| [s, o]);
+                let texts = std::iter::once(&mut output.for_llm)
+                    .chain(output.for_user.as_mut())
+                    .chain(output.deliverable.as_mut())
+                    .chain(output.warnings.iter_mut())
+                    .chain(notes.as_mut())
+                    .chain(fence_parts);
+                for text in texts {
                     self.scrubber.scrub_string(text, bag);
                 }
-                if let Some(text) = output.deliverable.as_mut() {
-                    self.scrubber.scrub_string(text, bag);
-                }
-                for text in &mut output.warnings {
-                    self.scrubber.scrub_string(text, bag);
-                }
+            }
+            if let Some((source, origin)) = &fence {
+                output.for_llm = crate::untrusted::wrap(source, origin, &output.for_llm);
+            }
+            if let Some(notes) = notes {
+                output.for_llm.push_str("\n\n");
+                output.for_llm.push_str(&notes);
             }
 
             // Step 10: audit, events, span.
@@ -528,11 +545,10 @@ impl Pipeline {
         if let Some(text) = output.deliverable.as_mut() {
             limits::cap(text, self.max_output_bytes);
         }
-        // Fenced after the cap, so the end marker is never cut off.
+        // Fenced in step 9, after the cap (so the end marker is never cut off) and after
+        // scrubbing (so the scrubber never rewrites a marker).
         if spec.untrusted_output {
-            let origin = output.origin.take();
-            let origin = origin.as_deref().unwrap_or(&spec.name);
-            output.for_llm = crate::untrusted::wrap(&spec.name, origin, &output.for_llm);
+            progress.fence = Some(output.origin.take().unwrap_or_else(|| spec.name.clone()));
         }
         Ok(output)
     }

@@ -10,6 +10,8 @@ use crate::hooks::{HookEvent, HookInput, HookOutcome, HookPermission};
 use crate::output::ToolOutput;
 
 impl Pipeline {
+    /// Runs the post hooks; returns the notes for the model (the PreToolUse hooks' context,
+    /// a hook's flag, its added context), which the caller appends after the output's fence.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn post_hooks(
         &self,
@@ -21,7 +23,7 @@ impl Pipeline {
         stage: Option<FailedStage>,
         started: Instant,
         output: &mut ToolOutput,
-    ) {
+    ) -> Option<String> {
         let event = if output.is_error {
             HookEvent::PostToolUseFailure
         } else {
@@ -53,14 +55,11 @@ impl Pipeline {
             ));
         }
         notes.extend(outcome.additional_context);
-        if !notes.is_empty() {
-            output.for_llm.push_str("\n\n");
-            output.for_llm.push_str(&notes.join("\n"));
-        }
         if outcome.suppress_output {
             output.for_user = None;
             output.silent = true;
         }
+        (!notes.is_empty()).then(|| notes.join("\n"))
     }
 }
 

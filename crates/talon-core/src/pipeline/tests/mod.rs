@@ -347,5 +347,6 @@ async fn steps_run_in_order_and_refusals_stop_early() {
 }
 
 mod h21;
+mod h22;
 mod late_steps;
 mod script;
