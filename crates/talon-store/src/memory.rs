@@ -1,14 +1,22 @@
 //! Memory documents (`MEMORY.md`, `memory/*.md`), their line-aware chunks, and full-text search
-//! (SQLite FTS5 with bm25; PostgreSQL `tsvector` with `ts_rank`).
+//! ([`search`]: SQLite FTS5 with bm25; PostgreSQL `tsvector` with `ts_rank`; bounded).
 //!
 //! Every write re-chunks the document in the same transaction, so chunks never disagree with the
 //! content. [`Store::put_memory`] replaces a document; [`Store::update_memory`] applies a change
 //! to the current content with compare-and-set on the document's version and retries on
 //! conflict, so concurrent edits never lose one another.
 
+mod search;
+
 use sqlx::Row;
 
-use crate::{Engine, Store, StoreError, now_ms};
+pub(crate) use search::SearchLimits;
+pub use search::{
+    MAX_MEMORY_QUERY_BYTES, MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, memory_query_terms,
+    memory_search_slots,
+};
+
+use crate::{Store, StoreError, now_ms};
 
 /// Target chunk size in characters.
 pub const CHUNK_CHARS: usize = 1000;
@@ -300,81 +308,6 @@ impl Store {
             .await?;
         rows.iter()
             .map(|r| r.try_get::<String, _>("path").map_err(StoreError::from))
-            .collect()
-    }
-
-    /// Full-text search over the chunks a user can see, best first.
-    pub async fn search_memory(
-        &self,
-        agent: &str,
-        user: &str,
-        query: &str,
-        limit: i64,
-    ) -> Result<Vec<MemoryHit>, StoreError> {
-        let terms: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|t| !t.is_empty())
-            .map(str::to_lowercase)
-            .collect();
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = match self.engine() {
-            Engine::Sqlite => {
-                // Quote each term: FTS5 syntax characters in a query are data, not operators.
-                let fts = terms
-                    .iter()
-                    .map(|t| format!("\"{t}\""))
-                    .collect::<Vec<_>>()
-                    .join(" OR ");
-                // The full-text match runs first, once (materialised); scoping joins come after.
-                // Letting the planner start from the documents runs the MATCH per document.
-                sqlx::query(
-                    "WITH m AS MATERIALIZED (SELECT rowid AS id, -bm25(memory_chunks_fts) AS score FROM memory_chunks_fts \
-                     WHERE memory_chunks_fts MATCH $1) \
-                     SELECT d.path AS path, d.user_id AS user_id, c.start_line AS start_line, c.end_line AS end_line, \
-                     c.content AS content, m.score AS score FROM m JOIN memory_chunks c ON c.id = m.id \
-                     JOIN memory_documents d ON d.id = c.document_id \
-                     WHERE d.agent_key = $2 AND (d.user_id = $3 OR d.user_id = '') ORDER BY m.score DESC LIMIT $4",
-                )
-                .bind(fts)
-                .bind(agent)
-                .bind(user)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?
-            }
-            Engine::Postgres => {
-                let tsquery = terms.join(" | ");
-                // As on SQLite: match first (the GIN index), then scope, so a planner working from
-                // stale statistics cannot start from the documents and probe the index per row.
-                sqlx::query(
-                    "WITH m AS MATERIALIZED (SELECT id, document_id, start_line, end_line, content, \
-                     CAST(ts_rank(tsv, to_tsquery('simple', $1)) AS DOUBLE PRECISION) AS score FROM memory_chunks \
-                     WHERE tsv @@ to_tsquery('simple', $1)) \
-                     SELECT d.path AS path, d.user_id AS user_id, m.start_line AS start_line, m.end_line AS end_line, \
-                     m.content AS content, m.score AS score FROM m JOIN memory_documents d ON d.id = m.document_id \
-                     WHERE d.agent_key = $2 AND (d.user_id = $3 OR d.user_id = '') ORDER BY m.score DESC LIMIT $4",
-                )
-                .bind(tsquery)
-                .bind(agent)
-                .bind(user)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?
-            }
-        };
-        rows.iter()
-            .map(|r| {
-                Ok(MemoryHit {
-                    path: r.try_get("path")?,
-                    user: r.try_get("user_id")?,
-                    start_line: r.try_get("start_line")?,
-                    end_line: r.try_get("end_line")?,
-                    content: r.try_get("content")?,
-                    score: r.try_get("score")?,
-                })
-            })
             .collect()
     }
 }
