@@ -12,7 +12,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
-use crate::Bridge;
+use crate::tool::Bridged;
+use crate::{Bridge, ServerConfig};
 
 /// One grant as far as a decision needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +85,69 @@ pub fn decide(
     Ok(())
 }
 
+/// A caller's grants, read at most once per server: the one check behind a call, the tool
+/// listings and `mcp_tool_search`, so what a caller is shown is exactly what it may call.
+/// Grants that cannot be read refuse (and hide) the server's tools.
+pub(crate) struct Permits<'a> {
+    source: Option<Arc<dyn Access>>,
+    caller: Caller<'a>,
+    read: BTreeMap<String, Result<Vec<Grant>, String>>,
+}
+
+impl<'a> Permits<'a> {
+    /// The permits of the caller in `ctx`; without a `source` every caller is let through.
+    pub(crate) fn new(source: Option<Arc<dyn Access>>, ctx: &'a talon_core::CallContext) -> Self {
+        Self {
+            source,
+            caller: Caller {
+                agent: ctx.agent_key.as_deref(),
+                user: ctx.user.as_deref(),
+            },
+            read: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the caller may use `tool` (a raw name; `None` for resources) of the server
+    /// `config` describes; `Err` says why not ([`decide`]).
+    pub(crate) async fn check(
+        &mut self,
+        config: &ServerConfig,
+        tool: Option<&str>,
+    ) -> Result<(), String> {
+        let Some(source) = &self.source else {
+            return Ok(());
+        };
+        let server = config.name.as_str();
+        if !self.read.contains_key(server) {
+            let read = source
+                .grants(server, self.caller)
+                .await
+                .map_err(|e| format!("cannot check access to MCP server {server:?}: {e}"));
+            self.read.insert(server.to_string(), read);
+        }
+        match self.read.get(server) {
+            Some(Ok(grants)) => decide(server, config.require_grant, grants, tool),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(format!("cannot check access to MCP server {server:?}")),
+        }
+    }
+
+    /// The tools among `tools` the caller may use.
+    pub(crate) async fn visible<'t>(&mut self, tools: Vec<&'t Bridged>) -> Vec<&'t Bridged> {
+        let mut kept = Vec::with_capacity(tools.len());
+        for tool in tools {
+            if self
+                .check(&tool.link.config, Some(&tool.listed.name))
+                .await
+                .is_ok()
+            {
+                kept.push(tool);
+            }
+        }
+        kept
+    }
+}
+
 /// [`Bridge::offer_filter`].
 pub(crate) struct GrantFilter(pub(crate) Weak<Bridge>);
 
@@ -100,48 +164,26 @@ impl talon_core::pipeline::OfferFilter for GrantFilter {
             let Some(source) = bridge.access.clone() else {
                 return tools;
             };
-            // Which server and raw name each offered bridged tool has.
-            let bridged: BTreeMap<String, (String, String, bool)> = {
-                let catalog = bridge
-                    .catalog
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                catalog
-                    .tools
-                    .values()
-                    .flatten()
-                    .map(|t| {
-                        (
-                            t.name.clone(),
-                            (
-                                t.link.name().to_string(),
-                                t.listed.name.clone(),
-                                t.link.config.require_grant,
-                            ),
-                        )
-                    })
-                    .collect()
-            };
-            let caller = Caller {
-                agent: ctx.agent_key.as_deref(),
-                user: ctx.user.as_deref(),
-            };
-            let mut grants: BTreeMap<String, Option<Vec<Grant>>> = BTreeMap::new();
+            // The bridged tools by their offered names.
+            let bridged: BTreeMap<String, Bridged> = bridge
+                .catalog
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .tools
+                .values()
+                .flatten()
+                .map(|t| (t.name.clone(), t.clone()))
+                .collect();
+            let mut permits = Permits::new(Some(source), ctx);
             let mut kept = Vec::with_capacity(tools.len());
             for tool in tools {
-                let Some((server, raw, require)) = bridged.get(tool.spec().name.as_str()) else {
-                    kept.push(tool);
-                    continue;
+                let allowed = match bridged.get(tool.spec().name.as_str()) {
+                    Some(b) => permits
+                        .check(&b.link.config, Some(&b.listed.name))
+                        .await
+                        .is_ok(),
+                    None => true,
                 };
-                if !grants.contains_key(server) {
-                    let read = source.grants(server, caller).await.ok();
-                    grants.insert(server.clone(), read);
-                }
-                // Unreadable grants hide the tool, as a call would be refused.
-                let allowed = grants
-                    .get(server)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|g| decide(server, *require, g, Some(raw)).is_ok());
                 if allowed {
                     kept.push(tool);
                 }

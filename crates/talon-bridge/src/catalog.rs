@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 use talon_core::{Authorized, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 
+use crate::access::{Access, Permits};
 use crate::tool::Bridged;
 
 /// GoClaw's `mcpToolInlineMaxCount`: above this many bridged tools, search mode.
@@ -37,13 +38,6 @@ pub(crate) struct Catalog {
 impl Catalog {
     fn total(&self) -> usize {
         self.tools.values().map(Vec::len).sum()
-    }
-
-    /// Whether `name` is a bridged name of a server other than `server`.
-    pub fn taken_by_other(&self, server: &str, name: &str) -> bool {
-        self.tools
-            .iter()
-            .any(|(s, tools)| s != server && tools.iter().any(|t| t.name == name))
     }
 
     /// Makes the registry match the catalog: `changed` is the server whose tools were just
@@ -197,6 +191,8 @@ pub type Activate = Arc<dyn Fn(&[String]) + Send + Sync>;
 pub struct SearchTool {
     pub(crate) catalog: Weak<Mutex<Catalog>>,
     pub(crate) activate: Activate,
+    /// The bridge's grants: a caller finds only the tools it may call ([`Permits`]).
+    pub(crate) access: Option<Arc<dyn Access>>,
 }
 
 impl std::fmt::Debug for SearchTool {
@@ -226,27 +222,36 @@ impl Tool for SearchTool {
         let Some(catalog) = self.catalog.upgrade() else {
             return ToolOutput::error("the MCP bridge has shut down");
         };
-        let found: Vec<serde_json::Value> = {
-            let catalog = catalog.lock().unwrap_or_else(PoisonError::into_inner);
-            let all: Vec<&Bridged> = catalog.tools.values().flatten().collect();
-            let documents: Vec<(&str, String)> = all
-                .iter()
-                .map(|t| {
-                    (
-                        t.name.as_str(),
-                        format!("{} {} {}", t.name, t.listed.name, t.listed.description),
-                    )
-                })
-                .collect();
-            bm25(&input.query, &documents, limit)
-                .into_iter()
-                .filter_map(|name| all.iter().find(|t| t.name == name))
-                .map(|t| {
-                    json!({"name": t.name, "server": t.link.name(),
-                        "description": t.listed.description, "input_schema": t.listed.input_schema})
-                })
-                .collect()
-        };
+        let all: Vec<Bridged> = catalog
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tools
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
+        // Tools the caller may not call are not found either: not their names, descriptions
+        // or schemas.
+        let visible = Permits::new(self.access.clone(), call.ctx())
+            .visible(all.iter().collect())
+            .await;
+        let documents: Vec<(&str, String)> = visible
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    format!("{} {} {}", t.name, t.listed.name, t.listed.description),
+                )
+            })
+            .collect();
+        let found: Vec<serde_json::Value> = bm25(&input.query, &documents, limit)
+            .into_iter()
+            .filter_map(|name| visible.iter().find(|t| t.name == name))
+            .map(|t| {
+                json!({"name": t.name, "server": t.link.name(),
+                    "description": t.listed.description, "input_schema": t.listed.input_schema})
+            })
+            .collect();
         if found.is_empty() {
             return ToolOutput::text(format!(
                 "No MCP tool matches {:?}. Try other words (what the tool acts on, or its service's name).",

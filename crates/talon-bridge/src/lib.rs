@@ -70,6 +70,21 @@ impl ServerConfig {
             require_grant: false,
         }
     }
+
+    /// Whether the server's name (and GoClaw prefix) can be bridged ([`names::check_server_name`]):
+    /// a server whose name could take another server's tool names is never connected.
+    pub fn check_names(&self) -> Result<(), ServerError> {
+        let prefix = self.prefix.as_deref().map(names::check_prefix).transpose();
+        names::check_server_name(&self.name)
+            .and(prefix)
+            .map(|_| ())
+            .map_err(|message| ServerError::Config {
+                server: self.name.clone(),
+                message: format!(
+                    "{message}; the server is not bridged. Rename it (remove it and add it again under a new name)."
+                ),
+            })
+    }
 }
 
 /// What connecting the servers gave.
@@ -154,15 +169,25 @@ impl Bridge {
         configs: &[ServerConfig],
         startup: Startup,
     ) -> Result<Connected, ServerError> {
-        let (awaited, background): (Vec<ServerConfig>, Vec<ServerConfig>) = configs
-            .iter()
-            .cloned()
+        let mut connected = Connected::default();
+        let mut usable = Vec::with_capacity(configs.len());
+        for config in configs {
+            match config.check_names() {
+                Ok(()) => usable.push(config.clone()),
+                Err(e) if config.required => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "MCP server skipped");
+                    connected.failed.push(e.to_string());
+                }
+            }
+        }
+        let (awaited, background): (Vec<ServerConfig>, Vec<ServerConfig>) = usable
+            .into_iter()
             .partition(|c| c.required || startup == Startup::Wait);
         for config in background {
             self.add_in_background(config);
         }
         let started = futures_join(&awaited).await;
-        let mut connected = Connected::default();
         for (config, result) in awaited.iter().zip(started) {
             match result {
                 Ok((server, tools)) => {
@@ -181,8 +206,13 @@ impl Bridge {
     }
 
     /// Starts connecting `config` without waiting; its tools appear when it answers. A server
-    /// of the same name is replaced.
+    /// of the same name is replaced. A server whose name cannot be bridged is skipped with a
+    /// warning.
     pub fn add_in_background(self: &Arc<Self>, config: ServerConfig) {
+        if let Err(e) = config.check_names() {
+            tracing::warn!(error = %e, "MCP server skipped");
+            return;
+        }
         self.remove(&config.name);
         let bridge = Arc::downgrade(self);
         let name = config.name.clone();
@@ -209,6 +239,7 @@ impl Bridge {
         self: &Arc<Self>,
         config: ServerConfig,
     ) -> Result<Arc<link::Link>, ServerError> {
+        config.check_names()?;
         self.remove(&config.name);
         let (server, tools) = start_and_list(config.clone()).await?;
         let (link, failures) = self.attach(&config, server, tools);
@@ -344,6 +375,26 @@ impl Bridge {
         if !current {
             return Vec::new();
         }
+        let head = names::head(self.dialect, &config.name, config.prefix.as_deref());
+        let twin = {
+            let links = lock(&self.links);
+            catalog
+                .tools
+                .keys()
+                .filter(|other| **other != config.name)
+                .find(|other| {
+                    links.get(*other).is_some_and(|l| {
+                        names::head(self.dialect, other, l.config.prefix.as_deref()) == head
+                    })
+                })
+                .cloned()
+        };
+        if let Some(twin) = twin {
+            return vec![format!(
+                "MCP server {:?} is not bridged: its tools would be named {head}__… like those of MCP server {twin:?}, so a name would not say which server it calls. Rename one of them, or give one a different tool prefix.",
+                config.name
+            )];
+        }
         let own: Vec<String> = catalog
             .tools
             .get(&config.name)
@@ -356,9 +407,9 @@ impl Bridge {
                 &config.name,
                 config.prefix.as_deref(),
                 &listed.name,
+                // Another server's names never start with this server's head ([`names`]).
                 |n| {
                     (self.registry.resolve(n).is_some() && !own.iter().any(|o| o == n))
-                        || catalog.taken_by_other(&config.name, n)
                         || entries.iter().any(|e| e.name == n)
                 },
             );
@@ -381,8 +432,10 @@ impl Bridge {
             .load(std::sync::atomic::Ordering::Relaxed);
         let weak = Arc::downgrade(&self.catalog);
         let me = self.me.clone();
+        let access = self.access.clone();
         catalog.apply(&self.registry, threshold, changed, || catalog::SearchTool {
             catalog: weak,
+            access,
             activate: Arc::new(move |names: &[String]| {
                 if let Some(bridge) = me.upgrade() {
                     bridge.activate(names);

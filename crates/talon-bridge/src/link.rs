@@ -16,7 +16,7 @@ use talon_core::CallContext;
 use tokio::sync::Notify;
 
 use crate::ServerConfig;
-use crate::access::{self, Access, Caller};
+use crate::access::{self, Access};
 use crate::server::Server;
 
 /// Health-check interval.
@@ -86,18 +86,9 @@ impl Link {
     /// Whether the caller in `ctx` may use `tool` (a raw name; `None` for resources) of this
     /// server; `Err` says why not ([`access::decide`]).
     pub async fn authorize(&self, ctx: &CallContext, tool: Option<&str>) -> Result<(), String> {
-        let Some(source) = &self.access else {
-            return Ok(());
-        };
-        let caller = Caller {
-            agent: ctx.agent_key.as_deref(),
-            user: ctx.user.as_deref(),
-        };
-        let grants = source
-            .grants(self.name(), caller)
+        access::Permits::new(self.access.clone(), ctx)
+            .check(&self.config, tool)
             .await
-            .map_err(|e| format!("cannot check access to MCP server {:?}: {e}", self.name()))?;
-        access::decide(self.name(), self.config.require_grant, &grants, tool)
     }
 
     /// Disconnects for good (the server was removed): the supervisor closes the session.

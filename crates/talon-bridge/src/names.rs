@@ -6,6 +6,15 @@
 //! that is too long, or that collides with one already given, is cut and gets `_` plus 12 hex
 //! digits of a stable hash of the raw server and tool names. The raw names are what the protocol
 //! call uses.
+//!
+//! A bridged name must always mean the same server, whichever server connects first: a server
+//! named `a__b` must never be able to take `mcp__a__b__c`, the name of server `a`'s tool `b__c`,
+//! and receive the arguments meant for `a`. So the part of a name before the tool (the *head*,
+//! `mcp__<server>` or `mcp_<server>`) is never cut, and server names are words of letters and
+//! digits joined by single `-` or `_` ([`check_server_name`]): a head then holds no `__` and does
+//! not end in `_`, so the first `__` after it ends it and no two servers' names can meet. Heads
+//! that still coincide (GoClaw writes `my-server` and `my_server` alike, and a configured prefix
+//! may repeat a server's name) are refused by the bridge for the second server.
 
 /// Which naming scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +27,59 @@ pub enum Dialect {
 
 /// The longest name providers accept.
 pub const MAX_NAME: usize = 64;
+
+/// The longest server name (and GoClaw prefix): its head, `__`, one character of the tool's
+/// name and the hash suffix always fit in [`MAX_NAME`], so the head is never cut.
+pub const MAX_SERVER_NAME: usize = 40;
+
+/// Why `name` cannot name a bridged server (or a GoClaw prefix), in words the operator can act
+/// on; `Ok` when it can.
+pub fn check_server_name(name: &str) -> Result<(), String> {
+    let separator = |b: u8| b == b'_' || b == b'-';
+    let bytes = name.as_bytes();
+    let problem = if name.is_empty() || name.len() > MAX_SERVER_NAME {
+        Some(format!("use 1-{MAX_SERVER_NAME} characters"))
+    } else if !bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || separator(*b))
+    {
+        Some("use only letters, digits, - and _".to_string())
+    } else if bytes.first().is_some_and(|b| separator(*b))
+        || bytes.last().is_some_and(|b| separator(*b))
+    {
+        Some("start and end it with a letter or digit".to_string())
+    } else if bytes.windows(2).any(|w| separator(w[0]) && separator(w[1])) {
+        Some(
+            "do not put two of - and _ in a row (`__` separates the server from the tool in \
+             bridged tool names, so `a__b` would take the names of server `a`'s tools)"
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    match problem {
+        Some(fix) => Err(format!("the name {name:?} cannot be used: {fix}")),
+        None => Ok(()),
+    }
+}
+
+/// Why `prefix` cannot be a GoClaw tool prefix: what follows an optional `mcp_` follows the
+/// server-name rule.
+pub fn check_prefix(prefix: &str) -> Result<(), String> {
+    check_server_name(prefix.strip_prefix("mcp_").unwrap_or(prefix))
+        .map_err(|e| format!("tool prefix {prefix:?}: {e}"))
+}
+
+/// The part of every bridged name of `server` before `__<tool>`.
+pub fn head(dialect: Dialect, server: &str, prefix: Option<&str>) -> String {
+    match (dialect, prefix) {
+        // GoClaw: a custom prefix gets `mcp_` unless it has it; `-` in a server name becomes `_`.
+        (Dialect::GoClaw, Some(p)) if p.starts_with("mcp_") => sanitize(p),
+        (Dialect::GoClaw, Some(p)) => format!("mcp_{}", sanitize(p)),
+        (Dialect::GoClaw, None) => format!("mcp_{}", sanitize(server).replace('-', "_")),
+        (Dialect::ClaudeCode, _) => format!("mcp__{}", sanitize(server)),
+    }
+}
 
 /// `s` with every character outside `[A-Za-z0-9_-]` replaced by `_`.
 pub fn sanitize(s: &str) -> String {
@@ -43,7 +105,8 @@ fn stable_hash(server: &str, tool: &str) -> u64 {
 }
 
 /// The name of `tool` on `server` in `dialect` (`prefix` replaces GoClaw's `mcp_<server>`);
-/// `taken` says whether a name is already used, which forces the hash suffix.
+/// `taken` says whether a name is already used, which forces the hash suffix. Only the tool's
+/// part is ever cut, so the name keeps its server's head whole.
 pub fn bridged_name(
     dialect: Dialect,
     server: &str,
@@ -51,20 +114,15 @@ pub fn bridged_name(
     tool: &str,
     taken: impl Fn(&str) -> bool,
 ) -> String {
-    let head = match (dialect, prefix) {
-        // GoClaw: a custom prefix gets `mcp_` unless it has it; `-` in a server name becomes `_`.
-        (Dialect::GoClaw, Some(p)) if p.starts_with("mcp_") => sanitize(p),
-        (Dialect::GoClaw, Some(p)) => format!("mcp_{}", sanitize(p)),
-        (Dialect::GoClaw, None) => format!("mcp_{}", sanitize(server).replace('-', "_")),
-        (Dialect::ClaudeCode, _) => format!("mcp__{}", sanitize(server)),
-    };
-    let name = format!("{head}__{}", sanitize(tool));
+    let head = format!("{}__", head(dialect, server, prefix));
+    let name = format!("{head}{}", sanitize(tool));
     if name.len() <= MAX_NAME && !taken(&name) {
         return name;
     }
     let suffix = format!("_{:012x}", stable_hash(server, tool) & 0xffff_ffff_ffff);
     let mut cut = name;
-    cut.truncate(MAX_NAME - suffix.len());
+    // Every byte is ASCII after `sanitize`, so any length is a character boundary.
+    cut.truncate(MAX_NAME.saturating_sub(suffix.len()).max(head.len()));
     cut + &suffix
 }
 

@@ -1,6 +1,13 @@
 //! A server's tool as a Talon tool: its own schema, a risk from its annotations, and results
 //! converted (text capped, images kept, embedded resources inlined); the spec declares
 //! `untrusted_output`, so the pipeline fences the text as untrusted, naming `server/tool`.
+//!
+//! [`convert`] is the one place an MCP result becomes Talon output, so it bounds what a server
+//! can make Talon keep: an image or audio clip is stored with the session and sent to the
+//! provider, so each is capped at [`MAX_ATTACHMENT_BYTES`] decoded, a result at
+//! [`MAX_RESULT_ATTACHMENT_BYTES`] and [`MAX_ATTACHMENTS`]; whatever is over is replaced by a
+//! note saying what was dropped and why (the base64 is never decoded when its length alone says
+//! it is too big).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +21,13 @@ use crate::server::ListedTool;
 
 /// Claude Code's default cap on an MCP result: 25,000 tokens, counted here as 4 characters each.
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 100_000;
+
+/// The largest image or audio clip kept from a result, decoded.
+pub const MAX_ATTACHMENT_BYTES: usize = 5 * 1024 * 1024;
+/// The most image and audio bytes kept from one result, decoded.
+pub const MAX_RESULT_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
+/// The most images and audio clips kept from one result.
+pub const MAX_ATTACHMENTS: usize = 20;
 
 /// The risk of a listed tool: read-only → low, destructive → critical, neither → high.
 pub fn risk(tool: &ListedTool) -> Risk {
@@ -113,18 +127,10 @@ pub fn convert(server: &str, tool: &str, result: &Value, max_chars: usize) -> To
         let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
         match field("type") {
             "text" => push(&mut text, field("text")),
-            "image" | "audio" => {
-                match base64::engine::general_purpose::STANDARD.decode(field("data")) {
-                    Ok(data) => media.push(Media {
-                        mime_type: field("mimeType").to_string(),
-                        data,
-                        name: None,
-                        prompt: None,
-                    }),
-                    Err(_) => push(
-                        &mut text,
-                        "(an attachment whose data is not valid base64 was dropped)",
-                    ),
+            kind @ ("image" | "audio") => {
+                match attachment(kind, field("mimeType"), field("data"), &media) {
+                    Ok(m) => media.push(m),
+                    Err(note) => push(&mut text, &note),
                 }
             }
             "resource" => {
@@ -166,6 +172,66 @@ pub fn convert(server: &str, tool: &str, result: &Value, max_chars: usize) -> To
         output = output.with_media(m);
     }
     output
+}
+
+/// An image or audio item as media, or the note that replaces it: at most
+/// [`MAX_ATTACHMENTS`] per result, each at most [`MAX_ATTACHMENT_BYTES`] and all together at
+/// most [`MAX_RESULT_ATTACHMENT_BYTES`], with a MIME type that is one.
+fn attachment(kind: &str, mime: &str, data: &str, kept: &[Media]) -> Result<Media, String> {
+    let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
+    let dropped = |why: String| format!("(an {kind} attachment was dropped: {why})");
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
+    };
+    let valid_mime = mime.len() <= 127
+        && mime
+            .split_once('/')
+            .is_some_and(|(t, sub)| token(t) && token(sub));
+    if !valid_mime {
+        let shown: String = mime.chars().take(60).collect();
+        return Err(dropped(format!("its MIME type {shown:?} is not valid")));
+    }
+    if kept.len() >= MAX_ATTACHMENTS {
+        return Err(dropped(format!(
+            "{mime}; a result keeps at most {MAX_ATTACHMENTS} images and audio clips"
+        )));
+    }
+    let used: usize = kept.iter().map(|m| m.data.len()).sum();
+    let too_big = |size: usize| {
+        if size > MAX_ATTACHMENT_BYTES {
+            Some(format!(
+                "{mime} of {:.1} MiB; Talon keeps at most {:.0} MiB per attachment, so ask the tool for a smaller one",
+                mib(size),
+                mib(MAX_ATTACHMENT_BYTES)
+            ))
+        } else if used + size > MAX_RESULT_ATTACHMENT_BYTES {
+            Some(format!(
+                "{mime} of {:.1} MiB; Talon keeps at most {:.0} MiB of attachments per result",
+                mib(size),
+                mib(MAX_RESULT_ATTACHMENT_BYTES)
+            ))
+        } else {
+            None
+        }
+    };
+    // Base64 holds 3 bytes in 4 characters: a length that is too big is refused undecoded.
+    if let Some(why) = too_big((data.len() / 4).saturating_mul(3).saturating_sub(2)) {
+        return Err(dropped(why));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| dropped(format!("{mime} whose data is not valid base64")))?;
+    if let Some(why) = too_big(bytes.len()) {
+        return Err(dropped(why));
+    }
+    Ok(Media {
+        mime_type: mime.to_string(),
+        data: bytes,
+        name: None,
+        prompt: None,
+    })
 }
 
 fn push(text: &mut String, part: &str) {

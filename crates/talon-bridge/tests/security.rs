@@ -2,8 +2,13 @@
 //! metadata and endpoints, redirects) get no more reach than the configured server: a server
 //! configured at 127.0.0.1 may keep its authorization server on 127.0.0.1, but cannot send Talon
 //! to another loopback address (127.0.0.2 stands for any internal address the operator did not
-//! configure).
+//! configure). Issue 22's regressions (`h22_…`) are in `security/h22.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod security {
+    mod h22;
+    mod h22_9;
+}
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
