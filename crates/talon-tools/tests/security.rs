@@ -1,7 +1,8 @@
 //! The security suite of the built-in tools (issue 21), named `h21_NN_…` so `cargo test h21_`
 //! finds them. `files`: every file tool, in both dialects, reaches the jail's rules; `bash_cwd`:
 //! the working directory `Bash` carries between calls stays in the workspace. Item 12's proxy test
-//! stays alone in `h21_web_no_proxy` because it sets process environment.
+//! stays alone in `h21_web_no_proxy` because it sets process environment. Issue 22 (`h22_NN_…`):
+//! `memory_search`: the model is told the query limit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -9,4 +10,5 @@ mod common;
 mod security {
     mod bash_cwd;
     mod files;
+    mod memory_search;
 }

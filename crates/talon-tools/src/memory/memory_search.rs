@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
-use talon_store::Store;
+use talon_store::{Store, StoreError};
 
 /// Default and maximum number of hits.
 pub const DEFAULT_LIMIT: i64 = 5;
@@ -13,7 +13,7 @@ pub const MAX_LIMIT: i64 = 50;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchInput {
-    /// Words to look for.
+    /// A few distinctive words to look for (at most 32 different words, 1024 bytes).
     pub query: String,
     /// Maximum results (default 5, at most 50).
     #[serde(default)]
@@ -65,6 +65,10 @@ impl Tool for MemorySearch {
                     .collect::<Vec<_>>()
                     .join("\n\n"),
             ),
+            // The store bounds the query and the search's time; its message says how to fix it.
+            Err(e @ (StoreError::Invalid { .. } | StoreError::TimedOut { .. })) => {
+                ToolOutput::error(e.to_string())
+            }
             Err(e) => ToolOutput::error(format!("memory is unavailable: {e}")),
         }
     }
