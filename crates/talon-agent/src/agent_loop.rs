@@ -18,7 +18,7 @@ use talon_core::hooks::{HookEvent, HookPermission};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, ToolCall};
 
-use crate::gate::Gate;
+use crate::gate;
 use crate::loop_detect::{CallKind, LoopDetector, Verdict};
 use crate::message::{Image, Message, ToolCallRequest, ToolResult};
 use crate::provider::{ChatRequest, Provider, StopReason, StreamEvent, ToolDef, Usage};
@@ -137,12 +137,12 @@ pub struct TurnOutcome {
     pub permission_mode: PermissionMode,
 }
 
-/// A model with the pipeline it calls tools through.
+/// A model with the pipeline it calls tools through. It holds no per-turn state, so one agent
+/// (cached per agent key) serves every session and user at once.
 pub struct Agent {
     pipeline: Arc<Pipeline>,
     provider: Arc<dyn Provider>,
     config: LoopConfig,
-    gate: Gate,
 }
 
 /// Where a run's events go.
@@ -154,7 +154,6 @@ impl Agent {
             pipeline,
             provider,
             config,
-            gate: Gate::default(),
         }
     }
 
@@ -434,8 +433,9 @@ impl Agent {
         }
     }
 
-    /// Runs one batch of calls through the gate; the results in the model's order, and the
-    /// reason to stop if the loop detector says so.
+    /// Runs one batch of calls through the turn's gate (nothing shared with other turns: sessions
+    /// never wait on one another, a nested turn never on its caller); the results in the
+    /// model's order, and the reason to stop if the loop detector says so.
     async fn run_calls(
         &self,
         ctx: &Arc<CallContext>,
@@ -453,7 +453,7 @@ impl Agent {
                 (parallel, self.run_call(ctx, call, events))
             })
             .collect();
-        let finished = self.gate.run_batch(batch, self.config.max_parallel).await;
+        let finished = gate::run_batch(batch, self.config.max_parallel).await;
         let mut results = Vec::with_capacity(finished.len());
         let mut stop = None;
         for (call, (mut result, kind)) in calls.iter().zip(finished) {
@@ -569,3 +569,6 @@ enum Asked {
     Cancelled(String),
     Failed(String),
 }
+
+#[cfg(test)]
+mod tests;

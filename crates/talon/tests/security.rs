@@ -9,4 +9,5 @@ mod support;
 mod security {
     mod gateway;
     mod sandbox;
+    mod turns;
 }
