@@ -2,7 +2,8 @@
 //! finds them. `files`: every file tool, in both dialects, reaches the jail's rules; `bash_cwd`:
 //! the working directory `Bash` carries between calls stays in the workspace. Item 12's proxy test
 //! stays alone in `h21_web_no_proxy` because it sets process environment. Issue 22 (`h22_NN_…`):
-//! `memory_search`: the model is told the query limit.
+//! `memory_search`: the model is told the query limit; `groups`: every tool is in its capability
+//! group in both dialects.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,5 +11,6 @@ mod common;
 mod security {
     mod bash_cwd;
     mod files;
+    mod groups;
     mod memory_search;
 }

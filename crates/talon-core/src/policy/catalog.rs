@@ -5,6 +5,12 @@
 //! what GoClaw's code registers (research/goclaw.md §6.2), so a configuration written for any
 //! version means the same here. Members that are not registered simply expand to nothing: groups
 //! always expand against the live registry.
+//!
+//! Which capability group a Talon tool belongs to is declared by the tool itself
+//! ([`crate::ToolSpec::in_group`]), in each dialect: `Bash` is in `runtime` as `exec` is, `Read`
+//! in `fs`, `WebFetch` in `web` (issue 22: `deny = ["group:runtime"]` left `Bash` working while
+//! the lists below named only GoClaw's tools). The lists here are the vocabulary configurations
+//! written for GoClaw and Claude Code use; they add no Talon tool to a capability group.
 
 /// `(group, members)` for every built-in group. `mcp` starts empty and is filled at runtime,
 /// as are `mcp:<server>` groups.
@@ -154,8 +160,43 @@ pub const BUILTIN_GROUPS: &[(&str, &[&str])] = &[
             "TeamDelete",
         ],
     ),
+    // Talon: the agent's own turn state and its questions to the person (TodoWrite,
+    // AskUserQuestion, ExitPlanMode, Config); members declare it in their specs.
+    ("interaction", &[]),
     ("mcp", &[]),
 ];
+
+/// The groups that say what a tool can do, whatever its dialect; every registered tool
+/// declares at least one ([`is_capability_group`]). `goclaw` and `claude_code` are dialects,
+/// not capabilities.
+pub const CAPABILITY_GROUPS: &[&str] = &[
+    "fs",
+    "runtime",
+    "web",
+    "memory",
+    "sessions",
+    "knowledge",
+    "ui",
+    "automation",
+    "messaging",
+    "delegation",
+    "teams",
+    "team",
+    "media_gen",
+    "media_read",
+    "skills",
+    "vault",
+    "interaction",
+    "mcp",
+];
+
+/// True if `group` is a capability group ([`CAPABILITY_GROUPS`], or `mcp:<server>`).
+pub fn is_capability_group(group: &str) -> bool {
+    CAPABILITY_GROUPS.contains(&group)
+        || group
+            .strip_prefix("mcp:")
+            .is_some_and(|server| !server.is_empty())
+}
 
 /// Names of the profiles; anything else is a configuration error.
 pub const PROFILES: &[&str] = &["full", "coding", "messaging", "minimal"];
@@ -241,4 +282,21 @@ pub fn is_known_group(group: &str) -> bool {
         || group
             .strip_prefix("mcp:")
             .is_some_and(|server| !server.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_group_but_the_dialects_is_a_capability() {
+        for (group, _) in BUILTIN_GROUPS {
+            let dialect = matches!(*group, "goclaw" | "claude_code");
+            assert_eq!(is_capability_group(group), !dialect, "{group}");
+        }
+        for group in CAPABILITY_GROUPS {
+            assert!(is_known_group(group), "{group}");
+        }
+        assert!(is_capability_group("mcp:github") && !is_capability_group("mcp:"));
+    }
 }

@@ -155,6 +155,7 @@ impl Tool for AskUserQuestion {
              requirements, choices between approaches. The user may answer in their own words.",
             SideEffect::Blocking,
         )
+        .in_group("interaction")
     }
 
     async fn execute(&self, call: Authorized<AskUserQuestionInput>) -> ToolOutput {

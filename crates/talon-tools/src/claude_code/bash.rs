@@ -149,6 +149,7 @@ impl Tool for Bash {
             SideEffect::Spawns,
         )
         .in_group("claude_code")
+        .in_group("runtime")
         .delegating_to(credentialed_exec::NAME)
         .with_shell_script_arg("command")
     }

@@ -119,6 +119,7 @@ impl Tool for Config {
         // writes the session's settings: calls in one batch run one at a time, in the model's
         // order, so a read after a write sees it.
         .parallel_safe(false)
+        .in_group("interaction")
     }
 
     async fn execute(&self, call: Authorized<ConfigInput>) -> ToolOutput {

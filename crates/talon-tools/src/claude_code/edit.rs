@@ -48,6 +48,7 @@ impl Tool for Edit {
             SideEffect::Mutating,
         )
         .in_group("claude_code")
+        .in_group("fs")
     }
 
     async fn execute(&self, call: Authorized<EditInput>) -> ToolOutput {

@@ -51,6 +51,7 @@ impl Tool for ExitPlanMode {
              file changes, not for research.",
             SideEffect::Blocking,
         )
+        .in_group("interaction")
     }
 
     async fn execute(&self, call: Authorized<ExitPlanModeInput>) -> ToolOutput {

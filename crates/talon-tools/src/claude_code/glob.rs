@@ -42,6 +42,7 @@ impl Tool for GlobTool {
             SideEffect::None,
         )
         .in_group("claude_code")
+        .in_group("fs")
     }
 
     async fn execute(&self, call: Authorized<GlobInput>) -> ToolOutput {

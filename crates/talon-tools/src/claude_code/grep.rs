@@ -105,6 +105,7 @@ impl Tool for GrepTool {
             SideEffect::None,
         )
         .in_group("claude_code")
+        .in_group("fs")
     }
 
     async fn execute(&self, call: Authorized<GrepInput>) -> ToolOutput {

@@ -205,6 +205,7 @@ impl Tool for NotebookEdit {
             SideEffect::Mutating,
         )
         .in_group("claude_code")
+        .in_group("fs")
     }
 
     async fn execute(&self, call: Authorized<NotebookEditInput>) -> ToolOutput {

@@ -131,6 +131,7 @@ impl Tool for Read {
             SideEffect::None,
         )
         .in_group("claude_code")
+        .in_group("fs")
     }
 
     async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {

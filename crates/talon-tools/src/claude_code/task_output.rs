@@ -57,6 +57,7 @@ impl Tool for TaskOutput {
             SideEffect::ReadOnly,
         )
         .in_group("claude_code")
+        .in_group("runtime")
     }
 
     async fn execute(&self, call: Authorized<TaskOutputInput>) -> ToolOutput {

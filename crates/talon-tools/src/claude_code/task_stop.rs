@@ -39,6 +39,7 @@ impl Tool for TaskStop {
             SideEffect::Blocking,
         )
         .in_group("claude_code")
+        .in_group("runtime")
     }
 
     async fn execute(&self, call: Authorized<TaskStopInput>) -> ToolOutput {

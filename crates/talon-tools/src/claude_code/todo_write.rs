@@ -128,6 +128,7 @@ impl Tool for TodoWrite {
             SideEffect::None,
         )
         .in_group("claude_code")
+        .in_group("interaction")
     }
 
     async fn execute(&self, call: Authorized<TodoWriteInput>) -> ToolOutput {

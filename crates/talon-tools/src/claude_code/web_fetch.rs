@@ -67,6 +67,7 @@ impl Tool for WebFetch {
             SideEffect::Network,
         )
         .in_group("claude_code")
+        .in_group("web")
         .with_untrusted_output()
     }
 

@@ -54,6 +54,7 @@ impl Tool for WebSearch {
             SideEffect::Network,
         )
         .in_group("claude_code")
+        .in_group("web")
         .with_untrusted_output()
     }
 

@@ -45,6 +45,7 @@ impl Tool for Write {
             SideEffect::Mutating,
         )
         .in_group("claude_code")
+        .in_group("fs")
     }
 
     async fn execute(&self, call: Authorized<WriteInput>) -> ToolOutput {
