@@ -17,7 +17,7 @@ use super::{
     ChatRequest, EventSink, Provider, ProviderError, ProviderKind, RetryPolicy, StopReason,
     StreamEvent, Usage,
 };
-use crate::message::{Message, ToolCallRequest};
+use crate::message::{Message, ToolCallRequest, with_earlier_images_omitted};
 
 /// The API version Talon speaks.
 pub const API_VERSION: &str = "2023-06-01";
@@ -83,7 +83,10 @@ impl Provider for Anthropic {
 
 /// The request body for `request`, streamed.
 pub fn request_body(request: &ChatRequest<'_>) -> Value {
-    let messages: Vec<Value> = request.messages.iter().map(message).collect();
+    let messages: Vec<Value> = with_earlier_images_omitted(request.messages)
+        .iter()
+        .map(message)
+        .collect();
     let mut body = json!({
         "model": request.model,
         "max_tokens": request.max_tokens,

@@ -16,7 +16,7 @@ use super::{
     ChatRequest, EventSink, Provider, ProviderError, ProviderKind, RetryPolicy, StopReason,
     StreamEvent, Usage,
 };
-use crate::message::{Message, ToolCallRequest};
+use crate::message::{Message, ToolCallRequest, with_earlier_images_omitted};
 
 /// A Chat Completions provider.
 #[derive(Debug, Clone)]
@@ -77,7 +77,7 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
     if let Some(system) = request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    for message in request.messages {
+    for message in with_earlier_images_omitted(request.messages).iter() {
         push_message(&mut messages, message);
     }
     let mut body = json!({
