@@ -162,8 +162,8 @@ async fn context_files_table() {
             "alice",
             "write_file",
             json!({"path": "TOOLS.md", "content": "shared tools"}),
-            false,
-            "saved for agent pre",
+            true,
+            "talon agents set-file pre TOOLS.md",
         ),
         (
             "pre",
@@ -171,7 +171,7 @@ async fn context_files_table() {
             "read_file",
             json!({"path": "TOOLS.md"}),
             false,
-            "shared tools",
+            "pre tools",
         ),
         (
             "pre",

@@ -7,6 +7,10 @@
 //!   deletes it. Protected files (`SOUL`, `IDENTITY`, `AGENTS`, `USER`, `USER_PREDEFINED`,
 //!   `CAPABILITIES`) are written only when the agent's settings say
 //!   `"protected_files_writable": true`.
+//! * A predefined agent's shared files (all but a user's own `USER.md`) sit in every user's
+//!   system prompt, so they are the operator's: no tool call writes them, whatever the agent's
+//!   settings (`talon agents set-file` does). Otherwise any user's model could speak in every
+//!   other user's prompt. [`target`] decides this for every write and edit.
 //! * Memory — `MEMORY.md`, `memory.md`, `memory/*` — are memory documents: the user's own first,
 //!   then the agent's global ones; every write re-chunks and re-indexes.
 //!
@@ -190,6 +194,29 @@ fn per_user(agent_type: AgentType, file: &str) -> bool {
     agent_type == AgentType::Open || file == "USER.md"
 }
 
+/// Whether a write of context file `file` by `owner`'s call may happen, and if so whether it goes
+/// to the user's own copy (`true`) or the agent's (`false`); otherwise why not, for the model.
+fn target(owner: &Owner, file: &str) -> Result<bool, String> {
+    let agent = &owner.agent;
+    if PROTECTED_FILES.contains(&file) && !owner.protected_ok {
+        return Err(format!(
+            "{file} is a protected context file of agent {agent}; it can only be changed when the agent's settings allow it (protected_files_writable)"
+        ));
+    }
+    let for_user = per_user(owner.agent_type, file) && !owner.user.is_empty();
+    if owner.agent_type == AgentType::Predefined && !for_user {
+        return Err(format!(
+            "{file} is a shared context file of predefined agent {agent}: it is in every user's system prompt, so only the operator changes it (`talon agents set-file {agent} {file} --from PATH`); ask the user to have it changed{}",
+            if file == "USER.md" {
+                "; a call made for a user writes that user's own USER.md"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(for_user)
+}
+
 /// Reads a routed path. `None`: not routed (use the disk).
 pub async fn read(
     store: Option<&Store>,
@@ -246,23 +273,17 @@ pub async fn write(
 ) -> Option<Result<String, String>> {
     let store = store?;
     let route = classify(ctx, input)?;
-    let Owner {
-        agent,
-        agent_type,
-        user,
-        protected_ok,
-    } = match agent_of(store, ctx).await {
+    let owner = match agent_of(store, ctx).await {
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
     Some(match route {
         Route::Context(file) => {
-            if PROTECTED_FILES.contains(&file.as_str()) && !protected_ok {
-                return Some(Err(format!(
-                    "{file} is a protected context file of agent {agent}; it can only be changed when the agent's settings allow it (protected_files_writable)"
-                )));
-            }
-            let for_user = per_user(agent_type, &file) && !user.is_empty();
+            let for_user = match target(&owner, &file) {
+                Ok(for_user) => for_user,
+                Err(e) => return Some(Err(e)),
+            };
+            let Owner { agent, user, .. } = owner;
             if file == "BOOTSTRAP.md" && content.trim().is_empty() {
                 let deleted = if for_user {
                     store.delete_user_file(&agent, &user, &file).await
@@ -294,7 +315,7 @@ pub async fn write(
                 .map_err(|e| e.to_string())
         }
         Route::Memory(path) => store
-            .put_memory(&agent, &user, &path, content)
+            .put_memory(&owner.agent, &owner.user, &path, content)
             .await
             .map(|version| format!("memory document {path} saved (version {version}) and indexed"))
             .map_err(|e| format!("memory is unavailable: {e}")),
@@ -343,18 +364,8 @@ async fn edit_context<F>(
 where
     F: Fn(&str) -> Result<String, String>,
 {
-    let (agent_key, agent_type, user, protected_ok) = (
-        owner.agent.as_str(),
-        owner.agent_type,
-        owner.user.as_str(),
-        owner.protected_ok,
-    );
-    if PROTECTED_FILES.contains(&file) && !protected_ok {
-        return Err(format!(
-            "{file} is a protected context file of agent {agent_key}; it can only be changed when the agent's settings allow it (protected_files_writable)"
-        ));
-    }
-    let for_user = per_user(agent_type, file) && !user.is_empty();
+    let (agent_key, user) = (owner.agent.as_str(), owner.user.as_str());
+    let for_user = target(owner, file)?;
     let target_user = if for_user { user } else { "" };
     for _ in 0..32 {
         let own = if for_user {
