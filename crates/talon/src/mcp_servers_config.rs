@@ -122,6 +122,12 @@ impl McpServerSection {
     /// The server as the store's record and secrets, checked: one rule for every source
     /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too).
     pub fn checked_spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
+        // The bridge's naming rule: a name that could take another server's tool names is
+        // refused where the server is added, not only when it would be bridged.
+        talon_bridge::names::check_server_name(name)?;
+        if let Some(prefix) = self.prefix.as_deref().filter(|p| !p.is_empty()) {
+            talon_bridge::names::check_prefix(prefix)?;
+        }
         let transport = transport_of(
             self.transport.as_deref(),
             self.command.is_some(),
@@ -250,4 +256,28 @@ pub fn servers(
         .filter(|(spec, _)| spec.enabled)
         .map(|(spec, secrets)| server_config(spec, secrets, vault))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22 item 10: a name that could take another server's bridged tool names (`a__b`
+    /// takes `mcp__a__b__c` from server `a`) is refused where a server is added: `talon.toml`,
+    /// `talon mcp-servers add` and the HTTP API all build their record through `checked_spec`.
+    #[test]
+    fn h22_10_ambiguous_server_names_are_refused_where_servers_are_added() {
+        let section = |prefix: Option<&str>| -> McpServerSection {
+            serde_json::from_value(serde_json::json!({"command": "mcp-server", "prefix": prefix}))
+                .unwrap()
+        };
+        for name in ["a__b", "a_", "_a", "a-_b"] {
+            let error = section(None).checked_spec(name).unwrap_err();
+            assert!(error.contains(name), "{error}");
+        }
+        let error = section(Some("gh__x")).checked_spec("gh").unwrap_err();
+        assert!(error.contains("tool prefix"), "{error}");
+        assert!(section(Some("github")).checked_spec("gh").is_ok());
+        assert!(section(None).checked_spec("my-server").is_ok());
+    }
 }
