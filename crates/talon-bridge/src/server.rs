@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use crate::stdio_client::StdioClient;
 use crate::transport::{self, Transport};
 use crate::watcher::Registration;
-pub use crate::watcher::Watcher;
+pub use crate::watcher::{Held, Watcher};
 
 /// Why a server could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -323,6 +323,15 @@ impl Server {
         }
     }
 
+    /// What the session holds and has dropped on Talon's side.
+    pub fn held(&self) -> Held {
+        let mut held = self.watcher.held();
+        if let Session::Stdio(client) = &self.session {
+            held.unwritten = client.backlog();
+        }
+        held
+    }
+
     /// Woken when the server says its tool list changed.
     pub fn tools_changed(&self) -> Arc<Notify> {
         Arc::clone(&self.watcher.tools_changed)
@@ -481,6 +490,8 @@ impl Server {
         let request =
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
         let peer = service.peer().clone();
+        // rmcp picks the progress token as it sends: reports may come before it is known.
+        let opening = self.watcher.opening();
         let handle = self
             .within(
                 timeout,
@@ -497,6 +508,7 @@ impl Server {
                 .watcher
                 .register(&handle.progress_token, progress, client),
         };
+        drop(opening);
         let answer = self.within(timeout, handle.await_response()).await;
         if !matches!(answer, Err(ServerError::Timeout { .. })) {
             pending.id = None;

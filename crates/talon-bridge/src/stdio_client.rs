@@ -13,7 +13,13 @@
 //! calls, and from the server: `ping`, `elicitation/create` (through the [`Watcher`]),
 //! `notifications/progress`, `notifications/tools/list_changed` and `notifications/message`
 //! (logged). Lines that are not JSON-RPC are logged and skipped; a line over
-//! [`MAX_MESSAGE_BYTES`] ends the session, as does the server closing its stdout.
+//! [`talon_jsonrpc::MAX_MESSAGE_BYTES`] ends the session, as does the server closing its stdout.
+//!
+//! The reader never waits on the server: a `ping` or an unknown request is answered through the
+//! bounded backlog of [`talon_jsonrpc::Peer::post`], an elicitation on a task of its own, at
+//! most [`crate::watcher::MAX_SERVER_REQUESTS`] at a time (more get an error answer). A server
+//! that floods requests without reading its input gets the answers that fit the backlog; the
+//! rest are dropped, and Talon's memory stays bounded (issue 22 item 9).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -129,17 +135,24 @@ impl StdioClient {
             .await
     }
 
+    /// What waits to be written to the server, and the most that ever did.
+    pub fn backlog(&self) -> talon_jsonrpc::Backlog {
+        self.peer.backlog()
+    }
+
     /// Ends the session: closes stdin (a well-behaved server exits), waits up to `grace`, then
-    /// kills the process; either way it is reaped.
+    /// kills the process; either way it is reaped. A server that stopped reading cannot hold
+    /// this up: a write stuck on its full pipe ends when the process is killed.
     pub async fn close(self, grace: Duration) {
-        self.peer.close().await;
+        self.peer.shut();
+        let closed = tokio::time::timeout(grace, self.peer.close()).await.is_ok();
         let child = self
             .child
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(mut child) = child
-            && tokio::time::timeout(grace, child.wait()).await.is_err()
+            && (!closed || tokio::time::timeout(grace, child.wait()).await.is_err())
         {
             let _ = child.kill().await;
         }
@@ -183,29 +196,40 @@ fn dispatch(server: &str, message: Message, peer: &Arc<Peer<ChildStdin>>, watche
                 tracing::debug!(server = %server, "skipped an answer to request {id}, no longer awaited");
             }
         }
-        // A request from the server: answered on a task of its own (an elicitation waits for
-        // a person) so the reader goes on.
+        // A request from the server: the reader answers at once, or hands it to a task of its
+        // own (an elicitation waits for a person), never more than the watcher allows.
         Message::Request { id, method, params } => {
-            let (peer, watcher) = (Arc::clone(peer), watcher.clone());
-            tokio::spawn(async move {
-                let sent = match method.as_str() {
-                    "ping" => peer.respond(&id, json!({})).await,
-                    "elicitation/create" => {
-                        let answer = watcher.elicit(params).await;
-                        peer.respond(&id, answer).await
+            let outcome = match method.as_str() {
+                "ping" => Ok(json!({})),
+                "elicitation/create" => match watcher.request_slot() {
+                    Some(slot) => {
+                        let (peer, watcher) = (Arc::clone(peer), watcher.clone());
+                        tokio::spawn(async move {
+                            let _slot = slot;
+                            let answer = watcher.elicit(params).await;
+                            if let Err(e) = peer.respond(&id, answer).await {
+                                tracing::debug!("cannot answer the server's elicitation: {e}");
+                            }
+                        });
+                        return;
                     }
-                    other => {
-                        let error = RpcError::new(
-                            codes::METHOD_NOT_FOUND,
-                            format!("method not found: {other}"),
-                        );
-                        peer.respond_error(&id, &error).await
-                    }
-                };
-                if let Err(e) = sent {
-                    tracing::debug!("cannot answer the server's {method} request: {e}");
+                    None => Err(RpcError::new(
+                        codes::INVALID_REQUEST,
+                        crate::watcher::too_many_requests(),
+                    )),
+                },
+                other => Err(RpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("method not found: {other}"),
+                )),
+            };
+            if let Err(e) = peer.post_answer(&id, outcome) {
+                // Logged when the count of refusals doubles, not for each of a flood.
+                let refused = peer.backlog().refused;
+                if refused.is_power_of_two() {
+                    tracing::warn!(server = %server, refused, "cannot answer the server's {method} request: {e}");
                 }
-            });
+            }
         }
         Message::Notification { method, params } => notification(server, &method, params, watcher),
     }

@@ -1,5 +1,11 @@
 //! Tool events (start, end with elapsed time) for entry points to subscribe to, and the audit
 //! sink the store implements later.
+//!
+//! The bus keeps a bounded ring of events for its subscribers: at most [`EVENT_BACKLOG`] events,
+//! and a progress report's message (the one part of an event a bridged server writes freely)
+//! at most [`MAX_PROGRESS_MESSAGE_BYTES`], so a stalled subscriber holds little however fast a
+//! server reports. A subscriber that falls behind loses the oldest events and is told how many
+//! (`GET /v1/events` sends a `lagged` notice).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,6 +159,36 @@ mod duration_ms {
     }
 }
 
+/// Events a subscriber may fall behind by before it loses the oldest: enough for bursts (a turn
+/// with many parallel calls and their progress), small enough that a subscriber that stopped
+/// reading holds about a megabyte (each event is a few hundred bytes; a progress message at most
+/// [`MAX_PROGRESS_MESSAGE_BYTES`]).
+pub const EVENT_BACKLOG: usize = 1024;
+
+/// The longest progress message kept or passed on, in bytes. Progress messages are status lines
+/// ("step 3 of 10: indexing"); a bridged server once sent megabytes in each, and the event ring
+/// and every queue toward a client kept them (issue 22 item 9). Longer ones are cut, marked "…".
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+
+impl crate::context::ProgressUpdate {
+    /// This report with its message cut to [`MAX_PROGRESS_MESSAGE_BYTES`] (at a character
+    /// boundary, ending in "…"). Every queue of progress reports keeps them bounded this way.
+    #[must_use]
+    pub fn bounded(mut self) -> Self {
+        if let Some(message) = &mut self.message
+            && message.len() > MAX_PROGRESS_MESSAGE_BYTES
+        {
+            let mut end = MAX_PROGRESS_MESSAGE_BYTES - '…'.len_utf8();
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push('…');
+        }
+        self
+    }
+}
+
 /// A fan-out of [`ToolEvent`]s. Slow subscribers lose old events rather than slow the pipeline.
 #[derive(Debug, Clone)]
 pub struct EventBus {
@@ -161,7 +197,7 @@ pub struct EventBus {
 
 impl Default for EventBus {
     fn default() -> Self {
-        Self::new(1024)
+        Self::new(EVENT_BACKLOG)
     }
 }
 
@@ -215,6 +251,20 @@ impl EventBus {
     }
 
     pub(crate) fn publish(&self, event: ToolEvent) {
+        let event = match event {
+            ToolEvent::Progress {
+                tool,
+                session_key,
+                agent_key,
+                update,
+            } => ToolEvent::Progress {
+                tool,
+                session_key,
+                agent_key,
+                update: update.bounded(),
+            },
+            other => other,
+        };
         // No subscriber is not an error.
         let _ = self.sender.send(event);
     }
@@ -348,5 +398,66 @@ mod tests {
             let json = serde_json::to_value(event).expect("serializes");
             assert_eq!(json["type"], event.kind(), "{json}");
         }
+    }
+
+    /// Issue 22 item 9: a subscriber that stopped reading held every progress report in full
+    /// (1 GB from one server). It now holds at most [`EVENT_BACKLOG`] events with short
+    /// messages, and learns how many it lost.
+    #[test]
+    fn h22_9_a_stalled_subscriber_holds_a_bounded_backlog() {
+        let bus = EventBus::default();
+        let mut stalled = bus.subscribe();
+        let huge = "p".repeat(1024 * 1024);
+        let published = EVENT_BACKLOG * 3;
+        for n in 0..published {
+            bus.publish(ToolEvent::Progress {
+                tool: Arc::from("mcp__s__t"),
+                session_key: Arc::from("s"),
+                agent_key: None,
+                update: crate::context::ProgressUpdate {
+                    progress: n as f64,
+                    total: None,
+                    message: Some(huge.clone()),
+                },
+            });
+        }
+        let Err(broadcast::error::TryRecvError::Lagged(missed)) = stalled.try_recv() else {
+            panic!("the subscriber was not told it fell behind");
+        };
+        let mut held = 0;
+        let mut bytes = 0;
+        while let Ok(event) = stalled.try_recv() {
+            let ToolEvent::Progress { update, .. } = event else {
+                panic!("unexpected event");
+            };
+            let message = update.message.unwrap_or_default();
+            assert!(
+                message.len() <= MAX_PROGRESS_MESSAGE_BYTES,
+                "{}",
+                message.len()
+            );
+            assert!(message.ends_with('…'));
+            bytes += message.len();
+            held += 1;
+        }
+        assert_eq!(held, EVENT_BACKLOG);
+        assert_eq!(missed + held as u64, published as u64);
+        assert!(bytes <= EVENT_BACKLOG * MAX_PROGRESS_MESSAGE_BYTES);
+    }
+
+    #[test]
+    fn progress_messages_are_cut_at_a_character_boundary() {
+        let update = |message: &str| crate::context::ProgressUpdate {
+            progress: 1.0,
+            total: None,
+            message: Some(message.to_string()),
+        };
+        assert_eq!(update("short").bounded(), update("short"));
+        let cut = update(&"é".repeat(MAX_PROGRESS_MESSAGE_BYTES))
+            .bounded()
+            .message
+            .unwrap_or_default();
+        assert!(cut.len() <= MAX_PROGRESS_MESSAGE_BYTES && cut.ends_with('…'));
+        assert!(cut.trim_end_matches('…').chars().all(|c| c == 'é'));
     }
 }

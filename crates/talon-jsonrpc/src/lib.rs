@@ -11,10 +11,13 @@
 //! structures that Talon turns back into JSON at once. Here a message is parsed once into
 //! [`serde_json::Value`] parts, and the task that wants to write writes.
 
+pub mod limits;
 mod lines;
 mod message;
+mod outbox;
 mod peer;
 
-pub use lines::{LineReader, MAX_MESSAGE_BYTES, ReadError};
+pub use limits::MAX_MESSAGE_BYTES;
+pub use lines::{LineReader, ReadError};
 pub use message::{Message, ParseError, RpcError, codes, parse};
-pub use peer::{Answer, Peer, RequestError, Ticket};
+pub use peer::{Answer, Backlog, Peer, RequestError, Ticket};

@@ -2,8 +2,7 @@
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-/// The longest message accepted (a tool's answer may be large; a line without end is not).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+use crate::limits::MAX_MESSAGE_BYTES;
 
 /// Why the stream of lines ended abnormally.
 #[derive(Debug, thiserror::Error)]

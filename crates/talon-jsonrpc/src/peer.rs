@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::message::RpcError;
+pub use crate::outbox::Backlog;
+use crate::outbox::{Admitted, Outbox};
 
 /// A request that did not get a result. The messages name no side: a client's peer is a
 /// server and a server's a client, and callers say which.
@@ -26,6 +28,12 @@ pub enum RequestError {
     /// The request could not be written.
     #[error("cannot send the message: {0}")]
     Write(String),
+    /// The other side is not reading its input and too much already waits to be written to it
+    /// ([`crate::limits`]); the message was dropped.
+    #[error(
+        "the other side is not reading its input: {messages} messages ({bytes} bytes) are still waiting to be written to it, so this one was dropped; it must read what it is sent before it is sent more"
+    )]
+    Backlog { messages: usize, bytes: usize },
 }
 
 /// What a request came back with.
@@ -80,7 +88,7 @@ struct Failure<'a> {
 /// answer to [`Peer::resolve`] and calls [`Peer::shut`] when the stream ends.
 #[derive(Debug)]
 pub struct Peer<W> {
-    writer: tokio::sync::Mutex<Option<W>>,
+    outbox: Outbox<W>,
     pending: Mutex<HashMap<i64, oneshot::Sender<Answer>>>,
     next_id: AtomicI64,
     closed: CancellationToken,
@@ -90,7 +98,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
     /// A session writing to `writer`.
     pub fn new(writer: W) -> Arc<Self> {
         Arc::new(Self {
-            writer: tokio::sync::Mutex::new(Some(writer)),
+            outbox: Outbox::new(writer),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(0),
             closed: CancellationToken::new(),
@@ -102,23 +110,72 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
         &self.closed
     }
 
-    /// Writes `message` as one line, whole, after any message being written.
+    /// Writes `message` as one line, whole, after any message being written. Refused at once
+    /// with [`RequestError::Backlog`] when the other side has stopped reading and the backlog is
+    /// full ([`crate::limits`]).
     pub async fn send<T: Serialize>(&self, message: &T) -> Result<(), RequestError> {
+        let (line, admitted) = self.admit(message)?;
+        self.write(line, admitted).await
+    }
+
+    /// Like [`Peer::send`], without waiting: the message is accepted (or refused, as there) now
+    /// and written on a task of its own. For a reader that must answer without stopping to read.
+    pub fn post<T: Serialize>(self: &Arc<Self>, message: &T) -> Result<(), RequestError> {
+        let (line, admitted) = self.admit(message)?;
+        let peer = Arc::clone(self);
+        tokio::spawn(async move {
+            // A stream that broke is the reader's to notice (it ends the session).
+            let _ = peer.write(line, admitted).await;
+        });
+        Ok(())
+    }
+
+    /// Answers request `id` with `outcome` without waiting (see [`Peer::post`]).
+    pub fn post_answer(
+        self: &Arc<Self>,
+        id: &Value,
+        outcome: Result<Value, RpcError>,
+    ) -> Result<(), RequestError> {
+        match &outcome {
+            Ok(result) => self.post(&Success {
+                jsonrpc: "2.0",
+                id,
+                result,
+            }),
+            Err(error) => self.post(&Failure {
+                jsonrpc: "2.0",
+                id,
+                error,
+            }),
+        }
+    }
+
+    /// What waits to be written to the other side now, and the most that ever did.
+    pub fn backlog(&self) -> Backlog {
+        self.outbox.backlog()
+    }
+
+    /// `message` as a line, with its place in the backlog.
+    fn admit<T: Serialize>(&self, message: &T) -> Result<(Vec<u8>, Admitted), RequestError> {
         let mut line =
             serde_json::to_vec(message).map_err(|e| RequestError::Write(e.to_string()))?;
         line.push(b'\n');
-        let mut writer = self.writer.lock().await;
-        let Some(writer) = writer.as_mut() else {
-            return Err(RequestError::Write("the session is closed".into()));
-        };
-        writer
-            .write_all(&line)
-            .await
-            .map_err(|e| RequestError::Write(e.to_string()))?;
-        writer
-            .flush()
-            .await
-            .map_err(|e| RequestError::Write(e.to_string()))
+        let admitted = self
+            .outbox
+            .admit(line.len())
+            .map_err(|full| RequestError::Backlog {
+                messages: full.messages,
+                bytes: full.bytes,
+            })?;
+        Ok((line, admitted))
+    }
+
+    async fn write(&self, line: Vec<u8>, admitted: Admitted) -> Result<(), RequestError> {
+        match self.outbox.write(line, admitted).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(RequestError::Write("the session is closed".into())),
+            Err(e) => Err(RequestError::Write(e.to_string())),
+        }
     }
 
     /// Sends notification `method` (without `params` when `None`).
@@ -245,14 +302,14 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Peer<W> {
 
     /// Takes the writer back (to hand the session to another implementation); later sends fail.
     pub async fn take_writer(&self) -> Option<W> {
-        self.writer.lock().await.take()
+        self.outbox.take().await
     }
 
     /// Shuts the session and drops the writer, closing the stream (a child process reading its
     /// stdin sees the end).
     pub async fn close(&self) {
         self.shut();
-        self.writer.lock().await.take();
+        self.outbox.take().await;
     }
 }
 
@@ -277,10 +334,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Drop for Waiting<'_, W> {
         if let Some(reason) = self.cancel_reason
             && !self.peer.closed.is_cancelled()
         {
-            let peer = Arc::clone(self.peer);
-            let params = serde_json::json!({"requestId": self.id, "reason": reason});
-            tokio::spawn(async move {
-                let _ = peer.notify("notifications/cancelled", Some(params)).await;
+            // Through the backlog like every message: a side that does not read is not told.
+            let _ = self.peer.post(&Notification {
+                jsonrpc: "2.0",
+                method: "notifications/cancelled",
+                params: Some(serde_json::json!({"requestId": self.id, "reason": reason})),
             });
         }
     }
@@ -396,5 +454,109 @@ mod tests {
             peer.notify("n", None::<Value>).await,
             Err(RequestError::Write("the session is closed".into()))
         );
+    }
+
+    /// Issue 22 item 9: a peer that sends requests without reading its input made this side
+    /// queue every answer without end. Now the backlog stays within its bounds, what does not
+    /// fit is refused with an error saying why, and the session works again once the other
+    /// side reads.
+    #[tokio::test]
+    async fn h22_9_answers_to_a_peer_that_does_not_read_are_bounded() {
+        use crate::limits::{MAX_UNWRITTEN_BYTES, MAX_UNWRITTEN_MESSAGES};
+        let (ours, theirs) = tokio::io::duplex(4096);
+        let peer = Peer::new(ours);
+        let mut refused = 0;
+        for n in 0..10_000 {
+            match peer.post_answer(&json!(n), Ok(json!({"pong": "x".repeat(100)}))) {
+                Ok(()) => {}
+                Err(RequestError::Backlog { messages, bytes }) => {
+                    assert!(messages <= MAX_UNWRITTEN_MESSAGES && bytes <= MAX_UNWRITTEN_BYTES);
+                    refused += 1;
+                }
+                Err(e) => panic!("unexpected error: {e}"),
+            }
+            // Let the writing tasks run, so the backlog is what the stream really holds up.
+            tokio::task::yield_now().await;
+        }
+        let backlog = peer.backlog();
+        assert!(
+            backlog.peak_messages <= MAX_UNWRITTEN_MESSAGES,
+            "{backlog:?}"
+        );
+        assert!(backlog.peak_bytes <= MAX_UNWRITTEN_BYTES, "{backlog:?}");
+        assert!(
+            refused > 9_000,
+            "only {refused} of 10000 answers were refused"
+        );
+        assert_eq!(backlog.refused, refused);
+        let error = peer
+            .notify("n", None::<Value>)
+            .await
+            .expect_err("still full");
+        assert!(
+            error.to_string().contains("not reading its input"),
+            "{error}"
+        );
+
+        // The other side reads at last: whole answers only, and the session works again.
+        let mut other = LineReader::new(theirs);
+        let mut answers = 0;
+        while peer.backlog().messages > 0 || answers == 0 {
+            let Message::Answer { .. } = next(&mut other).await else {
+                panic!("expected an answer");
+            };
+            answers += 1;
+        }
+        assert!(
+            answers < 10_000 - 9_000 + 1,
+            "{answers} answers got through"
+        );
+        peer.notify("later", None::<Value>).await.expect("sends");
+        loop {
+            if let Message::Notification { method, .. } = next(&mut other).await {
+                assert_eq!(method, "later");
+                break;
+            }
+        }
+    }
+
+    /// A write given up halfway (its caller timed out while the other side did not read) is
+    /// finished by the next one, so the other side never sees a torn line.
+    #[tokio::test]
+    async fn h22_9_an_abandoned_write_does_not_tear_the_stream() {
+        let (ours, theirs) = tokio::io::duplex(64);
+        let peer = Peer::new(ours);
+        let long = "y".repeat(1000);
+        let abandoned = tokio::spawn({
+            let peer = Arc::clone(&peer);
+            let long = long.clone();
+            async move { peer.notify("first", Some(json!({"long": long}))).await }
+        });
+        // The first 64 bytes fill the stream; the writer waits for room.
+        while peer.backlog().messages == 0 {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        abandoned.abort();
+        let _ = abandoned.await;
+        let second = tokio::spawn({
+            let peer = Arc::clone(&peer);
+            async move { peer.notify("second", None::<Value>).await }
+        });
+        let mut other = LineReader::new(theirs);
+        let Message::Notification { method, params } = next(&mut other).await else {
+            panic!("expected the first notification");
+        };
+        assert_eq!(
+            (method.as_str(), params["long"].as_str()),
+            ("first", Some(long.as_str()))
+        );
+        let Message::Notification { method, .. } = next(&mut other).await else {
+            panic!("expected the second notification");
+        };
+        assert_eq!(method, "second");
+        second.await.expect("joins").expect("sends");
     }
 }

@@ -316,10 +316,21 @@ impl TalonMcp {
 
 /// Sends a call's progress reports to the client as `notifications/progress` for `token`, in
 /// order, until the call's context is dropped.
+///
+/// A client slower than the reports gets the latest: while one notification is being sent, only
+/// the newest report waits (each cut to
+/// [`talon_core::events::MAX_PROGRESS_MESSAGE_BYTES`]), and the ones it replaced are dropped.
+/// Progress only ever grows, so the latest says all the dropped ones did. A queue of every
+/// report held a gigabyte for a slow client in the review of issue 22 (item 9).
 fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::ProgressSink {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<talon_core::ProgressUpdate>();
+    let (latest, mut next) =
+        tokio::sync::watch::channel::<Option<talon_core::ProgressUpdate>>(None);
     tokio::spawn(async move {
-        while let Some(update) = rx.recv().await {
+        // Ends once the sink is dropped and its last report is sent.
+        while next.changed().await.is_ok() {
+            let Some(update) = next.borrow_and_update().clone() else {
+                continue;
+            };
             let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
             param.total = update.total;
             param.message = update.message;
@@ -328,8 +339,8 @@ fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::Progres
             }
         }
     });
-    talon_core::ProgressSink(Arc::new(move |update| {
-        let _ = tx.send(update);
+    talon_core::ProgressSink(Arc::new(move |update: talon_core::ProgressUpdate| {
+        latest.send_replace(Some(update.bounded()));
     }))
 }
 
@@ -390,5 +401,73 @@ mod tests {
         let result = serde_json::to_value(to_call_result(&output)).expect("serializes");
         assert_eq!(result["content"].as_array().map(Vec::len), Some(1));
         assert_eq!(result["content"][0]["type"], "image");
+    }
+
+    /// A client that takes each progress notification only when the test lets it.
+    #[derive(Clone)]
+    struct SlowClient {
+        gate: Arc<tokio::sync::Semaphore>,
+        got: Arc<std::sync::Mutex<Vec<ProgressNotificationParam>>>,
+    }
+
+    impl Notify for SlowClient {
+        async fn log(&self, _: LoggingMessageNotificationParam) -> Result<(), String> {
+            Ok(())
+        }
+        async fn progress(&self, param: ProgressNotificationParam) -> Result<(), String> {
+            let permit = self.gate.acquire().await.map_err(|e| e.to_string())?;
+            permit.forget();
+            self.got.lock().map_err(|e| e.to_string())?.push(param);
+            Ok(())
+        }
+        async fn tools_changed(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// Issue 22 item 9: progress forwarded to a client slower than the reports queued without
+    /// bound (1 GB). Now the latest report waits, cut to size, and the client still gets it.
+    #[tokio::test]
+    async fn h22_9_progress_to_a_slow_client_keeps_only_the_latest() {
+        use talon_core::events::MAX_PROGRESS_MESSAGE_BYTES;
+        let client = SlowClient {
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            got: Arc::default(),
+        };
+        let sink = progress_to(
+            client.clone(),
+            ProgressToken(rmcp::model::NumberOrString::Number(1)),
+        );
+        let huge = "m".repeat(1024 * 1024);
+        for n in 0..1000 {
+            (sink.0)(talon_core::ProgressUpdate {
+                progress: f64::from(n),
+                total: Some(1000.0),
+                message: Some(huge.clone()),
+            });
+            tokio::task::yield_now().await;
+        }
+        drop(sink);
+        // The client takes what is offered: at most the report it was handed while stuck,
+        // then the latest.
+        client.gate.add_permits(1000);
+        // The forwarding task ends (dropping its handle on the client) once it sent the last.
+        while Arc::strong_count(&client.gate) > 1 {
+            tokio::task::yield_now().await;
+        }
+        let got = client.got.lock().expect("not poisoned").clone();
+        assert!(
+            got.len() <= 2,
+            "{} reports were queued for the client",
+            got.len()
+        );
+        let last = got.last().expect("the latest report arrives");
+        assert_eq!(last.progress, 999.0);
+        let message = last.message.as_deref().unwrap_or_default();
+        assert!(
+            message.len() <= MAX_PROGRESS_MESSAGE_BYTES,
+            "{}",
+            message.len()
+        );
     }
 }
