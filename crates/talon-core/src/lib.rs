@@ -12,6 +12,8 @@
 //! * [`workspace`] — each call's workspace: shared, or one per agent and user.
 //! * [`caller`] — the agent, user and workspace every entry point binds a call to.
 //! * [`approvals`], [`questions`] — calls and tools waiting for a person's answer.
+//! * [`visible`] — text from a model or a server made safe to show a person (no escape
+//!   sequences, bidi overrides or invisible characters reach a terminal).
 //!
 //! This crate does no I/O beyond running shell-command hooks and creating per-agent workspace
 //! directories; storage, network and tools live in the crates above it.
@@ -33,6 +35,7 @@ pub mod script;
 pub mod scrub;
 pub mod tool;
 pub mod untrusted;
+pub mod visible;
 pub mod waiting;
 pub mod wire;
 pub mod workspace;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use talon_core::approvals::{PendingApproval, Prompter, Resolution};
+use talon_core::visible::{has_hidden, visible, visible_lines};
 
 /// Asks on the controlling terminal, one request at a time.
 #[derive(Debug, Default)]
@@ -29,18 +30,35 @@ impl TtyPrompter {
     }
 }
 
-/// The question shown for `request`.
+/// Each line of the command or arguments starts with this, so no line of them can pass for
+/// the prompt's own text.
+const GUTTER: &str = "  | ";
+
+/// The question shown for `request`: the exact command that will run, every line of it behind
+/// [`GUTTER`], with control, bidi and invisible characters spelled out (a command's escape
+/// sequences must not redraw the prompt, see [`talon_core::visible`]).
 fn question(request: &PendingApproval) -> String {
-    let agent = request.agent.as_deref().unwrap_or("default");
+    let agent = visible(request.agent.as_deref().unwrap_or("default"));
     let always = match &request.always {
-        Some(key) => format!(", [a] always (remembers exactly: {key})"),
+        Some(key) => format!(", [a] always (remembers exactly: {})", visible(key)),
         None => String::new(),
     };
+    let lines = request.summary.split('\n').count();
+    let mut what = if lines == 1 {
+        "exactly this runs:".to_string()
+    } else {
+        format!("exactly this runs ({lines} lines):")
+    };
+    if has_hidden(&request.summary) {
+        what.push_str(
+            " (it holds control or invisible characters, shown as escapes such as \\x1b)",
+        );
+    }
     format!(
-        "\ntalon: {tool} (agent {agent}) needs approval: {reason}\n  {summary}\nAllow? [y] once{always}, [N] deny: ",
-        tool = request.tool,
-        reason = request.reason,
-        summary = request.summary.replace('\n', "\n  "),
+        "\ntalon: {tool} (agent {agent}) needs approval: {reason}\n  {what}\n{summary}\nAllow? [y] once{always}, [N] deny: ",
+        tool = visible(&request.tool),
+        reason = visible(&request.reason),
+        summary = visible_lines(&request.summary, GUTTER),
     )
 }
 
@@ -107,7 +125,10 @@ mod tests {
             q.contains("exec (agent default) needs approval: not on the allowlist"),
             "{q}"
         );
-        assert!(q.contains("\n  make deploy\n  make clean\n"), "{q}");
+        assert!(
+            q.contains("exactly this runs (2 lines):\n  | make deploy\n  | make clean\nAllow?"),
+            "{q}"
+        );
         assert!(
             q.contains("[a] always (remembers exactly: make deploy && make clean)"),
             "{q}"

@@ -9,6 +9,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 use support::chat::{mock_provider, requests, story_home};
+use support::terminal::{at_a_terminal, under_a_terminal};
 
 /// The done-when conversation at a terminal (util-linux `script` gives `talon chat` a
 /// pseudo-terminal): the model asks a question, the person picks an option by number; the
@@ -118,45 +119,6 @@ fn an_approved_plan_leaves_plan_mode() {
         "{}",
         sent[2]
     );
-}
-
-/// Runs `talon <args>` in `home` under a pseudo-terminal (util-linux `script`), typing `typed`
-/// ahead (the terminal hands each prompt one line); what the terminal showed, and whether it
-/// succeeded.
-fn at_a_terminal(home: &std::path::Path, args: &str, typed: &[u8]) -> (String, bool) {
-    use std::io::Write;
-    let mut child = under_a_terminal(home, args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(typed).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        out.status.success(),
-    )
-}
-
-/// `talon <args>` in `home` under a pseudo-terminal (util-linux `script`), stdin and stdout
-/// piped.
-fn under_a_terminal(home: &std::path::Path, args: &str) -> std::process::Command {
-    let line = format!("{} {args}", support::talon().display());
-    let mut cmd = std::process::Command::new("script");
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("TALON_DATA_DIR", home.join("data"))
-        .current_dir(home)
-        .args(["-qec", &line, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    if let Some(config) = support::config_file(home) {
-        cmd.env("TALON_CONFIG", config);
-    }
-    cmd
 }
 
 /// An interactive `talon chat` under a pseudo-terminal, driven by what it shows.

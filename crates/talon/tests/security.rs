@@ -9,5 +9,6 @@ mod support;
 mod security {
     mod gateway;
     mod sandbox;
+    mod terminal;
     mod turns;
 }

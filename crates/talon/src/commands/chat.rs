@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use talon_agent::{RunEvent, TurnOutcome, TurnStop};
 use talon_core::permission::PermissionMode;
+use talon_core::visible::{visible, visible_prose};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
@@ -110,7 +111,7 @@ impl Chat {
             )
         });
         Ok(Self {
-            session_key: Runner::session_key(&agent_key, "cli", &session),
+            session_key: Runner::session_key(&agent_key, "cli", None, &session),
             runner,
             agent_key,
             mode: std::sync::Mutex::new(args.permission_mode),
@@ -177,7 +178,7 @@ impl Chat {
         let outcome = match self.turn(prompt, &printer).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                eprintln!("talon: {e}");
+                eprintln!("talon: {}", visible(&e));
                 return ExitCode::from(1);
             }
         };
@@ -234,7 +235,7 @@ impl Chat {
                     println!();
                     report_stop(&outcome.stop);
                 }
-                Err(e) => eprintln!("talon: {e}"),
+                Err(e) => eprintln!("talon: {}", visible(&e)),
             }
         }
     }
@@ -244,17 +245,18 @@ impl Chat {
 fn print_for_person(event: &RunEvent) {
     match event {
         RunEvent::Text { text } => {
-            print!("{text}");
+            print!("{}", visible_prose(text));
             let _ = std::io::stdout().flush();
         }
         RunEvent::ToolStarted {
             name, arguments, ..
         } => {
+            let arguments = visible(arguments);
             let mut shown: String = arguments.chars().take(120).collect();
             if shown.len() < arguments.len() {
                 shown.push('…');
             }
-            eprintln!("\n→ {name} {shown}");
+            eprintln!("\n→ {} {shown}", visible(name));
         }
         RunEvent::ToolFinished {
             name,
@@ -263,9 +265,9 @@ fn print_for_person(event: &RunEvent) {
             ..
         } => {
             let mark = if *is_error { "✗" } else { "✓" };
-            eprintln!("  {mark} {name} ({elapsed_ms} ms)");
+            eprintln!("  {mark} {} ({elapsed_ms} ms)", visible(name));
         }
-        RunEvent::LoopWarning { message } => eprintln!("  ! {message}"),
+        RunEvent::LoopWarning { message } => eprintln!("  ! {}", visible(message)),
         RunEvent::Compacted { messages } => {
             eprintln!(
                 "  (the {messages} oldest messages were summarised to fit the context window)"
@@ -291,7 +293,7 @@ fn report_stop(stop: &TurnStop) {
         TurnStop::Cancelled => "cancelled".to_string(),
         TurnStop::Failed(why) => format!("failed: {why}"),
     };
-    eprintln!("talon: {note}");
+    eprintln!("talon: {}", visible(&note));
 }
 
 fn exit_code(stop: &TurnStop) -> ExitCode {
