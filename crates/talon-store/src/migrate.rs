@@ -55,6 +55,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_session_settings.sql"),
         postgres: include_str!("../migrations/postgres/0006_session_settings.sql"),
     },
+    Migration {
+        version: 7,
+        name: "session_owner",
+        sqlite: include_str!("../migrations/sqlite/0007_session_owner.sql"),
+        postgres: include_str!("../migrations/postgres/0007_session_owner.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

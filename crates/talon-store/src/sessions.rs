@@ -1,6 +1,12 @@
 //! Agent sessions and their messages. A turn's messages are appended in one transaction when
 //! the turn ends ([`Store::finish_turn`]), so a crash mid-turn loses the unfinished turn whole
 //! and never saves half of it; the session then shows the turn as interrupted.
+//!
+//! A session belongs to one agent and one owner: the end user whose turns it holds, or nobody
+//! for calls that name no user. Several users share one gateway, so a session of another user
+//! is as invisible as a nonexistent one: [`Store::owned_session`] and [`Store::sessions`] match
+//! the owner in the query, and [`Store::begin_turn`] never continues a session of another
+//! agent or owner. [`Store::session`] is the runtime's own lookup of a key it already checked.
 
 use sqlx::Row;
 
@@ -11,6 +17,8 @@ use crate::{Store, StoreError, now_ms};
 pub struct SessionRecord {
     pub key: String,
     pub agent_key: String,
+    /// The end user whose session this is; empty for calls that name no user.
+    pub owner: String,
     /// `idle`, `running` (a turn is under way) or `interrupted` (the last turn never finished).
     pub state: String,
     pub turns: i64,
@@ -35,12 +43,13 @@ pub struct TurnStart {
     pub previous_interrupted: bool,
 }
 
-const COLUMNS: &str = "session_key, agent_key, state, turns, input_tokens, output_tokens, last_stop, summary, summary_through, created_at, updated_at";
+const COLUMNS: &str = "session_key, agent_key, owner, state, turns, input_tokens, output_tokens, last_stop, summary, summary_through, created_at, updated_at";
 
 fn record(row: &sqlx::any::AnyRow) -> Result<SessionRecord, StoreError> {
     Ok(SessionRecord {
         key: row.try_get("session_key")?,
         agent_key: row.try_get("agent_key")?,
+        owner: row.try_get("owner")?,
         state: row.try_get("state")?,
         turns: row.try_get("turns")?,
         input_tokens: row.try_get("input_tokens")?,
@@ -51,6 +60,16 @@ fn record(row: &sqlx::any::AnyRow) -> Result<SessionRecord, StoreError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
+}
+
+/// A session of another agent or user, refused without saying whose it is.
+fn taken(key: &str) -> StoreError {
+    StoreError::Invalid {
+        what: "session key",
+        reason: format!(
+            "session {key:?} is taken by another agent or user; choose another session key"
+        ),
+    }
 }
 
 fn valid_session_key(key: &str) -> Result<(), StoreError> {
@@ -65,20 +84,28 @@ fn valid_session_key(key: &str) -> Result<(), StoreError> {
 }
 
 impl Store {
-    /// Marks a turn of `key` as running, creating the session for `agent` if it is new. A turn
-    /// still marked running from before (its process died) is reported as interrupted.
-    pub async fn begin_turn(&self, key: &str, agent: &str) -> Result<TurnStart, StoreError> {
+    /// Marks a turn of `key` as running, creating the session for `agent` and `owner` (the end
+    /// user; `None` for none) if it is new. A session of another agent or owner is refused,
+    /// without saying whose it is. A turn still marked running from before (its process died) is
+    /// reported as interrupted.
+    pub async fn begin_turn(
+        &self,
+        key: &str,
+        agent: &str,
+        owner: Option<&str>,
+    ) -> Result<TurnStart, StoreError> {
         valid_session_key(key)?;
         let now = now_ms();
         // One statement, so concurrent turns never upgrade a read lock (SQLite would refuse).
         let row = sqlx::query(
-            "INSERT INTO sessions (session_key, agent_key, state, turns, created_at, updated_at) VALUES ($1, $2, 'running', 1, $3, $3) \
+            "INSERT INTO sessions (session_key, agent_key, owner, state, turns, created_at, updated_at) VALUES ($1, $2, $3, 'running', 1, $4, $4) \
              ON CONFLICT (session_key) DO UPDATE SET prev_state = sessions.state, state = 'running', turns = sessions.turns + 1, updated_at = excluded.updated_at \
-             WHERE sessions.agent_key = excluded.agent_key \
+             WHERE sessions.agent_key = excluded.agent_key AND sessions.owner = excluded.owner \
              RETURNING turns, prev_state",
         )
         .bind(key)
         .bind(agent)
+        .bind(owner.unwrap_or_default())
         .bind(now)
         .fetch_optional(self.pool())
         .await?;
@@ -87,19 +114,26 @@ impl Store {
                 turn: row.try_get("turns")?,
                 previous_interrupted: row.try_get::<String, _>("prev_state")? == "running",
             }),
-            None => {
-                let owner = self
-                    .session(key)
-                    .await?
-                    .map(|s| s.agent_key)
-                    .unwrap_or_default();
-                Err(StoreError::Invalid {
-                    what: "session key",
-                    reason: format!(
-                        "session {key:?} belongs to agent {owner:?}, not {agent:?}; choose another session key"
-                    ),
-                })
-            }
+            None => Err(taken(key)),
+        }
+    }
+
+    /// Whether a turn of `agent` and `owner` may run in `key`: the session is new or theirs.
+    /// [`Store::begin_turn`] refuses the others itself; this lets the runtime refuse before it
+    /// reads the session's settings and history.
+    pub async fn check_session_owner(
+        &self,
+        key: &str,
+        agent: &str,
+        owner: Option<&str>,
+    ) -> Result<(), StoreError> {
+        valid_session_key(key)?;
+        if self.owned_session(key, Some(agent), owner).await?.is_some()
+            || self.session(key).await?.is_none()
+        {
+            Ok(())
+        } else {
+            Err(taken(key))
         }
     }
 
@@ -212,7 +246,8 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// One session.
+    /// One session, whoever owns it: for the runtime, about a key it already checked. What a
+    /// caller asks for goes through [`Store::owned_session`].
     pub async fn session(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM sessions WHERE session_key = $1"
@@ -223,16 +258,39 @@ impl Store {
         row.map(|r| record(&r)).transpose()
     }
 
-    /// Sessions, most recently active first; only `agent`'s when given.
+    /// Session `key` if it belongs to `owner` (the end user; `None`: calls that name no user,
+    /// which see only unowned sessions) and, when given, to `agent`. Another user's session is
+    /// `None`, the same as one that does not exist.
+    pub async fn owned_session(
+        &self,
+        key: &str,
+        agent: Option<&str>,
+        owner: Option<&str>,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM sessions WHERE session_key = $1 AND owner = $2 AND ($3 = '' OR agent_key = $3)"
+        )))
+        .bind(key)
+        .bind(owner.unwrap_or_default())
+        .bind(agent.unwrap_or_default())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| record(&r)).transpose()
+    }
+
+    /// `owner`'s sessions (see [`Store::owned_session`]), most recently active first; only
+    /// `agent`'s when given.
     pub async fn sessions(
         &self,
         agent: Option<&str>,
+        owner: Option<&str>,
         limit: i64,
     ) -> Result<Vec<SessionRecord>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM sessions WHERE ($1 = '' OR agent_key = $1) ORDER BY updated_at DESC, session_key LIMIT $2"
+            "SELECT {COLUMNS} FROM sessions WHERE ($1 = '' OR agent_key = $1) AND owner = $2 ORDER BY updated_at DESC, session_key LIMIT $3"
         )))
         .bind(agent.unwrap_or(""))
+        .bind(owner.unwrap_or_default())
         .bind(limit)
         .fetch_all(self.pool())
         .await?;

@@ -162,9 +162,23 @@ impl Runner {
     }
 
     /// The session key for `chat` of `agent` on `channel` (GoClaw's shape: agent, channel,
-    /// peer kind, chat).
-    pub fn session_key(agent: &str, channel: &str, chat: &str) -> String {
-        format!("agent:{agent}:{channel}:direct:{chat}")
+    /// peer kind, chat). A user's chats carry the user (`…:user:<user>:<chat>`), so two users
+    /// choosing the same name get two sessions; a call naming no user gets `…:direct:<chat>`.
+    pub fn session_key(agent: &str, channel: &str, user: Option<&str>, chat: &str) -> String {
+        match user {
+            Some(user) => format!("agent:{agent}:{channel}:user:{}:{chat}", key_part(user)),
+            None => format!("agent:{agent}:{channel}:direct:{chat}"),
+        }
+    }
+
+    /// The key of `user`'s stateless turns with `agent` on `channel`: never stored, but it names
+    /// what the turn's calls share (the rate limit, background commands, the session sandbox),
+    /// so each agent and user has their own.
+    pub fn stateless_key(agent: &str, channel: &str, user: Option<&str>) -> String {
+        match user {
+            Some(user) => format!("agent:{agent}:{channel}:stateless:{}", key_part(user)),
+            None => format!("agent:{agent}:{channel}:stateless"),
+        }
     }
 
     /// The context of a turn: the caller bound to its agent and workspace.
@@ -225,6 +239,10 @@ impl Runner {
             .context(request.agent, request.user, request.channel)
             .await?;
         let agent_key = ctx.agent_key.clone().unwrap_or_default();
+        if let Some(session) = &request.session {
+            self.check_session(session, &agent_key, ctx.user.as_deref())
+                .await?;
+        }
         let built = self.agent(&agent_key).await?;
         // The session's own settings (the Config tool's): a model of its own, a permission
         // mode, compaction off. The entry point's explicit permission mode wins.
@@ -270,14 +288,14 @@ impl Runner {
             let (earlier, live) = self.live_history(agent, session, compact, events).await?;
             summary = earlier;
             history = live;
-            start = Some(self.store.begin_turn(session, &agent_key).await.map_err(
-                |e| match e {
-                    talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
-                    e => RunError::Store(e.to_string()),
-                },
-            )?);
+            start = Some(
+                self.store
+                    .begin_turn(session, &agent_key, ctx.user.as_deref())
+                    .await
+                    .map_err(session_error)?,
+            );
         } else {
-            ctx.session_key = format!("{}:stateless", request.channel);
+            ctx.session_key = Self::stateless_key(&agent_key, request.channel, ctx.user.as_deref());
         }
         let _running = request
             .session
@@ -372,6 +390,31 @@ impl Runner {
         })
     }
 
+    /// Refuses a turn in `session` unless it is new or a session of `agent` and `user`, before
+    /// anything of it is read: another user's conversation is theirs. Keys Talon builds for a
+    /// user ([`Runner::session_key`]) or for stateless turns cannot be taken by anyone else.
+    async fn check_session(
+        &self,
+        session: &str,
+        agent: &str,
+        user: Option<&str>,
+    ) -> Result<(), RunError> {
+        let reserved = match session.split(':').collect::<Vec<_>>().as_slice() {
+            ["agent", _, _, "stateless", ..] => true,
+            ["agent", _, _, "user", owner, _, ..] => user.map(key_part).as_deref() != Some(*owner),
+            _ => false,
+        };
+        if reserved {
+            return Err(RunError::Invalid(format!(
+                "session {session:?} is reserved for another caller; choose another session key"
+            )));
+        }
+        self.store
+            .check_session_owner(session, agent, user)
+            .await
+            .map_err(session_error)
+    }
+
     /// The system prompt: the configured one, then the agent's context files for this user
     /// (GoClaw's order: SOUL, IDENTITY, AGENTS, TOOLS, USER, BOOTSTRAP, then the rest by name).
     async fn system_prompt(
@@ -456,6 +499,20 @@ impl Runner {
             .await
             .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
         stored.iter().map(|m| parse_message(session, m)).collect()
+    }
+}
+
+/// `part` made safe to sit between the `:` of a session key (`%` and `:` escaped), so no two
+/// users' keys can coincide.
+fn key_part(part: &str) -> String {
+    part.replace('%', "%25").replace(':', "%3A")
+}
+
+/// A store error about a session key: the caller's to fix when the key is invalid or taken.
+fn session_error(e: talon_store::StoreError) -> RunError {
+    match e {
+        talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
+        e => RunError::Store(e.to_string()),
     }
 }
 

@@ -4,9 +4,16 @@
 //! |---|---|
 //! | `POST /v1/chat/completions` | OpenAI-compatible (streaming or not): `model` names the agent |
 //! | `POST /v1/sessions/{key}/messages` | one turn in a stored session: `{"text", "agent"?, "user"?}` |
-//! | `POST /v1/sessions/{key}/cancel` | cancels the turn running in the session |
-//! | `GET /v1/sessions[?agent=&limit=]` | stored sessions, most recent first |
-//! | `GET /v1/sessions/{key}` | one session and its messages |
+//! | `POST /v1/sessions/{key}/cancel[?user=]` | cancels the turn running in the session |
+//! | `GET /v1/sessions[?agent=&user=&limit=]` | stored sessions, most recent first |
+//! | `GET /v1/sessions/{key}[?user=]` | one session and its messages |
+//!
+//! Several users share one gateway token, so sessions belong to their user: every route sees
+//! only the sessions of the user it names (`user` in the body or the query; none: only sessions
+//! of no user), another user's session answers "not found" like a nonexistent one, and a turn
+//! never runs in another user's session. A named session's key carries the user
+//! (`agent:<agent>:http:user:<user>:<name>`), and so does a stateless call's, which keeps one
+//! user's stateless calls from sharing another's rate limit and background commands.
 //!
 //! `/v1/chat/completions` is stateless like OpenAI's (the client sends the conversation each
 //! time) unless the request names a session (`"session"` in the body or an
@@ -218,11 +225,11 @@ async fn completions(
             .map(str::to_string)
     });
     // Say what is wrong (an unknown agent, no provider) before any answer starts.
-    let agent_key = match runner
+    let (agent_key, user) = match runner
         .context(agent.as_deref(), body.user.as_deref(), "http")
         .await
     {
-        Ok(ctx) => ctx.agent_key.unwrap_or_default(),
+        Ok(ctx) => (ctx.agent_key.unwrap_or_default(), ctx.user),
         Err(e) => return run_error(e),
     };
     if let Err(e) = runner.check_model(&agent_key).await {
@@ -231,7 +238,7 @@ async fn completions(
     let session = session.map(|chat| {
         // The stored session holds the conversation; the client's copy is not used.
         history.clear();
-        Runner::session_key(&agent_key, "http", &chat)
+        Runner::session_key(&agent_key, "http", user.as_deref(), &chat)
     });
     let id = format!("chatcmpl-talon-{}", uuid::Uuid::new_v4().simple());
     let model = body.model.clone();
@@ -369,8 +376,46 @@ async fn session_message(
     }
 }
 
-async fn cancel_turn(State(runner): State<Runner>, Path(key): Path<String>) -> Response {
-    if runner.cancel(&key) {
+/// The user a query names (`?user=`).
+#[derive(Debug, Deserialize)]
+struct UserQuery {
+    user: Option<String>,
+}
+
+impl UserQuery {
+    fn user(&self) -> Option<&str> {
+        named(&self.user)
+    }
+}
+
+/// A user given in a query; empty is none.
+fn named(user: &Option<String>) -> Option<&str> {
+    user.as_deref().filter(|u| !u.is_empty())
+}
+
+/// Session `key` if it is `user`'s; another user's is `Ok(None)`, like one that does not exist.
+async fn owned(
+    runner: &Runner,
+    key: &str,
+    user: Option<&str>,
+) -> Result<Option<talon_store::SessionRecord>, Response> {
+    runner
+        .store()
+        .owned_session(key, None, user)
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e))
+}
+
+async fn cancel_turn(
+    State(runner): State<Runner>,
+    Path(key): Path<String>,
+    Query(q): Query<UserQuery>,
+) -> Response {
+    let mine = match owned(&runner, &key, q.user()).await {
+        Ok(found) => found.is_some(),
+        Err(response) => return response,
+    };
+    if mine && runner.cancel(&key) {
         Json(json!({"ok": true, "session": key})).into_response()
     } else {
         error(
@@ -384,13 +429,19 @@ async fn cancel_turn(State(runner): State<Runner>, Path(key): Path<String>) -> R
 #[derive(Debug, Deserialize)]
 struct ListQuery {
     agent: Option<String>,
+    user: Option<String>,
     limit: Option<i64>,
 }
 
 async fn list_sessions(State(runner): State<Runner>, Query(q): Query<ListQuery>) -> Response {
+    let user = named(&q.user);
     match runner
         .store()
-        .sessions(q.agent.as_deref(), q.limit.unwrap_or(100).clamp(1, 1000))
+        .sessions(
+            q.agent.as_deref(),
+            user,
+            q.limit.unwrap_or(100).clamp(1, 1000),
+        )
         .await
     {
         Ok(list) => Json(json!({"sessions": list})).into_response(),
@@ -398,17 +449,21 @@ async fn list_sessions(State(runner): State<Runner>, Query(q): Query<ListQuery>)
     }
 }
 
-async fn show_session(State(runner): State<Runner>, Path(key): Path<String>) -> Response {
-    let session = match runner.store().session(&key).await {
+async fn show_session(
+    State(runner): State<Runner>,
+    Path(key): Path<String>,
+    Query(q): Query<UserQuery>,
+) -> Response {
+    let session = match owned(&runner, &key, q.user()).await {
         Ok(Some(s)) => s,
         Ok(None) => {
             return error(
                 StatusCode::NOT_FOUND,
                 "not_found",
-                format!("no session {key:?}"),
+                format!("no session {key:?} of this user; GET /v1/sessions?user=… lists them"),
             );
         }
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+        Err(response) => return response,
     };
     match runner.history(&key).await {
         Ok(messages) => Json(json!({"session": session, "messages": messages})).into_response(),

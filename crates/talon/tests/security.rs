@@ -9,6 +9,7 @@ mod support;
 mod security {
     mod gateway;
     mod sandbox;
+    mod sessions;
     mod terminal;
     mod turns;
 }

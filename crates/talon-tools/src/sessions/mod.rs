@@ -2,8 +2,13 @@
 //! the store's agent sessions, and `sessions_send`, which delivers a message into another
 //! session of the same agent and runs a turn there.
 //!
-//! A call sees only its own agent's sessions. Running a turn belongs to the agent runtime, which
-//! sits above this crate: it supplies a [`SessionSender`] once it exists.
+//! A call sees only the sessions of its own agent and its own user (a call naming no user, only
+//! sessions of no user): several users share one gateway, and another user's conversation is
+//! theirs. Another user's session is "not found", the same as a key that does not exist; the
+//! store matches the owner in its queries ([`Store::owned_session`], [`Store::sessions`]), and
+//! the turn `sessions_send` starts is refused by the store too if the session is not the
+//! caller's. Running a turn belongs to the agent runtime, which sits above this crate: it
+//! supplies a [`SessionSender`] once it exists.
 
 pub mod session_status;
 pub mod sessions_history;
@@ -35,11 +40,22 @@ fn agent(ctx: &CallContext) -> String {
     crate::memory::scope(ctx).0
 }
 
-/// `key`, if it is a session of the call's agent; otherwise an error for the model.
+/// Session `key`, if it is one of the call's agent and user.
+async fn owned(
+    store: &Store,
+    ctx: &CallContext,
+    key: &str,
+) -> Result<Option<SessionRecord>, talon_store::StoreError> {
+    store
+        .owned_session(key, Some(&agent(ctx)), ctx.user.as_deref())
+        .await
+}
+
+/// `key`, if it is a session of the call's agent and user; otherwise an error for the model.
 async fn visible(store: &Store, ctx: &CallContext, key: &str) -> Result<SessionRecord, String> {
-    match store.session(key).await {
-        Ok(Some(s)) if s.agent_key == agent(ctx) => Ok(s),
-        Ok(_) => Err(format!(
+    match owned(store, ctx, key).await {
+        Ok(Some(s)) => Ok(s),
+        Ok(None) => Err(format!(
             "no session {key:?} of this agent; sessions_list shows the ones you can use"
         )),
         Err(e) => Err(format!("sessions are unavailable: {e}")),

@@ -30,7 +30,7 @@ impl Tool for SessionStatus {
 
     async fn execute(&self, call: Authorized<SessionStatusInput>) -> ToolOutput {
         let ctx = call.ctx();
-        match self.store.session(&ctx.session_key).await {
+        match super::owned(&self.store, ctx, &ctx.session_key).await {
             Ok(Some(s)) => {
                 ToolOutput::text(format!("{}\nagent: {}", super::describe(&s), s.agent_key))
             }

@@ -36,7 +36,8 @@ impl Tool for SessionsList {
     async fn execute(&self, call: Authorized<SessionsListInput>) -> ToolOutput {
         let limit = i64::from(call.input().limit.unwrap_or(20).clamp(1, 200));
         let agent = super::agent(call.ctx());
-        match self.store.sessions(Some(&agent), limit).await {
+        let user = call.ctx().user.as_deref();
+        match self.store.sessions(Some(&agent), user, limit).await {
             Ok(list) if list.is_empty() => ToolOutput::text("No sessions yet."),
             Ok(list) => ToolOutput::text(
                 list.iter()
