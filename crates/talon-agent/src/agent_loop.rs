@@ -48,8 +48,6 @@ pub struct LoopConfig {
     pub context_window: Option<u64>,
     /// The share of the window at which a session is compacted (default 0.75).
     pub compact_at: f64,
-    /// The mode a run continues in once the user approves a plan (`ExitPlanMode`).
-    pub after_plan: PermissionMode,
     /// A small, fast model on the same provider for side questions (WebFetch's prompt over a
     /// page); `None`: such questions go back to the main model.
     pub small_model: Option<String>,
@@ -66,7 +64,6 @@ impl Default for LoopConfig {
             max_parallel: 4,
             context_window: None,
             compact_at: 0.75,
-            after_plan: PermissionMode::Default,
             small_model: None,
         }
     }
@@ -135,6 +132,9 @@ pub struct TurnOutcome {
     pub iterations: u32,
     /// The permission mode the turn ended in (it leaves plan mode when a plan is approved).
     pub permission_mode: PermissionMode,
+    /// The mode an approved plan would return to ([`CallContext::mode_after_plan`] at the end),
+    /// for the entry point to keep while the session stays in plan mode.
+    pub mode_after_plan: PermissionMode,
 }
 
 /// A model with the pipeline it calls tools through. It holds no per-turn state, so one agent
@@ -240,6 +240,7 @@ impl Agent {
                         usage: Usage::default(),
                         iterations: 0,
                         permission_mode: ctx.permission_mode,
+                        mode_after_plan: ctx.mode_after_plan,
                     };
                 }
                 Message::User {
@@ -313,15 +314,20 @@ impl Agent {
             }
             let (results, verdict) = self.run_calls(&ctx, &calls, &mut detector, events).await;
             if ctx.permission_mode == PermissionMode::Plan && self.plan_approved(&calls, &results) {
+                // Back to the mode before plan mode, which the entry point bounded by the
+                // configured one: approving a plan never loosens what the operator set.
                 let mut next = (*ctx).clone();
-                next.permission_mode = self.config.after_plan;
+                next.permission_mode = ctx.mode_after_plan;
                 ctx = Arc::new(next);
                 events(RunEvent::PlanApproved {
-                    mode: self.config.after_plan,
+                    mode: ctx.permission_mode,
                 });
             }
             if let Some(mode) = self.mode_configured(&ctx, &calls, &results) {
                 let mut next = (*ctx).clone();
+                if mode == PermissionMode::Plan && ctx.permission_mode != PermissionMode::Plan {
+                    next.mode_after_plan = ctx.permission_mode.stricter(ctx.mode_after_plan);
+                }
                 next.permission_mode = mode;
                 ctx = Arc::new(next);
             }
@@ -354,6 +360,7 @@ impl Agent {
             usage,
             iterations,
             permission_mode: ctx.permission_mode,
+            mode_after_plan: ctx.mode_after_plan,
         }
     }
 
@@ -385,7 +392,7 @@ impl Agent {
             .filter(|args| args["setting"] == CONFIG_PERMISSION_MODE)
             .filter_map(|args| serde_json::from_value::<PermissionMode>(args["value"].clone()).ok())
             // The tool allowed only a stricter mode; checked again rather than trusted.
-            .find(|mode| mode.latitude() <= ctx.permission_mode.latitude())
+            .find(|mode| mode.is_no_looser_than(ctx.permission_mode))
     }
 
     /// One model request, streamed to `events`, abandoned on cancellation.

@@ -108,6 +108,10 @@ pub struct CallContext {
     pub run_kind: RunKind,
     /// Claude Code permission mode for this call.
     pub permission_mode: PermissionMode,
+    /// The mode an approved plan (`ExitPlanMode`) returns to: the mode in force before plan
+    /// mode, never looser than the configured one. Entry points set it with the mode; the
+    /// agent loop keeps it when the model enters plan mode.
+    pub mode_after_plan: PermissionMode,
     /// Per-request tool allow list (for example a forum topic's tools); intersected last.
     pub tool_allow: Option<Arc<[String]>>,
     /// Cancelled when the caller gives up (client disconnect, parent abort).
@@ -220,6 +224,7 @@ impl CallContext {
             spawn_depth: 0,
             run_kind: RunKind::default(),
             permission_mode: PermissionMode::default(),
+            mode_after_plan: PermissionMode::default(),
             tool_allow: None,
             progress: None,
             client: None,

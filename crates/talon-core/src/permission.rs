@@ -42,10 +42,11 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
-    /// How permissive the mode is, for "only ever stricter" rules: `plan` (nothing that
-    /// changes anything) < `dontAsk` (never asks, refuses instead) < `default` < `acceptEdits`
-    /// < `bypassPermissions`.
-    pub fn latitude(self) -> u8 {
+    /// How permissive the mode is: `plan` (nothing that changes anything) < `dontAsk` (never
+    /// asks, refuses instead) < `default` < `acceptEdits` < `bypassPermissions`. The one
+    /// definition of the order; everything else compares through [`PermissionMode::stricter`]
+    /// and [`PermissionMode::is_no_looser_than`].
+    fn latitude(self) -> u8 {
         match self {
             PermissionMode::Plan => 0,
             PermissionMode::DontAsk => 1,
@@ -53,6 +54,22 @@ impl PermissionMode {
             PermissionMode::AcceptEdits => 3,
             PermissionMode::BypassPermissions => 4,
         }
+    }
+
+    /// The stricter of the two modes. Wherever two sources name a mode (the operator's
+    /// configuration and what a session stored, the mode before plan mode and the configured
+    /// one), the stricter applies: no source but the operator may loosen what the operator set.
+    pub fn stricter(self, other: Self) -> Self {
+        if other.latitude() < self.latitude() {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Whether this mode allows nothing that `other` does not (it is `other` or stricter).
+    pub fn is_no_looser_than(self, other: Self) -> bool {
+        self.latitude() <= other.latitude()
     }
 
     /// The wire name (`acceptEdits`, …).
@@ -227,5 +244,26 @@ pub fn mode_decision(mode: PermissionMode, spec: &ToolSpec, auto_allowed: bool) 
         _ => {
             Decision::Ask(format!("{:?} risk in {} mode", spec.risk, mode.as_str()).to_lowercase())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PermissionMode::{self, *};
+
+    const ALL: [PermissionMode; 5] = [Plan, DontAsk, Default, AcceptEdits, BypassPermissions];
+
+    #[test]
+    fn h22_12_the_stricter_mode_always_wins() {
+        // ALL is ordered strictest first.
+        for (i, a) in ALL.iter().enumerate() {
+            for (j, b) in ALL.iter().enumerate() {
+                let strictest = ALL[i.min(j)];
+                assert_eq!(a.stricter(*b), strictest, "{a:?} vs {b:?}");
+                assert_eq!(a.is_no_looser_than(*b), i <= j, "{a:?} vs {b:?}");
+            }
+        }
+        assert_eq!(AcceptEdits.stricter(DontAsk), DontAsk);
+        assert_eq!(DontAsk.stricter(BypassPermissions), DontAsk);
     }
 }

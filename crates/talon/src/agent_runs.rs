@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_core::permission::PermissionMode;
 use talon_core::questions::Questions;
 use talon_core::{CallContext, Callers, Pipeline, RunKind};
 use talon_store::Store;
+use talon_tools::claude_code::config::{MODE_BEFORE_PLAN, PERMISSION_MODE};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat_config::agent_model;
@@ -272,12 +274,8 @@ impl Runner {
         ctx.provider = Some(agent.provider_name().to_string());
         ctx.model = Some(agent.config().model.clone());
         ctx.cancel = request.cancel;
-        let stored_mode = settings
-            .get(talon_tools::claude_code::config::PERMISSION_MODE)
-            .and_then(|m| serde_json::from_value(m.clone()).ok());
-        if let Some(mode) = request.permission_mode.or(stored_mode) {
-            ctx.permission_mode = mode;
-        }
+        (ctx.permission_mode, ctx.mode_after_plan) =
+            turn_modes(ctx.permission_mode, request.permission_mode, &settings);
         let starting_mode = ctx.permission_mode;
         let compact = settings.get("autoCompactEnabled") != Some(&serde_json::Value::Bool(false));
         let mut history = request.history;
@@ -347,16 +345,22 @@ impl Runner {
             started.elapsed(),
         );
         if let (Some(session), Some(start)) = (&request.session, start) {
-            // A mode the turn moved to (an approved plan) is where the next turn starts.
+            // A mode the turn moved to (an approved plan) is where the next turn starts; while
+            // the session stays in plan mode, so is the mode an approved plan returns to.
+            let mut keep = Vec::new();
             if outcome.permission_mode != starting_mode {
-                let mode = serde_json::json!(outcome.permission_mode.as_str());
+                keep.push((PERMISSION_MODE, outcome.permission_mode));
+            }
+            if outcome.permission_mode == PermissionMode::Plan
+                && stored_mode(&settings, MODE_BEFORE_PLAN) != Some(outcome.mode_after_plan)
+            {
+                keep.push((MODE_BEFORE_PLAN, outcome.mode_after_plan));
+            }
+            for (setting, mode) in keep {
+                let mode = serde_json::json!(mode.as_str());
                 if let Err(e) = self
                     .store
-                    .set_session_setting(
-                        session,
-                        talon_tools::claude_code::config::PERMISSION_MODE,
-                        &mode,
-                    )
+                    .set_session_setting(session, setting, &mode)
                     .await
                 {
                     tracing::warn!(session, error = %e, "cannot keep the session's permission mode");
@@ -514,6 +518,41 @@ fn session_error(e: talon_store::StoreError) -> RunError {
         talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
         e => RunError::Store(e.to_string()),
     }
+}
+
+/// A permission mode a session stored under `setting`.
+fn stored_mode(
+    settings: &serde_json::Map<String, serde_json::Value>,
+    setting: &str,
+) -> Option<PermissionMode> {
+    settings
+        .get(setting)
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+}
+
+/// The modes a turn starts in: the one it runs in, and the one an approved plan returns to.
+///
+/// The entry point's explicit mode (`talon chat --permission-mode`) is the person's choice and
+/// applies as given. Otherwise the session's stored mode (the model's `Config` calls, an
+/// approved plan) applies only where it is stricter than the `configured` one: an operator who
+/// tightens the configuration tightens every session. An approved plan returns to the mode
+/// before plan mode (kept with the session while it plans; the configured one when the session
+/// started in plan mode), never looser than the configured one.
+fn turn_modes(
+    configured: PermissionMode,
+    explicit: Option<PermissionMode>,
+    settings: &serde_json::Map<String, serde_json::Value>,
+) -> (PermissionMode, PermissionMode) {
+    let stored = stored_mode(settings, PERMISSION_MODE);
+    let mode = explicit.unwrap_or_else(|| stored.map_or(configured, |s| s.stricter(configured)));
+    let before_plan = match (mode, stored) {
+        (PermissionMode::Plan, Some(PermissionMode::Plan)) => {
+            stored_mode(settings, MODE_BEFORE_PLAN).unwrap_or(configured)
+        }
+        (PermissionMode::Plan, _) => configured,
+        (mode, _) => mode,
+    };
+    (mode, before_plan.stricter(configured))
 }
 
 /// One stored message.

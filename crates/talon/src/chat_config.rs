@@ -195,7 +195,6 @@ pub async fn agent_model(
             small_model: agent_config
                 .and_then(|a| a.small_model.clone())
                 .or_else(|| chat.small_model.clone()),
-            ..LoopConfig::default()
         },
         api_key,
     })

@@ -8,6 +8,7 @@ mod support;
 
 mod security {
     mod gateway;
+    mod modes;
     mod sandbox;
     mod sessions;
     mod terminal;

@@ -25,6 +25,10 @@ pub const NAME: &str = "Config";
 /// The setting holding the permission mode.
 pub const PERMISSION_MODE: &str = "permissions.defaultMode";
 
+/// Where the runtime keeps, while a session is in plan mode, the mode an approved plan returns
+/// to. Not a setting of the tool: the model can neither read nor write it.
+pub const MODE_BEFORE_PLAN: &str = "permissions.modeBeforePlan";
+
 /// Every setting the tool knows.
 const SETTINGS: [&str; 3] = ["model", PERMISSION_MODE, "autoCompactEnabled"];
 
@@ -50,7 +54,7 @@ pub fn stricter_mode(current: PermissionMode, value: &Value) -> Result<Permissio
     let mode: PermissionMode = serde_json::from_value(value.clone()).map_err(|_| {
         format!("{value} is not a permission mode; use plan, dontAsk, default or acceptEdits")
     })?;
-    if mode.latitude() > current.latitude() {
+    if !mode.is_no_looser_than(current) {
         return Err(format!(
             "the permission mode can only be made stricter here ({} is more permissive than the \
              current {}); ask the user to change it",

@@ -1,6 +1,9 @@
 //! `ExitPlanMode`: in plan mode the model presents its plan and asks the user to approve it.
 //! An approved plan ends plan mode for the rest of the run (the agent loop switches the mode
-//! when this tool succeeds); a rejected one keeps the model planning, with the user's reason.
+//! when this tool succeeds) and returns to the mode in force before plan mode, never looser
+//! than the configured one (`CallContext::mode_after_plan`): approving a plan is the user's
+//! decision to proceed, not to loosen what the operator set. A rejected plan keeps the model
+//! planning, with the user's reason.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
