@@ -9,6 +9,9 @@
 //! machine), never cloud metadata. The decision is `talon-net`'s [`Guard`]: an IP-literal host
 //! is checked before each request and each redirect hop, and a name is resolved once by the
 //! guard and dialled at exactly the checked addresses (no second resolution to rebind).
+//! Credentials belong to the origin they were sent to: a redirect to another origin drops the
+//! request's `Authorization`, `Proxy-Authorization` and `Cookie` headers, and a request whose
+//! body would be repeated there (307 and 308, a token request's client secret) is not followed.
 
 use std::error::Error as StdError;
 use std::net::IpAddr;
@@ -133,7 +136,9 @@ impl GuardedOAuthHttp {
             })
     }
 
-    async fn send(
+    /// Sends `request`, following redirects when `policy` says so: every hop is checked by the
+    /// guard, and a hop to another origin carries no credentials.
+    pub async fn send(
         &self,
         mut request: reqwest::Request,
         policy: OAuthHttpRedirectPolicy,
@@ -152,8 +157,21 @@ impl GuardedOAuthHttp {
                 && location.is_some();
             match (follow, next, location) {
                 (true, Some(mut again), Some(location)) => {
+                    let repeats_body = matches!(response.status().as_u16(), 307 | 308);
+                    if location.origin() != again.url().origin() {
+                        if repeats_body && again.body().is_some() {
+                            return Ok(response);
+                        }
+                        for header in [
+                            reqwest::header::AUTHORIZATION,
+                            reqwest::header::PROXY_AUTHORIZATION,
+                            reqwest::header::COOKIE,
+                        ] {
+                            again.headers_mut().remove(header);
+                        }
+                    }
                     // 307 and 308 repeat the request; the others turn it into a GET.
-                    if !matches!(response.status().as_u16(), 307 | 308) {
+                    if !repeats_body {
                         *again.method_mut() = reqwest::Method::GET;
                         *again.body_mut() = None;
                         again.headers_mut().remove(reqwest::header::CONTENT_TYPE);

@@ -182,6 +182,48 @@ async fn h22_11_redirects_never_carry_credentials_to_another_origin() {
     );
 }
 
+/// Item 11, OAuth's own requests: a redirect to another origin (another port of the allowed
+/// host) is followed through the address guard but without the request's credentials.
+#[tokio::test]
+async fn h22_11_oauth_redirects_drop_credentials_across_origins() {
+    let (elsewhere, arrived) = recording_server(|_| {
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".into()
+    })
+    .await;
+    let (configured, _) = recording_server(move |_| {
+        format!(
+            "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{elsewhere}/.well-known/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{configured}/.well-known/x");
+    let guard = talon_bridge::oauth_http::guard_for(&url).await.unwrap();
+    let client = talon_bridge::oauth_http::GuardedOAuthHttp::new(guard).unwrap();
+    let mut request = reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap());
+    for (name, value) in [
+        ("authorization", "Basic secret-h22"),
+        ("cookie", "session=secret-h22"),
+    ] {
+        request
+            .headers_mut()
+            .insert(name, reqwest::header::HeaderValue::from_static(value));
+    }
+    let response = client
+        .send(
+            request,
+            rmcp::transport::auth::OAuthHttpRedirectPolicy::Follow,
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the redirect was followed");
+    let arrived = arrived.lock().unwrap();
+    assert_eq!(arrived.len(), 1);
+    assert!(
+        !arrived[0].contains("secret-h22"),
+        "the credentials reached the other origin: {arrived:?}"
+    );
+}
+
 /// Grants: nobody has one.
 struct NoGrants;
 
