@@ -1,4 +1,10 @@
 //! Claude Code's `ListMcpResources` and `ReadMcpResource` over the bridged servers.
+//!
+//! Both declare their `server` argument ([`ToolSpec::naming_mcp_server`]), so the pipeline
+//! refuses a call naming a server the caller's policy denies (`group:mcp:<server>`), as it
+//! refuses that server's own tools; a listing of every server skips the denied ones (and
+//! does not name them) by the rule the pipeline hands over
+//! ([`Authorized::mcp_server_allowed`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,9 +20,20 @@ use crate::link::Link;
 /// The connected servers by name, shared with the resource tools.
 pub type Links = Arc<Mutex<BTreeMap<String, Arc<Link>>>>;
 
-fn link(links: &Links, server: &str) -> Result<Arc<Link>, String> {
-    let all = links.lock().unwrap_or_else(PoisonError::into_inner);
-    all.get(server).cloned().ok_or_else(|| {
+/// The connected servers the call may reach (by its policy), by name.
+fn reachable<I>(links: &Links, call: &Authorized<I>) -> BTreeMap<String, Arc<Link>> {
+    links
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(name, _)| call.mcp_server_allowed(name))
+        .map(|(name, link)| (name.clone(), Arc::clone(link)))
+        .collect()
+}
+
+fn link<I>(links: &Links, call: &Authorized<I>, server: &str) -> Result<Arc<Link>, String> {
+    let mut all = reachable(links, call);
+    all.remove(server).ok_or_else(|| {
         let known: Vec<&String> = all.keys().collect();
         format!("no MCP server named {server:?}; connected servers: {known:?}")
     })
@@ -74,21 +91,16 @@ impl Tool for ListMcpResources {
         .in_group("mcp")
         .in_group(dialect_group(self.dialect))
         .with_untrusted_output()
+        .naming_mcp_server("server")
     }
 
     async fn execute(&self, call: Authorized<ListInput>) -> ToolOutput {
         let targets: Vec<Arc<Link>> = match &call.input().server {
-            Some(name) => match link(&self.links, name) {
+            Some(name) => match link(&self.links, &call, name) {
                 Ok(l) => vec![l],
                 Err(e) => return ToolOutput::error(e),
             },
-            None => self
-                .links
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .values()
-                .cloned()
-                .collect(),
+            None => reachable(&self.links, &call).into_values().collect(),
         };
         let mut out: Vec<Value> = Vec::new();
         let mut problems = Vec::new();
@@ -164,11 +176,12 @@ impl Tool for ReadMcpResource {
         .in_group("mcp")
         .in_group(dialect_group(self.dialect))
         .with_untrusted_output()
+        .naming_mcp_server("server")
     }
 
     async fn execute(&self, call: Authorized<ReadInput>) -> ToolOutput {
         let input = call.input();
-        let l = match link(&self.links, &input.server) {
+        let l = match link(&self.links, &call, &input.server) {
             Ok(l) => l,
             Err(e) => return ToolOutput::error(e),
         };

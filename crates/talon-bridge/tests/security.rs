@@ -7,6 +7,7 @@
 
 mod security {
     mod h22;
+    mod h22_7;
     mod h22_9;
 }
 

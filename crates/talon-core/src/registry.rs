@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::context::CallContext;
 use crate::output::ToolOutput;
-use crate::policy::catalog;
+use crate::policy::{McpServerRule, catalog};
 use crate::script::ScriptAnalysis;
 use crate::tool::{Authorized, Tool, ToolSpec};
 
@@ -40,13 +40,15 @@ pub enum RegistryError {
 pub(crate) trait ErasedTool: Send + Sync {
     /// Deserializes validated arguments and runs the tool; `delegations` are the declared
     /// delegates the pipeline authorized for this call, `script` the permission step's analysis
-    /// of its shell script argument.
+    /// of its shell script argument, `mcp_servers` the caller's rule for MCP servers (for
+    /// tools that declare [`crate::ToolSpec::mcp_server_arg`]).
     fn run(
         &self,
         ctx: Arc<CallContext>,
         args: Value,
         delegations: Arc<[String]>,
         script: Option<ScriptAnalysis>,
+        mcp_servers: Option<Arc<McpServerRule>>,
     ) -> BoxFuture<'_, Result<ToolOutput, String>>;
 }
 
@@ -59,6 +61,7 @@ impl<T: Tool> ErasedTool for Typed<T> {
         args: Value,
         delegations: Arc<[String]>,
         script: Option<ScriptAnalysis>,
+        mcp_servers: Option<Arc<McpServerRule>>,
     ) -> BoxFuture<'_, Result<ToolOutput, String>> {
         Box::pin(async move {
             let empty = args.as_object().is_some_and(serde_json::Map::is_empty);
@@ -72,7 +75,13 @@ impl<T: Tool> ErasedTool for Typed<T> {
             };
             Ok(self
                 .0
-                .execute(Authorized::new(input, ctx, delegations, script))
+                .execute(Authorized::new(
+                    input,
+                    ctx,
+                    delegations,
+                    script,
+                    mcp_servers,
+                ))
                 .await)
         })
     }

@@ -12,7 +12,7 @@
 //! use std::sync::Arc;
 //! use talon_core::{Authorized, CallContext};
 //! let ctx = Arc::new(CallContext::new("session"));
-//! let permit: Authorized<()> = Authorized::new((), ctx, Vec::new().into(), None);
+//! let permit: Authorized<()> = Authorized::new((), ctx, Vec::new().into(), None, None);
 //! ```
 //!
 //! and its fields are private, so a struct literal does not compile either (error E0451):
@@ -21,7 +21,7 @@
 //! use std::sync::Arc;
 //! use talon_core::{Authorized, CallContext};
 //! let ctx = Arc::new(CallContext::new("session"));
-//! let permit: Authorized<()> = Authorized { input: (), ctx, delegations: Vec::new().into(), script: None, seal: unreachable!() };
+//! let permit: Authorized<()> = Authorized { input: (), ctx, delegations: Vec::new().into(), script: None, mcp_servers: None, seal: unreachable!() };
 //! ```
 //!
 //! The only way to run a tool is [`crate::Pipeline::call`]:
@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::CallContext;
 use crate::output::ToolOutput;
+use crate::policy::McpServerRule;
 use crate::script::ScriptAnalysis;
 
 /// Goat's side-effect classes: what a tool can do to the world.
@@ -152,6 +153,13 @@ pub struct ToolSpec {
     /// Declared here so no crate has to recognise shell tools by their names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell_script_arg: Option<String>,
+    /// The argument that names an MCP server the tool reaches (`server` for
+    /// `ListMcpResources` and `ReadMcpResource`). The pipeline refuses a call naming a server
+    /// the caller's policy denies (`group:mcp:<server>`), as it refuses that server's own
+    /// tools, and gives the tool the caller's rule for the servers it reaches without one
+    /// named ([`Authorized::mcp_server_allowed`]: a listing of every server's resources).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server_arg: Option<String>,
 }
 
 impl ToolSpec {
@@ -173,6 +181,7 @@ impl ToolSpec {
             delegates: Vec::new(),
             untrusted_output: false,
             shell_script_arg: None,
+            mcp_server_arg: None,
         }
     }
 
@@ -185,6 +194,12 @@ impl ToolSpec {
     /// Declares that argument `arg` is a shell script (see [`ToolSpec::shell_script_arg`]).
     pub fn with_shell_script_arg(mut self, arg: impl Into<String>) -> Self {
         self.shell_script_arg = Some(arg.into());
+        self
+    }
+
+    /// Declares that argument `arg` names an MCP server (see [`ToolSpec::mcp_server_arg`]).
+    pub fn naming_mcp_server(mut self, arg: impl Into<String>) -> Self {
+        self.mcp_server_arg = Some(arg.into());
         self
     }
 
@@ -242,6 +257,8 @@ pub struct Authorized<I> {
     delegations: Arc<[String]>,
     /// The permission step's analysis of the spec's shell script argument, if any.
     script: Option<ScriptAnalysis>,
+    /// The caller's rule for MCP servers, for tools that declare [`ToolSpec::mcp_server_arg`].
+    mcp_servers: Option<Arc<McpServerRule>>,
     #[allow(dead_code)]
     seal: Seal,
 }
@@ -269,14 +286,26 @@ impl<I> Authorized<I> {
         ctx: Arc<CallContext>,
         delegations: Arc<[String]>,
         script: Option<ScriptAnalysis>,
+        mcp_servers: Option<Arc<McpServerRule>>,
     ) -> Self {
         Self {
             input,
             ctx,
             delegations,
             script,
+            mcp_servers,
             seal: Seal(()),
         }
+    }
+
+    /// Whether the caller's policy lets this call reach MCP server `server`. A tool that
+    /// reaches servers declares [`ToolSpec::mcp_server_arg`]; the pipeline has then already
+    /// refused a call naming a denied server, and this answers for the servers the tool picks
+    /// itself (a listing of all of them). `true` for tools that declare no such argument.
+    pub fn mcp_server_allowed(&self, server: &str) -> bool {
+        self.mcp_servers
+            .as_deref()
+            .is_none_or(|rule| rule.allows(server))
     }
 
     /// The analysis of the shell script argument ([`ToolSpec::shell_script_arg`]) that the

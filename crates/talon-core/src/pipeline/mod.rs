@@ -5,7 +5,9 @@
 //! Steps, in order:
 //! 1. resolve the name (aliases, deferred activation);
 //! 2. authorize against the caller's effective tool set (fail closed);
-//! 3. validate arguments (empty-arguments guard, JSON schema);
+//! 3. validate arguments (empty-arguments guard, JSON schema); an MCP server named in an
+//!    argument ([`crate::ToolSpec::mcp_server_arg`]) is authorized here by the same policy,
+//!    and again when a hook rewrites the input;
 //! 4. rate limit by session key (never skipped: an empty key is a key too);
 //! 5. PreToolUse hooks (block, rewrite input — validated again —, add context);
 //! 6. permission by mode and risk, asking the approver when needed; a shell script argument
@@ -23,6 +25,7 @@
 mod builder;
 mod limits;
 mod post;
+mod servers;
 mod validate;
 
 pub use builder::PipelineBuilder;
@@ -46,7 +49,7 @@ use crate::permission::{
     Approval, Approver, Decision, PermissionChecker, PermissionMode, PermissionRequest,
     mode_decision,
 };
-use crate::policy::{PolicyEngine, PolicyRequest};
+use crate::policy::{McpServerRule, PolicyEngine, PolicyRequest};
 use crate::rate_limit::RateLimiter;
 use crate::registry::{RegisteredTool, Registry};
 use crate::script::{ScriptAnalysis, ScriptAnalyzer};
@@ -248,15 +251,10 @@ impl Pipeline {
         {
             return Arc::clone(set);
         }
-        let set = Arc::new(self.policy.effective(
-            &self.registry,
-            &PolicyRequest {
-                agent: ctx.agent_key.as_deref(),
-                provider: ctx.provider.as_deref(),
-                spawn_depth: ctx.spawn_depth,
-                tool_allow: ctx.tool_allow.as_deref(),
-            },
-        ));
+        let set = Arc::new(
+            self.policy
+                .effective(&self.registry, &PolicyRequest::for_call(ctx)),
+        );
         if let Ok(mut cache) = self.policy_cache.lock() {
             if cache.generation != generation || cache.sets.len() >= POLICY_CACHE_MAX {
                 cache.sets.clear();
@@ -476,6 +474,8 @@ impl Pipeline {
         }
         validate::check_schema(&spec.name, tool.validator(), &progress.args)
             .map_err(|m| (FailedStage::Validation, m))?;
+        // The MCP server an argument names is authorized like the server's own tools.
+        let mut servers = self.mcp_servers(ctx, spec, &progress.args)?;
 
         // Step 4: rate limit.
         if let Some(limiter) = &self.rate_limiter {
@@ -515,6 +515,7 @@ impl Pipeline {
                     )
                 })?;
                 progress.args = updated;
+                servers = self.mcp_servers(ctx, spec, &progress.args)?;
             }
             progress.context = outcome.additional_context;
             hook_permission = outcome.permission;
@@ -536,7 +537,14 @@ impl Pipeline {
         }
         let delegations = self.delegations(ctx, spec, &allowed, &progress.args);
         let mut output = self
-            .execute(ctx, &tool, progress.args.clone(), delegations, script)
+            .execute(
+                ctx,
+                &tool,
+                progress.args.clone(),
+                delegations,
+                script,
+                servers,
+            )
             .await?;
         limits::cap(&mut output.for_llm, self.max_output_bytes);
         if let Some(text) = output.for_user.as_mut() {
@@ -710,6 +718,7 @@ impl Pipeline {
         args: Value,
         delegations: Arc<[String]>,
         script: Option<ScriptAnalysis>,
+        servers: Option<Arc<McpServerRule>>,
     ) -> Result<ToolOutput, (FailedStage, String)> {
         let name = &tool.spec().name;
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
@@ -721,7 +730,11 @@ impl Pipeline {
         let budget = deadline.saturating_duration_since(start);
         let ctx = self.with_progress_events(ctx, tool);
         let ctx = self.with_scrubbed_log(ctx);
-        let run = AssertUnwindSafe(tool.exec.run(Arc::clone(&ctx), args, delegations, script))
+        let run =
+            AssertUnwindSafe(
+                tool.exec
+                    .run(Arc::clone(&ctx), args, delegations, script, servers),
+            )
             .catch_unwind();
         let result = tokio::select! {
             biased;

@@ -121,6 +121,47 @@ pub struct PolicyRequest<'a> {
     pub tool_allow: Option<&'a [String]>,
 }
 
+/// The MCP servers a requester may reach through the tools that name a server in an argument
+/// ([`crate::ToolSpec::mcp_server_arg`]: `ListMcpResources`, `ReadMcpResource`): a server
+/// whose group (`group:mcp:<server>`, or all of `group:mcp`) a deny list applying to the
+/// requester names is refused, as its own tools are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpServerRule {
+    all_denied: bool,
+    denied: BTreeSet<String>,
+}
+
+impl McpServerRule {
+    /// Whether the requester may reach `server`.
+    pub fn allows(&self, server: &str) -> bool {
+        !self.all_denied && !self.denied.contains(server)
+    }
+
+    fn deny(&mut self, spec: &str) {
+        match spec.trim().strip_prefix("group:") {
+            Some("mcp") => self.all_denied = true,
+            Some(group) => {
+                if let Some(server) = group.strip_prefix("mcp:") {
+                    self.denied.insert(server.to_string());
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+impl<'a> PolicyRequest<'a> {
+    /// The request of a call: its agent, provider, depth and per-request allow list.
+    pub fn for_call(ctx: &'a crate::context::CallContext) -> Self {
+        Self {
+            agent: ctx.agent_key.as_deref(),
+            provider: ctx.provider.as_deref(),
+            spawn_depth: ctx.spawn_depth,
+            tool_allow: ctx.tool_allow.as_deref(),
+        }
+    }
+}
+
 /// Computes effective tool sets. Cheap to clone; holds only validated configuration.
 #[derive(Debug, Clone)]
 pub struct PolicyEngine {
@@ -211,16 +252,75 @@ impl PolicyEngine {
         &self.config
     }
 
-    /// The canonical names of the tools the requester may see and call, sorted.
-    pub fn effective(&self, registry: &Registry, req: &PolicyRequest<'_>) -> BTreeSet<String> {
-        let all: BTreeSet<String> = registry.names().into_iter().collect();
-        let expand = |specs: &[String]| expand_specs(registry, &all, specs);
+    /// The deny lists that apply to `req`: global, provider, agent, agent+provider.
+    fn deny_lists<'a>(&'a self, req: &PolicyRequest<'_>) -> impl Iterator<Item = &'a [String]> {
+        let (_, provider, agent, agent_provider) = self.layers(req);
+        [
+            Some(&self.config.global.deny),
+            provider.map(|p| &p.deny),
+            agent.map(|a| &a.deny),
+            agent_provider.map(|p| &p.deny),
+        ]
+        .into_iter()
+        .flatten()
+        .map(Vec::as_slice)
+    }
+
+    /// The subagent deny lists that apply to `req` (none at the top level).
+    fn subagent_deny_lists<'a>(
+        &'a self,
+        req: &PolicyRequest<'_>,
+    ) -> impl Iterator<Item = &'a [String]> {
+        let sub = &self.config.subagents;
+        let depth = req.spawn_depth;
+        [
+            (depth > 0).then_some(&sub.deny),
+            (depth > 0 && depth >= sub.max_spawn_depth).then_some(&sub.leaf_deny),
+        ]
+        .into_iter()
+        .flatten()
+        .map(Vec::as_slice)
+    }
+
+    /// The global policy and the provider, agent and agent+provider overrides for `req`.
+    #[allow(clippy::type_complexity)]
+    fn layers<'a>(
+        &'a self,
+        req: &PolicyRequest<'_>,
+    ) -> (
+        &'a ToolPolicy,
+        Option<&'a ProviderPolicy>,
+        Option<&'a AgentToolPolicy>,
+        Option<&'a ProviderPolicy>,
+    ) {
         let global = &self.config.global;
         let provider = req.provider.and_then(|p| global.by_provider.get(p));
         let agent = req.agent.and_then(|a| self.config.agents.get(a));
         let agent_provider = agent
             .zip(req.provider)
             .and_then(|(a, p)| a.by_provider.get(p));
+        (global, provider, agent, agent_provider)
+    }
+
+    /// The MCP servers `req` may reach through tools that name one ([`McpServerRule`]): the
+    /// same deny lists as [`PolicyEngine::effective`] applies, read for `group:mcp:<server>`.
+    pub fn mcp_servers(&self, req: &PolicyRequest<'_>) -> McpServerRule {
+        let mut rule = McpServerRule::default();
+        for spec in self
+            .deny_lists(req)
+            .chain(self.subagent_deny_lists(req))
+            .flatten()
+        {
+            rule.deny(spec);
+        }
+        rule
+    }
+
+    /// The canonical names of the tools the requester may see and call, sorted.
+    pub fn effective(&self, registry: &Registry, req: &PolicyRequest<'_>) -> BTreeSet<String> {
+        let all: BTreeSet<String> = registry.names().into_iter().collect();
+        let expand = |specs: &[String]| expand_specs(registry, &all, specs);
+        let (global, provider, agent, agent_provider) = self.layers(req);
 
         // Steps 1-2: the profile (a provider profile replaces the global one).
         let profile = provider
@@ -250,15 +350,8 @@ impl PolicyEngine {
         }
 
         // Deny is final.
-        let mut denied = expand(&global.deny);
-        for list in [
-            provider.map(|p| &p.deny),
-            agent.map(|a| &a.deny),
-            agent_provider.map(|p| &p.deny),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        let mut denied = BTreeSet::new();
+        for list in self.deny_lists(req) {
             denied.extend(expand(list));
         }
         set.retain(|t| !denied.contains(t));
@@ -271,14 +364,11 @@ impl PolicyEngine {
         set.extend(also.into_iter().filter(|t| !denied.contains(t)));
 
         // Subagents lose the always-denied tools; leaves also lose the spawning tools.
-        if req.spawn_depth > 0 {
-            let sub = &self.config.subagents;
-            let mut sub_denied = expand(&sub.deny);
-            if req.spawn_depth >= sub.max_spawn_depth {
-                sub_denied.extend(expand(&sub.leaf_deny));
-            }
-            set.retain(|t| !sub_denied.contains(t));
+        let mut sub_denied = BTreeSet::new();
+        for list in self.subagent_deny_lists(req) {
+            sub_denied.extend(expand(list));
         }
+        set.retain(|t| !sub_denied.contains(t));
 
         // The per-request allow list is a final intersection: nothing above can widen it.
         if let Some(list) = req.tool_allow {

@@ -1,5 +1,6 @@
 //! Issue 22's items that live in the pipeline: the untrusted-content fence survives scrubbing
-//! and cannot be forged from inside (item 1).
+//! and cannot be forged from inside (item 1); a denied MCP server is denied to the tools that
+//! name a server in an argument, as to its own tools (item 7).
 
 use serde_json::json;
 
@@ -145,5 +146,138 @@ async fn h22_1_what_the_header_quotes_cannot_close_it() {
         text.matches("END_EXTERNAL_UNTRUSTED_CONTENT").count(),
         1,
         "{text}"
+    );
+}
+
+/// Reaches MCP servers `a`, `b` and `c` as `ListMcpResources` does: the one named, or every one
+/// the caller may reach.
+struct Servers;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct ServersInput {
+    #[serde(default)]
+    server: Option<String>,
+}
+
+impl Tool for Servers {
+    type Input = ServersInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("list_resources", "Lists resources.", SideEffect::ReadOnly)
+            .naming_mcp_server("server")
+    }
+
+    async fn execute(&self, call: Authorized<ServersInput>) -> ToolOutput {
+        let reached: Vec<&str> = match &call.input().server {
+            Some(server) => vec![server.as_str()],
+            None => ["a", "b", "c"]
+                .into_iter()
+                .filter(|s| call.mcp_server_allowed(s))
+                .collect(),
+        };
+        ToolOutput::text(reached.join(","))
+    }
+}
+
+fn servers_pipeline(policy: crate::policy::PolicyConfig) -> Pipeline {
+    let r = Registry::new();
+    r.register(Servers).expect("register");
+    Pipeline::builder(Arc::new(r))
+        .policy(PolicyEngine::new(policy).expect("valid"))
+        .build()
+        .expect("pipeline")
+}
+
+async fn reach(p: &Pipeline, agent: &str, args: Value) -> CallOutcome {
+    let mut c = CallContext::new("s");
+    c.agent_key = Some(agent.into());
+    p.call(Arc::new(c), ToolCall::new("list_resources", args))
+        .await
+}
+
+#[tokio::test]
+async fn h22_7_a_denied_mcp_server_is_refused_to_tools_that_name_it() {
+    use crate::policy::{AgentToolPolicy, PolicyConfig, ToolPolicy};
+    let p = servers_pipeline(PolicyConfig {
+        global: ToolPolicy {
+            deny: vec!["group:mcp:b".into()],
+            ..Default::default()
+        },
+        agents: std::collections::BTreeMap::from([(
+            "ops".to_string(),
+            AgentToolPolicy {
+                deny: vec!["group:mcp:c".into()],
+                ..Default::default()
+            },
+        )]),
+        ..Default::default()
+    });
+    // Named: refused by policy before the tool runs.
+    let out = reach(&p, "dev", json!({"server": "b"})).await;
+    assert_eq!(
+        out.failed_stage,
+        Some(FailedStage::Policy),
+        "{}",
+        out.output.for_llm
+    );
+    assert!(
+        out.output.for_llm.contains("group:mcp:b"),
+        "{}",
+        out.output.for_llm
+    );
+    let out = reach(&p, "dev", json!({"server": "a"})).await;
+    assert_eq!(out.output.for_llm, "a");
+    // Per agent.
+    let out = reach(&p, "ops", json!({"server": "c"})).await;
+    assert_eq!(out.failed_stage, Some(FailedStage::Policy));
+    assert_eq!(
+        reach(&p, "dev", json!({"server": "c"}))
+            .await
+            .output
+            .for_llm,
+        "c"
+    );
+    // Not named: the denied servers are left out of a listing.
+    assert_eq!(reach(&p, "dev", json!({})).await.output.for_llm, "a,c");
+    assert_eq!(reach(&p, "ops", json!({})).await.output.for_llm, "a");
+}
+
+#[tokio::test]
+async fn h22_7_a_hook_cannot_rewrite_the_call_to_a_denied_server() {
+    use crate::hooks::{FnHook, HookEvent, HookInput, HookMatcher, HookOutcome, Hooks};
+    use crate::policy::{PolicyConfig, ToolPolicy};
+    let r = Registry::new();
+    r.register(Servers).expect("register");
+    let mut hooks = Hooks::default();
+    hooks.add(
+        HookEvent::PreToolUse,
+        HookMatcher::new(
+            None,
+            Arc::new(FnHook(|_: &HookInput| HookOutcome {
+                updated_input: Some(json!({"server": "b"})),
+                ..Default::default()
+            })),
+        ),
+    );
+    let p = Pipeline::builder(Arc::new(r))
+        .policy(
+            PolicyEngine::new(PolicyConfig {
+                global: ToolPolicy {
+                    deny: vec!["group:mcp:b".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .expect("valid"),
+        )
+        .hooks(hooks)
+        .build()
+        .expect("pipeline");
+    let out = reach(&p, "dev", json!({"server": "a"})).await;
+    assert_eq!(
+        out.failed_stage,
+        Some(FailedStage::Policy),
+        "{}",
+        out.output.for_llm
     );
 }
