@@ -20,7 +20,6 @@
 //! * marker-looking text inside the content and the quoted values is replaced
 //!   ([`neutralise`]), so the only markers in a fenced result are the two Talon wrote.
 
-use std::fmt::Write as _;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -57,45 +56,28 @@ pub fn wrap(source: &str, origin: &str, content: &str) -> String {
 }
 
 /// `value` made safe inside a double-quoted header value: at most `max_chars` characters kept;
-/// `\` and `"` escaped with a backslash; `<` and `>` (which could spell a marker's ends),
-/// control characters (line breaks included), and invisible formatting characters (bidi
-/// overrides, zero-width characters) written as `\u{…}`.
+/// `\` and `"` escaped with a backslash; `<` and `>` (which could spell a marker's ends)
+/// written as `\u{3c}` and `\u{3e}`; control characters (line breaks included) and invisible
+/// formatting characters (bidi overrides, zero-width characters) spelled out as
+/// [`crate::visible::visible`] does for a terminal.
 pub fn quote(value: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(value.len().min(max_chars) + 8);
+    let mut escaped = String::with_capacity(value.len().min(max_chars) + 8);
     for (i, c) in value.chars().enumerate() {
         if i == max_chars {
-            out.push('…');
+            escaped.push('…');
             break;
         }
         match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            c if c == '<' || c == '>' || c.is_control() || is_invisible_format(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => out.push(c),
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '<' => escaped.push_str("\\u{3c}"),
+            '>' => escaped.push_str("\\u{3e}"),
+            c => escaped.push(c),
         }
     }
-    out
-}
-
-/// Characters that change how the text around them is shown without being seen: Unicode's
-/// format characters in common use (soft hyphen, bidi marks, embeddings, overrides and
-/// isolates, zero-width characters, the BOM, tag characters) and the line and paragraph
-/// separators.
-fn is_invisible_format(c: char) -> bool {
-    matches!(
-        u32::from(c),
-        0x00AD
-            | 0x061C
-            | 0x180E
-            | 0x200B..=0x200F
-            | 0x2028..=0x202E
-            | 0x2060..=0x206F
-            | 0xFEFF
-            | 0xFFF9..=0xFFFB
-            | 0xE0000..=0xE007F
-    )
+    // The backslashes above are already doubled, so the escapes `visible` adds stay distinct
+    // from text that spells one.
+    crate::visible::visible(&escaped)
 }
 
 /// `content` with every marker-looking text replaced, so the content cannot open or close a
@@ -157,7 +139,7 @@ mod tests {
     fn h22_1_header_values_are_escaped_and_capped() {
         assert_eq!(
             quote("a\"b\\c<d>\n\u{1b}\u{202e}\u{200b}é", 100),
-            "a\\\"b\\\\c\\u{3c}d\\u{3e}\\u{a}\\u{1b}\\u{202e}\\u{200b}é"
+            "a\\\"b\\\\c\\u{3c}d\\u{3e}\\n\\x1b\\u{202e}\\u{200b}é"
         );
         assert_eq!(quote(&"x".repeat(10), 4), "xxxx…");
     }
