@@ -258,6 +258,7 @@ async fn h22_14_tool_search_hides_tools_the_caller_may_not_call() {
     let pipeline = Pipeline::builder(Arc::clone(&registry))
         .rate_limiter(None)
         .deferred_activator(bridge.activator())
+        .offer_filter(bridge.offer_filter())
         .build()
         .unwrap();
     let out = call(
@@ -282,6 +283,15 @@ async fn h22_14_tool_search_hides_tools_the_caller_may_not_call() {
         refused.is_error && refused.for_llm.contains("only with a grant"),
         "{}",
         refused.for_llm
+    );
+
+    // Now registered (a call by name activated it), it is still never suggested for a misspelt
+    // name to a caller who may not call it.
+    let typo = call(&pipeline, "mcp__vault__payroll_forecas", json!({})).await;
+    assert!(
+        typo.is_error && !typo.for_llm.contains("payroll_forecast"),
+        "{}",
+        typo.for_llm
     );
 }
 

@@ -444,9 +444,17 @@ impl Pipeline {
         }
         let allowed = self.effective_tools(ctx);
         let Some(tool) = resolved else {
+            // Suggestions come from what the caller is offered (grants included), so a
+            // misspelt name never reveals a tool the caller may not see.
+            let offered: Vec<String> = self
+                .offered_to(ctx)
+                .await
+                .iter()
+                .map(|t| t.spec().name.clone())
+                .collect();
             return Err((
                 FailedStage::UnknownTool,
-                validate::unknown_tool_message(name, allowed.iter()),
+                validate::unknown_tool_message(name, offered.iter()),
             ));
         };
         progress.tool = Some(Arc::clone(&tool));
