@@ -4,7 +4,9 @@
 //! In search mode the model finds tools with `mcp_tool_search` (BM25 over names and
 //! descriptions); the tools it finds are activated, so they are offered from the next turn on,
 //! and a call by name activates a tool too (the pipeline's deferred activator). Activation is
-//! per bridge (per process), and survives re-listing and reconnection.
+//! per bridge (per process), and survives re-listing and reconnection. The search finds only
+//! tools the caller may call (the grants check of a call, `access::Permits`): a grant-only server's
+//! names, descriptions and schemas are not shown to a caller without a grant.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -191,7 +193,7 @@ pub type Activate = Arc<dyn Fn(&[String]) + Send + Sync>;
 pub struct SearchTool {
     pub(crate) catalog: Weak<Mutex<Catalog>>,
     pub(crate) activate: Activate,
-    /// The bridge's grants: a caller finds only the tools it may call ([`Permits`]).
+    /// The bridge's grants: a caller finds only the tools it may call (`access::Permits`).
     pub(crate) access: Option<Arc<dyn Access>>,
 }
 

@@ -176,4 +176,17 @@ mod tests {
             second.starts_with("mcp__srv__a_b_") && second.len() == "mcp__srv__a_b_".len() + 12
         );
     }
+
+    #[test]
+    fn a_cut_name_keeps_its_servers_head_whole() {
+        let server = "s".repeat(MAX_SERVER_NAME);
+        for dialect in [Dialect::ClaudeCode, Dialect::GoClaw] {
+            let name = bridged_name(dialect, &server, None, &"t".repeat(100), |_| false);
+            assert!(name.len() <= MAX_NAME, "{name}");
+            assert!(
+                name.starts_with(&format!("{}__t", head(dialect, &server, None))),
+                "{name}"
+            );
+        }
+    }
 }
