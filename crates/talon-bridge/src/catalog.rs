@@ -5,8 +5,8 @@
 //! descriptions); the tools it finds are activated, so they are offered from the next turn on,
 //! and a call by name activates a tool too (the pipeline's deferred activator). Activation is
 //! per bridge (per process), and survives re-listing and reconnection. The search finds only
-//! tools the caller may call (the grants check of a call, `access::Permits`): a grant-only server's
-//! names, descriptions and schemas are not shown to a caller without a grant.
+//! tools the caller may call (the grants check of a call, `access::Permits`): a grant-only
+//! server's names, descriptions and schemas are not shown to a caller without a grant.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
