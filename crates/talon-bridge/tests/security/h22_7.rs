@@ -1,6 +1,7 @@
 //! Issue 22 item 7: denying `group:mcp:<server>` denies the server to the resource tools too
 //! (`ListMcpResources` / `ReadMcpResource`, `mcp_list_resources` / `mcp_read_resource`), not
-//! only its own tools: a named denied server is refused, a listing leaves it out.
+//! only its own tools: a named denied server is refused, a listing leaves it out. Item 6 for the
+//! bridge: every tool it registers is in a capability group.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 use talon_bridge::{Bridge, Dialect, ServerConfig, StdioConfig};
 use talon_core::permission::PermissionMode;
+use talon_core::policy::catalog::is_capability_group;
 use talon_core::policy::{PolicyConfig, PolicyEngine, ToolPolicy};
 use talon_core::{CallContext, CallOutcome, FailedStage, Pipeline, Registry, ToolCall};
 
@@ -121,5 +123,24 @@ async fn h22_7_a_denied_server_is_denied_to_the_resource_tools() {
             "{}",
             out.output.for_llm
         );
+    }
+}
+
+/// Item 6 for the bridge's tools: each is in a capability group (`mcp`, `mcp:<server>`) in
+/// both dialects, so `group:mcp` or `group:mcp:<server>` reaches it.
+#[tokio::test]
+async fn h22_6_every_bridge_tool_declares_a_capability_group() {
+    for dialect in [Dialect::ClaudeCode, Dialect::GoClaw] {
+        let registry = Arc::new(Registry::new());
+        let bridge = Bridge::new(&registry, dialect, None);
+        bridge.add(server("alpha")).await.unwrap();
+        let missing: Vec<String> = registry
+            .tools()
+            .iter()
+            .filter(|t| !t.spec().groups.iter().any(|g| is_capability_group(g)))
+            .map(|t| t.spec().name.clone())
+            .collect();
+        assert!(registry.len() >= 2, "{:?}", registry.names());
+        assert!(missing.is_empty(), "{dialect:?}: {missing:?}");
     }
 }
