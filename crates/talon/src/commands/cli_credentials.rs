@@ -87,7 +87,11 @@ pub struct AddArgs {
 }
 
 pub(crate) fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
+    // Errors can quote a server (an OAuth or MCP error body).
+    eprintln!(
+        "talon: {}",
+        talon_core::visible::visible_prose(&e.to_string())
+    );
     ExitCode::from(1)
 }
 

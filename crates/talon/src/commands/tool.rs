@@ -80,10 +80,15 @@ pub async fn call(
                 "elapsed_ms": outcome.elapsed.as_secs_f64() * 1000.0,
             })
         );
-    } else if outcome.output.is_error {
-        eprintln!("{}", outcome.output.for_llm);
     } else {
-        println!("{}", outcome.output.for_llm);
+        // A tool's output can be a server's or a command's words: shown with control
+        // characters spelled out (`--json` has it as it is).
+        let shown = talon_core::visible::visible_prose(&outcome.output.for_llm);
+        if outcome.output.is_error {
+            eprintln!("{shown}");
+        } else {
+            println!("{shown}");
+        }
     }
     match outcome.failed_stage {
         None => ExitCode::SUCCESS,

@@ -69,12 +69,13 @@ pub async fn list(
     for t in &tools {
         let s = t.spec();
         let summary = s.description.split(". ").next().unwrap_or_default();
+        // Names and descriptions of bridged tools are the servers' words.
         println!(
             "{:width$}  {:9}  {:12}  {}",
-            s.name,
+            talon_core::visible::visible(&s.name),
             format!("{:?}", s.risk).to_lowercase(),
             s.groups.join(","),
-            summary
+            talon_core::visible::visible(summary)
         );
     }
     ExitCode::SUCCESS

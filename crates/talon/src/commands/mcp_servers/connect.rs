@@ -9,6 +9,7 @@ use talon_store::Store;
 use super::super::cli_credentials::fail;
 use super::super::usage_error;
 use crate::config::Config;
+use talon_core::visible::visible;
 
 /// The bridge configuration of server `name`, from talon.toml or the store.
 async fn resolve(
@@ -65,7 +66,7 @@ async fn oauth_of(
 
 /// Opens `url` in the user's browser: `$BROWSER`, else xdg-open; the URL is printed either way.
 fn open_browser(url: &str) {
-    println!("Sign in at: {url}");
+    println!("Sign in at: {}", visible(url));
     let browser = std::env::var("BROWSER").unwrap_or_else(|_| "xdg-open".into());
     let opened = std::process::Command::new(&browser)
         .arg(url)
@@ -89,7 +90,7 @@ pub(super) async fn login(
     };
     let open = |url: &str| {
         if no_browser {
-            println!("Sign in at: {url}");
+            println!("Sign in at: {}", visible(url));
         } else {
             open_browser(url);
         }
@@ -152,7 +153,7 @@ pub(super) async fn test(config: &Config, store: &Store, name: &str, json: bool)
                     tools.len()
                 );
                 for t in &tools {
-                    println!("  {}", t.name);
+                    println!("  {}", visible(&t.name));
                 }
             }
             ExitCode::SUCCESS

@@ -384,8 +384,9 @@ fn print_rows(rows: &[serde_json::Value], json: bool, line: impl Fn(&serde_json:
     } else if rows.is_empty() {
         println!("(none)");
     } else {
+        // Requests carry their requester's words.
         for row in rows {
-            println!("{}", line(row));
+            println!("{}", talon_core::visible::visible(&line(row)));
         }
     }
 }
