@@ -164,24 +164,21 @@ impl talon_core::pipeline::OfferFilter for GrantFilter {
             let Some(source) = bridge.access.clone() else {
                 return tools;
             };
-            // The bridged tools by their offered names.
-            let bridged: BTreeMap<String, Bridged> = bridge
+            // Each bridged tool's server and raw name, by its offered name.
+            let bridged: BTreeMap<String, (Arc<crate::link::Link>, String)> = bridge
                 .catalog
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .tools
                 .values()
                 .flatten()
-                .map(|t| (t.name.clone(), t.clone()))
+                .map(|t| (t.name.clone(), (Arc::clone(&t.link), t.listed.name.clone())))
                 .collect();
             let mut permits = Permits::new(Some(source), ctx);
             let mut kept = Vec::with_capacity(tools.len());
             for tool in tools {
                 let allowed = match bridged.get(tool.spec().name.as_str()) {
-                    Some(b) => permits
-                        .check(&b.link.config, Some(&b.listed.name))
-                        .await
-                        .is_ok(),
+                    Some((link, raw)) => permits.check(&link.config, Some(raw)).await.is_ok(),
                     None => true,
                 };
                 if allowed {
