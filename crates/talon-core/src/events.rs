@@ -175,17 +175,24 @@ impl crate::context::ProgressUpdate {
     /// boundary, ending in "…"). Every queue of progress reports keeps them bounded this way.
     #[must_use]
     pub fn bounded(mut self) -> Self {
-        if let Some(message) = &mut self.message
-            && message.len() > MAX_PROGRESS_MESSAGE_BYTES
-        {
-            let mut end = MAX_PROGRESS_MESSAGE_BYTES - '…'.len_utf8();
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push('…');
-        }
+        cut_progress_message(&mut self.message);
         self
+    }
+}
+
+/// Cuts a progress message to [`MAX_PROGRESS_MESSAGE_BYTES`] (see [`ProgressUpdate::bounded`]).
+///
+/// [`ProgressUpdate::bounded`]: crate::context::ProgressUpdate::bounded
+fn cut_progress_message(message: &mut Option<String>) {
+    if let Some(message) = message
+        && message.len() > MAX_PROGRESS_MESSAGE_BYTES
+    {
+        let mut end = MAX_PROGRESS_MESSAGE_BYTES - '…'.len_utf8();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
     }
 }
 
@@ -250,21 +257,10 @@ impl EventBus {
         }
     }
 
-    pub(crate) fn publish(&self, event: ToolEvent) {
-        let event = match event {
-            ToolEvent::Progress {
-                tool,
-                session_key,
-                agent_key,
-                update,
-            } => ToolEvent::Progress {
-                tool,
-                session_key,
-                agent_key,
-                update: update.bounded(),
-            },
-            other => other,
-        };
+    pub(crate) fn publish(&self, mut event: ToolEvent) {
+        if let ToolEvent::Progress { update, .. } = &mut event {
+            cut_progress_message(&mut update.message);
+        }
         // No subscriber is not an error.
         let _ = self.sender.send(event);
     }

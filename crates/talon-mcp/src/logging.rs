@@ -9,7 +9,7 @@
 //! revision); every current client still speaks it, so the crate allows the deprecation.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use serde_json::{Value, json};
@@ -19,6 +19,11 @@ use crate::Notify;
 
 /// The logger name on every message.
 const LOGGER: &str = "talon";
+
+/// A call's log messages that may wait for a client slower than the tool (each is a short JSON
+/// value a Talon tool wrote): beyond this, messages are dropped and the client is told how many,
+/// rather than queued without end (issue 22 item 9).
+pub(crate) const MAX_QUEUED_LOG_MESSAGES: usize = 256;
 
 /// A session's minimum level, shared by its handler clones.
 #[derive(Debug, Clone)]
@@ -78,25 +83,46 @@ impl LogLevel {
 
     /// A sink for a running tool's own log messages ([`talon_core::CallContext::log`]): sent to
     /// the client in order, filtered by this level, and flushed by [`ToolLog::flush`] so they
-    /// arrive before the call's result.
+    /// arrive before the call's result. At most [`MAX_QUEUED_LOG_MESSAGES`] wait for a slow
+    /// client; later ones are dropped, and the client is told how many.
     pub(crate) fn tool_log(&self, notify: impl Notify) -> ToolLog {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Queued>();
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Queued>(MAX_QUEUED_LOG_MESSAGES);
+        let dropped = Arc::new(AtomicU64::new(0));
         let level = self.clone();
+        let lost = Arc::clone(&dropped);
         tokio::spawn(async move {
+            // The note on dropped messages goes where the queue ran dry (after the messages
+            // queued before the drops) or at the call's end, whichever comes first.
             while let Some(item) = rx.recv().await {
                 match item {
                     Queued::Message(message) => {
                         level
                             .send(&notify, mcp_level(message.level), message.data)
                             .await;
+                        if rx.is_empty() {
+                            level.report_dropped(&notify, &lost).await;
+                        }
                     }
                     Queued::Flush(done) => {
+                        level.report_dropped(&notify, &lost).await;
                         let _ = done.send(());
                     }
                 }
             }
         });
-        ToolLog(tx)
+        ToolLog { queue: tx, dropped }
+    }
+
+    /// Tells the client how many of a call's log messages were dropped since the last note.
+    async fn report_dropped(&self, peer: &impl Notify, dropped: &AtomicU64) {
+        let missed = dropped.swap(0, Ordering::Relaxed);
+        if missed > 0 {
+            let message = format!(
+                "{missed} log messages were dropped: the client read them more slowly than the tool wrote them"
+            );
+            let note = json!({"event": "log_dropped", "dropped": missed, "message": message});
+            self.send(peer, LoggingLevel::Warning, note).await;
+        }
     }
 
     /// `debug`: a call is starting.
@@ -145,21 +171,29 @@ enum Queued {
 }
 
 /// The queue of one call's log messages (see [`LogLevel::tool_log`]).
-pub(crate) struct ToolLog(tokio::sync::mpsc::UnboundedSender<Queued>);
+pub(crate) struct ToolLog {
+    queue: tokio::sync::mpsc::Sender<Queued>,
+    /// Messages dropped because the queue was full, not yet reported.
+    dropped: Arc<AtomicU64>,
+}
 
 impl ToolLog {
     /// The sink the call's context carries.
     pub(crate) fn sink(&self) -> talon_core::LogSink {
-        let tx = self.0.clone();
+        let (queue, dropped) = (self.queue.clone(), Arc::clone(&self.dropped));
         talon_core::LogSink(Arc::new(move |message| {
-            let _ = tx.send(Queued::Message(message));
+            if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) =
+                queue.try_send(Queued::Message(message))
+            {
+                dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }))
     }
 
     /// Waits until every message logged so far has been sent.
     pub(crate) async fn flush(self) {
         let (done, sent) = tokio::sync::oneshot::channel();
-        if self.0.send(Queued::Flush(done)).is_ok() {
+        if self.queue.send(Queued::Flush(done)).await.is_ok() {
             let _ = sent.await;
         }
     }
@@ -202,5 +236,60 @@ mod tests {
         let info = LogLevel::for_request(Some(LoggingLevel::Info));
         assert!(info.enabled(LoggingLevel::Info));
         assert!(!info.enabled(LoggingLevel::Debug));
+    }
+
+    /// Sends each log message only when the test lets it; records what it sent.
+    #[derive(Clone)]
+    struct SlowClient {
+        gate: Arc<tokio::sync::Semaphore>,
+        got: Arc<std::sync::Mutex<Vec<Value>>>,
+    }
+
+    impl Notify for SlowClient {
+        async fn log(&self, param: LoggingMessageNotificationParam) -> Result<(), String> {
+            let permit = self.gate.acquire().await.map_err(|e| e.to_string())?;
+            permit.forget();
+            self.got.lock().map_err(|e| e.to_string())?.push(param.data);
+            Ok(())
+        }
+        async fn progress(&self, _: rmcp::model::ProgressNotificationParam) -> Result<(), String> {
+            Ok(())
+        }
+        async fn tools_changed(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// Issue 22 item 9: a call's log messages queued without bound for a slow client. Now at
+    /// most [`MAX_QUEUED_LOG_MESSAGES`] wait, and the client learns how many were dropped.
+    #[tokio::test]
+    async fn h22_9_log_messages_to_a_slow_client_are_bounded() {
+        let client = SlowClient {
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            got: Arc::default(),
+        };
+        let level = LogLevel::default();
+        let log = level.tool_log(client.clone());
+        let sink = log.sink();
+        let written = 10_000;
+        for n in 0..written {
+            (sink.0)(talon_core::LogMessage {
+                level: talon_core::LogLevel::Warning,
+                data: json!(format!("line {n}")),
+            });
+        }
+        drop(sink);
+        client.gate.add_permits(written + 10);
+        log.flush().await;
+        let got = client.got.lock().expect("not poisoned").clone();
+        assert!(
+            got.len() <= MAX_QUEUED_LOG_MESSAGES + 2,
+            "{} were queued",
+            got.len()
+        );
+        let note = got.last().expect("a note");
+        assert_eq!(note["event"], "log_dropped", "{note}");
+        let sent = u64::try_from(got.len() - 1).expect("fits");
+        assert_eq!(note["dropped"].as_u64(), Some(10_000 - sent));
     }
 }
