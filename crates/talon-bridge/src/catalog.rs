@@ -216,6 +216,7 @@ impl Tool for SearchTool {
         )
         .in_group("mcp")
         .with_untrusted_output()
+        .reaching_mcp_servers()
     }
 
     async fn execute(&self, call: Authorized<SearchInput>) -> ToolOutput {
@@ -233,9 +234,13 @@ impl Tool for SearchTool {
             .cloned()
             .collect();
         // Tools the caller may not call are not found either: not their names, descriptions
-        // or schemas.
+        // or schemas. That is a grant (Permits) and the policy for their server.
+        let reachable = all
+            .iter()
+            .filter(|t| call.mcp_server_allowed(t.link.name()))
+            .collect();
         let visible = Permits::new(self.access.clone(), call.ctx())
-            .visible(all.iter().collect())
+            .visible(reachable)
             .await;
         let documents: Vec<(&str, String)> = visible
             .iter()

@@ -41,7 +41,7 @@ pub(crate) trait ErasedTool: Send + Sync {
     /// Deserializes validated arguments and runs the tool; `delegations` are the declared
     /// delegates the pipeline authorized for this call, `script` the permission step's analysis
     /// of its shell script argument, `mcp_servers` the caller's rule for MCP servers (for
-    /// tools that declare [`crate::ToolSpec::mcp_server_arg`]).
+    /// tools that declare [`crate::ToolSpec::reaches_mcp_servers`]).
     fn run(
         &self,
         ctx: Arc<CallContext>,

@@ -153,11 +153,16 @@ pub struct ToolSpec {
     /// Declared here so no crate has to recognise shell tools by their names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell_script_arg: Option<String>,
-    /// The argument that names an MCP server the tool reaches (`server` for
-    /// `ListMcpResources` and `ReadMcpResource`). The pipeline refuses a call naming a server
-    /// the caller's policy denies (`group:mcp:<server>`), as it refuses that server's own
-    /// tools, and gives the tool the caller's rule for the servers it reaches without one
-    /// named ([`Authorized::mcp_server_allowed`]: a listing of every server's resources).
+    /// The tool reaches MCP servers other than by being one of their tools (resource tools,
+    /// `mcp_tool_search`): the pipeline gives it the caller's rule for servers
+    /// ([`Authorized::mcp_server_allowed`]), which the policy derives from the same deny lists
+    /// that refuse a server's own tools (`group:mcp:<server>`), and the tool leaves out the
+    /// servers it may not reach.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reaches_mcp_servers: bool,
+    /// The argument that names the MCP server the tool reaches (`server` for
+    /// `ListMcpResources` and `ReadMcpResource`); implies [`ToolSpec::reaches_mcp_servers`].
+    /// The pipeline refuses a call naming a server the caller's policy denies, before it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_server_arg: Option<String>,
 }
@@ -181,6 +186,7 @@ impl ToolSpec {
             delegates: Vec::new(),
             untrusted_output: false,
             shell_script_arg: None,
+            reaches_mcp_servers: false,
             mcp_server_arg: None,
         }
     }
@@ -197,8 +203,16 @@ impl ToolSpec {
         self
     }
 
-    /// Declares that argument `arg` names an MCP server (see [`ToolSpec::mcp_server_arg`]).
+    /// Declares that the tool reaches MCP servers (see [`ToolSpec::reaches_mcp_servers`]).
+    pub fn reaching_mcp_servers(mut self) -> Self {
+        self.reaches_mcp_servers = true;
+        self
+    }
+
+    /// Declares that argument `arg` names the MCP server the tool reaches (see
+    /// [`ToolSpec::mcp_server_arg`]).
     pub fn naming_mcp_server(mut self, arg: impl Into<String>) -> Self {
+        self.reaches_mcp_servers = true;
         self.mcp_server_arg = Some(arg.into());
         self
     }
@@ -257,7 +271,8 @@ pub struct Authorized<I> {
     delegations: Arc<[String]>,
     /// The permission step's analysis of the spec's shell script argument, if any.
     script: Option<ScriptAnalysis>,
-    /// The caller's rule for MCP servers, for tools that declare [`ToolSpec::mcp_server_arg`].
+    /// The caller's rule for MCP servers, for tools that declare
+    /// [`ToolSpec::reaches_mcp_servers`].
     mcp_servers: Option<Arc<McpServerRule>>,
     #[allow(dead_code)]
     seal: Seal,
@@ -298,10 +313,10 @@ impl<I> Authorized<I> {
         }
     }
 
-    /// Whether the caller's policy lets this call reach MCP server `server`. A tool that
-    /// reaches servers declares [`ToolSpec::mcp_server_arg`]; the pipeline has then already
-    /// refused a call naming a denied server, and this answers for the servers the tool picks
-    /// itself (a listing of all of them). `true` for tools that declare no such argument.
+    /// Whether the caller's policy lets this call reach MCP server `server`, for the servers
+    /// a tool picks itself (a listing of all of them); a server named in the declared argument
+    /// ([`ToolSpec::mcp_server_arg`]) was checked before the tool ran. `true` for tools that
+    /// do not declare [`ToolSpec::reaches_mcp_servers`].
     pub fn mcp_server_allowed(&self, server: &str) -> bool {
         self.mcp_servers
             .as_deref()

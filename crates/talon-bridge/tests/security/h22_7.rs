@@ -1,19 +1,25 @@
 //! Issue 22 item 7: denying `group:mcp:<server>` denies the server to the resource tools too
 //! (`ListMcpResources` / `ReadMcpResource`, `mcp_list_resources` / `mcp_read_resource`), not
-//! only its own tools: a named denied server is refused, a listing leaves it out. Item 6 for the
+//! only its own tools: a named denied server is refused, a listing leaves it out, and
+//! `mcp_tool_search` does not find its tools. Item 6 for the
 //! bridge: every tool it registers is in a capability group.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::json;
-use talon_bridge::{Bridge, Dialect, ServerConfig, StdioConfig};
+use talon_bridge::{Bridge, Dialect, ServerConfig, Startup, StdioConfig};
 use talon_core::permission::PermissionMode;
 use talon_core::policy::catalog::is_capability_group;
 use talon_core::policy::{PolicyConfig, PolicyEngine, ToolPolicy};
 use talon_core::{CallContext, CallOutcome, FailedStage, Pipeline, Registry, ToolCall};
 
 fn server(name: &str) -> ServerConfig {
+    with_tools(name, "")
+}
+
+/// The fixture server `name` with `tools` (comma-separated).
+fn with_tools(name: &str, tools: &str) -> ServerConfig {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/resources_server.py"
@@ -23,7 +29,10 @@ fn server(name: &str) -> ServerConfig {
         StdioConfig {
             command: "python3".into(),
             args: vec![script.into()],
-            env: HashMap::from([("SERVER".to_string(), name.to_string())]),
+            env: HashMap::from([
+                ("SERVER".to_string(), name.to_string()),
+                ("TOOLS".to_string(), tools.to_string()),
+            ]),
             cwd: None,
         },
     )
@@ -143,4 +152,43 @@ async fn h22_6_every_bridge_tool_declares_a_capability_group() {
         assert!(registry.len() >= 2, "{:?}", registry.names());
         assert!(missing.is_empty(), "{dialect:?}: {missing:?}");
     }
+}
+
+#[tokio::test]
+async fn h22_7_tool_search_does_not_find_a_denied_servers_tools() {
+    let registry = Arc::new(Registry::new());
+    let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
+    bridge.set_search_threshold(1);
+    let servers = [
+        with_tools("alpha", "forecast"),
+        with_tools("beta", "forecast"),
+    ];
+    bridge.connect(&servers, Startup::Wait).await.unwrap();
+    let pipeline = Pipeline::builder(Arc::clone(&registry))
+        .rate_limiter(None)
+        .deferred_activator(bridge.activator())
+        .policy(
+            PolicyEngine::new(PolicyConfig {
+                global: ToolPolicy {
+                    deny: vec!["group:mcp:beta".into()],
+                    ..ToolPolicy::default()
+                },
+                ..PolicyConfig::default()
+            })
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let out = call(
+        &pipeline,
+        "mcp_tool_search",
+        json!({"query": "forecast numbers", "limit": 10}),
+    )
+    .await;
+    let text = out.output.for_llm;
+    assert!(text.contains("mcp__alpha__forecast"), "{text}");
+    assert!(
+        !text.contains("beta"),
+        "a denied server's tool was shown: {text}"
+    );
 }

@@ -121,8 +121,8 @@ pub struct PolicyRequest<'a> {
     pub tool_allow: Option<&'a [String]>,
 }
 
-/// The MCP servers a requester may reach through the tools that name a server in an argument
-/// ([`crate::ToolSpec::mcp_server_arg`]: `ListMcpResources`, `ReadMcpResource`): a server
+/// The MCP servers a requester may reach through tools that are not the servers' own
+/// ([`crate::ToolSpec::reaches_mcp_servers`]: the resource tools, `mcp_tool_search`): a server
 /// whose group (`group:mcp:<server>`, or all of `group:mcp`) a deny list applying to the
 /// requester names is refused, as its own tools are.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
