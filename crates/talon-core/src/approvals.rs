@@ -7,6 +7,9 @@
 //! the CLI). No answer within the timeout ([`DEFAULT_TIMEOUT`], two minutes) is a denial, so a
 //! forgotten request never runs later by surprise.
 //!
+//! A request belongs to the user of the call that made it: [`Approvals::pending`] and
+//! [`Approvals::resolve`] see only that user's (several users share one `talon serve`).
+//!
 //! "Allow always" is remembered through [`Remember`]: for shell commands that is the whole
 //! normalised command, per agent, in the store — never a program name.
 
@@ -18,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::{EventBus, ToolEvent};
 use crate::permission::{Approval, Approver, PermissionRequest};
-use crate::waiting::{WaitingRoom, unix_ms};
+use crate::waiting::{Owned, WaitingRoom, unix_ms};
 
 /// How long a request waits for an answer before it counts as denied.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -59,6 +62,8 @@ pub struct PendingApproval {
     pub tool: String,
     pub agent: Option<String>,
     pub session: String,
+    /// The user of the call (`None`: the call named no user); only they see and answer it.
+    pub user: Option<String>,
     /// What would run (the command line for shell tools, the arguments otherwise).
     pub summary: String,
     /// Why the call needs approval.
@@ -71,10 +76,18 @@ pub struct PendingApproval {
     pub expires_at: u64,
 }
 
+impl Owned for PendingApproval {
+    fn owner(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+}
+
 /// Why [`Approvals::resolve`] failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
-    #[error("no pending approval {0:?} (it was answered, timed out, or never existed)")]
+    #[error(
+        "no pending approval {0:?} of this user (it was answered, timed out, or never existed); list the user's pending approvals for their ids"
+    )]
     Unknown(String),
     #[error("approval {0:?} cannot be allowed always: there is nothing to remember for this call")]
     CannotRemember(String),
@@ -160,22 +173,24 @@ impl Approvals {
         self
     }
 
-    /// The requests waiting now, oldest first.
-    pub fn pending(&self) -> Vec<PendingApproval> {
-        let mut list = self.pending.requests();
+    /// The requests of `user`'s calls waiting now, oldest first (`None`: of calls naming no
+    /// user).
+    pub fn pending(&self, user: Option<&str>) -> Vec<PendingApproval> {
+        let mut list = self.pending.requests(user);
         list.sort_by_key(|r| r.requested_at);
         list
     }
 
-    /// Answers request `id`.
+    /// Answers `user`'s request `id`; another user's is [`ResolveError::Unknown`].
     pub fn resolve(
         &self,
         id: &str,
+        user: Option<&str>,
         resolution: Resolution,
     ) -> Result<PendingApproval, ResolveError> {
         let always = resolution == Resolution::AllowAlways;
         self.pending
-            .answer(id, resolution, |request| {
+            .answer(id, user, resolution, |request| {
                 if always && request.always.is_none() {
                     return Err(ResolveError::CannotRemember(id.to_string()));
                 }
@@ -201,6 +216,7 @@ impl Approvals {
             tool: tool.clone(),
             agent: request.ctx.agent_key.clone(),
             session: request.ctx.session_key.clone(),
+            user: request.ctx.user.clone(),
             summary: summary_of(request),
             reason: reason.to_string(),
             always,
@@ -236,6 +252,7 @@ impl Approvals {
             tool: tool.clone().into(),
             session_key: pending.session.as_str().into(),
             agent_key: pending.agent.as_deref().map(Into::into),
+            user: pending.user.as_deref().map(Into::into),
             decision: resolution.as_str(),
         });
         match resolution {

@@ -145,6 +145,13 @@ impl Callers {
     }
 }
 
+/// `part` (a user or a name a caller chose) made safe to sit between the `:` of a session key
+/// (`%` and `:` escaped), so no two users' keys can coincide. Every entry point that puts a user
+/// into a key uses this one rule.
+pub fn key_part(part: &str) -> String {
+    part.replace('%', "%25").replace(':', "%3A")
+}
+
 /// A fixed set of agents, for tests and for entry points without a store.
 #[derive(Debug, Default, Clone)]
 pub struct FixedAgents(pub HashSet<String>);

@@ -6,6 +6,11 @@
 //! at most [`MAX_PROGRESS_MESSAGE_BYTES`], so a stalled subscriber holds little however fast a
 //! server reports. A subscriber that falls behind loses the oldest events and is told how many
 //! (`GET /v1/events` sends a `lagged` notice).
+//!
+//! Every event names the user of the call or turn it belongs to ([`ToolEvent::user`], `user` in
+//! its JSON; `null`: one naming no user), because several users share one `talon serve` and a
+//! subscriber must see only its own user's runs, tool calls and questions (issue 22 item 4's
+//! class).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +29,7 @@ pub enum ToolEvent {
         tool: Arc<str>,
         session_key: Arc<str>,
         agent_key: Option<Arc<str>>,
+        user: Option<Arc<str>>,
     },
     /// A call ended (including calls refused before execution).
     #[serde(rename = "tool_finished")]
@@ -32,6 +38,7 @@ pub enum ToolEvent {
         tool: Arc<str>,
         session_key: Arc<str>,
         agent_key: Option<Arc<str>>,
+        user: Option<Arc<str>>,
         is_error: bool,
         #[serde(with = "duration_ms")]
         elapsed: Duration,
@@ -42,6 +49,7 @@ pub enum ToolEvent {
         tool: Arc<str>,
         session_key: Arc<str>,
         agent_key: Option<Arc<str>>,
+        user: Option<Arc<str>>,
         #[serde(flatten)]
         update: crate::context::ProgressUpdate,
     },
@@ -55,6 +63,7 @@ pub enum ToolEvent {
         tool: Arc<str>,
         session_key: Arc<str>,
         agent_key: Option<Arc<str>>,
+        user: Option<Arc<str>>,
         /// `allow_once`, `allow_always` or `deny`.
         decision: &'static str,
     },
@@ -67,12 +76,14 @@ pub enum ToolEvent {
         id: Arc<str>,
         session_key: Arc<str>,
         agent_key: Option<Arc<str>>,
+        user: Option<Arc<str>>,
         action: &'static str,
     },
     /// An agent turn began (the agent runtime).
     RunStarted {
         session_key: Arc<str>,
         agent_key: Arc<str>,
+        user: Option<Arc<str>>,
         /// The entry point: `cli`, `http`, `session`.
         channel: Arc<str>,
     },
@@ -80,6 +91,7 @@ pub enum ToolEvent {
     RunFinished {
         session_key: Arc<str>,
         agent_key: Arc<str>,
+        user: Option<Arc<str>>,
         /// Why: `final`, `cancelled`, `failed`, `loop_detected`, …
         stop: &'static str,
         iterations: u32,
@@ -130,6 +142,21 @@ impl ToolEvent {
             | Self::RunFinished { session_key, .. } => session_key,
             Self::ApprovalRequested { request } => &request.session,
             Self::QuestionAsked { request } => &request.session,
+        }
+    }
+
+    /// The user of the call or turn the event belongs to (`None`: it named no user).
+    pub fn user(&self) -> Option<&str> {
+        match self {
+            Self::Started { user, .. }
+            | Self::Finished { user, .. }
+            | Self::Progress { user, .. }
+            | Self::ApprovalResolved { user, .. }
+            | Self::QuestionAnswered { user, .. }
+            | Self::RunStarted { user, .. }
+            | Self::RunFinished { user, .. } => user.as_deref(),
+            Self::ApprovalRequested { request } => request.user.as_deref(),
+            Self::QuestionAsked { request } => request.user.as_deref(),
         }
     }
 
@@ -225,13 +252,20 @@ impl EventBus {
         self.sender.receiver_count() > 0
     }
 
-    /// Announces that an agent turn began. The agent runtime's only way onto the bus: tool and
-    /// approval events come from the pipeline alone.
-    pub fn run_started(&self, session_key: &str, agent_key: &str, channel: &str) {
+    /// Announces that an agent turn of `user` began. The agent runtime's only way onto the bus:
+    /// tool and approval events come from the pipeline alone.
+    pub fn run_started(
+        &self,
+        session_key: &str,
+        agent_key: &str,
+        user: Option<&str>,
+        channel: &str,
+    ) {
         if self.has_subscribers() {
             self.publish(ToolEvent::RunStarted {
                 session_key: Arc::from(session_key),
                 agent_key: Arc::from(agent_key),
+                user: user.map(Arc::from),
                 channel: Arc::from(channel),
             });
         }
@@ -242,6 +276,7 @@ impl EventBus {
         &self,
         session_key: &str,
         agent_key: &str,
+        user: Option<&str>,
         stop: &'static str,
         iterations: u32,
         elapsed: Duration,
@@ -250,6 +285,7 @@ impl EventBus {
             self.publish(ToolEvent::RunFinished {
                 session_key: Arc::from(session_key),
                 agent_key: Arc::from(agent_key),
+                user: user.map(Arc::from),
                 stop,
                 iterations,
                 elapsed,
@@ -311,12 +347,14 @@ mod tests {
                 tool: text("t"),
                 session_key: text("s"),
                 agent_key: None,
+                user: None,
             },
             ToolEvent::Finished {
                 call_id: 1,
                 tool: text("t"),
                 session_key: text("s"),
                 agent_key: None,
+                user: None,
                 is_error: false,
                 elapsed: Duration::from_millis(3),
             },
@@ -324,6 +362,7 @@ mod tests {
                 tool: text("t"),
                 session_key: text("s"),
                 agent_key: None,
+                user: None,
                 update: crate::context::ProgressUpdate {
                     progress: 1.0,
                     total: None,
@@ -336,6 +375,7 @@ mod tests {
                     tool: "t".into(),
                     agent: None,
                     session: "s".into(),
+                    user: None,
                     summary: String::new(),
                     reason: String::new(),
                     always: None,
@@ -348,6 +388,7 @@ mod tests {
                 tool: text("t"),
                 session_key: text("s"),
                 agent_key: None,
+                user: None,
                 decision: "deny",
             },
             ToolEvent::QuestionAsked {
@@ -355,6 +396,7 @@ mod tests {
                     id: "q-1".into(),
                     session: "s".into(),
                     agent: None,
+                    user: None,
                     message: "?".into(),
                     requested_schema: serde_json::json!({}),
                     requested_at: 0,
@@ -365,16 +407,19 @@ mod tests {
                 id: text("q-1"),
                 session_key: text("s"),
                 agent_key: None,
+                user: None,
                 action: "cancel",
             },
             ToolEvent::RunStarted {
                 session_key: text("s"),
                 agent_key: text("a"),
+                user: None,
                 channel: text("http"),
             },
             ToolEvent::RunFinished {
                 session_key: text("s"),
                 agent_key: text("a"),
+                user: None,
                 stop: "final",
                 iterations: 1,
                 elapsed: Duration::from_millis(3),
@@ -410,6 +455,7 @@ mod tests {
                 tool: Arc::from("mcp__s__t"),
                 session_key: Arc::from("s"),
                 agent_key: None,
+                user: None,
                 update: crate::context::ProgressUpdate {
                     progress: n as f64,
                     total: None,

@@ -5,6 +5,8 @@
 //! requests (`message` and `requestedSchema`) and answers are elicitation results (`action`:
 //! `accept` with `content`, `decline` or `cancel`), so every way of asking speaks one format.
 //! No answer within the timeout ([`DEFAULT_TIMEOUT`]) is an error the tool reports to the model.
+//! A question belongs to the user of the turn that asked it: [`Questions::pending`] and
+//! [`Questions::answer`] see only that user's (several users share one `talon serve`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -14,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::context::{ClientFuture, ClientHandle, ClientRequests};
 use crate::events::{EventBus, ToolEvent};
-use crate::waiting::{WaitingRoom, unix_ms};
+use crate::waiting::{Owned, WaitingRoom, unix_ms};
 
 /// How long a question waits for an answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -28,6 +30,8 @@ pub struct PendingQuestion {
     pub id: String,
     pub session: String,
     pub agent: Option<String>,
+    /// The user of the turn (`None`: it named no user); only they see and answer it.
+    pub user: Option<String>,
     /// What the user is asked.
     pub message: String,
     /// The answer's JSON Schema (an object of named fields), as MCP elicitation has it.
@@ -37,6 +41,12 @@ pub struct PendingQuestion {
     pub requested_at: u64,
     /// Unix milliseconds after which the question is given up.
     pub expires_at: u64,
+}
+
+impl Owned for PendingQuestion {
+    fn owner(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
 }
 
 /// The user's answer.
@@ -75,7 +85,9 @@ impl Answer {
 /// Why [`Questions::answer`] failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {
-    #[error("no pending question {0:?} (it was answered, timed out, or never existed)")]
+    #[error(
+        "no pending question {0:?} of this user (it was answered, timed out, or never existed); list the user's pending questions for their ids"
+    )]
     Unknown(String),
     #[error("the answer to {id:?} does not fit the question: {why}")]
     Invalid { id: String, why: String },
@@ -143,15 +155,22 @@ impl Questions {
         self
     }
 
-    /// The questions waiting now, oldest first.
-    pub fn pending(&self) -> Vec<PendingQuestion> {
-        let mut list = self.pending.requests();
+    /// The questions of `user`'s turns waiting now, oldest first (`None`: of turns naming no
+    /// user).
+    pub fn pending(&self, user: Option<&str>) -> Vec<PendingQuestion> {
+        let mut list = self.pending.requests(user);
         list.sort_by_key(|q| q.requested_at);
         list
     }
 
-    /// Answers question `id`; an accepted answer must fit the question's schema.
-    pub fn answer(&self, id: &str, answer: Answer) -> Result<PendingQuestion, AnswerError> {
+    /// Answers `user`'s question `id` (another user's is [`AnswerError::Unknown`]); an accepted
+    /// answer must fit the question's schema.
+    pub fn answer(
+        &self,
+        id: &str,
+        user: Option<&str>,
+        answer: Answer,
+    ) -> Result<PendingQuestion, AnswerError> {
         let kind = answer.as_str();
         let checked = match &answer {
             Answer::Accept { content } => Some(content.clone()),
@@ -159,7 +178,7 @@ impl Questions {
         };
         let question = self
             .pending
-            .answer(id, answer, |q| {
+            .answer(id, user, answer, |q| {
                 match checked
                     .as_ref()
                     .and_then(|c| misfit(&q.requested_schema, c))
@@ -176,26 +195,31 @@ impl Questions {
             id: id.into(),
             session_key: question.session.as_str().into(),
             agent_key: question.agent.as_deref().map(Into::into),
+            user: question.user.as_deref().map(Into::into),
             action: kind,
         });
         Ok(question)
     }
 
-    /// A client handle asking through this broker for `session` of `agent`.
-    pub fn client(self: &Arc<Self>, session: &str, agent: Option<&str>) -> ClientHandle {
+    /// A client handle asking through this broker for `session` of `agent`, on behalf of
+    /// `user` (who alone sees and answers its questions).
+    pub fn client(
+        self: &Arc<Self>,
+        session: &str,
+        agent: Option<&str>,
+        user: Option<&str>,
+    ) -> ClientHandle {
         ClientHandle(Arc::new(Asker {
             broker: Arc::clone(self),
-            session: session.to_string(),
-            agent: agent.map(str::to_string),
+            asker: Whose {
+                session: session.to_string(),
+                agent: agent.map(str::to_string),
+                user: user.map(str::to_string),
+            },
         }))
     }
 
-    async fn ask(
-        &self,
-        params: Value,
-        session: String,
-        agent: Option<String>,
-    ) -> Result<Value, String> {
+    async fn ask(&self, params: Value, whose: Whose) -> Result<Value, String> {
         let message = params
             .get("message")
             .and_then(Value::as_str)
@@ -209,8 +233,9 @@ impl Questions {
         let id = format!("q-{}", uuid::Uuid::new_v4().simple());
         let question = PendingQuestion {
             id: id.clone(),
-            session,
-            agent,
+            session: whose.session,
+            agent: whose.agent,
+            user: whose.user,
             message,
             requested_schema,
             requested_at: unix_ms(now),
@@ -234,21 +259,24 @@ impl Questions {
     }
 }
 
+/// Whose questions an [`Asker`] asks: the session, its agent and its user.
+#[derive(Debug, Clone)]
+struct Whose {
+    session: String,
+    agent: Option<String>,
+    user: Option<String>,
+}
+
 /// [`ClientRequests`] for one session, through a [`Questions`] broker.
 struct Asker {
     broker: Arc<Questions>,
-    session: String,
-    agent: Option<String>,
+    asker: Whose,
 }
 
 impl ClientRequests for Asker {
     fn elicit(&self, params: Value) -> ClientFuture {
-        let (broker, session, agent) = (
-            Arc::clone(&self.broker),
-            self.session.clone(),
-            self.agent.clone(),
-        );
-        Box::pin(async move { broker.ask(params, session, agent).await })
+        let (broker, whose) = (Arc::clone(&self.broker), self.asker.clone());
+        Box::pin(async move { broker.ask(params, whose).await })
     }
 }
 

@@ -2,6 +2,10 @@
 //! channel. The brokers ([`crate::approvals::Approvals`], [`crate::questions::Questions`]) add
 //! their own announcing and timeouts; this holds what they share, so "answered, timed out or
 //! never existed" means the same everywhere.
+//!
+//! Several users share one `talon serve` token (issue 22 item 4's class), so every request
+//! belongs to the user of the call that made it ([`Owned`]): a user lists and answers only their
+//! own, and another user's request is "never existed" to them, like one that does not exist.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -12,6 +16,11 @@ use tokio::sync::oneshot;
 struct Entry<R, A> {
     request: R,
     answer: oneshot::Sender<A>,
+}
+
+/// A waiting request's user: the user of the call that made it (`None`: a call naming no user).
+pub trait Owned {
+    fn owner(&self) -> Option<&str>;
 }
 
 /// Requests of type `R` waiting for an answer of type `A`, by id.
@@ -75,21 +84,34 @@ impl<R: Clone, A> WaitingRoom<R, A> {
         })
     }
 
-    /// The waiting requests (in no particular order).
-    pub fn requests(&self) -> Vec<R> {
-        self.lock().values().map(|e| e.request.clone()).collect()
+    fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+}
+
+impl<R: Clone + Owned, A> WaitingRoom<R, A> {
+    /// The requests of `user`'s calls waiting now (in no particular order); `None`: those of
+    /// calls that named no user.
+    pub fn requests(&self, user: Option<&str>) -> Vec<R> {
+        self.lock()
+            .values()
+            .filter(|e| e.request.owner() == user)
+            .map(|e| e.request.clone())
+            .collect()
     }
 
-    /// Answers `id` if `accept` agrees to the answer for its request; `Ok(None)` when no such
-    /// request waits. The waiter may have just timed out, in which case the answer is moot.
+    /// Answers `user`'s request `id` if `accept` agrees to the answer for it; `Ok(None)` when
+    /// no such request of that user waits (another user's is not told apart from a missing
+    /// one). The waiter may have just timed out, in which case the answer is moot.
     pub fn answer<E>(
         &self,
         id: &str,
+        user: Option<&str>,
         answer: A,
         accept: impl FnOnce(&R) -> Result<(), E>,
     ) -> Result<Option<R>, E> {
         let mut entries = self.lock();
-        let Some(entry) = entries.get(id) else {
+        let Some(entry) = entries.get(id).filter(|e| e.request.owner() == user) else {
             return Ok(None);
         };
         accept(&entry.request)?;
@@ -98,10 +120,6 @@ impl<R: Clone, A> WaitingRoom<R, A> {
         };
         let _ = entry.answer.send(answer);
         Ok(Some(entry.request))
-    }
-
-    fn remove(&self, id: &str) {
-        self.lock().remove(id);
     }
 }
 

@@ -2,9 +2,14 @@
 //! /v1/approvals` (answer one), `GET /v1/questions` (tools' questions to the user, such as
 //! AskUserQuestion's, from turns run over HTTP) and `POST /v1/questions` (answer one). New
 //! requests are announced on `GET /v1/events`.
+//!
+//! Several users share one gateway token, and a pending item shows what its user's call would
+//! run or what their turn asks, so every route here takes `?user=ID` and sees only that user's
+//! items (none: only those of calls naming no user). Another user's item answers "no pending
+//! …", like one that does not exist; the brokers hold that rule ([`talon_core::waiting`]).
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -27,6 +32,19 @@ pub(crate) struct ResolveRequest {
     reason: Option<String>,
 }
 
+/// The user a query names (`?user=`); empty or absent is none.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct UserQuery {
+    #[serde(default)]
+    user: Option<String>,
+}
+
+impl UserQuery {
+    fn user(&self) -> Option<&str> {
+        self.user.as_deref().filter(|u| !u.is_empty())
+    }
+}
+
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"ok": false, "error": message.into()}))).into_response()
 }
@@ -40,12 +58,13 @@ fn body<T>(
         .map_err(|e| format!("{e}; send {shape}"))
 }
 
-pub(crate) async fn list(State(state): State<AppState>) -> Response {
-    Json(json!({"pending": state.approvals.pending()})).into_response()
+pub(crate) async fn list(State(state): State<AppState>, Query(q): Query<UserQuery>) -> Response {
+    Json(json!({"pending": state.approvals.pending(q.user())})).into_response()
 }
 
 pub(crate) async fn resolve(
     State(state): State<AppState>,
+    Query(q): Query<UserQuery>,
     request: Result<Json<ResolveRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let body = match body(
@@ -68,7 +87,10 @@ pub(crate) async fn resolve(
             );
         }
     };
-    match state.approvals.resolve(&body.id, resolution.clone()) {
+    match state
+        .approvals
+        .resolve(&body.id, q.user(), resolution.clone())
+    {
         Ok(request) => Json(json!({
             "ok": true,
             "decision": resolution.as_str(),
@@ -91,12 +113,16 @@ pub(crate) struct AnswerRequest {
     answer: Answer,
 }
 
-pub(crate) async fn questions(State(state): State<AppState>) -> Response {
-    Json(json!({"pending": state.questions.pending()})).into_response()
+pub(crate) async fn questions(
+    State(state): State<AppState>,
+    Query(q): Query<UserQuery>,
+) -> Response {
+    Json(json!({"pending": state.questions.pending(q.user())})).into_response()
 }
 
 pub(crate) async fn answer(
     State(state): State<AppState>,
+    Query(q): Query<UserQuery>,
     request: Result<Json<AnswerRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let body = match body(
@@ -107,7 +133,7 @@ pub(crate) async fn answer(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let action = body.answer.as_str();
-    match state.questions.answer(&body.id, body.answer) {
+    match state.questions.answer(&body.id, q.user(), body.answer) {
         Ok(question) => {
             Json(json!({"ok": true, "action": action, "question": question})).into_response()
         }

@@ -4,6 +4,11 @@
 //! (otherwise; the event's kind as the SSE event name, its JSON as data). Query parameters narrow
 //! the stream to what the caller wants to see: `session=KEY`, `agent=KEY`, and
 //! `types=run_started,tool_finished,…`. Every event's JSON carries its kind as `type`.
+//!
+//! Several users share one gateway token, so a subscriber sees only the events of the user it
+//! names (`user=ID`; none: only events of calls and turns that named no user). Events carry
+//! what users typed and what their tools were given (questions, commands awaiting approval,
+//! progress), and another user's session named in `session=` shows nothing.
 
 use std::convert::Infallible;
 
@@ -25,6 +30,9 @@ use crate::AppState;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Filter {
+    /// Whose events: this user's (empty or absent: calls that named no user).
+    #[serde(default)]
+    user: Option<String>,
     /// Only this session's events.
     #[serde(default)]
     session: Option<String>,
@@ -39,6 +47,7 @@ pub(crate) struct Filter {
 /// A checked [`Filter`].
 #[derive(Debug, Clone)]
 struct Wanted {
+    user: Option<String>,
     session: Option<String>,
     agent: Option<String>,
     kinds: Option<Vec<&'static str>>,
@@ -68,6 +77,7 @@ impl Wanted {
             ),
         };
         Ok(Self {
+            user: filter.user.filter(|u| !u.is_empty()),
             session: filter.session,
             agent: filter.agent,
             kinds,
@@ -75,9 +85,11 @@ impl Wanted {
     }
 
     fn admits(&self, event: &ToolEvent) -> bool {
-        self.session
-            .as_deref()
-            .is_none_or(|s| s == event.session_key())
+        event.user() == self.user.as_deref()
+            && self
+                .session
+                .as_deref()
+                .is_none_or(|s| s == event.session_key())
             && self
                 .agent
                 .as_deref()
@@ -190,6 +202,7 @@ mod tests {
 
     fn filter(session: Option<&str>, agent: Option<&str>, types: Option<&str>) -> Filter {
         Filter {
+            user: None,
             session: session.map(str::to_string),
             agent: agent.map(str::to_string),
             types: types.map(str::to_string),
@@ -200,6 +213,7 @@ mod tests {
         ToolEvent::RunStarted {
             session_key: Arc::from(session),
             agent_key: Arc::from(agent),
+            user: None,
             channel: Arc::from("http"),
         }
     }

@@ -1,4 +1,9 @@
 //! `POST /v1/tools/invoke`, `GET /v1/tools`, `GET /healthz`.
+//!
+//! An invoked call's session key is the token's, the agent's and the user's
+//! ([`caller_key`]): several users share one token, and the session key selects the rate limit
+//! and the per-session tool state (background processes, the sandbox, todo lists, files read),
+//! so one user's calls must neither use up nor see another's.
 
 use std::sync::Arc;
 
@@ -8,6 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use talon_core::caller::key_part;
 use talon_core::wire::{WireFormat, definition};
 use talon_core::{CallContext, CallerError, FailedStage, RunKind, ToolCall, ToolOutput};
 
@@ -67,6 +73,22 @@ fn base_context(state: &AppState) -> CallContext {
     ctx
 }
 
+/// The session key of a call bound to its agent and user: the token's key, then
+/// `:agent:<agent>` and, for a call naming a user, `:user:<user>` (both escaped, so no two
+/// callers' keys coincide). Like a stateless chat turn's key, it keeps each user of each agent
+/// apart while one token is still one bucket however many connections it opens.
+fn caller_key(token_key: &str, ctx: &CallContext) -> String {
+    let mut key = format!(
+        "{token_key}:agent:{}",
+        key_part(ctx.agent_key.as_deref().unwrap_or_default())
+    );
+    if let Some(user) = &ctx.user {
+        key.push_str(":user:");
+        key.push_str(&key_part(user));
+    }
+    key
+}
+
 /// The response for a call that cannot be given its agent or workspace.
 fn caller_error(e: CallerError) -> Response {
     let status = match e {
@@ -102,6 +124,7 @@ pub(crate) async fn invoke(State(state): State<AppState>, body: axum::body::Byte
     if let Err(e) = bound {
         return caller_error(e);
     }
+    ctx.session_key = caller_key(&state.session_key, &ctx);
     if request.dry_run {
         let offered = state.pipeline.offered_to(&ctx).await;
         let canonical = state.pipeline.registry().canonical_name(&request.tool);

@@ -3,7 +3,8 @@
 //! server-sent events), `GET /healthz`.
 //!
 //! Unlike GoClaw's `/v1/tools/invoke`, every call here goes through the same pipeline as the agent
-//! loop: policy, validation, rate limit (keyed by the API token), hooks, permission, scrubbing.
+//! loop: policy, validation, rate limit (keyed by the API token, the agent and the user), hooks,
+//! permission, scrubbing.
 //! Bearer-token auth protects everything except `/healthz` when a token is configured, and the
 //! gateway refuses to listen beyond loopback without one. In front of everything, `/healthz`
 //! included, the browser guard (`guard`) keeps web pages out: allowed `Host` only, no cross-site

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_core::caller::key_part;
 use talon_core::permission::PermissionMode;
 use talon_core::questions::Questions;
 use talon_core::{CallContext, Callers, Pipeline, RunKind};
@@ -300,9 +301,13 @@ impl Runner {
             .as_deref()
             .map(|session| self.register(session, &ctx.cancel));
         ctx.client = request.client.or_else(|| {
-            self.questions
-                .as_ref()
-                .map(|q| q.client(&ctx.session_key, ctx.agent_key.as_deref()))
+            self.questions.as_ref().map(|q| {
+                q.client(
+                    &ctx.session_key,
+                    ctx.agent_key.as_deref(),
+                    ctx.user.as_deref(),
+                )
+            })
         });
         let mut prompt = request.prompt;
         if start.is_some_and(|s| s.turn == 1)
@@ -326,8 +331,13 @@ impl Runner {
         }
         let bus = self.pipeline.events();
         let started = std::time::Instant::now();
-        bus.run_started(&ctx.session_key, &agent_key, request.channel);
-        let session_key = ctx.session_key.clone();
+        bus.run_started(
+            &ctx.session_key,
+            &agent_key,
+            ctx.user.as_deref(),
+            request.channel,
+        );
+        let (session_key, user) = (ctx.session_key.clone(), ctx.user.clone());
         let outcome = agent
             .run_turn_with(
                 system.as_deref(),
@@ -340,6 +350,7 @@ impl Runner {
         bus.run_finished(
             &session_key,
             &agent_key,
+            user.as_deref(),
             stop_label(&outcome.stop),
             outcome.iterations,
             started.elapsed(),
@@ -504,12 +515,6 @@ impl Runner {
             .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
         stored.iter().map(|m| parse_message(session, m)).collect()
     }
-}
-
-/// `part` made safe to sit between the `:` of a session key (`%` and `:` escaped), so no two
-/// users' keys can coincide.
-fn key_part(part: &str) -> String {
-    part.replace('%', "%25").replace(':', "%3A")
 }
 
 /// A store error about a session key: the caller's to fix when the key is invalid or taken.

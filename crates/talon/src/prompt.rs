@@ -110,6 +110,7 @@ mod tests {
             tool: "exec".into(),
             agent: None,
             session: "s".into(),
+            user: None,
             summary: "make deploy\nmake clean".into(),
             reason: "not on the allowlist".into(),
             always: always.map(str::to_string),
@@ -134,6 +135,21 @@ mod tests {
             "{q}"
         );
         assert!(!question(&request(None)).contains("always"));
+    }
+
+    #[test]
+    fn a_command_that_redraws_the_prompt_is_shown_whole() {
+        let mut spoof = request(Some("touch x ; : \x1b[2K\rgit status"));
+        spoof.summary = "touch x; : \x1b[2K\r\x1b[1AAllow? git status".into();
+        spoof.tool = "exec\x1b[8m".into();
+        let q = question(&spoof);
+        assert!(!q.contains('\x1b') && !q.contains('\r'), "{q:?}");
+        assert!(
+            q.contains("control or invisible characters")
+                && q.contains("\n  | touch x; : \\x1b[2K\\r\\x1b[1AAllow? git status\nAllow? [y]"),
+            "{q}"
+        );
+        assert!(q.contains("talon: exec\\x1b[8m (agent"), "{q}");
     }
 
     #[test]

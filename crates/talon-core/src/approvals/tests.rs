@@ -53,8 +53,10 @@ fn ctx() -> CallContext {
 fn answer_when_pending(broker: Arc<Approvals>, resolution: Resolution) {
     tokio::spawn(async move {
         loop {
-            if let Some(first) = broker.pending().first() {
-                broker.resolve(&first.id, resolution).expect("resolves");
+            if let Some(first) = broker.pending(None).first() {
+                broker
+                    .resolve(&first.id, None, resolution)
+                    .expect("resolves");
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -76,7 +78,7 @@ async fn an_answer_through_resolve_releases_the_call_and_is_announced() {
         script: None,
     };
     assert_eq!(broker.approve(&request, "high risk").await, Approval::Allow);
-    assert!(broker.pending().is_empty());
+    assert!(broker.pending(None).is_empty());
     match rx.recv().await.expect("requested") {
         ToolEvent::ApprovalRequested { request } => {
             assert_eq!(request.summary, "make deploy");
@@ -109,7 +111,7 @@ async fn no_answer_in_time_is_a_denial() {
         Approval::Allow => panic!("a timeout must deny"),
     }
     assert!(
-        broker.pending().is_empty(),
+        broker.pending(None).is_empty(),
         "the request is gone after its timeout"
     );
 }
@@ -173,18 +175,19 @@ async fn allow_always_is_refused_when_nothing_can_be_remembered() {
         waiter.approve(&request, "r").await
     });
     let id = loop {
-        if let Some(first) = broker.pending().first() {
+        if let Some(first) = broker.pending(None).first() {
             break first.id.clone();
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert_eq!(
-        broker.resolve(&id, Resolution::AllowAlways),
+        broker.resolve(&id, None, Resolution::AllowAlways),
         Err(ResolveError::CannotRemember(id.clone()))
     );
     broker
         .resolve(
             &id,
+            None,
             Resolution::Deny {
                 reason: Some("not today".into()),
             },
@@ -195,7 +198,7 @@ async fn allow_always_is_refused_when_nothing_can_be_remembered() {
         Approval::Allow => panic!("denied"),
     }
     assert_eq!(
-        broker.resolve(&id, Resolution::AllowOnce),
+        broker.resolve(&id, None, Resolution::AllowOnce),
         Err(ResolveError::Unknown(id))
     );
 }

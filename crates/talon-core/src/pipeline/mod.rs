@@ -409,6 +409,7 @@ impl Pipeline {
                         tool: Arc::clone(&tool_name),
                         session_key,
                         agent_key,
+                        user: ctx.user.as_deref().map(Arc::from),
                         is_error: output.is_error,
                         elapsed,
                     });
@@ -541,6 +542,7 @@ impl Pipeline {
                 tool: Arc::clone(tool.name()),
                 session_key: Arc::from(ctx.session_key.as_str()),
                 agent_key: ctx.agent_key.as_deref().map(Arc::from),
+                user: ctx.user.as_deref().map(Arc::from),
             });
         }
         let delegations = self.delegations(ctx, spec, &allowed, &progress.args);
@@ -702,6 +704,7 @@ impl Pipeline {
         let tool_name = Arc::clone(tool.name());
         let session_key: Arc<str> = Arc::from(ctx.session_key.as_str());
         let agent_key: Option<Arc<str>> = ctx.agent_key.as_deref().map(Arc::from);
+        let user: Option<Arc<str>> = ctx.user.as_deref().map(Arc::from);
         let mut wrapped = CallContext::clone(ctx);
         wrapped.progress = Some(crate::context::ProgressSink(Arc::new(move |update| {
             if let Some(onward) = &onward {
@@ -712,6 +715,7 @@ impl Pipeline {
                     tool: Arc::clone(&tool_name),
                     session_key: Arc::clone(&session_key),
                     agent_key: agent_key.clone(),
+                    user: user.clone(),
                     update,
                 });
             }

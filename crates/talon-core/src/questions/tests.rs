@@ -18,7 +18,7 @@ fn form() -> Value {
 /// Waits until a question is pending and returns it.
 async fn asked(broker: &Questions) -> PendingQuestion {
     for _ in 0..500 {
-        if let Some(q) = broker.pending().into_iter().next() {
+        if let Some(q) = broker.pending(None).into_iter().next() {
             return q;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -35,7 +35,7 @@ async fn a_question_waits_is_announced_and_gets_the_answer() {
     let events = EventBus::default();
     let mut rx = events.subscribe();
     let broker = Arc::new(Questions::new(events));
-    let client = broker.client("s1", Some("ops"));
+    let client = broker.client("s1", Some("ops"), None);
     let asking = tokio::spawn(async move { client.0.elicit(form()).await });
     let question = asked(&broker).await;
     assert_eq!(question.message, "Which database?");
@@ -45,21 +45,22 @@ async fn a_question_waits_is_announced_and_gets_the_answer() {
     );
 
     // An answer outside the choices is refused and the question keeps waiting.
-    let wrong = broker.answer(&question.id, accept(json!({"q1": "MySQL"})));
+    let wrong = broker.answer(&question.id, None, accept(json!({"q1": "MySQL"})));
     assert!(
         matches!(&wrong, Err(AnswerError::Invalid { why, .. }) if why.contains("MySQL") && why.contains("PostgreSQL")),
         "{wrong:?}"
     );
-    let missing = broker.answer(&question.id, accept(json!({"q2": ["a"]})));
+    let missing = broker.answer(&question.id, None, accept(json!({"q2": ["a"]})));
     assert!(
         matches!(missing, Err(AnswerError::Invalid { .. })),
         "{missing:?}"
     );
-    assert_eq!(broker.pending().len(), 1);
+    assert_eq!(broker.pending(None).len(), 1);
 
     broker
         .answer(
             &question.id,
+            None,
             accept(json!({"q1": "PostgreSQL", "q2": ["a", "b"]})),
         )
         .expect("answered");
@@ -68,9 +69,9 @@ async fn a_question_waits_is_announced_and_gets_the_answer() {
         result,
         json!({"action": "accept", "content": {"q1": "PostgreSQL", "q2": ["a", "b"]}})
     );
-    assert!(broker.pending().is_empty());
+    assert!(broker.pending(None).is_empty());
     assert_eq!(
-        broker.answer(&question.id, Answer::Decline),
+        broker.answer(&question.id, None, Answer::Decline),
         Err(AnswerError::Unknown(question.id.clone()))
     );
 
@@ -94,14 +95,14 @@ async fn a_question_waits_is_announced_and_gets_the_answer() {
 async fn declining_and_timing_out_are_reported() {
     let broker =
         Arc::new(Questions::new(EventBus::default()).with_timeout(Duration::from_millis(300)));
-    let client = broker.client("s", None);
+    let client = broker.client("s", None, None);
     let asking = tokio::spawn({
         let client = client.clone();
         async move { client.0.elicit(form()).await }
     });
     let question = asked(&broker).await;
     broker
-        .answer(&question.id, Answer::Decline)
+        .answer(&question.id, None, Answer::Decline)
         .expect("declined");
     assert_eq!(
         asking.await.expect("joined"),
@@ -110,7 +111,7 @@ async fn declining_and_timing_out_are_reported() {
 
     let late = client.0.elicit(form()).await;
     assert_eq!(late, Err("nobody answered within 0s".to_string()));
-    assert!(broker.pending().is_empty());
+    assert!(broker.pending(None).is_empty());
 
     let bad = client.0.elicit(json!({"requestedSchema": {}})).await;
     assert!(bad.is_err_and(|e| e.contains("message")));
@@ -119,10 +120,10 @@ async fn declining_and_timing_out_are_reported() {
 #[tokio::test]
 async fn a_caller_that_goes_away_withdraws_its_question() {
     let broker = Arc::new(Questions::new(EventBus::default()));
-    let client = broker.client("s", None);
+    let client = broker.client("s", None, None);
     let asking = tokio::spawn(async move { client.0.elicit(form()).await });
     asked(&broker).await;
     asking.abort();
     let _ = asking.await;
-    assert!(broker.pending().is_empty());
+    assert!(broker.pending(None).is_empty());
 }
