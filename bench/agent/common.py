@@ -28,7 +28,9 @@ def start_mock(talon, work, script):
 
 def start_gateway(talon, work, config):
     """`talon serve` on an ephemeral port with `config` (TOML text); returns (process, address)."""
-    with open(os.path.join(work, "talon.toml"), "w") as f:
+    # HOME is `work`, so this is the default configuration file (a `./talon.toml` is not read).
+    os.makedirs(os.path.join(work, ".config", "talon"), exist_ok=True)
+    with open(os.path.join(work, ".config", "talon", "talon.toml"), "w") as f:
         f.write(config)
     env = dict(os.environ, HOME=work, TALON_DATA_DIR=os.path.join(work, "data"), TALON_LOG="info")
     env.pop("TALON_CONFIG", None)

@@ -35,6 +35,14 @@ from mcp_client import Mcp  # noqa: E402
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 
 
+
+def workspace(work):
+    """The agent's workspace: a directory of its own inside `work`, because Talon refuses to start
+    with its configuration file or data directory inside the workspace."""
+    path = os.path.join(work, "ws")
+    os.makedirs(path, exist_ok=True)
+    return path
+
 def server_everything(target):
     root = os.path.join(target, "tmp", "npm-peers")
     entry = os.path.join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
@@ -86,11 +94,11 @@ def one_round(args, talon, relay, entry, index):
         f.write(f'[tools]\nrate_limit_per_hour = 0\n[mcp_servers.everything]\ncommand = "node"\n'
                 f'args = ["{entry}", "stdio"]\n')
     env = dict(os.environ, TALON_CONFIG=config)
-    bridged = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", work], env)
+    bridged = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", workspace(work)], env)
     compared = None
     if args.compare_talon:
         compared = Mcp([args.compare_talon, "--data-dir", os.path.join(work, "data-compared"), "mcp",
-                        "--workspace", work], env)
+                        "--workspace", workspace(work)], env)
     direct = Mcp(["node", entry, "stdio"])
     relayed = Mcp([relay, "node", entry, "stdio"])
     # `talon mcp` answers at once and gains the server's tools when it has connected.

@@ -22,6 +22,14 @@ from mcp_client import Mcp  # noqa: E402
 SCRIPT = os.path.join(ROOT, "crates", "talon-bridge", "tests", "fixtures", "changing_server.py")
 
 
+
+def workspace(work):
+    """The agent's workspace: a directory of its own inside `work`, because Talon refuses to start
+    with its configuration file or data directory inside the workspace."""
+    path = os.path.join(work, "ws")
+    os.makedirs(path, exist_ok=True)
+    return path
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -32,7 +40,7 @@ def main():
     with open(path, "w") as f:
         f.write(f'[tools]\nrate_limit_per_hour = 0\npermission_mode = "bypassPermissions"\n'
                 f'[mcp_servers.crashy]\ncommand = "python3"\nargs = ["{SCRIPT}"]\nenv = {{ CRASHY = "1" }}\n')
-    server = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", work],
+    server = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", workspace(work)],
                  dict(os.environ, TALON_CONFIG=path))
     while not any(t["name"] == "mcp__crashy__crash" for t in server.request("tools/list", {})["result"]["tools"]):
         time.sleep(0.01)

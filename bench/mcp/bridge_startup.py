@@ -24,6 +24,14 @@ from bridge_calls import server_everything  # noqa: E402
 LIVE = 4
 
 
+
+def workspace(work):
+    """The agent's workspace: a directory of its own inside `work`, because Talon refuses to start
+    with its configuration file or data directory inside the workspace."""
+    path = os.path.join(work, "ws")
+    os.makedirs(path, exist_ok=True)
+    return path
+
 def config(entry, dead):
     # Every tool listed inline (5 servers' tools are above the default search threshold).
     text = "[tools]\nrate_limit_per_hour = 0\n[mcp]\nsearch_threshold = 1000\n"
@@ -41,7 +49,7 @@ def one_run(talon, entry, dead):
         f.write(config(entry, dead))
     env = dict(os.environ, TALON_CONFIG=path)
     t0 = time.perf_counter()
-    server = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", work], env)
+    server = Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp", "--workspace", workspace(work)], env)
     first, complete = None, None
     while complete is None:
         tools = server.request("tools/list", {})["result"]["tools"]

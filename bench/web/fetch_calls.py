@@ -63,6 +63,14 @@ CHROME = [
 ]
 
 
+
+def workspace(work):
+    """The agent's workspace: a directory of its own inside `work`, because Talon refuses to start
+    with its configuration file or data directory inside the workspace."""
+    path = os.path.join(work, "ws")
+    os.makedirs(path, exist_ok=True)
+    return path
+
 def page(title, sentences):
     nav = "".join(f'<li><a href="/s{i}">{c}</a></li>' for i, c in enumerate(CHROME[:3]))
     body = "".join(f"<p>{s} {s.lower()}</p>" for s in sentences)
@@ -135,7 +143,7 @@ def main():
     env = dict(os.environ, TALON_CONFIG=config)
     servers = {
         "talon mcp (web_fetch)": (Mcp([talon, "--data-dir", os.path.join(work, "data"), "mcp",
-                                          "--workspace", work], env), "web_fetch",
+                                          "--workspace", workspace(work)], env), "web_fetch",
                                   lambda u: {"url": u, "maxChars": 100000}),
         "mcp-server-fetch (fetch)": (Mcp(*fetch_server(target)), "fetch",
                                      lambda u: {"url": u, "max_length": 100000}),

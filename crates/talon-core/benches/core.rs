@@ -302,10 +302,48 @@ fn effective_tool_set(c: &mut Criterion) {
     group.finish();
 }
 
+/// The untrusted-content fence on a 1 MiB result (issue 22 item 1: escaping the header and
+/// neutralising marker look-alikes), against the scrub every result already gets and against
+/// a fence that only concatenates markers (GoClaw's `wrapExternalContent`, forgeable).
+fn untrusted_fence(c: &mut Criterion) {
+    let corpus = corpus();
+    let mut cut = 1 << 20;
+    while !corpus.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let text = &corpus[..cut];
+    let scrubber = Scrubber::new().unwrap();
+    let bag = ScrubBag::default();
+    let origin = "https://docs.example.com/api-key-docs.txt?token=\"x\"";
+    let mut group = c.benchmark_group("fence_1MiB");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_function("talon_wrap", |b| {
+        b.iter(|| {
+            black_box(talon_core::untrusted::wrap("web_fetch", origin, black_box(text)).len())
+        })
+    });
+    group.bench_function("concatenate_markers_only", |b| {
+        b.iter(|| {
+            black_box(
+                format!(
+                    "<<<EXTERNAL_UNTRUSTED_CONTENT source=\"web_fetch\" origin=\"{origin}\">>>\n{}\n<<<END_EXTERNAL_UNTRUSTED_CONTENT>>>",
+                    black_box(text)
+                )
+                .len(),
+            )
+        })
+    });
+    group.bench_function("scrub_same_text", |b| {
+        b.iter(|| black_box(scrubber.scrub(black_box(text), &bag).len()))
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     pipeline_overhead,
     scrubber_throughput,
-    effective_tool_set
+    effective_tool_set,
+    untrusted_fence
 );
 criterion_main!(benches);

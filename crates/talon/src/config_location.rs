@@ -8,6 +8,9 @@
 //! writable root of the sandbox (`[exec] writable_roots`) or of the file tools
 //! (`[fs] write_roots`); or when other users may write it. The runtime also denies the file to the
 //! file tools and hides it from sandboxed commands, like the data directory.
+//!
+//! The data directory is held to the same rule ([`check_data_dir`]): its store lists MCP
+//! servers that Talon starts as host commands.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -18,20 +21,69 @@ pub struct Writable {
     pub path: PathBuf,
 }
 
-/// The writable place `path` lies in, if any (both canonicalised where they exist).
+/// `path` made absolute (against the current directory) with its longest existing head
+/// canonicalised, so a path that does not exist yet (a data directory created on first start)
+/// or is relative (`--data-dir ./data`) is still compared where it will really be.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_or_else(|_| path.to_path_buf(), |cwd| cwd.join(path))
+    };
+    let mut head = absolute.clone();
+    let mut tail = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&head) {
+            return tail.iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (head.parent(), head.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_os_string());
+                head = parent.to_path_buf();
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// The writable place `path` lies in, if any (both resolved as they are or will be).
 pub fn inside<'a>(path: &Path, writable: &'a [Writable]) -> Option<&'a Writable> {
-    let file = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    writable.iter().find(|place| {
-        let root = std::fs::canonicalize(&place.path).unwrap_or_else(|_| place.path.clone());
-        file.starts_with(&root)
-    })
+    let file = resolved(path);
+    writable
+        .iter()
+        .find(|place| file.starts_with(resolved(&place.path)))
+}
+
+/// Refuses a data directory an agent could write, or replace by renaming a parent: it holds
+/// the store, whose stdio MCP servers are commands this host runs, and the encryption key.
+/// The jail denies it to the file tools and the sandbox hides it, but a command that renames a
+/// directory above it and plants a fresh `talon.db` where it was would be host code at the
+/// next start.
+pub fn check_data_dir(data_dir: &Path, writable: &[Writable]) -> Result<(), String> {
+    match inside(data_dir, writable) {
+        None => Ok(()),
+        Some(place) => Err(format!(
+            "the data directory {} lies inside {} {}, where the agents' tools can write; it \
+             holds Talon's store (MCP servers it runs as commands on this host) and its \
+             encryption key, so Talon does not start with it: choose one outside with \
+             --data-dir or $TALON_DATA_DIR{}",
+            resolved(data_dir).display(),
+            place.what,
+            resolved(&place.path).display(),
+            if place.what == "the workspace" {
+                ", or pass --workspace DIR"
+            } else {
+                ""
+            },
+        )),
+    }
 }
 
 /// Refuses a configuration file that an agent (or another user) could write.
 pub fn check(source: &Path, writable: &[Writable]) -> Result<(), String> {
-    let file = std::fs::canonicalize(source).unwrap_or_else(|_| source.to_path_buf());
+    let file = resolved(source);
     if let Some(place) = inside(&file, writable) {
-        let root = std::fs::canonicalize(&place.path).unwrap_or_else(|_| place.path.clone());
+        let root = resolved(&place.path);
         return Err(format!(
             "the configuration file {} lies inside {} {}, where the agents' tools can write it; \
              configuration runs commands on this host (hooks, MCP servers), so Talon does not \
@@ -100,6 +152,45 @@ mod tests {
         }
         let other = jail.locate("etc/other.toml").unwrap();
         assert!(!jail.is_denied(other.rel()));
+    }
+
+    /// The open risk of issue 21's item 2: a data directory inside the workspace (given as it
+    /// is, relative, or not created yet) is refused; one beside it, or the per-agent
+    /// workspaces inside the data directory, are not.
+    #[test]
+    fn h22_data_dir_inside_a_writable_place_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("data")).unwrap();
+        let places = [Writable {
+            what: "the workspace",
+            path: ws.clone(),
+        }];
+        for data in [
+            ws.join("data"),
+            ws.join("not/yet/there"),
+            ws.clone(),
+            ws.join("data/../other"),
+        ] {
+            let err = check_data_dir(&data, &places).unwrap_err();
+            assert!(
+                err.contains("data directory") && err.contains("inside the workspace"),
+                "{err}"
+            );
+        }
+        let relative = std::env::current_dir().unwrap().join("talon-data-here");
+        let cwd = [Writable {
+            what: "the workspace",
+            path: std::env::current_dir().unwrap(),
+        }];
+        assert!(check_data_dir(Path::new("talon-data-here"), &cwd).is_err());
+        assert!(!relative.exists());
+        check_data_dir(&dir.path().join("data"), &places).unwrap();
+        let per_agent = [Writable {
+            what: "the workspace",
+            path: dir.path().join("data/workspaces"),
+        }];
+        check_data_dir(&dir.path().join("data"), &per_agent).unwrap();
     }
 
     #[test]

@@ -432,6 +432,9 @@ fn validate(
     {
         problems.push(e);
     }
+    if let Err(e) = crate::config_location::check_data_dir(data_dir, &writable) {
+        problems.push(e);
+    }
     // Sandboxed commands must not see Talon's state or its configuration (tokens, URLs).
     let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())
         .chain(config.source.clone())

@@ -123,12 +123,12 @@ fn secrets_need_the_key_they_were_stored_with() {
         stderr.contains("generated a new encryption key"),
         "the first start says it made a key: {stderr}"
     );
-    let key_file = home.path().join("data/encryption.key");
+    let key_file = support::data_dir(home.path()).join("encryption.key");
     assert_eq!(
         std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let db = std::fs::read(home.path().join("data/talon.db")).unwrap();
+    let db = std::fs::read(support::data_dir(home.path()).join("talon.db")).unwrap();
     assert!(
         !db.windows(13).any(|w| w == b"tok-123456789"),
         "the value is not stored in plaintext"
@@ -170,7 +170,7 @@ async fn serve_creates_its_database_and_key_and_scrubs_stored_secrets() {
     let config = "[[hooks.post_tool_use]]\ncommand = \"echo 'leaked plainvalue-abc-987654'\"\n";
     std::fs::write(home.path().join("talon.toml"), config).unwrap();
     let server = support::serve_in(home.path(), &[]);
-    assert!(home.path().join("data/talon.db").exists());
+    assert!(support::data_dir(home.path()).join("talon.db").exists());
     let (_, body) =
         support::invoke(&server.addr, None, serde_json::json!({"tool": "datetime"})).await;
     let text = body["result"]["for_llm"].as_str().unwrap();
@@ -179,11 +179,13 @@ async fn serve_creates_its_database_and_key_and_scrubs_stored_secrets() {
     let fresh = tempfile::tempdir().unwrap();
     let _server = support::serve_in(fresh.path(), &[]);
     assert!(
-        fresh.path().join("data/talon.db").exists(),
+        support::data_dir(fresh.path()).join("talon.db").exists(),
         "a fresh machine gets its SQLite database"
     );
     assert!(
-        fresh.path().join("data/encryption.key").exists(),
+        support::data_dir(fresh.path())
+            .join("encryption.key")
+            .exists(),
         "and its key"
     );
 }
@@ -193,9 +195,9 @@ async fn memory_tools_through_the_gateway() {
     let home = tempfile::tempdir().unwrap();
     let server = support::serve_in(home.path(), &[("TALON_TOOLS__RATE_LIMIT_PER_HOUR", "0")]);
     // Seed memory through the store the server uses (same SQLite file).
-    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(
-        &home.path().join("data"),
-    ))
+    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(&support::data_dir(
+        home.path(),
+    )))
     .await
     .unwrap();
     store
@@ -232,10 +234,14 @@ async fn memory_tools_through_the_gateway() {
         !ok && text.contains("Existing documents: MEMORY.md"),
         "{text}"
     );
-    // Every call was audited (written in the background).
+    // Every call was audited (written in the background), under the session of the token,
+    // the agent and the user (none here).
     let mut audited = Vec::new();
     for _ in 0..50 {
-        audited = store.audit_for_session("http:anonymous", 10).await.unwrap();
+        audited = store
+            .audit_for_session("http:anonymous:agent:default", 10)
+            .await
+            .unwrap();
         if audited.len() >= 3 {
             break;
         }

@@ -319,11 +319,12 @@ fn dialect_is_chosen_by_policy() {
     );
 }
 
+/// A data directory inside the workspace is refused at start (issue 21 item 2's open risk: a
+/// command could rename a directory above it and plant a store whose MCP servers are host
+/// commands); with one outside, the file tools work from the CLI.
 #[test]
-fn file_tools_work_from_the_cli_and_hide_the_data_dir() {
+fn h22_a_data_dir_inside_the_workspace_is_refused_and_file_tools_work_outside() {
     let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("data")).unwrap();
-    std::fs::write(home.path().join("data/secret.db"), "db").unwrap();
     std::fs::write(home.path().join("notes.txt"), "hello\n").unwrap();
     let ws = home.path().to_str().unwrap();
     let call = |args: &[&str]| {
@@ -334,23 +335,23 @@ fn file_tools_work_from_the_cli_and_hide_the_data_dir() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, stdout, _) = call(&["tool", "call", "list_files", "--workspace", ws]);
-    assert_eq!(code, 0);
-    assert!(
-        stdout.contains("notes.txt") && !stdout.contains("data"),
-        "{stdout}"
-    );
-    let (code, _, stderr) = call(&[
-        "tool",
-        "call",
-        "read_file",
-        "--workspace",
-        ws,
-        "--args",
-        "{\"path\":\"data/secret.db\"}",
-    ]);
-    assert_eq!(code, 1);
-    assert!(stderr.contains("denied"), "{stderr}");
+    for data in ["data", "./nested/data"] {
+        let out = command(home.path())
+            .env("TALON_DATA_DIR", data)
+            .args(["tool", "call", "list_files", "--workspace", ws])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{data}: {stderr}");
+        assert!(
+            stderr.contains("the data directory") && stderr.contains("inside the workspace"),
+            "{data}: {stderr}"
+        );
+        assert!(!home.path().join("data").exists() && !home.path().join("nested").exists());
+    }
+    let (code, stdout, stderr) = call(&["tool", "call", "list_files", "--workspace", ws]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("notes.txt"), "{stdout}");
     let (code, stdout, _) = call(&[
         "tool",
         "call",
@@ -394,7 +395,7 @@ fn a_failed_write_leaves_the_file_and_no_temporary_behind() {
     let out = std::process::Command::new("sh")
         .args(["-c", &script])
         .env("HOME", home.path())
-        .env("TALON_DATA_DIR", home.path().join("data"))
+        .env("TALON_DATA_DIR", support::data_dir(home.path()))
         .current_dir(home.path())
         .output()
         .unwrap();

@@ -58,7 +58,7 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
     std::fs::create_dir_all(home.join("ws")).unwrap();
-    let data = home.join("data");
+    let data = support::data_dir(home);
 
     // `talon tools list`: the first start creates the store and the default agent.
     let out = support::command(home)
@@ -194,7 +194,10 @@ async fn agents_are_checked_and_the_gateway_gives_each_agent_and_user_a_workspac
         }))
         .await;
         assert_eq!(status, 200, "{body}");
-        let file = home.join("data/workspaces").join(dir).join("report.txt");
+        let file = support::data_dir(home)
+            .join("workspaces")
+            .join(dir)
+            .join("report.txt");
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),
             format!("{agent:?} {user:?}"),
@@ -246,9 +249,11 @@ async fn a_one_shot_tool_call_is_audited_before_the_process_exits() {
         .unwrap();
     let pid = child.id();
     assert!(child.wait_with_output().unwrap().status.success());
-    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(&home.join("data")))
-        .await
-        .unwrap();
+    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(&support::data_dir(
+        home,
+    )))
+    .await
+    .unwrap();
     let audited = store
         .audit_for_session(&format!("cli:{pid}"), 10)
         .await
@@ -280,15 +285,16 @@ fn concurrent_first_starts_share_one_store_and_one_key() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let key = std::fs::read_to_string(home.path().join("data/encryption.key")).unwrap();
+    let key =
+        std::fs::read_to_string(support::data_dir(home.path()).join("encryption.key")).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(home.path().join("data"))
+    let mode = std::fs::metadata(support::data_dir(home.path()))
         .unwrap()
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o700, "the data directory is private");
     assert_eq!(key.trim().len(), 64, "{key:?}");
-    let leftovers: Vec<_> = std::fs::read_dir(home.path().join("data"))
+    let leftovers: Vec<_> = std::fs::read_dir(support::data_dir(home.path()))
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -316,7 +322,7 @@ fn commands_get_no_talon_secrets_and_cannot_see_its_state() {
             "--args",
             &json!({"command": format!(
                 "env; ls -A {data}; cat {cfg} || echo config-hidden",
-                data = home.path().join("data").display(),
+                data = support::data_dir(home.path()).display(),
                 cfg = support::config_file(home.path()).unwrap().display(),
             )})
             .to_string(),

@@ -53,7 +53,7 @@ fn exec(command: &str) -> Value {
 async fn requests_are_answered_over_http_and_allow_always_is_the_whole_command() {
     let server = support::serve(&[], Some(CONFIG));
     let addr = server.addr.clone();
-    let ws = server.home.path().join("data/workspaces/default/_shared");
+    let ws = support::data_dir(server.home.path()).join("workspaces/default/_shared");
 
     // On the allowlist: runs at once.
     let (status, body) = invoke(&addr, None, exec("echo allowed")).await;
@@ -235,7 +235,7 @@ fn at_a_terminal(home: &std::path::Path, command: &str, answer: &str) -> (String
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("TALON_DATA_DIR", home.join("data"))
+        .env("TALON_DATA_DIR", support::data_dir(home))
         .env("TALON_TOOLS__PERMISSION_MODE", "default");
     if let Some(config) = support::config_file(home) {
         script.env("TALON_CONFIG", config);

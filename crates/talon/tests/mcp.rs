@@ -210,7 +210,7 @@ fn workspace_with_a_hard_link(home: &std::path::Path) -> std::path::PathBuf {
 fn mcp_logging_follows_the_level_over_stdio_and_http() {
     let home = tempfile::tempdir().unwrap();
     let ws = workspace_with_a_hard_link(home.path());
-    let data = home.path().join("data");
+    let data = support::data_dir(home.path());
     let report = support::mcp_plan(&logging_plan(), &support::stdio_target(&data, &ws));
     check_logging(&report);
 
@@ -231,7 +231,7 @@ fn mcp_logging_follows_the_level_over_stdio_and_http() {
 #[test]
 fn ask_user_question_is_answered_through_elicitation() {
     let home = tempfile::tempdir().unwrap();
-    let target = support::stdio_target(&home.path().join("data"), home.path());
+    let target = support::stdio_target(&support::data_dir(home.path()), home.path());
     let question = serde_json::json!({"questions": [{
         "question": "Which database should the service use?",
         "header": "Database",

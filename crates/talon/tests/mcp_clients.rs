@@ -18,7 +18,7 @@ fn talon_mcp(home: &Path) -> Vec<String> {
     vec![
         support::talon().display().to_string(),
         "--data-dir".into(),
-        home.join("data").display().to_string(),
+        support::data_dir(home).display().to_string(),
         "mcp".into(),
         "--workspace".into(),
         home.display().to_string(),

@@ -151,7 +151,7 @@ fn login_refresh_rotation_and_logout() {
     assert!(after["refreshes"].as_u64().unwrap() >= 3, "{after}");
     assert_eq!(after["rejected_refreshes"], 0, "{after}");
     // The tokens are a secret: never in the store in the clear.
-    let db = std::fs::read(home.join("data/talon.db")).unwrap();
+    let db = std::fs::read(support::data_dir(home).join("talon.db")).unwrap();
     assert!(!String::from_utf8_lossy(&db).contains("refresh_token"));
 
     let (ok, out, err) = talon(home, &["mcp-servers", "logout", "signed"]);

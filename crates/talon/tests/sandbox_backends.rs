@@ -115,15 +115,26 @@ fn landlock_backend_hides_talon_state() {
     let home = Home::new(LANDLOCK);
     // The first call creates the store in the data directory.
     home.ok("true");
-    assert!(home.path("data/talon.db").is_file());
-    let err = home.fails(&format!("cat {}", home.path("data/talon.db").display()));
+    assert!(
+        support::data_dir(home.dir.path())
+            .join("talon.db")
+            .is_file()
+    );
+    let err = home.fails(&format!(
+        "cat {}",
+        support::data_dir(home.dir.path())
+            .join("talon.db")
+            .display()
+    ));
     assert!(err.contains("Permission denied"), "{err}");
     let config = support::config_file(home.dir.path()).unwrap();
     let err = home.fails(&format!("cat {}", config.display()));
     assert!(err.contains("Permission denied"), "{err}");
     home.fails(&format!(
         "cp {} ws-copy.key",
-        home.path("data/encryption.key").display()
+        support::data_dir(home.dir.path())
+            .join("encryption.key")
+            .display()
     ));
     assert!(!home.path("ws/ws-copy.key").exists());
 }

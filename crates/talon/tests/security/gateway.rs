@@ -36,11 +36,14 @@ async fn h21_01_text_plain_invoke_is_refused() {
         .await
         .unwrap();
     assert_eq!(response.status(), 415, "{}", response.text().await.unwrap());
-    assert_eq!(find(server.home.path(), "pwned.txt"), None);
+    assert_eq!(
+        find(&crate::support::data_dir(server.home.path()), "pwned.txt"),
+        None
+    );
     // The same call as JSON, from a non-browser client, runs.
     let (status, answer) = support::invoke(&server.addr, None, body).await;
     assert_eq!(status, 200, "{answer}");
-    assert!(find(server.home.path(), "pwned.txt").is_some());
+    assert!(find(&crate::support::data_dir(server.home.path()), "pwned.txt").is_some());
 }
 
 /// A page on another origin (or marked cross-site by the browser) reaches no route.

@@ -398,7 +398,7 @@ fn doctor(talon: &Path, home: &Path) -> (i32, String) {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("TALON_DATA_DIR", home.join("data"))
+        .env("TALON_DATA_DIR", crate::support::data_dir(home))
         .current_dir(home)
         .arg("doctor");
     if let Some(config) = support::config_file(home) {

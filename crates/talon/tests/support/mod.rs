@@ -22,12 +22,38 @@ pub fn command(home: &Path) -> Command {
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("TALON_DATA_DIR", home.join("data"))
+        .env("TALON_DATA_DIR", data_dir(home))
         .current_dir(home);
     if let Some(config) = config_file(home) {
         cmd.env("TALON_CONFIG", config);
     }
     cmd
+}
+
+/// The data directory of the commands run in `home`.
+///
+/// Home is their workspace, and Talon does not start with its data directory inside the
+/// workspace (a command could rename a directory above it and plant a store). So it lives
+/// outside, beside the configuration copies in the target directory:
+/// `CARGO_TARGET_TMPDIR/data/<home's name>`. Data directories an earlier run left there (more
+/// than a day old) are removed on first use.
+pub fn data_dir(home: &Path) -> PathBuf {
+    static PRUNED: OnceLock<()> = OnceLock::new();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("data");
+    PRUNED.get_or_init(|| {
+        let day = Duration::from_secs(24 * 3600);
+        for entry in fs::read_dir(&root).into_iter().flatten().flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > day));
+            if old {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    });
+    let name = home.file_name().expect("a home with a name");
+    root.join(name)
 }
 
 /// The configuration a test wrote as `home/talon.toml`, as Talon reads it.

@@ -31,7 +31,7 @@ pub fn under_a_terminal(home: &std::path::Path, args: &str) -> std::process::Com
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("TALON_DATA_DIR", home.join("data"))
+        .env("TALON_DATA_DIR", super::data_dir(home))
         .current_dir(home)
         .args(["-qec", &line, "/dev/null"])
         .stdin(Stdio::piped())
