@@ -33,11 +33,21 @@ pub const MAX_ORIGIN_CHARS: usize = 512;
 /// What replaces marker-looking text inside the content.
 const NEUTRALISED: &str = "[fence marker removed]";
 
-/// Any spelling of a marker name a reader could take for Talon's (case, spaces, dashes),
-/// with the angle brackets before it.
+/// Any spelling of a marker name a reader could take for Talon's (case, up to 16 spaces,
+/// dashes or underscores between its words), with up to 16 angle brackets before it. The
+/// bounds keep every match within [`REACH`] bytes of its `untru`, so only the text around
+/// such words is searched.
 static MARKER_LIKE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:<\s*)*(?:end[\s_\-]*)?external[\s_\-]*untrusted[\s_\-]*content").ok()
+    Regex::new(
+        r"(?i)(?:<\s{0,16}){0,16}(?:end[\s_\-]{0,16})?external[\s_\-]{0,16}untrusted[\s_\-]{0,16}content",
+    )
+    .ok()
 });
+
+/// How far a [`MARKER_LIKE`] match reaches from the `untru` inside it, in bytes: 16 brackets
+/// each followed by 16 whitespace characters of up to 3 bytes, `end` and the separators and
+/// words, rounded up.
+const REACH: usize = 1024;
 
 /// Wraps `content` from `source` (a tool name such as `web_fetch`) at `origin` (a URL, a query,
 /// a server). Call it on text that is already scrubbed: nothing may rewrite the result.
@@ -80,15 +90,82 @@ pub fn quote(value: &str, max_chars: usize) -> String {
     crate::visible::visible(&escaped)
 }
 
+/// Text every marker-looking spelling contains, `untru` in any case: none of `u`, `n`, `t`,
+/// `r` has a non-ASCII case variant, so its 32 ASCII spellings find every place the
+/// Unicode-case-insensitive [`MARKER_LIKE`] could match. Listing them (rather than asking for
+/// ASCII case insensitivity) lets the automaton use its SIMD searcher.
+static MARKER_CORE: LazyLock<Option<aho_corasick::AhoCorasick>> = LazyLock::new(|| {
+    let spellings = (0..32u32).map(|mask| {
+        "untru"
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if mask & (1 << i) == 0 {
+                    c
+                } else {
+                    c.to_ascii_uppercase()
+                }
+            })
+            .collect::<String>()
+    });
+    aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .build(spellings)
+        .ok()
+});
+
 /// `content` with every marker-looking text replaced, so the content cannot open or close a
 /// fence, whatever id it writes.
+///
+/// Every match holds an `untru` ([`MARKER_CORE`]) and lies within [`REACH`] bytes of it, so
+/// the regex runs only on the regions around those words (merged where they overlap): the
+/// same matches as over the whole text, at the speed of a literal search. Over the whole text
+/// the regex, whose optional leading parts give it no literal to search for, ran at a third of
+/// the scrubber's speed on every fenced result.
 pub fn neutralise(content: &str) -> std::borrow::Cow<'_, str> {
-    match MARKER_LIKE.as_ref() {
-        Some(re) => re.replace_all(content, NEUTRALISED),
-        // The pattern is a constant (a test compiles it); without it, fall back to the
-        // exact spelling.
-        None => std::borrow::Cow::Owned(content.replace(MARKER, NEUTRALISED)),
+    let (Some(core), Some(re)) = (MARKER_CORE.as_ref(), MARKER_LIKE.as_ref()) else {
+        // Both are constants (a test builds them); without them, the exact spelling.
+        return std::borrow::Cow::Owned(content.replace(MARKER, NEUTRALISED));
+    };
+    let mut regions: Vec<(usize, usize)> = Vec::new();
+    for hit in core.find_iter(content) {
+        let start = char_floor(content, hit.start().saturating_sub(REACH));
+        let end = char_ceil(content, hit.end().saturating_add(REACH).min(content.len()));
+        match regions.last_mut() {
+            Some(last) if start <= last.1 => last.1 = end,
+            _ => regions.push((start, end)),
+        }
     }
+    if regions.is_empty() {
+        return std::borrow::Cow::Borrowed(content);
+    }
+    let mut out = String::with_capacity(content.len());
+    let mut copied = 0;
+    for (start, end) in regions {
+        for found in re.find_iter(&content[start..end]) {
+            out.push_str(&content[copied..start + found.start()]);
+            out.push_str(NEUTRALISED);
+            copied = start + found.end();
+        }
+    }
+    out.push_str(&content[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// The char boundary at or before `i`.
+fn char_floor(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The char boundary at or after `i` (`i` at most `s.len()`).
+fn char_ceil(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]
@@ -133,6 +210,84 @@ mod tests {
             neutralise("x <<< y >>> external content"),
             "x <<< y >>> external content"
         );
+    }
+
+    /// The literal prefilter never lets through what the pattern would neutralise, whatever
+    /// the case (Unicode case folding included: `ſ` folds to `s`).
+    #[test]
+    fn h22_1_the_prefilter_finds_every_spelling_the_pattern_does() {
+        assert!(MARKER_CORE.is_some(), "the prefilter builds");
+        for spelling in [
+            "external_untrusted_content",
+            "EXTERNAL UNTRUSTED CONTENT",
+            "eXtErNaL-UnTrUsTeD-cOnTeNt",
+            "<END_EXTERNAL_UNTRUſTED_CONTENT",
+        ] {
+            let text = format!("before {spelling} after");
+            assert!(
+                MARKER_LIKE.as_ref().is_some_and(|re| re.is_match(&text)),
+                "{spelling}"
+            );
+            assert!(
+                matches!(neutralise(&text), std::borrow::Cow::Owned(_)),
+                "{spelling}"
+            );
+        }
+        let plain = "ordinary text about trust and content";
+        assert!(matches!(neutralise(plain), std::borrow::Cow::Borrowed(_)));
+    }
+
+    /// Searching only around each `untru` finds exactly what the pattern finds over the whole
+    /// text: spellings near and far apart, at region edges, next to multi-byte characters.
+    #[test]
+    fn h22_1_searching_around_the_core_equals_searching_everything() {
+        let re = MARKER_LIKE.as_ref().expect("the pattern compiles");
+        let parts = [
+            "<",
+            "<<<",
+            " ",
+            "\n",
+            "END_",
+            "end-",
+            "EXTERNAL",
+            "_",
+            "untrusted",
+            "UNTRUſTED",
+            "content",
+            "CONTENT",
+            "é",
+            "漢",
+            "untru",
+            "x",
+            &"y".repeat(700),
+            &" ".repeat(20),
+            "<<<END_EXTERNAL_UNTRUSTED_CONTENT",
+            "external untrusted content",
+        ];
+        let mut matched = 0;
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..5000 {
+            let mut text = String::new();
+            for _ in 0..next() % 40 {
+                text.push_str(parts[(next() % parts.len() as u64) as usize]);
+            }
+            assert_eq!(
+                neutralise(&text),
+                re.replace_all(&text, NEUTRALISED),
+                "{text:?}"
+            );
+            matched += usize::from(re.is_match(&text));
+        }
+        assert!(matched > 100, "{matched} of 5000 texts hold a match");
+        // Many hits close together are searched as one region, once.
+        let dense = "untru ".repeat(100_000);
+        assert!(matches!(neutralise(&dense), std::borrow::Cow::Owned(ref s) if s == &dense));
     }
 
     #[test]
