@@ -1,4 +1,7 @@
 //! Bearer-token authentication.
+//!
+//! A refusal is OpenAI's JSON error (`invalid_api_key`) with `WWW-Authenticate: Bearer`, so
+//! OpenAI and Anthropic SDK clients show the message, and MCP clients see the challenge.
 
 use std::sync::Arc;
 
@@ -38,19 +41,21 @@ pub(crate) async fn require_bearer(
         .map(str::trim);
     match presented {
         Some(p) if constant_time_eq(p.as_bytes(), expected.as_bytes()) => next.run(request).await,
-        Some(_) => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "invalid bearer token\n",
-        )
-            .into_response(),
-        None => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "missing bearer token: send Authorization: Bearer <gateway.token>\n",
-        )
-            .into_response(),
+        Some(_) => refused("invalid bearer token: send Authorization: Bearer <gateway.token>"),
+        None => refused("missing bearer token: send Authorization: Bearer <gateway.token>"),
     }
+}
+
+/// A 401 with `message`, in OpenAI's error shape.
+fn refused(message: &str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        axum::Json(serde_json::json!({"error": {
+            "message": message, "type": "invalid_request_error", "param": null,
+            "code": "invalid_api_key"}})),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

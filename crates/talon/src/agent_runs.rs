@@ -164,6 +164,11 @@ impl Runner {
         &self.store
     }
 
+    /// The agent turns run as when they name none.
+    pub fn default_agent(&self) -> &str {
+        self.callers.default_agent()
+    }
+
     /// The session key for `chat` of `agent` on `channel` (GoClaw's shape: agent, channel,
     /// peer kind, chat). A user's chats carry the user (`…:user:<user>:<chat>`), so two users
     /// choosing the same name get two sessions; a call naming no user gets `…:direct:<chat>`.

@@ -3,6 +3,7 @@
 //! | Route | |
 //! |---|---|
 //! | `POST /v1/chat/completions` | OpenAI-compatible (streaming or not): `model` names the agent |
+//! | `GET /v1/models`, `GET /v1/models/{agent}` | the agents, as OpenAI lists models |
 //! | `POST /v1/sessions/{key}/messages` | one turn in a stored session: `{"text", "agent"?, "user"?}` |
 //! | `POST /v1/sessions/{key}/cancel[?user=]` | cancels the turn running in the session |
 //! | `GET /v1/sessions[?agent=&user=&limit=]` | stored sessions, most recent first |
@@ -45,6 +46,8 @@ use crate::agent_runs::{Ran, RunError, Runner, TurnRequest};
 pub fn routes(runner: Runner) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(completions))
+        .route("/v1/models", get(list_models))
+        .route("/v1/models/{model}", get(show_model))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{key}", get(show_session))
         .route("/v1/sessions/{key}/messages", post(session_message))
@@ -55,9 +58,51 @@ pub fn routes(runner: Runner) -> Router {
 fn error(status: StatusCode, kind: &str, message: impl std::fmt::Display) -> Response {
     (
         status,
-        Json(json!({"error": {"message": message.to_string(), "type": kind}})),
+        Json(
+            json!({"error": {"message": message.to_string(), "type": kind,
+                              "param": null, "code": null}}),
+        ),
     )
         .into_response()
+}
+
+/// OpenAI's answer for a model (here: an agent) that does not exist: 404 `model_not_found`.
+fn model_not_found(model: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"error": {
+            "message": format!(
+                "The model {model:?} does not exist: it names a Talon agent (GET /v1/models lists them; create one with `talon agents create {model}`)"
+            ),
+            "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})),
+    )
+        .into_response()
+}
+
+/// An agent as OpenAI describes a model.
+fn model_json(agent: &talon_store::AgentRecord) -> Value {
+    json!({"id": agent.key, "object": "model", "created": agent.created_at / 1000,
+           "owned_by": "talon"})
+}
+
+/// `GET /v1/models`: every agent, so clients and UIs that pick a model find them.
+async fn list_models(State(runner): State<Runner>) -> Response {
+    match runner.store().agents().await {
+        Ok(agents) => Json(json!({"object": "list",
+                                  "data": agents.iter().map(model_json).collect::<Vec<_>>()}))
+        .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+    }
+}
+
+/// `GET /v1/models/{agent}`.
+async fn show_model(State(runner): State<Runner>, Path(model): Path<String>) -> Response {
+    let key = agent_of(&model).map_or_else(|| runner.default_agent().to_string(), str::to_string);
+    match runner.store().agent(&key).await {
+        Ok(Some(agent)) => Json(model_json(&agent)).into_response(),
+        Ok(None) => model_not_found(&model),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+    }
 }
 
 fn run_error(e: RunError) -> Response {
@@ -129,6 +174,17 @@ struct CompletionRequest {
     /// A stored session to continue (Talon's extension).
     #[serde(default)]
     session: Option<String>,
+    /// Streaming options: `include_usage` adds a last chunk with the turn's usage (and
+    /// `"usage": null` on the others), as OpenAI does; without it no such chunk is sent, since
+    /// clients read `choices[0]` of every chunk.
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
 }
 
 /// The text of an OpenAI message's `content` (a string or text parts).
@@ -218,6 +274,17 @@ async fn completions(
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", e),
     };
     let agent = agent_of(&body.model).map(str::to_string);
+    if let Some(agent) = &agent {
+        match runner.store().agent(agent).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return model_not_found(&body.model),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+        }
+    }
+    let include_usage = body
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
     let session = body.session.clone().or_else(|| {
         headers
             .get("x-talon-session")
@@ -277,8 +344,12 @@ async fn completions(
     let chunk = {
         let (id, model) = (id.clone(), model.clone());
         move |delta: Value, finish: Option<&str>| {
-            json!({"id": id, "object": "chat.completion.chunk", "created": now_secs(), "model": model,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": now_secs(),
+                   "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            if include_usage {
+                c["usage"] = Value::Null;
+            }
+            c
         }
     };
     let first = chunk(json!({"role": "assistant", "content": ""}), None);
@@ -308,9 +379,12 @@ async fn completions(
                 } else {
                     let done = chunk(json!({}), Some(finish_reason(&ran.outcome.stop)));
                     let _ = tx.send(Event::default().data(done.to_string()));
-                    let usage = json!({"id": id, "object": "chat.completion.chunk", "created": now_secs(),
-                                       "model": model, "choices": [], "usage": usage_json(&ran)});
-                    let _ = tx.send(Event::default().data(usage.to_string()));
+                    if include_usage {
+                        let usage = json!({"id": id, "object": "chat.completion.chunk",
+                                           "created": now_secs(), "model": model, "choices": [],
+                                           "usage": usage_json(&ran)});
+                        let _ = tx.send(Event::default().data(usage.to_string()));
+                    }
                 }
             }
             Err(e) => {

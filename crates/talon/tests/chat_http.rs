@@ -199,3 +199,104 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
         );
     }
 }
+
+/// `GET url` or `POST url` with `body`: (status, JSON).
+fn status_json(url: &str, body: Option<&Value>) -> (u16, Value) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let request = match body {
+            Some(body) => client.post(url).json(body),
+            None => client.get(url),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    })
+}
+
+/// Issue 23's first observations, as an OpenAI client meets them: agents are listed as models,
+/// an unknown one is OpenAI's 404 `model_not_found`, and a stream carries a usage chunk (whose
+/// `choices` is empty) only when `stream_options.include_usage` asks for it — the SDK's own
+/// streaming example reads `chunk.choices[0]` of every chunk.
+#[test]
+fn openai_clients_find_agents_and_read_every_chunks_first_choice() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [{"text": "Plain stream."}, {"text": "Stream with usage."}]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[agents.researcher.tools]\nallow = [\"datetime\"]\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let server = support::serve_in(home.path(), &[]);
+    let url = |path: &str| format!("http://{}{path}", server.addr);
+
+    let (status, models) = status_json(&url("/v1/models"), None);
+    assert_eq!(status, 200, "{models}");
+    assert_eq!(models["object"], "list");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["default", "researcher"], "{models}");
+    assert_eq!(models["data"][0]["object"], "model");
+    let (status, one) = status_json(&url("/v1/models/researcher"), None);
+    assert_eq!((status, &one["id"]), (200, &json!("researcher")), "{one}");
+    for (status, answer) in [
+        status_json(&url("/v1/models/nope"), None),
+        status_json(
+            &url("/v1/chat/completions"),
+            Some(&json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]})),
+        ),
+    ] {
+        assert_eq!(status, 404, "{answer}");
+        assert_eq!(answer["error"]["code"], "model_not_found", "{answer}");
+        assert_eq!(answer["error"]["param"], "model", "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("talon agents create nope"),
+            "{answer}"
+        );
+    }
+
+    let chunks = |body: &Value| -> Vec<Value> {
+        post(&url("/v1/chat/completions"), body, &[])
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    };
+    let plain = chunks(&json!({"model": "default", "stream": true,
+                                "messages": [{"role": "user", "content": "one"}]}));
+    assert!(
+        plain
+            .iter()
+            .all(|c| c["choices"][0].is_object() && c.get("usage").is_none()),
+        "{plain:?}"
+    );
+    let with_usage = chunks(&json!({"model": "default", "stream": true,
+                                     "stream_options": {"include_usage": true},
+                                     "messages": [{"role": "user", "content": "two"}]}));
+    let (last, rest) = with_usage.split_last().unwrap();
+    assert_eq!(last["choices"], json!([]), "{with_usage:?}");
+    assert!(last["usage"]["total_tokens"].is_u64(), "{last}");
+    assert!(
+        rest.iter()
+            .all(|c| c["choices"][0].is_object() && c.get("usage") == Some(&Value::Null)),
+        "{with_usage:?}"
+    );
+}

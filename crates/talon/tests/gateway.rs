@@ -130,11 +130,21 @@ async fn bearer_token_is_required_except_for_healthz() {
             .status(),
         200
     );
+    // Refusals are OpenAI's JSON errors, so SDK clients show what is wrong.
     let (status, body) = support::invoke(addr, None, json!({"tool": "datetime"})).await;
     assert_eq!(status, 401);
-    assert!(body.as_str().unwrap().contains("missing bearer token"));
-    let (status, _) = support::invoke(addr, Some("wrong-token"), json!({"tool": "datetime"})).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing bearer token"),
+        "{body}"
+    );
+    assert_eq!(body["error"]["code"], "invalid_api_key", "{body}");
+    let (status, body) =
+        support::invoke(addr, Some("wrong-token"), json!({"tool": "datetime"})).await;
     assert_eq!(status, 401);
+    assert_eq!(body["error"]["code"], "invalid_api_key", "{body}");
     let mcp = client
         .post(format!("http://{addr}/mcp"))
         .header("accept", "application/json, text/event-stream")
