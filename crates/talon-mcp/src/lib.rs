@@ -21,7 +21,7 @@ pub mod stdio;
 pub use rmcp_server::http_service;
 pub use stdio::serve_stdio;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine;
 use rmcp::model::{
@@ -314,22 +314,41 @@ impl TalonMcp {
     }
 }
 
+/// How many progress reports wait for a slow client before only the latest is kept.
+const PROGRESS_QUEUE: usize = 32;
+
 /// Sends a call's progress reports to the client as `notifications/progress` for `token`, in
 /// order, until the call's context is dropped.
 ///
-/// A client slower than the reports gets the latest: while one notification is being sent, only
-/// the newest report waits (each cut to
-/// [`talon_core::events::MAX_PROGRESS_MESSAGE_BYTES`]), and the ones it replaced are dropped.
-/// Progress only ever grows, so the latest says all the dropped ones did. A queue of every
-/// report held a gigabyte for a slow client in the review of issue 22 (item 9).
+/// Every report is sent while the client keeps up (clients and the conformance suite count
+/// them). A client slower than the reports gets the first [`PROGRESS_QUEUE`] waiting ones and
+/// then the latest: once the queue is full, each new report replaces the one held beside it
+/// until the queue has drained (each cut to
+/// [`talon_core::events::MAX_PROGRESS_MESSAGE_BYTES`]). Progress only ever grows, so the latest
+/// says all the dropped ones did. A queue of every report held a gigabyte for a slow client in
+/// the review of issue 22 (item 9).
 fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::ProgressSink {
-    let (latest, mut next) =
-        tokio::sync::watch::channel::<Option<talon_core::ProgressUpdate>>(None);
+    let (queue, mut next) =
+        tokio::sync::mpsc::channel::<talon_core::ProgressUpdate>(PROGRESS_QUEUE);
+    let overflow: Arc<Mutex<Option<talon_core::ProgressUpdate>>> = Arc::default();
+    let held = Arc::clone(&overflow);
     tokio::spawn(async move {
-        // Ends once the sink is dropped and its last report is sent.
-        while next.changed().await.is_ok() {
-            let Some(update) = next.borrow_and_update().clone() else {
-                continue;
+        let take_held = || held.lock().unwrap_or_else(PoisonError::into_inner).take();
+        loop {
+            // Queued reports are older than a held one, which is sent once the queue is empty.
+            let update = match next.try_recv() {
+                Ok(update) => update,
+                Err(_) => match take_held() {
+                    Some(update) => update,
+                    None => match next.recv().await {
+                        Some(update) => update,
+                        // The sink is gone: one held report may still be waiting.
+                        None => match take_held() {
+                            Some(update) => update,
+                            None => return,
+                        },
+                    },
+                },
             };
             let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
             param.total = update.total;
@@ -340,7 +359,14 @@ fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::Progres
         }
     });
     talon_core::ProgressSink(Arc::new(move |update: talon_core::ProgressUpdate| {
-        latest.send_replace(Some(update.bounded()));
+        let update = update.bounded();
+        let mut held = overflow.lock().unwrap_or_else(PoisonError::into_inner);
+        // Once a report is held, later ones replace it, so the order is kept.
+        if held.is_some() {
+            *held = Some(update);
+        } else if let Err(full) = queue.try_send(update) {
+            *held = Some(full.into_inner());
+        }
     }))
 }
 
@@ -449,7 +475,7 @@ mod tests {
         }
         drop(sink);
         // The client takes what is offered: at most the report it was handed while stuck,
-        // then the latest.
+        // the queue, then the latest.
         client.gate.add_permits(1000);
         // The forwarding task ends (dropping its handle on the client) once it sent the last.
         while Arc::strong_count(&client.gate) > 1 {
@@ -457,7 +483,7 @@ mod tests {
         }
         let got = client.got.lock().expect("not poisoned").clone();
         assert!(
-            got.len() <= 2,
+            got.len() <= PROGRESS_QUEUE + 2,
             "{} reports were queued for the client",
             got.len()
         );
