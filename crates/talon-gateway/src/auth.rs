@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 /// The configured token, if any.
 #[derive(Clone)]
@@ -48,14 +48,18 @@ pub(crate) async fn require_bearer(
 
 /// A 401 with `message`, in OpenAI's error shape.
 fn refused(message: &str) -> Response {
-    (
+    let mut response = crate::openai_error(
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer")],
-        axum::Json(serde_json::json!({"error": {
-            "message": message, "type": "invalid_request_error", "param": null,
-            "code": "invalid_api_key"}})),
-    )
-        .into_response()
+        "invalid_request_error",
+        None,
+        Some("invalid_api_key"),
+        message,
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
 }
 
 #[cfg(test)]

@@ -168,6 +168,26 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         .layer(axum::middleware::from_fn_with_state(guard, guard::check))
 }
 
+/// An error in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, which OpenAI
+/// (and Anthropic) SDK clients show as it is: `param` names the offending parameter and `code`
+/// is OpenAI's code for the error (`model_not_found`, `invalid_api_key`), where there is one.
+/// Every OpenAI-facing route answers errors through it.
+pub fn openai_error(
+    status: axum::http::StatusCode,
+    kind: &str,
+    param: Option<&str>,
+    code: Option<&str>,
+    message: impl std::fmt::Display,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        status,
+        axum::Json(serde_json::json!({"error": {
+            "message": message.to_string(), "type": kind, "param": param, "code": code}})),
+    )
+        .into_response()
+}
+
 /// Binds and serves until `shutdown` is cancelled.
 pub async fn serve(
     config: GatewayConfig,

@@ -336,19 +336,17 @@ fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::Progres
         let take_held = || held.lock().unwrap_or_else(PoisonError::into_inner).take();
         loop {
             // Queued reports are older than a held one, which is sent once the queue is empty.
-            let update = match next.try_recv() {
-                Ok(update) => update,
-                Err(_) => match take_held() {
-                    Some(update) => update,
-                    None => match next.recv().await {
-                        Some(update) => update,
-                        // The sink is gone: one held report may still be waiting.
-                        None => match take_held() {
-                            Some(update) => update,
-                            None => return,
-                        },
-                    },
-                },
+            let update = if let Ok(update) = next.try_recv() {
+                update
+            } else if let Some(update) = take_held() {
+                update
+            } else if let Some(update) = next.recv().await {
+                update
+            } else if let Some(update) = take_held() {
+                // The sink is gone; a report held meanwhile is its last.
+                update
+            } else {
+                return;
             };
             let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
             param.total = update.total;

@@ -20,9 +20,12 @@ use crate::config::Config;
 /// Why a turn could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The request or the configuration is wrong (an unknown agent, no provider).
+    /// The request or the configuration is wrong (no provider, a bad session key).
     #[error("{0}")]
     Invalid(String),
+    /// The request names an agent that does not exist (the message says how to create it).
+    #[error("{0}")]
+    UnknownAgent(String),
     /// The store failed.
     #[error("{0}")]
     Store(String),
@@ -204,7 +207,12 @@ impl Runner {
         self.callers
             .bind(&mut ctx, agent, user)
             .await
-            .map_err(|e| RunError::Invalid(e.to_string()))?;
+            .map_err(|e| match e {
+                talon_core::CallerError::UnknownAgent { .. } => {
+                    RunError::UnknownAgent(e.to_string())
+                }
+                e => RunError::Invalid(e.to_string()),
+            })?;
         Ok(ctx)
     }
 

@@ -56,27 +56,20 @@ pub fn routes(runner: Runner) -> Router {
 }
 
 fn error(status: StatusCode, kind: &str, message: impl std::fmt::Display) -> Response {
-    (
-        status,
-        Json(
-            json!({"error": {"message": message.to_string(), "type": kind,
-                              "param": null, "code": null}}),
-        ),
-    )
-        .into_response()
+    talon_gateway::openai_error(status, kind, None, None, message)
 }
 
 /// OpenAI's answer for a model (here: an agent) that does not exist: 404 `model_not_found`.
 fn model_not_found(model: &str) -> Response {
-    (
+    talon_gateway::openai_error(
         StatusCode::NOT_FOUND,
-        Json(json!({"error": {
-            "message": format!(
-                "The model {model:?} does not exist: it names a Talon agent (GET /v1/models lists them; create one with `talon agents create {model}`)"
-            ),
-            "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})),
+        "invalid_request_error",
+        Some("model"),
+        Some("model_not_found"),
+        format!(
+            "The model {model:?} does not exist: it names a Talon agent (GET /v1/models lists them; create one with `talon agents create {model}`)"
+        ),
     )
-        .into_response()
 }
 
 /// An agent as OpenAI describes a model.
@@ -107,7 +100,9 @@ async fn show_model(State(runner): State<Runner>, Path(model): Path<String>) -> 
 
 fn run_error(e: RunError) -> Response {
     match e {
-        RunError::Invalid(m) => error(StatusCode::BAD_REQUEST, "invalid_request_error", m),
+        RunError::Invalid(m) | RunError::UnknownAgent(m) => {
+            error(StatusCode::BAD_REQUEST, "invalid_request_error", m)
+        }
         RunError::Store(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", m),
     }
 }
@@ -274,13 +269,6 @@ async fn completions(
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", e),
     };
     let agent = agent_of(&body.model).map(str::to_string);
-    if let Some(agent) = &agent {
-        match runner.store().agent(agent).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return model_not_found(&body.model),
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
-        }
-    }
     let include_usage = body
         .stream_options
         .as_ref()
@@ -297,6 +285,7 @@ async fn completions(
         .await
     {
         Ok(ctx) => (ctx.agent_key.unwrap_or_default(), ctx.user),
+        Err(RunError::UnknownAgent(_)) => return model_not_found(&body.model),
         Err(e) => return run_error(e),
     };
     if let Err(e) = runner.check_model(&agent_key).await {

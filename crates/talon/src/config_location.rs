@@ -21,6 +21,17 @@ pub struct Writable {
     pub path: PathBuf,
 }
 
+impl Writable {
+    /// What else a person can do about something found inside this place, for an error.
+    fn alternative(&self) -> &'static str {
+        if self.what == "the workspace" {
+            ", or pass --workspace DIR"
+        } else {
+            ""
+        }
+    }
+}
+
 /// `path` made absolute (against the current directory) with its longest existing head
 /// canonicalised, so a path that does not exist yet (a data directory created on first start)
 /// or is relative (`--data-dir ./data`) is still compared where it will really be.
@@ -70,11 +81,7 @@ pub fn check_data_dir(data_dir: &Path, writable: &[Writable]) -> Result<(), Stri
             resolved(data_dir).display(),
             place.what,
             resolved(&place.path).display(),
-            if place.what == "the workspace" {
-                ", or pass --workspace DIR"
-            } else {
-                ""
-            },
+            place.alternative(),
         )),
     }
 }
@@ -92,11 +99,7 @@ pub fn check(source: &Path, writable: &[Writable]) -> Result<(), String> {
             file.display(),
             place.what,
             root.display(),
-            if place.what == "the workspace" {
-                ", or pass --workspace DIR"
-            } else {
-                ""
-            },
+            place.alternative(),
         ));
     }
     let others_may_write = |path: &Path, sticky_ok: bool| {

@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::chat::{http, listen, mock_provider, post, requests};
+use support::chat::{http, listen, mock_provider, post, requests, status_json};
 
 #[test]
 fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
@@ -198,24 +198,6 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
             "{unknown}"
         );
     }
-}
-
-/// `GET url` or `POST url` with `body`: (status, JSON).
-fn status_json(url: &str, body: Option<&Value>) -> (u16, Value) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let client = reqwest::Client::new();
-        let request = match body {
-            Some(body) => client.post(url).json(body),
-            None => client.get(url),
-        };
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap())
-    })
 }
 
 /// Issue 23's first observations, as an OpenAI client meets them: agents are listed as models,

@@ -153,6 +153,15 @@ async fn bearer_token_is_required_except_for_healthz() {
         .await
         .unwrap();
     assert_eq!(mcp.status(), 401, "/mcp is protected too");
+    // So are the OpenAI-facing routes, which list the agents.
+    for path in ["/v1/models", "/v1/models/default"] {
+        let response = client
+            .get(format!("http://{addr}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{path}");
+    }
 }
 
 #[test]

@@ -6,33 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::chat::{mock_provider, requests};
-
-/// One request to the gateway: (status, JSON body). `body` makes it a POST.
-fn call(url: &str, body: Option<&Value>) -> (u16, Value) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let client = reqwest::Client::new();
-        let request = match body {
-            Some(body) => client.post(url).json(body),
-            None => client.get(url),
-        };
-        let response = request
-            .timeout(std::time::Duration::from_secs(60))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    })
-}
+use crate::support::chat::{mock_provider, requests, status_json as call};
 
 /// A home whose `talon.toml` runs every tool without asking against `mock`, plus `extra`.
 fn configure(home: &std::path::Path, mock: &support::chat::Mock, extra: &str) {

@@ -46,8 +46,8 @@ pub fn mock_provider(home: &Path, script: &Value) -> Mock {
     }
 }
 
-/// One HTTP request (no body: GET), the response body as text.
-pub fn http(url: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> String {
+/// One HTTP request (no body: GET): the status and the response body as text.
+pub fn exchange(url: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> (u16, String) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,12 +62,28 @@ pub fn http(url: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> String
             request = request.header(*k, *v);
         }
         let response = request
-            .timeout(std::time::Duration::from_secs(30))
+            .timeout(std::time::Duration::from_secs(60))
             .send()
             .await
             .unwrap();
-        response.text().await.unwrap()
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
     })
+}
+
+/// One HTTP request (no body: GET), the response body as text.
+pub fn http(url: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> String {
+    exchange(url, body, headers).1
+}
+
+/// One HTTP request (no body: GET): the status and the body as JSON (a JSON string when it is
+/// not JSON).
+pub fn status_json(url: &str, body: Option<&Value>) -> (u16, Value) {
+    let (status, text) = exchange(url, body, &[]);
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 pub fn requests(mock: &Mock) -> Vec<Value> {
