@@ -15,13 +15,14 @@
 
 mod logging;
 pub mod mrtr;
+mod progress;
 mod rmcp_server;
 pub mod stdio;
 
 pub use rmcp_server::http_service;
 pub use stdio::serve_stdio;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use base64::Engine;
 use rmcp::model::{
@@ -273,9 +274,11 @@ impl TalonMcp {
         if let Err(e) = self.callers.bind(&mut ctx, None, None).await {
             return to_call_result(&ToolOutput::error(e.to_string()));
         }
-        if let Some(token) = call.progress_token {
-            ctx.progress = Some(progress_to(call.notify.clone(), token));
-        }
+        let progress = call.progress_token.map(|token| {
+            let forwarder = progress::Forwarder::start(call.notify.clone(), token);
+            ctx.progress = Some(forwarder.sink());
+            forwarder
+        });
         ctx.client = call.client;
         let arguments = call.arguments.map_or(Value::Null, Value::Object);
         let log = call.log_level.as_ref().unwrap_or(&self.log_level);
@@ -287,6 +290,9 @@ impl TalonMcp {
             .call(Arc::new(ctx), ToolCall::new(call.name, arguments))
             .await;
         tool_log.flush().await;
+        if let Some(progress) = progress {
+            progress.flush().await;
+        }
         log.call_ended(&call.notify, &outcome).await;
         to_call_result(&outcome.output)
     }
@@ -312,60 +318,6 @@ impl TalonMcp {
     pub(crate) fn set_log_level(&self, level: rmcp::model::LoggingLevel) {
         self.log_level.set(level);
     }
-}
-
-/// How many progress reports wait for a slow client before only the latest is kept.
-const PROGRESS_QUEUE: usize = 32;
-
-/// Sends a call's progress reports to the client as `notifications/progress` for `token`, in
-/// order, until the call's context is dropped.
-///
-/// Every report is sent while the client keeps up (clients and the conformance suite count
-/// them). A client slower than the reports gets the first [`PROGRESS_QUEUE`] waiting ones and
-/// then the latest: once the queue is full, each new report replaces the one held beside it
-/// until the queue has drained (each cut to
-/// [`talon_core::events::MAX_PROGRESS_MESSAGE_BYTES`]). Progress only ever grows, so the latest
-/// says all the dropped ones did. A queue of every report held a gigabyte for a slow client in
-/// the review of issue 22 (item 9).
-fn progress_to(notify: impl Notify, token: ProgressToken) -> talon_core::ProgressSink {
-    let (queue, mut next) =
-        tokio::sync::mpsc::channel::<talon_core::ProgressUpdate>(PROGRESS_QUEUE);
-    let overflow: Arc<Mutex<Option<talon_core::ProgressUpdate>>> = Arc::default();
-    let held = Arc::clone(&overflow);
-    tokio::spawn(async move {
-        let take_held = || held.lock().unwrap_or_else(PoisonError::into_inner).take();
-        loop {
-            // Queued reports are older than a held one, which is sent once the queue is empty.
-            let update = if let Ok(update) = next.try_recv() {
-                update
-            } else if let Some(update) = take_held() {
-                update
-            } else if let Some(update) = next.recv().await {
-                update
-            } else if let Some(update) = take_held() {
-                // The sink is gone; a report held meanwhile is its last.
-                update
-            } else {
-                return;
-            };
-            let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
-            param.total = update.total;
-            param.message = update.message;
-            if notify.progress(param).await.is_err() {
-                return;
-            }
-        }
-    });
-    talon_core::ProgressSink(Arc::new(move |update: talon_core::ProgressUpdate| {
-        let update = update.bounded();
-        let mut held = overflow.lock().unwrap_or_else(PoisonError::into_inner);
-        // Once a report is held, later ones replace it, so the order is kept.
-        if held.is_some() {
-            *held = Some(update);
-        } else if let Err(full) = queue.try_send(update) {
-            *held = Some(full.into_inner());
-        }
-    }))
 }
 
 #[cfg(test)]
@@ -425,73 +377,5 @@ mod tests {
         let result = serde_json::to_value(to_call_result(&output)).expect("serializes");
         assert_eq!(result["content"].as_array().map(Vec::len), Some(1));
         assert_eq!(result["content"][0]["type"], "image");
-    }
-
-    /// A client that takes each progress notification only when the test lets it.
-    #[derive(Clone)]
-    struct SlowClient {
-        gate: Arc<tokio::sync::Semaphore>,
-        got: Arc<std::sync::Mutex<Vec<ProgressNotificationParam>>>,
-    }
-
-    impl Notify for SlowClient {
-        async fn log(&self, _: LoggingMessageNotificationParam) -> Result<(), String> {
-            Ok(())
-        }
-        async fn progress(&self, param: ProgressNotificationParam) -> Result<(), String> {
-            let permit = self.gate.acquire().await.map_err(|e| e.to_string())?;
-            permit.forget();
-            self.got.lock().map_err(|e| e.to_string())?.push(param);
-            Ok(())
-        }
-        async fn tools_changed(&self) -> Result<(), String> {
-            Ok(())
-        }
-    }
-
-    /// Issue 22 item 9: progress forwarded to a client slower than the reports queued without
-    /// bound (1 GB). Now the latest report waits, cut to size, and the client still gets it.
-    #[tokio::test]
-    async fn h22_9_progress_to_a_slow_client_keeps_only_the_latest() {
-        use talon_core::events::MAX_PROGRESS_MESSAGE_BYTES;
-        let client = SlowClient {
-            gate: Arc::new(tokio::sync::Semaphore::new(0)),
-            got: Arc::default(),
-        };
-        let sink = progress_to(
-            client.clone(),
-            ProgressToken(rmcp::model::NumberOrString::Number(1)),
-        );
-        let huge = "m".repeat(1024 * 1024);
-        for n in 0..1000 {
-            (sink.0)(talon_core::ProgressUpdate {
-                progress: f64::from(n),
-                total: Some(1000.0),
-                message: Some(huge.clone()),
-            });
-            tokio::task::yield_now().await;
-        }
-        drop(sink);
-        // The client takes what is offered: at most the report it was handed while stuck,
-        // the queue, then the latest.
-        client.gate.add_permits(1000);
-        // The forwarding task ends (dropping its handle on the client) once it sent the last.
-        while Arc::strong_count(&client.gate) > 1 {
-            tokio::task::yield_now().await;
-        }
-        let got = client.got.lock().expect("not poisoned").clone();
-        assert!(
-            got.len() <= PROGRESS_QUEUE + 2,
-            "{} reports were queued for the client",
-            got.len()
-        );
-        let last = got.last().expect("the latest report arrives");
-        assert_eq!(last.progress, 999.0);
-        let message = last.message.as_deref().unwrap_or_default();
-        assert!(
-            message.len() <= MAX_PROGRESS_MESSAGE_BYTES,
-            "{}",
-            message.len()
-        );
     }
 }
