@@ -21,7 +21,7 @@ use talon_core::{CallContext, Pipeline, ToolCall};
 use crate::gate;
 use crate::loop_detect::{CallKind, LoopDetector, Verdict};
 use crate::message::{Image, Message, ToolCallRequest, ToolResult};
-use crate::provider::{ChatRequest, Provider, StopReason, StreamEvent, ToolDef, Usage};
+use crate::provider::{ChatRequest, Provider, Sampling, StopReason, StreamEvent, ToolDef, Usage};
 
 /// The Claude Code tool whose success ends plan mode (this crate does not know the tools).
 const EXIT_PLAN_MODE: &str = "ExitPlanMode";
@@ -117,6 +117,40 @@ pub enum TurnStop {
     Cancelled,
     /// The provider could not answer.
     Failed(String),
+    /// The model called tools the API client brought ([`TurnOptions::client_tools`]): the
+    /// turn's last messages are the assistant's calls and the results of the agent's own calls
+    /// among them; the client's results continue it.
+    ClientTools,
+}
+
+/// What one turn takes besides the conversation.
+pub struct TurnInput<'a> {
+    pub system: Option<&'a str>,
+    pub history: &'a [Message],
+    /// The new message; `None` continues `history` as it is (it ends in the results of tools
+    /// the client ran).
+    pub user: Option<Message>,
+    pub options: &'a TurnOptions,
+}
+
+/// An API client's settings for one turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    /// Tools the client runs itself, offered beside the agent's own; a call to one ends the turn
+    /// with [`TurnStop::ClientTools`].
+    pub client_tools: Vec<ToolDef>,
+    /// Offer no tools at all (OpenAI's `tool_choice: "none"`).
+    pub no_tools: bool,
+    /// Output tokens per model response, instead of the agent's [`LoopConfig::max_tokens`].
+    pub max_tokens: Option<u32>,
+    pub sampling: Sampling,
+}
+
+impl TurnOptions {
+    /// Whether `name` is one of the client's tools.
+    pub fn is_client_tool(&self, name: &str) -> bool {
+        self.client_tools.iter().any(|t| t.name == name)
+    }
 }
 
 /// The result of one turn.
@@ -206,23 +240,33 @@ impl Agent {
         user: Message,
         events: RunSink<'_>,
     ) -> TurnOutcome {
-        self.run_turn_with(self.config.system.as_deref(), ctx, history, user, events)
-            .await
+        let input = TurnInput {
+            system: self.config.system.as_deref(),
+            history,
+            user: Some(user),
+            options: &TurnOptions::default(),
+        };
+        self.run_turn_with(input, ctx, events).await
     }
 
-    /// [`Agent::run_turn`] with `system` as the system prompt (an agent's prompt is built per
-    /// turn from its context files, which can change between turns and differ per user).
+    /// Runs one turn as `input` says (an agent's prompt is built per turn from its context
+    /// files, which can change between turns and differ per user; an API client brings tools
+    /// and sampling settings of its own).
     pub async fn run_turn_with(
         &self,
-        system: Option<&str>,
+        input: TurnInput<'_>,
         mut ctx: Arc<CallContext>,
-        history: &[Message],
-        user: Message,
         events: RunSink<'_>,
     ) -> TurnOutcome {
+        let TurnInput {
+            system,
+            history,
+            user,
+            options,
+        } = input;
         let hooks = self.pipeline.hooks();
         let user = match user {
-            Message::User { text } => {
+            Some(Message::User { text, images }) => {
                 let verdict = hooks
                     .fire_run(HookEvent::UserPromptSubmit, &ctx, "", |i| {
                         i.prompt = Some(text.clone());
@@ -243,18 +287,19 @@ impl Agent {
                         mode_after_plan: ctx.mode_after_plan,
                     };
                 }
-                Message::User {
+                Some(Message::User {
                     text: match verdict.additional_context {
                         Some(context) => format!("{text}\n\n{context}"),
                         None => text,
                     },
-                }
+                    images,
+                })
             }
             other => other,
         };
         let mut conversation: Vec<Message> = history.to_vec();
         let start = conversation.len();
-        conversation.push(user);
+        conversation.extend(user);
         let mut stop_hook_active = false;
         let mut usage = Usage::default();
         let mut detector = LoopDetector::default();
@@ -265,8 +310,16 @@ impl Agent {
             }
             iterations += 1;
             // The tool set can change between iterations (MCP servers, activation).
-            let tools = self.tools(&ctx).await;
-            let answer = match self.ask(&ctx, system, &conversation, &tools, events).await {
+            let mut tools = if options.no_tools {
+                Vec::new()
+            } else {
+                self.tools(&ctx).await
+            };
+            tools.extend(options.client_tools.iter().cloned());
+            let answer = match self
+                .ask(&ctx, system, &conversation, &tools, options, events)
+                .await
+            {
                 Asked::Answer(answer) => answer,
                 Asked::Cancelled(text) => {
                     if !text.is_empty() {
@@ -312,6 +365,11 @@ impl Agent {
                     _ => TurnStop::Final,
                 };
             }
+            // The client's own tools are the client's to run: the turn stops with their calls
+            // once the agent's calls of the same answer have run.
+            let (client_calls, calls): (Vec<_>, Vec<_>) = calls
+                .into_iter()
+                .partition(|call| options.is_client_tool(&call.name));
             let (results, verdict) = self.run_calls(&ctx, &calls, &mut detector, events).await;
             if ctx.permission_mode == PermissionMode::Plan && self.plan_approved(&calls, &results) {
                 // Back to the mode before plan mode, which the entry point bounded by the
@@ -331,7 +389,12 @@ impl Agent {
                 next.permission_mode = mode;
                 ctx = Arc::new(next);
             }
-            conversation.push(Message::ToolResults { results });
+            if !results.is_empty() {
+                conversation.push(Message::ToolResults { results });
+            }
+            if !client_calls.is_empty() {
+                break TurnStop::ClientTools;
+            }
             if ctx.cancel.is_cancelled() {
                 break TurnStop::Cancelled;
             }
@@ -402,6 +465,7 @@ impl Agent {
         system: Option<&str>,
         conversation: &[Message],
         tools: &[ToolDef],
+        options: &TurnOptions,
         events: RunSink<'_>,
     ) -> Asked {
         let request = ChatRequest {
@@ -409,7 +473,8 @@ impl Agent {
             system,
             messages: conversation,
             tools,
-            max_tokens: self.config.max_tokens,
+            max_tokens: options.max_tokens.unwrap_or(self.config.max_tokens),
+            sampling: &options.sampling,
         };
         let mut answer = Answer::default();
         let result = {

@@ -57,7 +57,7 @@ fn transcript(previous: Option<&str>, messages: &[Message]) -> String {
     };
     for m in messages {
         match m {
-            Message::User { text } => out.push_str(&format!("user: {}\n", cut(text))),
+            Message::User { text, .. } => out.push_str(&format!("user: {}\n", cut(text))),
             Message::Assistant { text, tool_calls } => {
                 if !text.is_empty() {
                     out.push_str(&format!("assistant: {}\n", cut(text)));

@@ -18,6 +18,6 @@ pub mod mock;
 pub mod provider;
 pub mod side;
 
-pub use agent_loop::{Agent, LoopConfig, RunEvent, TurnOutcome, TurnStop};
+pub use agent_loop::{Agent, LoopConfig, RunEvent, TurnInput, TurnOptions, TurnOutcome, TurnStop};
 pub use message::{Message, ToolCallRequest, ToolResult};
-pub use provider::{Provider, ProviderError, StopReason, StreamEvent, Usage};
+pub use provider::{Provider, ProviderError, Sampling, StopReason, StreamEvent, ToolDef, Usage};

@@ -9,8 +9,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
-    /// What the person (or the calling agent) said.
-    User { text: String },
+    /// What the person (or the calling agent) said, and images they showed (an API client's
+    /// image parts).
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
+    },
     /// What the model answered: text, tool calls, or both.
     Assistant {
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -25,7 +30,10 @@ pub enum Message {
 impl Message {
     /// A user message.
     pub fn user(text: impl Into<String>) -> Self {
-        Message::User { text: text.into() }
+        Message::User {
+            text: text.into(),
+            images: Vec::new(),
+        }
     }
 }
 
@@ -141,6 +149,7 @@ mod tests {
                 messages,
                 tools: &[],
                 max_tokens: 100,
+                sampling: &crate::provider::Sampling::DEFAULT,
             };
             let count = |body: serde_json::Value| body.to_string().matches("iVBORw0KGgo=").count();
             (

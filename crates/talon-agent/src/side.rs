@@ -34,6 +34,7 @@ impl Agent {
             messages: &messages,
             tools: &[],
             max_tokens: self.config().max_tokens,
+            sampling: &crate::provider::Sampling::DEFAULT,
         };
         let mut text = String::new();
         let mut sink = |event: StreamEvent| {

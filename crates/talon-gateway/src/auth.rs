@@ -1,4 +1,5 @@
-//! Bearer-token authentication.
+//! Bearer-token authentication: `Authorization: Bearer <token>`, or `x-api-key: <token>` as
+//! Anthropic's SDKs send it.
 //!
 //! A refusal is OpenAI's JSON error (`invalid_api_key`) with `WWW-Authenticate: Bearer`, so
 //! OpenAI and Anthropic SDK clients show the message, and MCP clients see the challenge.
@@ -38,7 +39,15 @@ pub(crate) async fn require_bearer(
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         })
-        .map(str::trim);
+        .map(str::trim)
+        // Anthropic's SDKs send the key as `x-api-key`.
+        .or_else(|| {
+            request
+                .headers()
+                .get("x-api-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+        });
     match presented {
         Some(p) if constant_time_eq(p.as_bytes(), expected.as_bytes()) => next.run(request).await,
         Some(_) => refused("invalid bearer token: send Authorization: Bearer <gateway.token>"),

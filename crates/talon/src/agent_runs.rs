@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use talon_agent::{Agent, Message, RunEvent, TurnOutcome, TurnStop};
+use talon_agent::{Agent, Message, RunEvent, TurnInput, TurnOptions, TurnOutcome, TurnStop};
 use talon_core::caller::key_part;
 use talon_core::permission::PermissionMode;
 use talon_core::questions::Questions;
@@ -49,6 +49,23 @@ pub struct TurnRequest<'a> {
     /// The permission mode, when the entry point chooses one (`talon chat --permission-mode`).
     pub permission_mode: Option<talon_core::permission::PermissionMode>,
     pub cancel: CancellationToken,
+    /// What an API client adds to the turn.
+    pub api: ApiTurn,
+}
+
+/// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
+#[derive(Debug, Default)]
+pub struct ApiTurn {
+    /// The client's system or developer messages, after the agent's own system prompt (which
+    /// they add to, never replace).
+    pub system: Option<String>,
+    /// Images shown with the prompt.
+    pub images: Vec<talon_agent::message::Image>,
+    /// No prompt: the history ends in the results of tools the client ran, and the model
+    /// continues from them.
+    pub resume: bool,
+    /// The client's tools and sampling settings.
+    pub options: TurnOptions,
 }
 
 /// A finished turn and the session it ran in.
@@ -240,9 +257,22 @@ impl Runner {
         Ok(built)
     }
 
-    /// Checks that `agent` has a usable model configuration.
-    pub async fn check_model(&self, agent: &str) -> Result<(), RunError> {
-        self.agent(agent).await.map(|_| ())
+    /// The names of the tools offered to `ctx` (its agent's, after policy and grants).
+    pub async fn tool_names(&self, ctx: &CallContext) -> Vec<String> {
+        self.pipeline
+            .offered_to(ctx)
+            .await
+            .iter()
+            .map(|t| t.spec().name.clone())
+            .collect()
+    }
+
+    /// Checks that `agent` has a usable model configuration; the wire format of its provider.
+    pub async fn check_model(
+        &self,
+        agent: &str,
+    ) -> Result<talon_agent::provider::ProviderKind, RunError> {
+        self.agent(agent).await.map(|a| a.agent.provider().kind())
     }
 
     /// Runs one turn: binds the caller, loads the session, runs the loop, saves the turn.
@@ -335,6 +365,12 @@ impl Runner {
                 ctx.user.as_deref(),
             )
             .await?;
+        if let Some(client) = request.api.system.filter(|s| !s.trim().is_empty()) {
+            system = Some(match system {
+                Some(s) => format!("{s}\n\n{client}"),
+                None => client,
+            });
+        }
         if let Some(summary) = summary {
             let earlier = format!("# Earlier in this session (summary)\n\n{summary}");
             system = Some(match system {
@@ -351,15 +387,17 @@ impl Runner {
             request.channel,
         );
         let (session_key, user) = (ctx.session_key.clone(), ctx.user.clone());
-        let outcome = agent
-            .run_turn_with(
-                system.as_deref(),
-                Arc::new(ctx),
-                &history,
-                Message::user(prompt),
-                events,
-            )
-            .await;
+        let message = (!request.api.resume).then_some(Message::User {
+            text: prompt,
+            images: request.api.images,
+        });
+        let input = TurnInput {
+            system: system.as_deref(),
+            history: &history,
+            user: message,
+            options: &request.api.options,
+        };
+        let outcome = agent.run_turn_with(input, Arc::new(ctx), events).await;
         bus.run_finished(
             &session_key,
             &agent_key,
@@ -629,6 +667,7 @@ pub fn stop_label(stop: &TurnStop) -> &'static str {
         TurnStop::PromptBlocked(_) => "prompt_blocked",
         TurnStop::Cancelled => "cancelled",
         TurnStop::Failed(_) => "failed",
+        TurnStop::ClientTools => "client_tools",
     }
 }
 

@@ -55,6 +55,7 @@ impl talon_tools::sessions::SessionSender for Runner {
                         permission_mode: None,
                         // Cancelling the sending call cancels the turn it started.
                         cancel: ctx.cancel.child_token(),
+                        api: Default::default(),
                     },
                     &|_| {},
                 )

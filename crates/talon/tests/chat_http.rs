@@ -173,7 +173,7 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
         );
         let bad: Value = serde_json::from_str(&post(
             &url("/v1/chat/completions"),
-            &json!({"messages": [{"role": "system", "content": "be evil"}, {"role": "user", "content": "x"}]}),
+            &json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "prefill"}]}),
             &[],
         ))
         .unwrap();
@@ -181,7 +181,7 @@ fn the_gateway_speaks_chat_completions_and_keeps_sessions() {
             bad["error"]["message"]
                 .as_str()
                 .unwrap()
-                .contains("system messages are not accepted"),
+                .contains("end with a user message or tool results"),
             "{bad}"
         );
         let unknown: Value = serde_json::from_str(&post(
@@ -281,4 +281,129 @@ fn openai_clients_find_agents_and_read_every_chunks_first_choice() {
             .all(|c| c["choices"][0].is_object() && c.get("usage") == Some(&Value::Null)),
         "{with_usage:?}"
     );
+}
+
+/// Issue 23: the official `openai` and `anthropic` Python SDKs drive an agent as they would
+/// OpenAI or Anthropic: a system prompt of theirs, the texts around the agent's own tool call
+/// kept and separated (streamed and not), a tool of the client's called, answered and
+/// continued with the agent's call still in the conversation, sampling settings and an image
+/// passed to the provider, and what Talon cannot do refused with the parameter named.
+#[test]
+fn official_sdks_use_agents_as_drop_in_models() {
+    for sdk in ["openai", "anthropic"] {
+        let home = tempfile::tempdir().unwrap();
+        let datetime = json!({"name": "datetime", "arguments": {"timezone": "UTC"}});
+        let mock = mock_provider(
+            home.path(),
+            &json!({"turns": [
+                {"text": "Let me look.", "tool_calls": [datetime]},
+                {"text": "Arr, it is noon."},
+                {"text": "Checking again.", "tool_calls": [datetime]},
+                {"text": "Still noon."},
+                {"tool_calls": [datetime, {"name": "get_weather", "arguments": {"city": "Paris"}}]},
+                {"text": "Sunny in Paris."},
+                {"text": "A tiny pixel."}
+            ]}),
+        );
+        // Each SDK against the provider of its own kind, so both translations are checked.
+        let base = if sdk == "openai" {
+            format!("{}/v1", mock.url)
+        } else {
+            mock.url.clone()
+        };
+        std::fs::write(
+            home.path().join("talon.toml"),
+            format!(
+                "[providers.mock]\nkind = \"{sdk}\"\nbase_url = \"{base}\"\nmodel = \"mock-1\"\n[gateway]\ntoken = \"sdk-token\"\n"
+            ),
+        )
+        .unwrap();
+        let server = support::serve_in(home.path(), &[]);
+        let report =
+            support::python_sdk_client(&[sdk, &format!("http://{}", server.addr), "sdk-token"]);
+        let openai = sdk == "openai";
+        assert_eq!(
+            report["text"], "Let me look.\n\nArr, it is noon.",
+            "{sdk}: {report}"
+        );
+        assert_eq!(report["finish"], if openai { "stop" } else { "end_turn" });
+        assert_eq!(report["activity"], json!(["datetime"]), "{sdk}: {report}");
+        assert_eq!(
+            report["streamed"], "Checking again.\n\nStill noon.",
+            "{sdk}: {report}"
+        );
+        assert_eq!(
+            report["tool_finish"],
+            if openai { "tool_calls" } else { "tool_use" }
+        );
+        assert_eq!(
+            report["tool_calls"],
+            json!([["get_weather", {"city": "Paris"}]]),
+            "{sdk}: {report}"
+        );
+        assert_eq!(report["after_tool"], "Sunny in Paris.", "{sdk}: {report}");
+        assert_eq!(report["sampled"], "A tiny pixel.", "{sdk}: {report}");
+        if openai {
+            assert_eq!(report["n2"], json!({"status": 400, "param": "n"}));
+            assert_eq!(report["unknown_model"], "model_not_found");
+            assert_eq!(report["models"], json!(["default"]));
+        } else {
+            assert_eq!(
+                report["n2"],
+                json!({"status": 400, "type": "invalid_request_error"})
+            );
+            assert_eq!(report["unknown_model"], "not_found_error");
+        }
+
+        let sent = requests(&mock);
+        assert_eq!(sent.len(), 7, "{sdk}: one request per scripted answer");
+        let system = if openai {
+            sent[0]["messages"][0]["content"].clone()
+        } else {
+            sent[0]["system"].clone()
+        };
+        assert!(
+            system.as_str().unwrap().ends_with("Answer like a pirate."),
+            "{sdk}: the client's system text follows the agent's: {system}"
+        );
+        let offered = sent[4]["tools"].to_string();
+        assert!(
+            offered.contains("get_weather") && offered.contains("datetime"),
+            "{sdk}: {offered}"
+        );
+        // The follow-up holds the agent's own call and result, and the client's result under
+        // the model's id.
+        let follow_up = sent[5].to_string();
+        let prefix = if openai {
+            "call_mock_4_"
+        } else {
+            "toolu_mock_4_"
+        };
+        assert_eq!(
+            follow_up.matches(&format!("{prefix}0")).count(),
+            2,
+            "{sdk}: {follow_up}"
+        );
+        assert_eq!(
+            follow_up.matches(&format!("{prefix}1")).count(),
+            2,
+            "{sdk}: {follow_up}"
+        );
+        assert!(follow_up.contains("Sunny, 21 C"), "{sdk}: {follow_up}");
+        let sampled = &sent[6];
+        assert_eq!(sampled["temperature"], 0.25, "{sdk}: {sampled}");
+        assert_eq!(sampled["top_p"], 0.5, "{sdk}: {sampled}");
+        assert_eq!(sampled["max_tokens"], 77, "{sdk}: {sampled}");
+        assert!(
+            sampled.to_string().contains("iVBORw0KGgo"),
+            "{sdk}: the image"
+        );
+        if openai {
+            assert_eq!(sampled["stop"], json!(["END"]));
+            assert_eq!(sampled["seed"], 7);
+            assert_eq!(sampled["response_format"], json!({"type": "json_object"}));
+        } else {
+            assert_eq!(sampled["stop_sequences"], json!(["END"]));
+        }
+    }
 }

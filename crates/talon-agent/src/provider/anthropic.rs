@@ -17,7 +17,7 @@ use super::{
     ChatRequest, EventSink, Provider, ProviderError, ProviderKind, RetryPolicy, StopReason,
     StreamEvent, Usage,
 };
-use crate::message::{Message, ToolCallRequest, with_earlier_images_omitted};
+use crate::message::{Image, Message, ToolCallRequest, with_earlier_images_omitted};
 
 /// The API version Talon speaks.
 pub const API_VERSION: &str = "2023-06-01";
@@ -105,12 +105,39 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
             )
             .collect();
     }
+    let sampling = request.sampling;
+    for (key, value) in [
+        ("temperature", sampling.temperature.map(Value::from)),
+        ("top_p", sampling.top_p.map(Value::from)),
+        ("top_k", sampling.top_k.map(Value::from)),
+        (
+            "stop_sequences",
+            (!sampling.stop.is_empty()).then(|| json!(sampling.stop)),
+        ),
+    ] {
+        if let Some(value) = value {
+            body[key] = value;
+        }
+    }
     body
+}
+
+fn image_block(image: &Image) -> Value {
+    json!({"type": "image",
+           "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}})
 }
 
 fn message(message: &Message) -> Value {
     match message {
-        Message::User { text } => json!({"role": "user", "content": text}),
+        Message::User { text, images } if images.is_empty() => {
+            json!({"role": "user", "content": text})
+        }
+        Message::User { text, images } => {
+            // Images first, as Anthropic recommends.
+            let mut content: Vec<Value> = images.iter().map(image_block).collect();
+            content.push(json!({"type": "text", "text": text}));
+            json!({"role": "user", "content": content})
+        }
         Message::Assistant { text, tool_calls } => {
             let mut content = Vec::new();
             if !text.is_empty() {
@@ -133,9 +160,7 @@ fn message(message: &Message) -> Value {
                 .iter()
                 .map(|r| {
                     let mut parts = vec![json!({"type": "text", "text": r.content})];
-                    parts.extend(r.images.iter().map(|i| {
-                        json!({"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}})
-                    }));
+                    parts.extend(r.images.iter().map(image_block));
                     json!({"type": "tool_result", "tool_use_id": r.call_id, "content": parts, "is_error": r.is_error})
                 })
                 .collect();

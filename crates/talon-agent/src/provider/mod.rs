@@ -35,6 +35,47 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolDef],
     pub max_tokens: u32,
+    /// The client's sampling settings for this turn (none: the provider's defaults).
+    pub sampling: &'a Sampling,
+}
+
+/// Sampling settings a client chose for a turn (`/v1/chat/completions`, `/v1/messages`); each
+/// unset one is left to the provider.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    /// Anthropic's `top_k`.
+    pub top_k: Option<u64>,
+    /// Stop sequences.
+    #[serde(default)]
+    pub stop: Vec<String>,
+    pub seed: Option<i64>,
+    /// OpenAI's `response_format` (`json_object`, `json_schema`) as the client sent it.
+    pub response_format: Option<Value>,
+}
+
+impl Sampling {
+    /// No settings: the provider's defaults.
+    pub const DEFAULT: Sampling = Sampling {
+        temperature: None,
+        top_p: None,
+        top_k: None,
+        stop: Vec::new(),
+        seed: None,
+        response_format: None,
+    };
+
+    /// The first setting a provider speaking `kind` has no way to honour, to refuse the request
+    /// with rather than drop it silently.
+    pub fn unsupported_by(&self, kind: ProviderKind) -> Option<&'static str> {
+        match kind {
+            ProviderKind::Anthropic if self.seed.is_some() => Some("seed"),
+            ProviderKind::Anthropic if self.response_format.is_some() => Some("response_format"),
+            ProviderKind::Openai if self.top_k.is_some() => Some("top_k"),
+            _ => None,
+        }
+    }
 }
 
 /// Token counts of one model response.

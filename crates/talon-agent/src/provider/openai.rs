@@ -16,7 +16,7 @@ use super::{
     ChatRequest, EventSink, Provider, ProviderError, ProviderKind, RetryPolicy, StopReason,
     StreamEvent, Usage,
 };
-use crate::message::{Message, ToolCallRequest, with_earlier_images_omitted};
+use crate::message::{Image, Message, ToolCallRequest, with_earlier_images_omitted};
 
 /// A Chat Completions provider.
 #[derive(Debug, Clone)]
@@ -97,12 +97,40 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
             })
             .collect();
     }
+    let sampling = request.sampling;
+    for (key, value) in [
+        ("temperature", sampling.temperature.map(Value::from)),
+        ("top_p", sampling.top_p.map(Value::from)),
+        ("seed", sampling.seed.map(Value::from)),
+        ("response_format", sampling.response_format.clone()),
+        (
+            "stop",
+            (!sampling.stop.is_empty()).then(|| json!(sampling.stop)),
+        ),
+    ] {
+        if let Some(value) = value {
+            body[key] = value;
+        }
+    }
     body
+}
+
+/// An image as a content part (a `data:` URL).
+fn image_part(image: &Image) -> Value {
+    json!({"type": "image_url",
+           "image_url": {"url": format!("data:{};base64,{}", image.mime_type, image.data)}})
 }
 
 fn push_message(out: &mut Vec<Value>, message: &Message) {
     match message {
-        Message::User { text } => out.push(json!({"role": "user", "content": text})),
+        Message::User { text, images } if images.is_empty() => {
+            out.push(json!({"role": "user", "content": text}));
+        }
+        Message::User { text, images } => {
+            let mut parts = vec![json!({"type": "text", "text": text})];
+            parts.extend(images.iter().map(image_part));
+            out.push(json!({"role": "user", "content": parts}));
+        }
         Message::Assistant { text, tool_calls } => {
             let mut m = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
             if !tool_calls.is_empty() {
@@ -123,9 +151,7 @@ fn push_message(out: &mut Vec<Value>, message: &Message) {
                     r.content.clone()
                 };
                 out.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": content}));
-                images.extend(r.images.iter().map(|i| {
-                    json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{}", i.mime_type, i.data)}})
-                }));
+                images.extend(r.images.iter().map(image_part));
             }
             if !images.is_empty() {
                 let mut parts = vec![

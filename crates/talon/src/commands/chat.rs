@@ -148,6 +148,7 @@ impl Chat {
                     client: crate::tty_questions::TtyQuestions::detect(),
                     permission_mode: mode,
                     cancel,
+                    api: Default::default(),
                 },
                 events,
             )
@@ -292,6 +293,8 @@ fn report_stop(stop: &TurnStop) {
         TurnStop::PromptBlocked(why) => format!("the prompt was refused by a hook: {why}"),
         TurnStop::Cancelled => "cancelled".to_string(),
         TurnStop::Failed(why) => format!("failed: {why}"),
+        // `talon chat` brings no tools of its own.
+        TurnStop::ClientTools => "stopped: the model called a tool no one runs".to_string(),
     };
     eprintln!("talon: {}", visible(&note));
 }
@@ -305,6 +308,7 @@ fn exit_code(stop: &TurnStop) -> ExitCode {
         TurnStop::IterationCap
         | TurnStop::LoopDetected(_)
         | TurnStop::PromptBlocked(_)
-        | TurnStop::Failed(_) => ExitCode::from(1),
+        | TurnStop::Failed(_)
+        | TurnStop::ClientTools => ExitCode::from(1),
     }
 }

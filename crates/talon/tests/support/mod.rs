@@ -79,12 +79,12 @@ pub fn config_file(home: &Path) -> Option<PathBuf> {
     Some(copy)
 }
 
-/// Version of the official Python MCP SDK the interop tests run against.
-pub const PYTHON_MCP_VERSION: &str = "2.3.0";
+/// The official Python SDKs the interop tests run against: MCP's, OpenAI's and Anthropic's.
+pub const PYTHON_PACKAGES: [&str; 3] = ["mcp==2.3.0", "openai==3.57.0", "anthropic==2.14.0"];
 
-/// The Python interpreter of a virtualenv holding the pinned MCP SDK, created on first use.
+/// The Python interpreter of a virtualenv holding the pinned SDKs, created on first use.
 ///
-/// The virtualenv lives in `CARGO_TARGET_TMPDIR/py-mcp-<version>` and is shared by every test
+/// The virtualenv lives in `CARGO_TARGET_TMPDIR/py-sdks-<pins>` and is shared by every test
 /// binary and every run. Creating it needs `python3` with the `venv` module and access to PyPI.
 /// It is built in a temporary directory under an exclusive file lock and renamed into place
 /// only once complete, so parallel test binaries build it once and an interrupted build is
@@ -94,13 +94,13 @@ pub fn python() -> PathBuf {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match PYTHON.get_or_init(provision_python) {
         Ok(python) => python.clone(),
-        Err(e) => panic!("cannot set up the Python MCP client for the interop tests: {e}"),
+        Err(e) => panic!("cannot set up the Python SDKs for the interop tests: {e}"),
     }
 }
 
 fn provision_python() -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let name = format!("py-mcp-{PYTHON_MCP_VERSION}");
+    let name = format!("py-sdks-{}", PYTHON_PACKAGES.join("-").replace("==", ""));
     let dir = root.join(&name);
     let python = dir.join("bin/python");
     let ready = || dir.join(READY).is_file() && python.exists();
@@ -129,11 +129,10 @@ fn provision_python() -> Result<PathBuf, String> {
     run(Command::new(partial.join("bin/python"))
         .args(["-m", "pip", "install", "--disable-pip-version-check"])
         .args(["--no-input", "--quiet"])
-        .arg(format!("mcp=={PYTHON_MCP_VERSION}")))
-    .map_err(|e| format!("{e}\n(installing the Python MCP SDK needs access to PyPI)"))?;
+        .args(PYTHON_PACKAGES))
+    .map_err(|e| format!("{e}\n(installing the Python SDKs needs access to PyPI)"))?;
     let marker = partial.join(READY);
-    fs::write(&marker, format!("mcp=={PYTHON_MCP_VERSION}\n"))
-        .map_err(io_error("write", &marker))?;
+    fs::write(&marker, PYTHON_PACKAGES.join("\n")).map_err(io_error("write", &marker))?;
     fs::rename(&partial, &dir).map_err(io_error("rename into place", &partial))?;
     drop(lock);
     Ok(python)
@@ -167,6 +166,12 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     ))
 }
 
+/// Runs `support/sdk_clients.py` (the official OpenAI or Anthropic SDK against `talon serve`)
+/// and returns its JSON report.
+pub fn python_sdk_client(args: &[&str]) -> serde_json::Value {
+    run_python_script("sdk_clients.py", args)
+}
+
 /// Runs the Python MCP SDK client script and returns its JSON report.
 pub fn python_mcp_client(args: &[&str]) -> serde_json::Value {
     run_python_script("mcp_client.py", args)
@@ -189,11 +194,11 @@ fn run_python_script(name: &str, args: &[&str]) -> serde_json::Value {
         .arg(&script)
         .args(args)
         .output()
-        .expect("cannot run the Python MCP client");
+        .expect("cannot run the Python client");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "MCP client failed\nstdout: {stdout}\nstderr: {}",
+        "{name} failed\nstdout: {stdout}\nstderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(stdout.trim())

@@ -122,6 +122,7 @@ fn results_are_tool_result_blocks_with_errors_and_images() {
             schema: json!({"type": "object"}),
         }],
         max_tokens: 50,
+        sampling: &crate::provider::Sampling::DEFAULT,
     });
     assert_eq!(body["system"], "sys");
     assert_eq!(body["tools"][0]["input_schema"]["type"], "object");

@@ -210,6 +210,7 @@ fn the_request_echoes_calls_as_strings_and_answers_every_call() {
         messages: &messages,
         tools: &[],
         max_tokens: 100,
+        sampling: &crate::provider::Sampling::DEFAULT,
     });
     let m = body["messages"].as_array().expect("messages");
     assert_eq!(m[0], json!({"role": "system", "content": "be brief"}));
