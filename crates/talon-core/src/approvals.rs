@@ -7,6 +7,12 @@
 //! the CLI). No answer within the timeout ([`DEFAULT_TIMEOUT`], two minutes) is a denial, so a
 //! forgotten request never runs later by surprise.
 //!
+//! A call from an MCP client ([`AskVia::McpClient`]) is asked of that client through
+//! elicitation, never of the broker: its user is the one at the client, and nobody watching
+//! `/v1/approvals` could know the call is theirs. A client that cannot be asked gets a refusal
+//! at once naming the settings that allow the call (see `client`). A request whose caller went
+//! away (a closed session, a cancelled turn) is withdrawn and counts as denied.
+//!
 //! A request belongs to the user of the call that made it: [`Approvals::pending`] and
 //! [`Approvals::resolve`] see only that user's (several users share one `talon serve`).
 //!
@@ -19,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::context::AskVia;
 use crate::events::{EventBus, ToolEvent};
 use crate::permission::{Approval, Approver, PermissionRequest};
 use crate::waiting::{Owned, WaitingRoom, unix_ms};
@@ -201,7 +208,14 @@ impl Approvals {
 
     async fn ask(&self, request: &PermissionRequest<'_>, reason: &str) -> Approval {
         let tool = request.spec.name.clone();
-        if self.unattended {
+        // An MCP client's call is asked at the terminal when the operator chose that
+        // (`talon mcp --tty-approvals`), else of the client.
+        let via_client =
+            matches!(request.ctx.ask_via, AskVia::McpClient { .. }) && self.prompter.is_none();
+        if via_client && request.ctx.client.is_none() {
+            return Approval::Deny(client::cannot_ask(&tool, reason));
+        }
+        if self.unattended && !via_client {
             return Approval::Deny(format!(
                 "permission denied: {tool} needs approval ({reason}) and nobody can approve it \
                  here (no terminal to ask at, no approvals API). Do not retry the same call; \
@@ -223,29 +237,45 @@ impl Approvals {
             requested_at: unix_ms(now),
             expires_at: unix_ms(now + self.timeout),
         };
-        let Some(ticket) = self.pending.admit(id.clone(), pending.clone()) else {
-            return Approval::Deny(format!(
-                "permission denied: {tool} needs approval ({reason}) and {MAX_PENDING} requests are already waiting; try again later"
-            ));
-        };
-        self.events.publish(ToolEvent::ApprovalRequested {
-            request: Arc::new(pending.clone()),
-        });
-        let prompted = self.prompter.as_ref().map(|p| p.prompt(pending.clone()));
-        let from_prompt = async {
-            match prompted {
-                Some(prompt) => prompt.await,
-                None => std::future::pending().await,
+        let resolution = if let (true, Some(handle)) = (via_client, &request.ctx.client) {
+            // The caller's MCP client asks its user; nobody else sees the request.
+            self.events.publish(ToolEvent::ApprovalRequested {
+                request: Arc::new(pending.clone()),
+            });
+            let asked = client::ask(handle, &pending);
+            tokio::select! {
+                resolution = asked => resolution,
+                () = request.ctx.cancel.cancelled() => withdrawn(),
+                () = tokio::time::sleep(self.timeout) => unanswered(self.timeout),
             }
-        };
-        let resolution = match ticket.wait(self.timeout, from_prompt).await {
-            Some(resolution) => resolution,
-            None => Resolution::Deny {
-                reason: Some(format!(
-                    "nobody answered within {}s",
-                    self.timeout.as_secs()
-                )),
-            },
+        } else {
+            let Some(ticket) = self.pending.admit(id.clone(), pending.clone()) else {
+                return Approval::Deny(format!(
+                    "permission denied: {tool} needs approval ({reason}) and {MAX_PENDING} requests are already waiting; try again later"
+                ));
+            };
+            self.events.publish(ToolEvent::ApprovalRequested {
+                request: Arc::new(pending.clone()),
+            });
+            let prompted = self.prompter.as_ref().map(|p| p.prompt(pending.clone()));
+            let cancel = request.ctx.cancel.clone();
+            let elsewhere = async {
+                tokio::select! {
+                    Some(answer) = async {
+                        match prompted {
+                            Some(prompt) => prompt.await,
+                            None => std::future::pending().await,
+                        }
+                    } => Some(answer),
+                    // The caller went away (its session closed): the request is withdrawn,
+                    // so nobody approves a call that can no longer run.
+                    () = cancel.cancelled() => Some(withdrawn()),
+                }
+            };
+            ticket
+                .wait(self.timeout, elsewhere)
+                .await
+                .unwrap_or_else(|| unanswered(self.timeout))
         };
         self.events.publish(ToolEvent::ApprovalResolved {
             id: id.clone().into(),
@@ -274,6 +304,20 @@ impl Approvals {
     }
 }
 
+/// The answer for a request whose caller went away.
+fn withdrawn() -> Resolution {
+    Resolution::Deny {
+        reason: Some("the session closed before anyone answered; the request was withdrawn".into()),
+    }
+}
+
+/// The answer for a request nobody answered in time.
+fn unanswered(timeout: Duration) -> Resolution {
+    Resolution::Deny {
+        reason: Some(format!("nobody answered within {}s", timeout.as_secs())),
+    }
+}
+
 impl Approver for Approvals {
     fn approve<'a>(
         &'a self,
@@ -284,5 +328,6 @@ impl Approver for Approvals {
     }
 }
 
+mod client;
 #[cfg(test)]
 mod tests;

@@ -126,9 +126,39 @@ pub struct CallContext {
     pub progress: Option<ProgressSink>,
     /// The caller's own client, when it can answer questions for its user (MCP elicitation).
     pub client: Option<ClientHandle>,
+    /// Who answers this call's approvals.
+    pub ask_via: AskVia,
     /// Where a running tool's log messages go (an MCP client's `notifications/message`); the
     /// pipeline scrubs them like the output.
     pub log: Option<LogSink>,
+}
+
+/// Who answers a call's approvals (see [`crate::approvals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AskVia {
+    /// Talon's approvals broker: the terminal, `/v1/approvals`, the CLI.
+    #[default]
+    Broker,
+    /// The caller's MCP client: asked through elicitation when it supports it; otherwise the
+    /// call is refused at once, naming the setting that allows it. Nobody else sees the
+    /// request, so it never waits for an answer that cannot come.
+    McpClient {
+        /// The client asks its user before each tool call (Claude Code does), which answers
+        /// what a tool's risk alone would ask; rules and hooks that ask still ask.
+        confirms_calls: bool,
+    },
+}
+
+impl AskVia {
+    /// Whether the caller's client confirmed the call with its user already.
+    pub fn client_confirmed(self) -> bool {
+        matches!(
+            self,
+            AskVia::McpClient {
+                confirms_calls: true
+            }
+        )
+    }
 }
 
 /// The boxed answer of [`ClientRequests::elicit`].
@@ -228,6 +258,7 @@ impl CallContext {
             tool_allow: None,
             progress: None,
             client: None,
+            ask_via: AskVia::default(),
             log: None,
             cancel: CancellationToken::new(),
             deadline: None,

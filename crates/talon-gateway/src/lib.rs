@@ -42,6 +42,8 @@ pub struct GatewayConfig {
     pub allowed_hosts: Vec<String>,
     /// Browser origins (`scheme://host[:port]`) allowed besides the gateway's own; empty: none.
     pub allowed_origins: Vec<String>,
+    /// MCP clients ask their users before each tool call (`[mcp_server] client_confirms`).
+    pub mcp_client_confirms: bool,
 }
 
 /// Why the gateway could not start.
@@ -131,7 +133,8 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
             template.clone(),
             callers.clone(),
             "http",
-        ),
+        )
+        .client_confirms(config.mcp_client_confirms),
         allowed_hosts,
         shutdown,
     );

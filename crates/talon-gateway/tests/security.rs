@@ -56,6 +56,7 @@ async fn serve(
         token: None,
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
+        mcp_client_confirms: true,
     };
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await

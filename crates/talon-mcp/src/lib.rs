@@ -72,12 +72,19 @@ impl TalonMcp {
     /// A handler calling through `pipeline`. `template` supplies the agent, permission mode and
     /// the rest; `callers` binds each call to its agent and workspace; the session key is
     /// replaced per client session.
+    ///
+    /// Approvals of its calls are asked of the client (see [`talon_core::context::AskVia`]),
+    /// which is taken to confirm each call with its user; [`TalonMcp::client_confirms`] says
+    /// otherwise.
     pub fn new(
         pipeline: Arc<Pipeline>,
-        template: CallContext,
+        mut template: CallContext,
         callers: Callers,
         transport: &str,
     ) -> Self {
+        template.ask_via = talon_core::context::AskVia::McpClient {
+            confirms_calls: true,
+        };
         Self {
             pipeline,
             template: Arc::new(template),
@@ -86,6 +93,15 @@ impl TalonMcp {
             log_level: LogLevel::default(),
             sealer: Arc::new(mrtr::Sealer::new()),
         }
+    }
+
+    /// Whether the clients ask their users before each tool call (`[mcp_server]
+    /// client_confirms`, default true): if not, a tool's risk alone asks too.
+    pub fn client_confirms(mut self, confirms_calls: bool) -> Self {
+        let mut template = (*self.template).clone();
+        template.ask_via = talon_core::context::AskVia::McpClient { confirms_calls };
+        self.template = Arc::new(template);
+        self
     }
 
     /// A handler for a new client session: its own key and its own log level.

@@ -28,7 +28,7 @@ pub enum UrlError {
     NoHost,
     /// A port that is neither the scheme's default nor configured.
     #[error(
-        "port {port} is not fetched: only the default ports (80 for http, 443 for https) and the ports an operator lists in [web] allowed_ports are"
+        "port {port} is not fetched: only the default ports (80 for http, 443 for https) and the ports an operator lists in [web] allowed_ports are fetched; use a URL without a port, or ask the operator to add {port} to [web] allowed_ports"
     )]
     Port { port: u16 },
 }

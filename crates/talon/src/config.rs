@@ -31,6 +31,8 @@ pub struct Config {
     pub exec: ExecSection,
     pub web: crate::web_config::WebSection,
     pub mcp: crate::mcp_servers_config::McpSection,
+    /// `[mcp_server]`: Talon as an MCP server (`talon mcp`, serve's `/mcp`).
+    pub mcp_server: McpServerSettings,
     pub mcp_servers:
         std::collections::BTreeMap<String, crate::mcp_servers_config::McpServerSection>,
     pub database: DatabaseSection,
@@ -341,6 +343,29 @@ impl<'de> Deserialize<'de> for AgentsSection {
             }
         }
         Ok(section)
+    }
+}
+
+/// `[mcp_server]`: how Talon serves MCP clients.
+///
+/// An MCP call that needs approval is asked of the client through elicitation, or refused at
+/// once when the client cannot be asked; it never waits on `/v1/approvals`. With
+/// `client_confirms` (the default) the client is taken to ask its user before each tool call,
+/// as Claude Code does, so what a tool's risk alone would ask (web_fetch in acceptEdits) runs;
+/// the policy, deny groups, `[exec.approvals]` rules, hooks, the sandbox and the address guard
+/// still apply.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpServerSettings {
+    /// The MCP clients ask their users before each tool call (default true).
+    pub client_confirms: bool,
+}
+
+impl Default for McpServerSettings {
+    fn default() -> Self {
+        Self {
+            client_confirms: true,
+        }
     }
 }
 

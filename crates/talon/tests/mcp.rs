@@ -268,3 +268,71 @@ fn ask_user_question_is_answered_through_elicitation() {
         "{report}"
     );
 }
+
+/// `talon mcp` for the Python SDK client, with `config` as its talon.toml.
+fn stdio_with_config(home: &std::path::Path, config: &str) -> Vec<String> {
+    std::fs::write(home.join("talon.toml"), config).unwrap();
+    let config = support::config_file(home).unwrap();
+    let mut target = support::stdio_target(&support::data_dir(home), home);
+    target.splice(2..2, ["--config".to_string(), config.display().to_string()]);
+    target
+}
+
+/// Issue 23: an MCP client's calls that need approval are asked of the client through
+/// elicitation, or refused at once naming the setting; never left waiting. By default the
+/// client (Claude Code asks its user before each call) confirms what a tool's risk alone would
+/// ask, so web_fetch runs, and the address guard still stands.
+#[test]
+fn mcp_clients_are_asked_through_elicitation_or_refused_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let fetch = serde_json::json!({"call": "web_fetch", "args": {"url": "http://127.0.0.1/page"}});
+    let text = |report: &Value, i: usize| report["steps"][i]["text"].as_str().unwrap().to_string();
+
+    // Out of the box: no approval asked; the address guard refuses the loopback address.
+    let report = support::mcp_plan(
+        &serde_json::json!([fetch]),
+        &stdio_with_config(home.path(), ""),
+    );
+    let out = text(&report, 0);
+    assert!(!out.contains("permission denied"), "{report}");
+    assert!(out.contains("loopback"), "{report}");
+
+    // A client that does not confirm calls and cannot be asked: refused at once, naming the key.
+    let target = stdio_with_config(home.path(), "[mcp_server]\nclient_confirms = false\n");
+    let started = std::time::Instant::now();
+    let report = support::mcp_plan(&serde_json::json!([fetch]), &target);
+    let out = text(&report, 0);
+    assert!(out.contains("cannot be asked"), "{report}");
+    assert!(
+        out.contains("[mcp_server] client_confirms = true"),
+        "{report}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "refused at once, not after the approval timeout"
+    );
+
+    // A client that supports elicitation is asked; its answer decides.
+    let report = support::mcp_plan(
+        &serde_json::json!([
+            {"elicit_answer": {"action": "accept", "content": {"decision": "allow_once"}}},
+            fetch,
+            {"elicit_answer": {"action": "decline"}},
+            fetch
+        ]),
+        &target,
+    );
+    let asked = report["elicitations"][0].as_str().unwrap();
+    assert!(
+        asked.contains("web_fetch") && asked.contains("127.0.0.1/page"),
+        "{report}"
+    );
+    assert!(
+        text(&report, 1).contains("loopback"),
+        "allowed, then guarded: {report}"
+    );
+    assert!(
+        text(&report, 3).contains("permission denied: web_fetch was not approved"),
+        "{report}"
+    );
+}

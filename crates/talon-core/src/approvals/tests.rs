@@ -223,3 +223,54 @@ async fn a_prompter_can_answer_and_a_silent_one_leaves_it_to_others() {
         Approval::Allow => panic!("denied through resolve"),
     }
 }
+
+/// Issue 23: a request whose caller went away (its session closed, its turn was cancelled)
+/// is withdrawn at once: denied, and gone from the pending list, instead of waiting for
+/// someone to approve a call that can no longer run.
+#[tokio::test]
+async fn a_closed_sessions_request_is_withdrawn() {
+    let broker = Arc::new(Approvals::new(EventBus::default()));
+    let (spec, mut ctx, input) = (spec(), ctx(), json!({"command": "make deploy"}));
+    let cancel = ctx.cancel.clone();
+    ctx.cancel = cancel.clone();
+    let watcher = Arc::clone(&broker);
+    tokio::spawn(async move {
+        while watcher.pending(None).is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        cancel.cancel();
+    });
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+        script: None,
+    };
+    let Approval::Deny(why) = broker.approve(&request, "high risk").await else {
+        panic!("allowed");
+    };
+    assert!(why.contains("withdrawn"), "{why}");
+    assert!(broker.pending(None).is_empty());
+}
+
+/// Issue 23: an MCP client's call is never left on `/v1/approvals` where its user cannot see
+/// it: a client that cannot be asked gets the refusal at once, with the settings to change.
+#[tokio::test]
+async fn an_mcp_client_that_cannot_be_asked_is_refused_at_once() {
+    let broker = Approvals::new(EventBus::default());
+    let (spec, mut ctx, input) = (spec(), ctx(), json!({"url": "https://example.com"}));
+    ctx.ask_via = crate::context::AskVia::McpClient {
+        confirms_calls: false,
+    };
+    let request = PermissionRequest {
+        spec: &spec,
+        input: &input,
+        ctx: &ctx,
+        script: None,
+    };
+    let Approval::Deny(why) = broker.approve(&request, "high risk").await else {
+        panic!("allowed");
+    };
+    assert!(why.contains("[mcp_server] client_confirms"), "{why}");
+    assert!(broker.pending(None).is_empty());
+}

@@ -608,7 +608,12 @@ impl Pipeline {
                     mode_decision(mode, spec, false)
                 }
                 _ => checked.unwrap_or_else(|| {
-                    mode_decision(mode, spec, self.auto_allow.contains(&spec.name))
+                    match mode_decision(mode, spec, self.auto_allow.contains(&spec.name)) {
+                        // The mode asks for the tool's risk alone, and the caller's client
+                        // asked its user before sending the call.
+                        Decision::Ask(_) if ctx.ask_via.client_confirmed() => Decision::Allow,
+                        decision => decision,
+                    }
                 }),
             },
         };

@@ -15,6 +15,7 @@ pub async fn run(
     data_dir: Option<PathBuf>,
     tty_approvals: bool,
 ) -> ExitCode {
+    let client_confirms = config.mcp_server.client_confirms;
     let rt = match runtime::build(
         config,
         Overrides {
@@ -37,7 +38,8 @@ pub async fn run(
         rt.template.clone(),
         rt.callers.clone(),
         "stdio",
-    );
+    )
+    .client_confirms(client_confirms);
     let served = talon_mcp::serve_stdio(handler).await;
     rt.shutdown().await;
     match served {

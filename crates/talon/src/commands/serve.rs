@@ -42,6 +42,7 @@ pub async fn run(
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
         allowed_hosts: config.gateway.allowed_hosts.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
+        mcp_client_confirms: config.mcp_server.client_confirms,
     };
     let config_names: Vec<String> = config.mcp_servers.keys().cloned().collect();
     // State: the database (created and migrated on first start), the secrets key, the default

@@ -519,6 +519,7 @@ pub fn serve() -> Served {
         token: None,
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
+        mcp_client_confirms: true,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let addr = runtime.block_on(async {
