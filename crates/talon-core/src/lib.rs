@@ -21,6 +21,7 @@
 pub mod approvals;
 pub mod caller;
 pub mod context;
+pub mod error_text;
 pub mod events;
 pub mod hooks;
 pub mod output;

@@ -441,15 +441,8 @@ fn http_error(url: &Url, e: &reqwest::Error) -> FetchError {
         }
         source = err.source();
     }
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(err) = source {
-        message.push_str(": ");
-        message.push_str(&err.to_string());
-        source = err.source();
-    }
     FetchError::Http {
         url: url.to_string(),
-        message,
+        message: talon_core::error_text::with_causes(e),
     }
 }

@@ -102,6 +102,20 @@ enum Command {
         #[command(subcommand)]
         command: commands::mcp_servers::McpServersCommand,
     },
+    /// Calls waiting for approval on a running `talon serve`: list, allow, deny.
+    Approvals {
+        #[command(flatten)]
+        target: commands::waiting::Target,
+        #[command(subcommand)]
+        command: commands::waiting::ApprovalsCommand,
+    },
+    /// Tools' questions to users waiting on a running `talon serve`: list, answer.
+    Questions {
+        #[command(flatten)]
+        target: commands::waiting::Target,
+        #[command(subcommand)]
+        command: commands::waiting::QuestionsCommand,
+    },
     /// Talk to an agent: interactive, or one prompt with `-p`.
     Chat {
         /// The agent (default: `[agents] default`).

@@ -300,3 +300,74 @@ fn a_person_answers_at_the_terminal() {
     );
     assert!(ws.join("always.txt").exists());
 }
+
+/// `talon …` in the server's home (its configuration), with `args`: status, stdout, stderr.
+fn cli(server: &support::Server, args: &[&str]) -> (i32, String, String) {
+    let out = support::command(server.home.path())
+        .args(args)
+        .args(["--url", &format!("http://{}", server.addr)])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 23: an operator without a browser lists and answers approvals with the CLI; the
+/// command is shown with its control characters visible, and a stopped gateway is named with
+/// its cause.
+#[tokio::test]
+async fn operators_answer_approvals_from_the_cli() {
+    let server = support::serve(&[], Some(CONFIG));
+    let addr = server.addr.clone();
+    let call = tokio::spawn({
+        let addr = addr.clone();
+        async move { invoke(&addr, None, exec("touch cli.txt # \u{1b}[2Kok")).await }
+    });
+    let id = pending(&addr).await.remove(0)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, listed, stderr) = cli(&server, &["approvals", "list"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        listed.contains(&id) && listed.contains("touch cli.txt"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains('\u{1b}'),
+        "escapes are shown, not sent: {listed:?}"
+    );
+    let (status, json_list, _) = cli(&server, &["approvals", "list", "--json"]);
+    assert_eq!(status, 0);
+    let json_list: Value = serde_json::from_str(&json_list).unwrap();
+    assert_eq!(json_list["pending"][0]["id"], id.as_str());
+    let (status, answered, stderr) = cli(&server, &["approvals", "allow", &id]);
+    assert_eq!(
+        (status, answered.trim()),
+        (0, format!("{id}: allow_once").as_str()),
+        "{stderr}"
+    );
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, _, stderr) = cli(&server, &["approvals", "deny", &id]);
+    assert_eq!(status, 1);
+    assert!(stderr.contains("no pending approval"), "{stderr}");
+    let (status, listed, _) = cli(&server, &["questions", "list"]);
+    assert_eq!((status, listed.trim()), (0, "no questions are waiting"));
+
+    drop(server);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = support::command(elsewhere.path())
+        .args(["approvals", "list", "--url", &format!("http://{addr}")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("cannot reach the gateway") && stderr.to_lowercase().contains("refused"),
+        "the cause is kept: {stderr}"
+    );
+}

@@ -1,5 +1,6 @@
-// Talon dashboard, shared helpers: safe text, DOM building, the token, requests and the live
-// events stream. Loaded before app.js; everything is exported on `window.Talon`.
+// Talon dashboard, shared helpers: safe text, DOM building, the token, requests, the live
+// events stream, and how a session transcript is shown. Loaded before app.js; everything is
+// exported on `window.Talon`.
 //
 // Rules this file enforces for the pages:
 // - Text from the server (written by models, users and MCP servers) reaches the page only as
@@ -354,6 +355,27 @@
     return JSON.stringify(value, null, 2);
   }
 
+  // JSON text without the whitespace between tokens (strings kept as written).
+  function minifiedJson(text) {
+    let out = '';
+    let inString = false;
+    let escaped = false;
+    for (const ch of text) {
+      if (inString) {
+        out += ch;
+        if (escaped) escaped = false;
+        else if (ch === '\\') escaped = true;
+        else if (ch === '"') inString = false;
+      } else if (ch === '"') {
+        inString = true;
+        out += ch;
+      } else if (ch !== ' ' && ch !== '\t' && ch !== '\n' && ch !== '\r') {
+        out += ch;
+      }
+    }
+    return out;
+  }
+
   function shellWord(s) {
     return /^[\w@%+=:,./-]+$/.test(s) ? s : JSON.stringify(s);
   }
@@ -367,9 +389,88 @@
     return fmtTime(ms);
   }
 
+  // ---------------------------------------------------------------------------------------
+  // A stored session (talon_store::SessionRecord) and its messages (talon_agent::Message)
+
+  const list = (v) => (Array.isArray(v) ? v : []);
+
+  function sessionMeta(s) {
+    const items = [
+      ['Agent', s.agent_key], ['User', s.owner || '(none)'], ['State', s.state],
+      ['Turns', s.turns], ['Tokens in / out', (s.input_tokens || 0) + ' / ' + (s.output_tokens || 0)],
+      ['Last stop', s.last_stop || '—'], ['Created', fmtTime(s.created_at)],
+      ['Updated', fmtTime(s.updated_at)],
+    ];
+    const dl = h('dl', { class: 'facts' }, items.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v == null ? '—' : String(v))]));
+    if (!s.summary) return dl;
+    return h('div', {}, dl, h('details', { class: 'summary' },
+      h('summary', {}, 'Compacted summary (through message ' + s.summary_through + ')'), block(s.summary)));
+  }
+
+  // One element per stored message (talon_agent::Message), each with data-role.
+  function transcript(messages) {
+    if (!messages.length) return [h('p', { class: 'muted' }, 'No messages yet.')];
+    const toolNames = new Map();
+    return messages.map((m) => {
+      const role = m && typeof m.role === 'string' ? m.role : 'unknown';
+      const box = h('div', { class: 'msg msg-' + role.replace(/[^a-z_]/g, ''), data: { role } });
+      if (role === 'user') {
+        box.append(h('div', { class: 'msg-head' }, 'User'), block(m.text, 'block prose'));
+        if (list(m.images).length) box.append(h('p', { class: 'muted' }, '[' + m.images.length + ' image(s)]'));
+      } else if (role === 'assistant') {
+        box.append(h('div', { class: 'msg-head' }, 'Assistant'));
+        if (m.text) box.append(block(m.text, 'block prose'));
+        for (const call of list(m.tool_calls)) {
+          toolNames.set(call.id, call.name);
+          box.append(h('div', { class: 'tool-call' },
+            h('div', {}, 'Tool call ', h('code', { class: 'tool-name' }, call.name), ' ',
+              h('span', { class: 'muted' }, call.id)),
+            args(call.arguments)));
+        }
+      } else if (role === 'tool_results') {
+        box.append(h('div', { class: 'msg-head' }, 'Tool results'));
+        for (const r of list(m.results)) box.append(toolResult(r, toolNames.get(r.call_id)));
+      } else {
+        box.append(h('div', { class: 'msg-head' }, 'Message (' + role + ')'), block(pretty(m)));
+      }
+      return box;
+    });
+  }
+
+  // Tool-call arguments pretty-printed; when that view is not the exact text (escapes, duplicate
+  // keys, large numbers, invalid JSON), the text as the model wrote it as well.
+  function args(raw) {
+    const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
+    let parsed;
+    try { parsed = JSON.parse(text); } catch (e) {
+      return [block(text, 'block args'), h('p', { class: 'muted' }, '(not valid JSON)')];
+    }
+    const view = block(JSON.stringify(parsed, null, 2), 'block args');
+    if (JSON.stringify(parsed) === minifiedJson(text)) return view;
+    return [view, h('details', {}, h('summary', {}, 'Exact text (differs from the view above)'), block(text, 'block args'))];
+  }
+
+  function toolResult(r, name) {
+    const content = r.content == null ? '' : String(r.content);
+    const head = firstLines(content, 3, 400);
+    const box = h('div', { class: 'tool-result' + (r.is_error ? ' is-error' : '') },
+      h('div', {}, h('code', { class: 'tool-name' }, name || r.call_id), ' ',
+        r.is_error ? badge('error', 'bad') : badge('ok', 'good'),
+        list(r.images).length ? ' [' + r.images.length + ' image(s)]' : ''));
+    if (!head.more) {
+      box.append(block(content, 'block result'));
+    } else {
+      box.append(block(head.text + '\n…', 'block result'), h('details', {},
+        h('summary', {}, 'Show all (' + content.split('\n').length + ' lines, ' + content.length + ' characters)'),
+        block(content, 'block result')));
+    }
+    return box;
+  }
+
   window.Talon = {
     visible, visibleFragment, h, append, block, firstLines, oneLine, fmtTime, fmtDuration,
     auth, api, ApiError, query, subscribe, readSse,
-    errorBox, badge, button, table, debounce, pretty, shellWord, fmtAgo,
+    errorBox, badge, button, table, debounce, pretty, minifiedJson, shellWord, fmtAgo,
+    sessionMeta, transcript,
   };
 })();

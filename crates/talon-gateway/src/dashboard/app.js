@@ -1,12 +1,14 @@
 // Talon dashboard: the shell (login, header, nav, hash router) and one function per page.
-// Adding a page: call `page({name, title, render})` below; `render(root)` fills `root` and may
-// return hooks {onEvent(ev), onPending(), dispose()}. The nav entry and `#/<name>` route follow.
+// Adding a page: call `page({name, title, render})` below (or `Talon.page(...)` from a later
+// deferred script); `render(root)` fills `root` and may return hooks {onEvent(ev), onPending(),
+// dispose()}. The nav entry (in registration order) and the `#/<name>` route follow.
 // Server text reaches the page only through Talon.h / Talon.block (text nodes, visible()).
 'use strict';
 
 (function () {
   const T = window.Talon;
   const { h, block, api, visible, errorBox, badge, button, table, debounce, pretty, shellWord, fmtAgo } = T;
+  const { sessionMeta, transcript } = T;
 
   const EVENT_KINDS = [
     'run_started', 'run_finished', 'tool_started', 'tool_finished', 'tool_progress',
@@ -198,6 +200,7 @@
     const m = /^#\/([a-z0-9-]+)/.exec(location.hash);
     const spec = pages.find((p) => m && p.name === m[1]) || pages[0];
     disposePage();
+    $('notice').hidden = true;
     for (const a of $('nav').querySelectorAll('a[data-page]')) {
       if (a.getAttribute('data-page') === spec.name) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
@@ -328,66 +331,6 @@
         }
       },
     };
-  }
-
-  function sessionMeta(s) {
-    const items = [
-      ['Agent', s.agent_key], ['User', s.owner || '(none)'], ['State', s.state],
-      ['Turns', s.turns], ['Tokens in / out', (s.input_tokens || 0) + ' / ' + (s.output_tokens || 0)],
-      ['Last stop', s.last_stop || '—'], ['Created', T.fmtTime(s.created_at)],
-      ['Updated', T.fmtTime(s.updated_at)],
-    ];
-    const dl = h('dl', { class: 'facts' }, items.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v == null ? '—' : String(v))]));
-    if (!s.summary) return dl;
-    return h('div', {}, dl, h('details', { class: 'summary' },
-      h('summary', {}, 'Compacted summary (through message ' + s.summary_through + ')'), block(s.summary)));
-  }
-
-  // One element per stored message (talon_agent::Message), each with data-role.
-  function transcript(messages) {
-    if (!messages.length) return [h('p', { class: 'muted' }, 'No messages yet.')];
-    const toolNames = new Map();
-    return messages.map((m) => {
-      const role = m && typeof m.role === 'string' ? m.role : 'unknown';
-      const box = h('div', { class: 'msg msg-' + role.replace(/[^a-z_]/g, ''), data: { role } });
-      if (role === 'user') {
-        box.append(h('div', { class: 'msg-head' }, 'User'), block(m.text, 'block prose'));
-        if (list(m.images).length) box.append(h('p', { class: 'muted' }, '[' + m.images.length + ' image(s)]'));
-      } else if (role === 'assistant') {
-        box.append(h('div', { class: 'msg-head' }, 'Assistant'));
-        if (m.text) box.append(block(m.text, 'block prose'));
-        for (const call of list(m.tool_calls)) {
-          toolNames.set(call.id, call.name);
-          box.append(h('div', { class: 'tool-call' },
-            h('div', {}, 'Tool call ', h('code', { class: 'tool-name' }, call.name), ' ',
-              h('span', { class: 'muted' }, call.id)),
-            block(pretty(call.arguments), 'block args')));
-        }
-      } else if (role === 'tool_results') {
-        box.append(h('div', { class: 'msg-head' }, 'Tool results'));
-        for (const r of list(m.results)) box.append(toolResult(r, toolNames.get(r.call_id)));
-      } else {
-        box.append(h('div', { class: 'msg-head' }, 'Message (' + role + ')'), block(pretty(m)));
-      }
-      return box;
-    });
-  }
-
-  function toolResult(r, name) {
-    const content = r.content == null ? '' : String(r.content);
-    const head = T.firstLines(content, 3, 400);
-    const box = h('div', { class: 'tool-result' + (r.is_error ? ' is-error' : '') },
-      h('div', {}, h('code', { class: 'tool-name' }, name || r.call_id), ' ',
-        r.is_error ? badge('error', 'bad') : badge('ok', 'good'),
-        list(r.images).length ? ' [' + r.images.length + ' image(s)]' : ''));
-    if (!head.more) {
-      box.append(block(content, 'block result'));
-    } else {
-      box.append(block(head.text + '\n…', 'block result'), h('details', {},
-        h('summary', {}, 'Show all (' + content.split('\n').length + ' lines, ' + content.length + ' characters)'),
-        block(content, 'block result')));
-    }
-    return box;
   }
 
   // ---------------------------------------------------------------------------------------
@@ -599,15 +542,16 @@
     async function answer(action) {
       const body = { id: q.id, action };
       if (action === 'accept') {
-        body.content = {};
+        const answers = [];
         for (const f of fields) {
           const got = f.read();
           if (got.missing && f.required) {
             status.textContent = 'Answer “' + visible(f.label) + '” first.';
             return;
           }
-          if (!got.missing) body.content[f.key] = got.value;
+          if (!got.missing) answers.push([f.key, got.value]);
         }
+        body.content = Object.fromEntries(answers); // own keys, even one named __proto__
       }
       buttons.forEach((b) => { b.disabled = true; });
       status.textContent = 'Sending…';
@@ -837,5 +781,7 @@
       });
   }
 
-  start();
+  // Pages of later scripts (loaded with defer after this one) register before the start.
+  T.page = page;
+  document.addEventListener('DOMContentLoaded', start);
 })();

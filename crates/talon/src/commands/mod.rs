@@ -11,6 +11,7 @@ pub mod sandbox_landlock;
 mod serve;
 mod tool;
 mod tools;
+pub mod waiting;
 
 use std::process::ExitCode;
 
@@ -90,6 +91,12 @@ pub async fn run(cli: Cli) -> ExitCode {
             mcp_servers::run(config, &data_dir(&cli.data_dir), command).await
         }
         Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)).await,
+        Command::Approvals { target, command } => {
+            waiting::approvals(&config, target, command).await
+        }
+        Command::Questions { target, command } => {
+            waiting::questions(&config, target, command).await
+        }
         Command::Chat {
             agent,
             session,

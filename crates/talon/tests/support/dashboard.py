@@ -5,7 +5,8 @@ it saw as one JSON report on stdout.
 Usage: dashboard.py BASE_URL TOKEN SCREENSHOT_DIR CHROMIUM STEPS_JSON
 
 STEPS_JSON (every key optional), done in this order:
-  {"session": KEY,              expect the session in the list and open its transcript
+  {"user": ID,                  view as this user (approvals, questions, events are per user)
+   "session": KEY,              expect the session in the list and open its transcript
    "transcript_contains": TEXT, wait until the transcript shows TEXT
    "approve": true,             wait for a pending approval and allow it
    "expect_event": TYPE,        then wait for a live event row of TYPE (e.g. tool_finished)
@@ -88,7 +89,7 @@ def main():
         try:
             return action()
         except PlaywrightTimeout as e:
-            raise Failure("timed out after %d s %s" % (TIMEOUT_MS // 1000, what)) from e
+            raise Failure("timed out after %d s waiting %s" % (TIMEOUT_MS // 1000, what)) from e
 
     def shot(page, name):
         page.screenshot(path=os.path.join(shots, name), full_page=True)
@@ -117,6 +118,12 @@ def main():
                 if page.is_visible("#login-error"):
                     raise Failure("login refused: " + page.inner_text("#login-error"))
             report["logged_in"] = True
+            user = steps.get("user")
+            if user:
+                page.fill("#view-user", user)
+                page.press("#view-user", "Enter")
+            wait("for the live events stream (#stream-status.live)",
+                 lambda: page.wait_for_selector("#stream-status.live"))
 
             # Sessions and a transcript.
             page.click('a[data-page="sessions"]')

@@ -1,0 +1,331 @@
+//! `talon approvals …` and `talon questions …`: what waits for a person on a running
+//! `talon serve`, for operators without a browser.
+//!
+//! Both talk to the gateway (`--url`, default the configured `gateway.bind`) with the
+//! configured token, over the same routes as any client (`/v1/approvals`, `/v1/questions`), so
+//! they see and answer only what the named user (`--user`) may. Everything a model wrote (a
+//! command, a question) is printed with control characters made visible.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+use talon_core::error_text::with_causes;
+use talon_core::visible::{visible, visible_lines};
+
+use super::usage_error;
+use crate::config::Config;
+
+/// Where the gateway is and whose items to see.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The gateway (default: http://<gateway.bind>, http://127.0.0.1:8790).
+    #[arg(long, value_name = "URL", global = true)]
+    url: Option<String>,
+    /// The user whose items to see and answer (default: calls that named no user).
+    #[arg(long, value_name = "ID", global = true)]
+    user: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The calls waiting for approval, oldest first.
+    List {
+        /// Print the gateway's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a waiting call.
+    Allow {
+        /// The request's id (`apr-…`, from `talon approvals list`).
+        id: String,
+        /// Also remember the answer for the same command from the same agent.
+        #[arg(long)]
+        always: bool,
+    },
+    /// Refuse a waiting call.
+    Deny {
+        /// The request's id (`apr-…`).
+        id: String,
+        /// Why, shown to the model.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuestionsCommand {
+    /// The questions tools asked users in turns run over HTTP, oldest first.
+    List {
+        /// Print the gateway's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a question: one FIELD=VALUE per field of its form (see `list`).
+    Answer {
+        /// The question's id (`q-…`).
+        id: String,
+        /// The answers, e.g. `q1=PostgreSQL`.
+        #[arg(value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        /// Decline to answer.
+        #[arg(long, conflicts_with = "fields")]
+        decline: bool,
+    },
+}
+
+/// A gateway client with the configured token.
+struct Gateway {
+    base: String,
+    token: Option<String>,
+    user: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    fn new(config: &Config, target: Target) -> Self {
+        let base = target.url.unwrap_or_else(|| {
+            let bind = config
+                .gateway
+                .bind
+                .clone()
+                .unwrap_or_else(|| talon_gateway::DEFAULT_BIND.to_string());
+            format!("http://{bind}")
+        });
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            token: config.gateway.token.clone().filter(|t| !t.is_empty()),
+            user: target.user.filter(|u| !u.is_empty()),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// `GET` or (with a body) `POST` `path`; the JSON answer, or what went wrong.
+    async fn send(&self, path: &str, body: Option<&Value>) -> Result<Value, String> {
+        let url = format!("{}{path}", self.base);
+        let mut request = match body {
+            Some(body) => self.http.post(&url).json(body),
+            None => self.http.get(&url),
+        };
+        if let Some(user) = &self.user {
+            request = request.query(&[("user", user)]);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| {
+            format!(
+                "cannot reach the gateway at {}: {} (is `talon serve` running? pass --url)",
+                self.base,
+                with_causes(&e)
+            )
+        })?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| format!("reading the gateway's answer: {}", with_causes(&e)))?;
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if status.is_success() {
+            return Ok(value);
+        }
+        let message = value
+            .pointer("/error/message")
+            .or_else(|| value.get("error"))
+            .and_then(Value::as_str)
+            .map_or_else(|| value.to_string(), str::to_string);
+        Err(format!(
+            "the gateway answered {status}: {}",
+            visible(&message)
+        ))
+    }
+}
+
+/// Exit 0 with what the gateway said, or 1 with the failure on stderr.
+fn finish(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("talon: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+pub async fn approvals(config: &Config, target: Target, command: ApprovalsCommand) -> ExitCode {
+    let gateway = Gateway::new(config, target);
+    finish(match command {
+        ApprovalsCommand::List { json } => list_approvals(&gateway, json).await,
+        ApprovalsCommand::Allow { id, always } => {
+            let decision = if always { "allow_always" } else { "allow_once" };
+            resolve(&gateway, json!({"id": id, "decision": decision})).await
+        }
+        ApprovalsCommand::Deny { id, reason } => {
+            resolve(
+                &gateway,
+                json!({"id": id, "decision": "deny", "reason": reason}),
+            )
+            .await
+        }
+    })
+}
+
+async fn list_approvals(gateway: &Gateway, json: bool) -> Result<(), String> {
+    let answer = gateway.send("/v1/approvals", None).await?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let pending = answer["pending"].as_array().cloned().unwrap_or_default();
+    if pending.is_empty() {
+        println!("no calls are waiting for approval");
+    }
+    for item in pending {
+        let text = |key: &str| visible(item[key].as_str().unwrap_or("-"));
+        println!(
+            "{}  {} (agent {}, session {}): {}",
+            text("id"),
+            text("tool"),
+            text("agent"),
+            text("session"),
+            text("reason")
+        );
+        println!(
+            "{}",
+            visible_lines(item["summary"].as_str().unwrap_or_default(), "    │ ")
+        );
+        if let Some(always) = item["always"].as_str() {
+            println!("    --always would remember: {}", visible(always));
+        }
+    }
+    Ok(())
+}
+
+async fn resolve(gateway: &Gateway, body: Value) -> Result<(), String> {
+    let answer = gateway.send("/v1/approvals", Some(&body)).await?;
+    println!(
+        "{}: {}",
+        visible(body["id"].as_str().unwrap_or_default()),
+        visible(answer["decision"].as_str().unwrap_or("answered"))
+    );
+    Ok(())
+}
+
+pub async fn questions(config: &Config, target: Target, command: QuestionsCommand) -> ExitCode {
+    let gateway = Gateway::new(config, target);
+    match command {
+        QuestionsCommand::List { json } => finish(list_questions(&gateway, json).await),
+        QuestionsCommand::Answer {
+            id,
+            fields,
+            decline,
+        } => {
+            let body = if decline {
+                json!({"id": id, "action": "decline"})
+            } else {
+                match content(&fields) {
+                    Ok(content) => json!({"id": id, "action": "accept", "content": content}),
+                    Err(e) => return usage_error(e),
+                }
+            };
+            finish(answer(&gateway, &body).await)
+        }
+    }
+}
+
+/// `FIELD=VALUE` pairs as the answer's content (a value that is JSON, such as `true` or `3`,
+/// is taken as such; anything else as a string).
+fn content(fields: &[String]) -> Result<Map<String, Value>, String> {
+    if fields.is_empty() {
+        return Err("give the answer as FIELD=VALUE (the fields `talon questions list` shows), or --decline".into());
+    }
+    fields
+        .iter()
+        .map(|field| {
+            let (name, value) = field
+                .split_once('=')
+                .ok_or_else(|| format!("{field:?} is not FIELD=VALUE"))?;
+            let value = match serde_json::from_str::<Value>(value) {
+                Ok(v @ (Value::Bool(_) | Value::Number(_))) => v,
+                _ => Value::String(value.to_string()),
+            };
+            Ok((name.to_string(), value))
+        })
+        .collect()
+}
+
+async fn list_questions(gateway: &Gateway, json: bool) -> Result<(), String> {
+    let answer = gateway.send("/v1/questions", None).await?;
+    if json {
+        println!("{answer}");
+        return Ok(());
+    }
+    let pending = answer["pending"].as_array().cloned().unwrap_or_default();
+    if pending.is_empty() {
+        println!("no questions are waiting");
+    }
+    for item in pending {
+        let text = |key: &str| visible(item[key].as_str().unwrap_or("-"));
+        println!(
+            "{}  (agent {}, session {})",
+            text("id"),
+            text("agent"),
+            text("session")
+        );
+        println!(
+            "{}",
+            visible_lines(item["message"].as_str().unwrap_or_default(), "    │ ")
+        );
+        let fields = item
+            .pointer("/requestedSchema/properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (name, schema) in fields {
+            let title = schema["title"].as_str().unwrap_or_default();
+            let choices = schema["enum"]
+                .as_array()
+                .map(|values| {
+                    values
+                        .iter()
+                        .map(|v| visible(v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                })
+                .unwrap_or_else(|| visible(schema["type"].as_str().unwrap_or("string")));
+            println!("    {}={}  {}", visible(&name), choices, visible(title));
+        }
+    }
+    Ok(())
+}
+
+async fn answer(gateway: &Gateway, body: &Value) -> Result<(), String> {
+    gateway.send("/v1/questions", Some(body)).await?;
+    println!(
+        "{}: answered",
+        visible(body["id"].as_str().unwrap_or_default())
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_become_the_answers_content() {
+        let content =
+            content(&["q1=PostgreSQL".into(), "n=3".into(), "ok=true".into()]).expect("parses");
+        assert_eq!(
+            Value::Object(content),
+            json!({"q1": "PostgreSQL", "n": 3, "ok": true})
+        );
+        assert!(content_err(&["nothing"]).contains("FIELD=VALUE"));
+        assert!(content_err(&[]).contains("--decline"));
+    }
+
+    fn content_err(fields: &[&str]) -> String {
+        let fields: Vec<String> = fields.iter().map(|s| s.to_string()).collect();
+        content(&fields).expect_err("refused")
+    }
+}
