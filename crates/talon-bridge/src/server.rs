@@ -119,15 +119,36 @@ fn challenge(error: &(dyn std::error::Error + 'static)) -> Option<String> {
         if let Some(e) = e.downcast_ref::<InsufficientScopeError>() {
             return Some(e.www_authenticate_header.clone());
         }
-        next = match e.downcast_ref::<rmcp::service::ClientInitializeError>() {
-            Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) => Some(error),
-            _ => match e.downcast_ref::<rmcp::ServiceError>() {
-                Some(rmcp::ServiceError::TransportSend(error)) => Some(error),
-                _ => e.source(),
-            },
-        };
+        next = cause(e);
     }
     None
+}
+
+/// The cause of `e`, including the ones rmcp keeps without reporting them as the source (a
+/// handshake's transport error, a send's, the HTTP client's error inside a transport error).
+fn cause<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
+        e.downcast_ref::<rmcp::service::ClientInitializeError>()
+    {
+        return Some(error);
+    }
+    if let Some(rmcp::ServiceError::TransportSend(error)) = e.downcast_ref::<rmcp::ServiceError>() {
+        return Some(error);
+    }
+    if let Some(StreamableHttpError::Client(client)) =
+        e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        return Some(client);
+    }
+    e.source()
+}
+
+/// `e` with every cause, as a person reads it ("… error sending request: … Connection refused").
+fn readable(e: &(dyn std::error::Error + 'static)) -> String {
+    talon_core::error_text::with_causes_by(e, cause)
 }
 
 /// How a streamable HTTP session opens: `server/discover` at the configured version when it is
@@ -275,7 +296,7 @@ impl Server {
             .map_err(|e| {
                 auth_error(name, &e, oauth).unwrap_or_else(|| ServerError::Handshake {
                     server: name.to_string(),
-                    message: e.to_string(),
+                    message: readable(&e),
                 })
             })
         };

@@ -5,19 +5,71 @@
 //! [`with_causes`].
 
 /// `error` and each of its causes, joined by `: ` (a cause its parent already quotes is left
-/// out).
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
+/// out), without the Rust type names some libraries put in their messages
+/// (`Transport [rmcp::transport::worker::WorkerTransport<…>] error`).
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    with_causes_by(error, |e| e.source())
+}
+
+/// [`with_causes`] following `next` from one cause to the next, for libraries that keep a
+/// cause in a field their errors do not report as the source.
+pub fn with_causes_by<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+    next: impl Fn(
+        &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut text = without_type_names(&error.to_string());
+    let mut source = next(error);
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
+        let cause_text = without_type_names(&cause.to_string());
         if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
         }
-        source = cause.source();
+        source = next(cause);
     }
     text
+}
+
+/// `text` without bracketed Rust paths (`[a::b<c::D>]`) and the space before each.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('[') {
+        let Some(len) = closing(&rest[start..]) else {
+            break;
+        };
+        let inside = &rest[start + 1..start + len];
+        out.push_str(&rest[..start]);
+        let type_name = inside.contains("::") && !inside.contains(' ');
+        if !type_name {
+            out.push_str(&rest[start..=start + len]);
+        } else if out.ends_with(' ') {
+            out.pop();
+        }
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The offset of the `]` closing the `[` `text` starts with, nested brackets counted.
+fn closing(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -27,6 +79,16 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("error sending request for url (http://127.0.0.1:9/)")]
     struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn type_names_are_left_out() {
+        assert_eq!(
+            without_type_names(
+                "Send message error Transport [rmcp::transport::worker::WorkerTransport<rmcp::A<reqwest::Client>>] error: refused [see docs]"
+            ),
+            "Send message error Transport error: refused [see docs]"
+        );
+    }
 
     #[test]
     fn the_cause_is_kept() {

@@ -10,10 +10,12 @@
 //! included, the browser guard (`guard`) keeps web pages out: allowed `Host` only, no cross-site
 //! `Origin` or `Sec-Fetch-Site`, JSON bodies only.
 
+mod access_log;
 mod approvals;
 mod auth;
 mod events;
 mod guard;
+pub use access_log::RequestLabels;
 pub use guard::check_allowed_origin;
 mod invoke;
 
@@ -169,6 +171,8 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         .route("/healthz", get(invoke::healthz))
         .merge(protected)
         .layer(axum::middleware::from_fn_with_state(guard, guard::check))
+        // Outermost: refused requests are logged too.
+        .layer(axum::middleware::from_fn(access_log::log_request))
 }
 
 /// An error in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, which OpenAI
@@ -208,9 +212,12 @@ pub async fn serve(
         })?;
     let local = listener.local_addr().unwrap_or(config.bind);
     tracing::info!(addr = %local, auth = config.token.is_some(), "gateway listening");
+    access_log::spawn_event_log(services.pipeline.events(), shutdown.clone());
     let app = router(&config, services, shutdown.clone());
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
         .await
-        .map_err(GatewayError::Serve)
+        .map_err(GatewayError::Serve);
+    tracing::info!("gateway stopped");
+    served
 }

@@ -535,13 +535,38 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
             .split("__"),
     );
     let mut config: Config = figment.extract().map_err(|e| {
-        let messages: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+        let messages: Vec<String> = e.into_iter().map(|e| describe(&e)).collect();
         ConfigError(format!("invalid configuration: {}", messages.join("; ")))
     })?;
     config.source = file
         .as_ref()
         .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
     Ok((config, file))
+}
+
+/// One configuration mistake as a person writes the key (`tools.rate_limit_per_hour`, not
+/// figment's `default.tools…` or the environment's upper case) and where it came from.
+fn describe(e: &figment::Error) -> String {
+    let key = e
+        .path
+        .iter()
+        .map(|part| part.to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join(".");
+    let mut text = if key.is_empty() {
+        e.kind.to_string()
+    } else {
+        format!("{key}: {}", e.kind)
+    };
+    if let Some(metadata) = &e.metadata {
+        match &metadata.source {
+            Some(figment::Source::File(path)) => {
+                text.push_str(&format!(" (in {})", path.display()));
+            }
+            _ => text.push_str(&format!(" (in {})", metadata.name)),
+        }
+    }
+    text
 }
 
 /// The data directory: `--data-dir`, `$TALON_DATA_DIR`, `$XDG_DATA_HOME/talon`, or

@@ -283,10 +283,12 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse();
+    // rmcp logs its sessions' internals (debug dumps of every message and error) at info
+    // and above; Talon reports what matters itself, so rmcp speaks only when TALON_LOG asks.
     init_logging(if matches!(cli.command, Command::Serve { .. }) {
-        "info"
+        "info,rmcp=off"
     } else {
-        "warn"
+        "warn,rmcp=off"
     });
     // Only the gateway serves many clients at once. Everything else (`talon mcp` serving one
     // client over stdio, one message at a time; one-shot commands such as `talon tool call`)

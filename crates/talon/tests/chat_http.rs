@@ -407,3 +407,98 @@ fn official_sdks_use_agents_as_drop_in_models() {
         }
     }
 }
+
+/// Issue 23: an operator sees what `talon serve` does: the configuration file at start, one
+/// line per request (refused ones too), each turn and tool call, a server that could not be
+/// reached once with its cause and no Rust type names, and the stop on SIGTERM; no library
+/// debug dumps by default.
+#[test]
+fn operators_see_requests_turns_and_tool_calls_in_the_log() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "UTC"}}]},
+            {"text": "Noon."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[mcp_servers.gone]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let mut child = support::command(home.path())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::io::BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in reader.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    let addr = loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("serve logs its address");
+        let found = line.split("addr=").nth(1).map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        });
+        log.push(line);
+        if let Some(addr) = found {
+            break addr;
+        }
+    };
+    let url = |path: &str| format!("http://{addr}{path}");
+    assert_eq!(status_json(&url("/v1/models"), None).0, 200);
+    assert_eq!(status_json(&url("/v1/nothing-here"), None).0, 404);
+    let reply: Value = serde_json::from_str(&post(
+        &url("/v1/chat/completions"),
+        &json!({"model": "default", "messages": [{"role": "user", "content": "time?"}]}),
+        &[],
+    ))
+    .unwrap();
+    assert_eq!(reply["choices"][0]["message"]["content"], "Noon.");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success(), "a clean stop on SIGTERM");
+    log.extend(rx.try_iter());
+    let log = log.join("\n");
+    let config = support::config_file(home.path()).unwrap();
+    assert!(
+        log.contains(&format!("config={}", config.display())),
+        "{log}"
+    );
+    for expected in [
+        "/v1/models\" status=200",
+        "/v1/nothing-here\" status=404",
+        "/v1/chat/completions\" status=200",
+        "agent=\"default\"",
+        "tool call tool=datetime ok=true",
+        "turn agent=default",
+        "stopping",
+        "gateway stopped",
+    ] {
+        assert!(log.contains(expected), "{expected:?} missing from\n{log}");
+    }
+    let gone: Vec<&str> = log.lines().filter(|l| l.contains("\"gone\"")).collect();
+    assert_eq!(gone.len(), 1, "reported once: {log}");
+    assert!(
+        gone[0].to_lowercase().contains("connection refused"),
+        "the cause is kept: {log}"
+    );
+    assert!(!log.contains("rmcp"), "no library dumps by default: {log}");
+}

@@ -141,7 +141,10 @@ impl Endpoint {
             .await;
         let response = match sent {
             Ok(r) => r,
-            Err(e) => return Attempt::Retry(format!("cannot reach {}: {e}", self.url), None),
+            Err(e) => {
+                let why = talon_core::error_text::with_causes(&e);
+                return Attempt::Retry(format!("cannot reach {}: {why}", self.url), None);
+            }
         };
         let status = response.status();
         if !status.is_success() {
@@ -165,7 +168,13 @@ impl Endpoint {
                     Ok(()) => Attempt::Done,
                     Err(message) => Attempt::Fail(self.protocol(message)),
                 },
-                Err(e) => Attempt::Retry(format!("the answer broke off: {e}"), None),
+                Err(e) => Attempt::Retry(
+                    format!(
+                        "the answer broke off: {}",
+                        talon_core::error_text::with_causes(&e)
+                    ),
+                    None,
+                ),
             };
         }
         let mut events =
@@ -238,6 +247,15 @@ impl Endpoint {
                 provider,
                 model: model.to_string(),
                 message,
+            }),
+            // Nothing at the URL: the base URL is the usual mistake, so say which one.
+            404 => Attempt::Fail(ProviderError::Rejected {
+                provider,
+                status,
+                message: format!(
+                    "{message}; nothing answers at {}: check the provider's base_url (OpenAI-compatible servers usually end in /v1)",
+                    self.url
+                ),
             }),
             _ => Attempt::Fail(ProviderError::Rejected {
                 provider,

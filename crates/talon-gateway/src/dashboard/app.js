@@ -773,7 +773,7 @@
       () => enter(token ? 'token' : 'open'),
       (e) => {
         if (e.status === 401) {
-          T.auth.setToken(null);
+          if (token) T.auth.setToken(null);
           showLogin(token ? 'The stored token was refused; log in again.' : '');
         } else {
           showLogin('Cannot reach the gateway: ' + e.message);

@@ -17,7 +17,7 @@ use talon_agent::message::{Image, ToolResult};
 use talon_agent::{Message, RunEvent, Sampling, ToolCallRequest, ToolDef, TurnStop};
 
 use super::client_turn::{self, Answer, ClientRequest, Joiner};
-use super::{ApiError, ApiState, finished, session_header, spawn_turn, sse};
+use super::{ApiError, ApiState, Labelled, finished, session_header, spawn_turn, sse};
 use crate::agent_runs::Ran;
 
 #[derive(Debug, Deserialize)]
@@ -339,6 +339,7 @@ pub(super) async fn messages_route(
     };
     let id = format!("msg_talon_{}", uuid::Uuid::new_v4().simple());
     let options = prepared.turn.api.options.clone();
+    let labels = prepared.labels();
     let owner = prepared.owner;
     if !stream {
         let (task, _guard) = spawn_turn(state.runner.clone(), prepared.turn, |_| {});
@@ -366,7 +367,8 @@ pub(super) async fn messages_route(
             "stop_sequence": null, "usage": usage_json(&ran),
             "talon": talon_json(&ran, &answer),
         }))
-        .into_response();
+        .into_response()
+        .labelled(labels);
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let send = {
@@ -456,5 +458,5 @@ pub(super) async fn messages_route(
         );
         send("message_stop", json!({"type": "message_stop"}));
     });
-    sse(rx, guard)
+    sse(rx, guard).labelled(labels)
 }

@@ -55,6 +55,16 @@ pub(super) struct Owner {
     user: Option<String>,
 }
 
+impl Prepared {
+    /// Who the request's log line names.
+    pub fn labels(&self) -> talon_gateway::RequestLabels {
+        talon_gateway::RequestLabels {
+            agent: Some(self.owner.agent.clone()),
+            session: self.turn.session.clone(),
+        }
+    }
+}
+
 /// Longest a tool name may be (OpenAI's limit; Anthropic allows more).
 const MAX_TOOL_NAME: usize = 64;
 

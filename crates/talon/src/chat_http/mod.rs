@@ -184,6 +184,18 @@ impl From<RunError> for ApiError {
     }
 }
 
+/// A response naming its agent and session for the request log.
+trait Labelled {
+    fn labelled(self, labels: talon_gateway::RequestLabels) -> Response;
+}
+
+impl Labelled for Response {
+    fn labelled(mut self, labels: talon_gateway::RequestLabels) -> Response {
+        self.extensions_mut().insert(labels);
+        self
+    }
+}
+
 /// Whether a stream shows `event` as the agent's activity (its text goes out as text).
 fn shows_activity(event: &RunEvent) -> bool {
     !matches!(event, RunEvent::Text { .. } | RunEvent::Usage { .. })

@@ -17,7 +17,7 @@ use talon_agent::message::{Image, ToolResult};
 use talon_agent::{Message, Sampling, ToolCallRequest, ToolDef, TurnStop};
 
 use super::client_turn::{self, Answer, ClientRequest, Joiner};
-use super::{ApiError, ApiState, finished, now_secs, session_header, spawn_turn, sse};
+use super::{ApiError, ApiState, Labelled, finished, now_secs, session_header, spawn_turn, sse};
 use crate::agent_runs::Ran;
 
 #[derive(Debug, Deserialize)]
@@ -372,6 +372,7 @@ pub(super) async fn completions(
     };
     let id = format!("chatcmpl-talon-{}", uuid::Uuid::new_v4().simple());
     let options = prepared.turn.api.options.clone();
+    let labels = prepared.labels();
     let owner = prepared.owner;
     if !stream {
         let (task, _guard) = spawn_turn(state.runner.clone(), prepared.turn, |_| {});
@@ -397,7 +398,8 @@ pub(super) async fn completions(
             "usage": usage_json(&ran),
             "talon": talon_json(&ran, &answer),
         }))
-        .into_response();
+        .into_response()
+        .labelled(labels);
     }
     // Streamed: text goes out as it arrives; the turn is cancelled if the client goes away.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
@@ -463,5 +465,5 @@ pub(super) async fn completions(
         }
         let _ = tx.send(Event::default().data("[DONE]"));
     });
-    sse(rx, guard)
+    sse(rx, guard).labelled(labels)
 }

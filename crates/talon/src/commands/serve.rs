@@ -45,6 +45,7 @@ pub async fn run(
         mcp_client_confirms: config.mcp_server.client_confirms,
     };
     let config_names: Vec<String> = config.mcp_servers.keys().cloned().collect();
+    let config_file = config.source.clone();
     // State: the database (created and migrated on first start), the secrets key, the default
     // agent. Each agent and user gets its own workspace unless one is configured.
     let rt = match runtime::build(
@@ -72,19 +73,26 @@ pub async fn run(
         ),
         Err(e) => tracing::warn!(error = %e, "cannot mark interrupted turns"),
     }
+    let workspaces = match rt.callers.workspaces() {
+        talon_core::Workspaces::Shared(dir) => dir.display().to_string(),
+        talon_core::Workspaces::PerAgentUser(root) => {
+            format!("{}/<agent>/<user>", root.display())
+        }
+    };
     tracing::info!(
+        config = %config_file.as_deref().map_or_else(|| "none (defaults and TALON_* variables)".to_string(), |f| f.display().to_string()),
         data_dir = %rt.data_dir.display(),
         database = ?rt.store.engine(),
         tools = rt.pipeline.registry().len(),
-        workspaces = ?rt.callers.workspaces(),
+        workspaces,
         default_agent = rt.callers.default_agent(),
         "talon starting"
     );
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down");
+        stop_signal().await;
+        tracing::info!("stopping: finishing open requests");
         signal.cancel();
     });
     // Tools' questions to the user in turns run over HTTP wait for `POST /v1/questions`.
@@ -125,5 +133,24 @@ pub async fn run(
             eprintln!("talon serve: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Ctrl-C or SIGTERM (a service manager stopping the server).
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch for SIGTERM; stop with Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
     }
 }
