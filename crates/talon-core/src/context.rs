@@ -128,6 +128,8 @@ pub struct CallContext {
     pub client: Option<ClientHandle>,
     /// Who answers this call's approvals.
     pub ask_via: AskVia,
+    /// The entry point's tool dialect, when the configuration names none (`None`: both).
+    pub dialect: Option<crate::policy::Dialect>,
     /// Where a running tool's log messages go (an MCP client's `notifications/message`); the
     /// pipeline scrubs them like the output.
     pub log: Option<LogSink>,
@@ -259,6 +261,7 @@ impl CallContext {
             progress: None,
             client: None,
             ask_via: AskVia::default(),
+            dialect: None,
             log: None,
             cancel: CancellationToken::new(),
             deadline: None,

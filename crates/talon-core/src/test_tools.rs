@@ -14,6 +14,8 @@ pub struct Named {
     pub name: &'static str,
     pub side_effect: SideEffect,
     pub groups: &'static [&'static str],
+    /// The other dialect's tool for the same job ([`ToolSpec::same_as`]).
+    pub same_as: Option<&'static str>,
 }
 
 impl Named {
@@ -22,6 +24,7 @@ impl Named {
             name,
             side_effect: SideEffect::None,
             groups: &[],
+            same_as: None,
         }
     }
 
@@ -30,6 +33,7 @@ impl Named {
             name,
             side_effect,
             groups: &[],
+            same_as: None,
         }
     }
 }
@@ -51,6 +55,9 @@ impl Tool for Named {
         );
         for g in self.groups {
             spec = spec.in_group(*g);
+        }
+        if let Some(twin) = self.same_as {
+            spec = spec.same_as(twin);
         }
         spec
     }

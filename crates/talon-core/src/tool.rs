@@ -165,6 +165,11 @@ pub struct ToolSpec {
     /// The pipeline refuses a call naming a server the caller's policy denies, before it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_server_arg: Option<String>,
+    /// The tool of the other dialect that does the same thing (`Read` is `read_file`). With one
+    /// dialect chosen ([`crate::policy::Dialect`]), the policy offers only one of the two, so a
+    /// model never sees two tools for one job. Declared by the Claude Code dialect's tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
 }
 
 impl ToolSpec {
@@ -188,7 +193,14 @@ impl ToolSpec {
             shell_script_arg: None,
             reaches_mcp_servers: false,
             mcp_server_arg: None,
+            same_as: None,
         }
+    }
+
+    /// Declares the other dialect's tool that does the same thing (see [`ToolSpec::same_as`]).
+    pub fn same_as(mut self, tool: impl Into<String>) -> Self {
+        self.same_as = Some(tool.into());
+        self
     }
 
     /// Marks a tool whose output is written by others (see [`ToolSpec::untrusted_output`]).

@@ -85,6 +85,9 @@ impl TalonMcp {
         template.ask_via = talon_core::context::AskVia::McpClient {
             confirms_calls: true,
         };
+        // MCP hosts (Claude Code) have Read and Bash of their own: GoClaw's names do not
+        // shadow them, and the client sees one tool per job (`[tools] dialect` overrides).
+        template.dialect = Some(talon_core::policy::Dialect::Goclaw);
         Self {
             pipeline,
             template: Arc::new(template),

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use talon_agent::{Agent, Message, RunEvent, TurnInput, TurnOptions, TurnOutcome, TurnStop};
 use talon_core::caller::key_part;
+use talon_agent::provider::ProviderKind;
 use talon_core::permission::PermissionMode;
+use talon_core::policy::Dialect;
 use talon_core::questions::Questions;
 use talon_core::{CallContext, Callers, Pipeline, RunKind};
 use talon_store::Store;
@@ -316,6 +318,12 @@ impl Runner {
             ctx.scrub_bag.add(key.clone());
         }
         ctx.provider = Some(agent.provider_name().to_string());
+        // One tool per job, named as the model knows them: Claude models were trained on
+        // Claude Code's tools, others get GoClaw's (`[tools] dialect` overrides).
+        ctx.dialect = Some(match agent.provider().kind() {
+            ProviderKind::Anthropic => Dialect::ClaudeCode,
+            ProviderKind::Openai => Dialect::Goclaw,
+        });
         ctx.model = Some(agent.config().model.clone());
         ctx.cancel = request.cancel;
         (ctx.permission_mode, ctx.mode_after_plan) =

@@ -251,6 +251,10 @@ pub struct ToolsConfig {
     pub deny: Vec<String>,
     pub also_allow: Vec<String>,
     pub by_provider: BTreeMap<String, ProviderPolicy>,
+    /// `claude_code`, `goclaw` or `both`: which dialect's tool a model is offered where both do
+    /// the same job. Unset: MCP clients get GoClaw's names (they do not shadow a host's own Read
+    /// and Bash); an agent on an Anthropic provider gets Claude Code's, on any other GoClaw's.
+    pub dialect: Option<talon_core::policy::Dialect>,
     /// `default`, `acceptEdits`, `bypassPermissions`, `plan` or `dontAsk`. Unset, each entry point
     /// uses its own default (see `runtime::Overrides::default_mode`).
     pub permission_mode: Option<String>,
@@ -272,6 +276,7 @@ impl Default for ToolsConfig {
             deny: Vec::new(),
             also_allow: Vec::new(),
             by_provider: BTreeMap::new(),
+            dialect: None,
             permission_mode: None,
             auto_allow: None,
             rate_limit_per_hour: talon_core::rate_limit::DEFAULT_PER_HOUR,
@@ -478,6 +483,7 @@ impl Config {
                 deny: self.tools.deny.clone(),
                 also_allow: self.tools.also_allow.clone(),
                 by_provider: self.tools.by_provider.clone(),
+                dialect: self.tools.dialect,
             },
             agents: self
                 .agents

@@ -215,7 +215,17 @@ enum ToolsCommand {
         /// Print JSON (name, description, risk, groups, schema) instead of a table.
         #[arg(long)]
         json: bool,
+        /// The tool names to show where both dialects have a tool for the job when the
+        /// configuration names no [tools] dialect: goclaw (the default: what MCP clients and the
+        /// tools API see), claude_code, or both.
+        #[arg(long, value_name = "DIALECT", value_parser = dialect)]
+        dialect: Option<talon_core::policy::Dialect>,
     },
+}
+
+fn dialect(name: &str) -> Result<talon_core::policy::Dialect, String> {
+    serde_json::from_value(serde_json::Value::String(name.to_string()))
+        .map_err(|_| format!("{name:?}: use goclaw, claude_code or both"))
 }
 
 #[derive(Debug, Subcommand)]

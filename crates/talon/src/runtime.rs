@@ -256,6 +256,9 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     template.agent_key = Some(agent);
     template.provider = overrides.provider;
     template.permission_mode = mode;
+    // Entry points that are not an agent's turn (MCP, the tools API, the CLI) speak GoClaw's
+    // names, one tool per job; a turn chooses by its provider (see agent_runs).
+    template.dialect = Some(talon_core::policy::Dialect::Goclaw);
     Ok(Runtime {
         pipeline: Arc::new(pipeline),
         template,

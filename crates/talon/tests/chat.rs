@@ -82,6 +82,30 @@ fn a_session_runs_a_tool_and_continues_in_a_second_process() {
 
         let sent = requests(&mock);
         assert_eq!(sent.len(), 4, "{kind}");
+        // Issue 23: one tool per job, named as the model knows them (Claude Code's for a
+        // Claude model, GoClaw's for others); the twin the model called anyway still ran.
+        let offered: Vec<String> = sent[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let (ours, twin) = if kind == "openai" {
+            ("read_file", "Read")
+        } else {
+            ("Read", "read_file")
+        };
+        assert!(
+            offered.iter().any(|t| t == ours) && !offered.iter().any(|t| t == twin),
+            "{kind}: {offered:?}"
+        );
+        assert!(offered.iter().any(|t| t == "memory_search"), "{kind}: {offered:?}");
         // The second request carries the tool's real output.
         let second = sent[1].to_string();
         assert!(second.contains("hello from the notes"), "{kind}: {second}");

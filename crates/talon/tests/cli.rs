@@ -46,10 +46,7 @@ fn tools_list_table_json_and_profiles() {
     sorted.sort();
     assert_eq!(names, sorted, "sorted");
     for expected in [
-        "Edit",
-        "Read",
         "TodoWrite",
-        "Write",
         "datetime",
         "edit",
         "list_files",
@@ -61,6 +58,28 @@ fn tools_list_table_json_and_profiles() {
             "{expected} missing from {names:?}"
         );
     }
+    // One tool per job by default (issue 23); --dialect shows the others.
+    assert!(!names.contains(&"Read"), "{names:?}");
+    let (code, stdout, _) = run(
+        &["tools", "list", "--json", "--dialect", "claude_code"],
+        &[],
+        None,
+    );
+    assert_eq!(code, 0);
+    let claude: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let claude: Vec<&str> = claude
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        claude.contains(&"Read") && !claude.contains(&"read_file") && claude.contains(&"datetime"),
+        "{claude:?}"
+    );
+    let (code, _, stderr) = run(&["tools", "list", "--dialect", "klingon"], &[], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("use goclaw, claude_code or both"), "{stderr}");
     let datetime = tools
         .as_array()
         .unwrap()
@@ -238,7 +257,7 @@ fn bad_configuration_names_the_key_and_exits_2() {
         (
             "",
             &[("TALON_TOOLS__RATE_LIMIT_PER_HOUR", "lots")],
-            "RATE_LIMIT_PER_HOUR",
+            "tools.rate_limit_per_hour: invalid type",
         ),
         (
             "",

@@ -8,11 +8,16 @@ use serde_json::Value;
 fn check_report(report: &Value) {
     let tools = report["tools"].as_object().unwrap();
     let names: Vec<&String> = tools.keys().collect();
-    for expected in ["Read", "TodoWrite", "datetime", "read_file", "write_file"] {
+    for expected in ["TodoWrite", "datetime", "read_file", "write_file", "exec"] {
         assert!(
             names.iter().any(|n| *n == expected),
             "{expected} missing: {report}"
         );
+    }
+    // One tool per job (issue 23): an MCP client gets GoClaw's names, which do not shadow its
+    // host's own Read and Bash, and not Claude Code's twins of them.
+    for twin in ["Read", "Bash", "Write", "Edit", "Grep", "WebFetch"] {
+        assert!(!names.iter().any(|n| *n == twin), "{twin} offered: {report}");
     }
     assert_eq!(
         tools["TodoWrite"]["schema"]["required"],
@@ -164,7 +169,7 @@ fn check_logging(report: &Value) {
     let warnings = logs(report, "warning", "tool_warning");
     assert_eq!(warnings.len(), 1, "{report}");
     assert_eq!(warnings[0]["logger"], "talon");
-    assert_eq!(warnings[0]["data"]["tool"], "Grep");
+    assert_eq!(warnings[0]["data"]["tool"], "search");
     assert!(
         warnings[0]["data"]["message"]
             .as_str()
@@ -174,7 +179,7 @@ fn check_logging(report: &Value) {
     );
     let starts = logs(report, "debug", "tool_start");
     let ends = logs(report, "info", "tool_end");
-    // Only the call made at level debug: not the Grep before it, nor the calls after `error`.
+    // Only the call made at level debug: not the search before it, nor the calls after `error`.
     assert_eq!(starts.len(), 1, "{report}");
     assert_eq!(starts[0]["data"]["tool"], "datetime");
     assert_eq!(ends.len(), 1, "{report}");
@@ -187,7 +192,7 @@ fn check_logging(report: &Value) {
 
 fn logging_plan() -> Value {
     serde_json::json!([
-        {"call": "Grep", "args": {"pattern": "needle"}},
+        {"call": "search", "args": {"pattern": "needle"}},
         {"set_level": "debug"},
         {"call": "datetime", "args": {"timezone": "UTC"}},
         {"set_level": "error"},

@@ -53,19 +53,20 @@ fn the_inspector_cli_lists_calls_and_sets_the_level() {
     let tools = inspector(home.path(), &["--method", "tools/list"]);
     let names = support::tool_names(&tools);
     assert!(
-        names.iter().any(|n| n == "Read") && names.iter().any(|n| n == "Bash"),
+        names.iter().any(|n| n == "read_file") && names.iter().any(|n| n == "exec"),
         "{names:?}"
     );
+    assert!(!names.iter().any(|n| n == "Read"), "one tool per job: {names:?}");
 
     let read_file = |path: &str| {
-        let arg = format!("file_path={path}");
+        let arg = format!("path={path}");
         inspector(
             home.path(),
             &[
                 "--method",
                 "tools/call",
                 "--tool-name",
-                "Read",
+                "read_file",
                 "--tool-arg",
                 &arg,
             ],

@@ -265,14 +265,19 @@ impl Pipeline {
         set
     }
 
-    /// The tools offered to `ctx`, sorted by name.
+    /// The tools offered to `ctx`, sorted by name: the effective set, one tool per job in the
+    /// caller's dialect ([`crate::policy::one_tool_per_job`]).
     pub fn offered(&self, ctx: &CallContext) -> Vec<Arc<RegisteredTool>> {
         let allowed = self.effective_tools(ctx);
-        self.registry
+        let mut tools: Vec<_> = self
+            .registry
             .tools()
             .into_iter()
             .filter(|t| allowed.contains(t.spec().name.as_str()))
-            .collect()
+            .collect();
+        let dialect = self.policy.dialect(&PolicyRequest::for_call(ctx));
+        crate::policy::one_tool_per_job(dialect, &mut tools);
+        tools
     }
 
     /// Definitions of the offered tools in a wire format, sorted by name.

@@ -216,6 +216,9 @@ pub fn profile_specs(profile: &str) -> Option<&'static [&'static str]> {
             "group:skills",
             "group:vault",
             "group:claude_code",
+            // The MCP servers the operator connected: a profile is about built-in capabilities,
+            // never a silent way to lose them (issue 23).
+            "group:mcp",
             "image",
             "read_image",
             "create_image",
@@ -227,6 +230,7 @@ pub fn profile_specs(profile: &str) -> Option<&'static [&'static str]> {
             "group:sessions",
             "group:media_read",
             "group:vault",
+            "group:mcp",
             "sessions_list",
             "sessions_history",
             "sessions_send",

@@ -64,6 +64,9 @@ pub struct ToolPolicy {
     pub also_allow: Vec<String>,
     /// Per-provider overrides.
     pub by_provider: BTreeMap<String, ProviderPolicy>,
+    /// Which dialect's tools a model is offered where both do the same thing (default: the
+    /// entry point's, see [`Dialect`]).
+    pub dialect: Option<Dialect>,
 }
 
 /// One agent's tool policy (`[agents.<key>.tools]`).
@@ -74,6 +77,53 @@ pub struct AgentToolPolicy {
     pub deny: Vec<String>,
     pub also_allow: Vec<String>,
     pub by_provider: BTreeMap<String, ProviderPolicy>,
+    /// This agent's dialect, over the global one.
+    pub dialect: Option<Dialect>,
+}
+
+/// `tools` without the twins `dialect` does not use: of two offered tools for one job
+/// ([`crate::ToolSpec::same_as`]), only the dialect's stays. A twin is still callable by name
+/// (it is in the effective set, with the same capability groups and rules); it is just not
+/// offered twice.
+pub fn one_tool_per_job(
+    dialect: Dialect,
+    tools: &mut Vec<std::sync::Arc<crate::registry::RegisteredTool>>,
+) {
+    if dialect == Dialect::Both {
+        return;
+    }
+    let offered: BTreeSet<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+    // The GoClaw tools that an offered Claude Code tool does the job of.
+    let twinned: BTreeSet<String> = tools
+        .iter()
+        .filter_map(|t| t.spec().same_as.clone())
+        .filter(|twin| offered.contains(twin))
+        .collect();
+    tools.retain(|t| {
+        let spec = t.spec();
+        match dialect {
+            Dialect::Goclaw => spec
+                .same_as
+                .as_ref()
+                .is_none_or(|twin| !offered.contains(twin)),
+            Dialect::ClaudeCode => !twinned.contains(&spec.name),
+            Dialect::Both => true,
+        }
+    });
+}
+
+/// The tool-name dialects Talon speaks: Claude Code's (`Read`, `Bash`, `WebFetch`) and GoClaw's
+/// (`read_file`, `exec`, `web_fetch`). Where a tool of each does the same thing
+/// ([`crate::ToolSpec::same_as`]), a model is offered only the chosen dialect's, so it never
+/// sees two tools for one job (and the request stays small for small models). Tools only one
+/// dialect has (`memory_search`, `TodoWrite`) are offered either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    ClaudeCode,
+    Goclaw,
+    /// Both names for each job.
+    Both,
 }
 
 /// Subagent limits and deny lists (`[subagents]`).
@@ -119,6 +169,8 @@ pub struct PolicyRequest<'a> {
     pub provider: Option<&'a str>,
     pub spawn_depth: u32,
     pub tool_allow: Option<&'a [String]>,
+    /// The entry point's dialect, when configuration names none (`None`: both).
+    pub dialect: Option<Dialect>,
 }
 
 /// The MCP servers a requester may reach through tools that are not the servers' own
@@ -158,6 +210,7 @@ impl<'a> PolicyRequest<'a> {
             provider: ctx.provider.as_deref(),
             spawn_depth: ctx.spawn_depth,
             tool_allow: ctx.tool_allow.as_deref(),
+            dialect: ctx.dialect,
         }
     }
 }
@@ -314,6 +367,17 @@ impl PolicyEngine {
             rule.deny(spec);
         }
         rule
+    }
+
+    /// The dialect the requester's tools are offered in: the agent's, else the global one, else
+    /// the entry point's, else both.
+    pub fn dialect(&self, req: &PolicyRequest<'_>) -> Dialect {
+        let (global, _, agent, _) = self.layers(req);
+        agent
+            .and_then(|a| a.dialect)
+            .or(global.dialect)
+            .or(req.dialect)
+            .unwrap_or(Dialect::Both)
     }
 
     /// The canonical names of the tools the requester may see and call, sorted.

@@ -99,6 +99,7 @@ fn run(c: &Case) {
             provider: c.provider,
             spawn_depth: c.depth,
             tool_allow: c.tool_allow.as_deref(),
+            dialect: None,
         },
     );
     let mut expect: Vec<String> = c.expect.iter().map(|s| (*s).to_string()).collect();
@@ -145,6 +146,10 @@ fn every_step_table_driven() {
                 "read_image",
                 "skill_search",
                 "TodoWrite",
+                // Issue 23: bridged MCP tools stay (the operator connected them).
+                "mcp__fs__read",
+                "mcp__gh__issue",
+                "mcp__gh__search",
             ],
         ),
         case(
@@ -159,6 +164,9 @@ fn every_step_table_driven() {
                 "session_status",
                 "read_image",
                 "skill_search",
+                "mcp__fs__read",
+                "mcp__gh__issue",
+                "mcp__gh__search",
             ],
         ),
         Case {
@@ -516,4 +524,78 @@ fn b5_one_subagent_deny_list() {
     );
     let top = engine.effective(&r, &PolicyRequest::default());
     assert!(top.contains("team_tasks") && top.contains("spawn"));
+}
+
+/// Issue 23: by default a model sees one tool per job. With a dialect chosen, the twin of the
+/// other dialect (declared with `same_as`) is not offered, though still callable (it is in the
+/// effective set); tools only one dialect has stay; an agent's dialect wins over the global
+/// one, which wins over the entry point's; `both` offers every tool.
+#[test]
+fn one_dialect_offers_one_tool_per_job() {
+    let registry = Registry::new();
+    for tool in [
+        Named::new("read_file"),
+        Named {
+            same_as: Some("read_file"),
+            ..Named::new("Read")
+        },
+        Named::new("memory_search"),
+        Named::new("TodoWrite"),
+    ] {
+        registry.register(tool).expect("registers");
+    }
+    let offered = |config: PolicyConfig, dialect: Option<Dialect>| -> Vec<String> {
+        let engine = PolicyEngine::new(config).expect("valid");
+        let request = PolicyRequest {
+            agent: Some("bob"),
+            dialect,
+            ..Default::default()
+        };
+        let allowed = engine.effective(&registry, &request);
+        assert_eq!(allowed.len(), 4, "both stay callable");
+        let mut tools: Vec<_> = registry
+            .tools()
+            .into_iter()
+            .filter(|t| allowed.contains(&t.spec().name))
+            .collect();
+        one_tool_per_job(engine.dialect(&request), &mut tools);
+        tools.iter().map(|t| t.spec().name.clone()).collect()
+    };
+    let with = |global: Option<Dialect>, agent: Option<Dialect>| {
+        let mut config = PolicyConfig::default();
+        config.global.dialect = global;
+        config.agents.insert(
+            "bob".into(),
+            AgentToolPolicy {
+                dialect: agent,
+                ..Default::default()
+            },
+        );
+        config
+    };
+    assert_eq!(
+        offered(with(None, None), Some(Dialect::Goclaw)),
+        ["TodoWrite", "memory_search", "read_file"]
+    );
+    assert_eq!(
+        offered(with(None, None), Some(Dialect::ClaudeCode)),
+        ["Read", "TodoWrite", "memory_search"]
+    );
+    assert_eq!(
+        offered(with(None, None), None),
+        ["Read", "TodoWrite", "memory_search", "read_file"]
+    );
+    assert_eq!(
+        offered(with(Some(Dialect::ClaudeCode), None), Some(Dialect::Goclaw)),
+        ["Read", "TodoWrite", "memory_search"],
+        "the configuration wins over the entry point"
+    );
+    assert_eq!(
+        offered(
+            with(Some(Dialect::ClaudeCode), Some(Dialect::Both)),
+            Some(Dialect::Goclaw)
+        ),
+        ["Read", "TodoWrite", "memory_search", "read_file"],
+        "the agent's wins over the global one"
+    );
 }

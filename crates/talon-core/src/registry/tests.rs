@@ -133,6 +133,7 @@ fn groups_builtin_dynamic_and_declared() {
         name: "custom",
         side_effect: crate::tool::SideEffect::None,
         groups: &["fs", "extra"],
+        same_as: None,
     })
     .expect("register");
     // Expansion is against the live registry: only registered members.

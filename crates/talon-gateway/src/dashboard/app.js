@@ -600,7 +600,7 @@
       }
       listBox.replaceChildren(...agents.map((a) => button([
         h('span', { class: 'row-title' }, a.key),
-        h('span', { class: 'row-meta' }, a.files ? a.files.length + ' file(s)' : '', ' · created ', T.fmtTime(a.created_at)),
+        h('span', { class: 'row-meta' }, a.files ? a.files.length + ' file(s) · ' : '', 'created ', T.fmtTime(a.created_at)),
       ], () => select(a), { class: 'row', data: { 'agent-key': a.key } })));
       if (!agents.length) listBox.append(h('p', { class: 'muted' }, 'No agents.'));
       listBox.setAttribute('aria-busy', 'false');

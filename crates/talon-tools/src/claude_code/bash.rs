@@ -148,6 +148,7 @@ impl Tool for Bash {
             ),
             SideEffect::Spawns,
         )
+        .same_as("exec")
         .in_group("claude_code")
         .in_group("runtime")
         .delegating_to(credentialed_exec::NAME)

@@ -47,6 +47,7 @@ impl Tool for Edit {
              and be unique unless replace_all is true. An empty old_string creates a new file.",
             SideEffect::Mutating,
         )
+        .same_as("edit")
         .in_group("claude_code")
         .in_group("fs")
     }

@@ -41,6 +41,7 @@ impl Tool for GlobTool {
              \"**/*.js\" or \"src/**/*.ts\". Returns matching file paths sorted by modification time.",
             SideEffect::None,
         )
+        .same_as("glob")
         .in_group("claude_code")
         .in_group("fs")
     }

@@ -104,6 +104,7 @@ impl Tool for GrepTool {
              span lines.",
             SideEffect::None,
         )
+        .same_as("search")
         .in_group("claude_code")
         .in_group("fs")
     }

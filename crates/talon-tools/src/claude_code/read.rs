@@ -130,6 +130,7 @@ impl Tool for Read {
              and Jupyter notebooks (.ipynb, all cells with their outputs). Cannot read directories.",
             SideEffect::None,
         )
+        .same_as("read_file")
         .in_group("claude_code")
         .in_group("fs")
     }

@@ -56,6 +56,7 @@ impl Tool for TaskOutput {
              returns the output produced since the previous call.",
             SideEffect::ReadOnly,
         )
+        .same_as("process")
         .in_group("claude_code")
         .in_group("runtime")
     }

@@ -38,6 +38,7 @@ impl Tool for TaskStop {
              process it started. Takes the task_id the Bash call returned.",
             SideEffect::Blocking,
         )
+        .same_as("process")
         .in_group("claude_code")
         .in_group("runtime")
     }

@@ -66,6 +66,7 @@ impl Tool for WebFetch {
              reported.",
             SideEffect::Network,
         )
+        .same_as("web_fetch")
         .in_group("claude_code")
         .in_group("web")
         .with_untrusted_output()

@@ -53,6 +53,7 @@ impl Tool for WebSearch {
              found in them.",
             SideEffect::Network,
         )
+        .same_as("web_search")
         .in_group("claude_code")
         .in_group("web")
         .with_untrusted_output()

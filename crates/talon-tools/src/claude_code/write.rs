@@ -44,6 +44,7 @@ impl Tool for Write {
              the write is atomic and keeps the file's permissions and line endings.",
             SideEffect::Mutating,
         )
+        .same_as("write_file")
         .in_group("claude_code")
         .in_group("fs")
     }

@@ -63,8 +63,9 @@ pub async fn run(cli: Cli) -> ExitCode {
                     agent,
                     provider,
                     json,
+                    dialect,
                 },
-        } => tools::list(config, profile, agent, provider, json, cli.data_dir).await,
+        } => tools::list(config, profile, agent, provider, json, dialect, cli.data_dir).await,
         Command::Tool {
             command:
                 ToolCommand::Call {

@@ -14,6 +14,7 @@ pub async fn list(
     agent: Option<String>,
     provider: Option<String>,
     as_json: bool,
+    dialect: Option<talon_core::policy::Dialect>,
     data_dir: Option<std::path::PathBuf>,
 ) -> ExitCode {
     let rt = match runtime::build(
@@ -33,7 +34,11 @@ pub async fn list(
         Ok(rt) => rt,
         Err(e) => return e.report(),
     };
-    let tools = rt.pipeline.offered_to(&rt.template).await;
+    let mut template = rt.template.clone();
+    if dialect.is_some() {
+        template.dialect = dialect;
+    }
+    let tools = rt.pipeline.offered_to(&template).await;
     if as_json {
         let items: Vec<_> = tools
             .iter()
