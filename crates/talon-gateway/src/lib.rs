@@ -13,6 +13,7 @@
 mod access_log;
 mod approvals;
 mod auth;
+mod dashboard;
 mod events;
 mod guard;
 pub use access_log::RequestLabels;
@@ -169,6 +170,10 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         ));
     Router::new()
         .route("/healthz", get(invoke::healthz))
+        .route("/", get(dashboard::index))
+        .route("/dashboard/api.js", get(dashboard::api_js))
+        .route("/dashboard/app.js", get(dashboard::app_js))
+        .route("/dashboard/style.css", get(dashboard::style))
         .merge(protected)
         .layer(axum::middleware::from_fn_with_state(guard, guard::check))
         // Outermost: refused requests are logged too.

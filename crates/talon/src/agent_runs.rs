@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use talon_agent::provider::ProviderKind;
 use talon_agent::{Agent, Message, RunEvent, TurnInput, TurnOptions, TurnOutcome, TurnStop};
 use talon_core::caller::key_part;
-use talon_agent::provider::ProviderKind;
 use talon_core::permission::PermissionMode;
 use talon_core::policy::Dialect;
 use talon_core::questions::Questions;

@@ -2,6 +2,7 @@
 
 mod agent_runs;
 mod agent_services;
+mod agents_http;
 mod audit;
 mod chat_config;
 mod chat_http;

@@ -105,7 +105,10 @@ fn a_session_runs_a_tool_and_continues_in_a_second_process() {
             offered.iter().any(|t| t == ours) && !offered.iter().any(|t| t == twin),
             "{kind}: {offered:?}"
         );
-        assert!(offered.iter().any(|t| t == "memory_search"), "{kind}: {offered:?}");
+        assert!(
+            offered.iter().any(|t| t == "memory_search"),
+            "{kind}: {offered:?}"
+        );
         // The second request carries the tool's real output.
         let second = sent[1].to_string();
         assert!(second.contains("hello from the notes"), "{kind}: {second}");

@@ -502,3 +502,103 @@ fn operators_see_requests_turns_and_tool_calls_in_the_log() {
     );
     assert!(!log.contains("rmcp"), "no library dumps by default: {log}");
 }
+
+/// Issue 23: the dashboard at `/`, in Debian's chromium driven by Playwright: log in with the
+/// token, find a session and read its transcript (a model's `<b>` and bidi override shown as
+/// text), answer a waiting approval, watch the tool's event arrive, see the agents; no console
+/// error and no CSP violation. Screenshots are kept in the target directory.
+#[test]
+fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"text": "Hello <b>there</b> \u{202e}gnp.exe"},
+            {"tool_calls": [{"name": "exec", "arguments": {"command": "touch dashboard.txt"}}]},
+            {"text": "Done."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n\
+             [gateway]\ntoken = \"dash-token\"\n\
+             [exec.approvals]\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let server = support::serve_in(home.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    let auth = [("authorization", "Bearer dash-token")];
+    let turn = |text: &str| {
+        json!({"model": "default", "session": "dash",
+               "messages": [{"role": "user", "content": text}]})
+    };
+    let first: Value = serde_json::from_str(&post(
+        &format!("{base}/v1/chat/completions"),
+        &turn("hello"),
+        &auth,
+    ))
+    .unwrap();
+    assert!(
+        first["choices"][0]["message"]["content"].is_string(),
+        "{first}"
+    );
+    // The second turn waits for a person's approval of its command.
+    let waiting = std::thread::spawn({
+        let url = format!("{base}/v1/chat/completions");
+        let body = turn("make the file");
+        move || post(&url, &body, &[("authorization", "Bearer dash-token")])
+    });
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let key = "agent:default:http:direct:dash";
+    let steps = json!({"session": key, "transcript_contains": "Hello", "approve": true,
+                       "expect_event": "tool_finished", "agent": "default"});
+    let chromium = support::chromium();
+    let report = support::dashboard(&[
+        &base,
+        "dash-token",
+        shots.to_str().unwrap(),
+        chromium.to_str().unwrap(),
+        &steps.to_string(),
+    ]);
+    assert_eq!(report["logged_in"], true, "{report}");
+    assert_eq!(report["token_required"], true, "{report}");
+    assert!(
+        report["sessions"].as_array().unwrap().contains(&json!(key)),
+        "{report}"
+    );
+    let transcript = report["transcript"].as_str().unwrap();
+    assert!(
+        transcript.contains("<b>there</b>"),
+        "shown as text: {report}"
+    );
+    assert!(!transcript.contains('\u{202e}'), "made visible: {report}");
+    assert!(report["approved"].is_string(), "{report}");
+    assert!(
+        report["events"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("tool_finished")),
+        "{report}"
+    );
+    assert!(
+        report["agents"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("default")),
+        "{report}"
+    );
+    assert_eq!(report["console_errors"], json!([]), "{report}");
+    let done: Value = serde_json::from_str(&waiting.join().unwrap()).unwrap();
+    assert_eq!(done["choices"][0]["message"]["content"], "Done.", "{done}");
+    for page in ["login", "sessions", "approvals", "events", "agents"] {
+        assert!(shots.join(format!("{page}.png")).is_file(), "{page}.png");
+    }
+    // The page itself is served without the token (it holds no data), under a strict CSP.
+    let (status, page) = support::chat::exchange(&format!("{base}/"), None, &[]);
+    assert_eq!(status, 200);
+    assert!(page.contains("/dashboard/app.js"));
+}

@@ -79,7 +79,10 @@ fn tools_list_table_json_and_profiles() {
     );
     let (code, _, stderr) = run(&["tools", "list", "--dialect", "klingon"], &[], None);
     assert_eq!(code, 2);
-    assert!(stderr.contains("use goclaw, claude_code or both"), "{stderr}");
+    assert!(
+        stderr.contains("use goclaw, claude_code or both"),
+        "{stderr}"
+    );
     let datetime = tools
         .as_array()
         .unwrap()

@@ -67,7 +67,13 @@ async fn every_entry_point_offers_the_same_tools_and_shares_memory() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let cli_tools = names(&serde_json::from_slice(&out.stdout).unwrap());
-    for tool in ["memory_search", "memory_get", "read_file", "search", "TodoWrite"] {
+    for tool in [
+        "memory_search",
+        "memory_get",
+        "read_file",
+        "search",
+        "TodoWrite",
+    ] {
         assert!(cli_tools.iter().any(|t| t == tool), "{tool}: {cli_tools:?}");
     }
 

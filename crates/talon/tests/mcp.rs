@@ -17,7 +17,10 @@ fn check_report(report: &Value) {
     // One tool per job (issue 23): an MCP client gets GoClaw's names, which do not shadow its
     // host's own Read and Bash, and not Claude Code's twins of them.
     for twin in ["Read", "Bash", "Write", "Edit", "Grep", "WebFetch"] {
-        assert!(!names.iter().any(|n| *n == twin), "{twin} offered: {report}");
+        assert!(
+            !names.iter().any(|n| *n == twin),
+            "{twin} offered: {report}"
+        );
     }
     assert_eq!(
         tools["TodoWrite"]["schema"]["required"],

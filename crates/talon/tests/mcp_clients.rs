@@ -56,7 +56,10 @@ fn the_inspector_cli_lists_calls_and_sets_the_level() {
         names.iter().any(|n| n == "read_file") && names.iter().any(|n| n == "exec"),
         "{names:?}"
     );
-    assert!(!names.iter().any(|n| n == "Read"), "one tool per job: {names:?}");
+    assert!(
+        !names.iter().any(|n| n == "Read"),
+        "one tool per job: {names:?}"
+    );
 
     let read_file = |path: &str| {
         let arg = format!("path={path}");

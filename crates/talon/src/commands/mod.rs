@@ -65,7 +65,18 @@ pub async fn run(cli: Cli) -> ExitCode {
                     json,
                     dialect,
                 },
-        } => tools::list(config, profile, agent, provider, json, dialect, cli.data_dir).await,
+        } => {
+            tools::list(
+                config,
+                profile,
+                agent,
+                provider,
+                json,
+                dialect,
+                cli.data_dir,
+            )
+            .await
+        }
         Command::Tool {
             command:
                 ToolCommand::Call {

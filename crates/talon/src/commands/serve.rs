@@ -121,7 +121,8 @@ pub async fn run(
                 config_names,
                 gateway.token.is_some(),
             )
-            .merge(crate::chat_http::routes(runner)),
+            .merge(crate::chat_http::routes(runner))
+            .merge(crate::agents_http::routes(rt.store.clone())),
         ),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;

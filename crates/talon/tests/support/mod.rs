@@ -79,8 +79,14 @@ pub fn config_file(home: &Path) -> Option<PathBuf> {
     Some(copy)
 }
 
-/// The official Python SDKs the interop tests run against: MCP's, OpenAI's and Anthropic's.
-pub const PYTHON_PACKAGES: [&str; 3] = ["mcp==2.3.0", "openai==3.57.0", "anthropic==2.14.0"];
+/// The official Python SDKs the interop tests run against (MCP's, OpenAI's and Anthropic's),
+/// and Playwright, which drives Debian's chromium through the dashboard.
+pub const PYTHON_PACKAGES: [&str; 4] = [
+    "mcp==2.3.0",
+    "openai==3.57.0",
+    "anthropic==2.14.0",
+    "playwright==1.65.2",
+];
 
 /// The Python interpreter of a virtualenv holding the pinned SDKs, created on first use.
 ///
@@ -170,6 +176,25 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 /// and returns its JSON report.
 pub fn python_sdk_client(args: &[&str]) -> serde_json::Value {
     run_python_script("sdk_clients.py", args)
+}
+
+/// The system's Chromium (Debian's `chromium`), which the dashboard test drives.
+pub fn chromium() -> PathBuf {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "the dashboard test drives a real Chromium and found none; install it (Debian: apt-get install chromium; .ci/run does)"
+            )
+        })
+}
+
+/// Runs `support/dashboard.py` (Playwright in Chromium against the dashboard) and returns its
+/// report; a failed run panics with the report's error.
+pub fn dashboard(args: &[&str]) -> serde_json::Value {
+    run_python_script("dashboard.py", args)
 }
 
 /// Runs the Python MCP SDK client script and returns its JSON report.
