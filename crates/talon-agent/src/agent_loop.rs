@@ -87,6 +87,9 @@ pub enum RunEvent {
         name: String,
         is_error: bool,
         elapsed_ms: u64,
+        /// The result's first line, cut to [`SUMMARY_CHARS`] (for an error, why it failed):
+        /// enough for a person watching; the model gets the whole result.
+        summary: String,
     },
     /// The loop detector warned the model.
     LoopWarning { message: String },
@@ -580,6 +583,7 @@ impl Agent {
             name: call.name.clone(),
             is_error: outcome.output.is_error,
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            summary: summary_of(&outcome.output.for_llm),
         });
         if ctx.cancel.is_cancelled() && outcome.failed_stage.is_some() {
             return (aborted(call, elapsed), kind);
@@ -603,6 +607,56 @@ impl Agent {
             },
             kind,
         )
+    }
+}
+
+/// How many characters of a result [`RunEvent::ToolFinished`] shows.
+pub const SUMMARY_CHARS: usize = 200;
+
+/// A result's first non-empty line, cut to [`SUMMARY_CHARS`] (`…` when cut or when more lines
+/// follow).
+fn summary_of(result: &str) -> String {
+    let mut lines = result.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let mut summary: String = first.chars().take(SUMMARY_CHARS).collect();
+    if summary.len() < first.len() || lines.next().is_some() {
+        summary.push('…');
+    }
+    summary
+}
+
+/// Separates the texts of two model responses of one turn, wherever a turn's texts are joined
+/// (an API's answer, a terminal).
+pub const TEXT_SEPARATOR: &str = "\n\n";
+
+/// Puts [`TEXT_SEPARATOR`] between the streamed texts of two model responses: a tool call
+/// between them means a new response.
+#[derive(Debug, Default)]
+pub struct TextJoiner {
+    wrote: bool,
+    apart: bool,
+}
+
+impl TextJoiner {
+    /// The text to show for `event`, if any.
+    pub fn text(&mut self, event: &RunEvent) -> Option<String> {
+        match event {
+            RunEvent::Text { text } if !text.is_empty() => {
+                let out = if self.wrote && self.apart {
+                    format!("{TEXT_SEPARATOR}{text}")
+                } else {
+                    text.clone()
+                };
+                self.wrote = true;
+                self.apart = false;
+                Some(out)
+            }
+            RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. } => {
+                self.apart = true;
+                None
+            }
+            _ => None,
+        }
     }
 }
 

@@ -18,6 +18,9 @@ pub mod mock;
 pub mod provider;
 pub mod side;
 
-pub use agent_loop::{Agent, LoopConfig, RunEvent, TurnInput, TurnOptions, TurnOutcome, TurnStop};
+pub use agent_loop::{
+    Agent, LoopConfig, RunEvent, TEXT_SEPARATOR, TextJoiner, TurnInput, TurnOptions, TurnOutcome,
+    TurnStop,
+};
 pub use message::{Message, ToolCallRequest, ToolResult};
 pub use provider::{Provider, ProviderError, Sampling, StopReason, StreamEvent, ToolDef, Usage};

@@ -264,6 +264,42 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Deletes an agent and its context files (its own and its users'); returns whether it
+    /// existed. Its sessions and memory stay: they are the users' history, and an agent created
+    /// again under the same key finds them.
+    pub async fn delete_agent(&self, key: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        for statement in [
+            "DELETE FROM agent_context_files WHERE agent_key = $1",
+            "DELETE FROM user_context_files WHERE agent_key = $1",
+        ] {
+            sqlx::query(statement).bind(key).execute(&mut *tx).await?;
+        }
+        let done = sqlx::query("DELETE FROM agents WHERE key = $1")
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The names of a user's own files for an agent.
+    pub async fn user_files(&self, agent: &str, user: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT file_name FROM user_context_files WHERE agent_key = $1 AND user_id = $2 ORDER BY file_name",
+        )
+        .bind(agent)
+        .bind(user)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                r.try_get::<String, _>("file_name")
+                    .map_err(StoreError::from)
+            })
+            .collect()
+    }
+
     /// Names of an agent's files.
     pub async fn agent_files(&self, agent: &str) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(

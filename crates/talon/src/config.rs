@@ -498,7 +498,7 @@ impl Config {
 
 /// The configuration file read when none is named: `$XDG_CONFIG_HOME/talon/talon.toml`, else
 /// `~/.config/talon/talon.toml`. Never one in the current directory.
-fn default_path() -> Option<PathBuf> {
+pub fn default_path() -> Option<PathBuf> {
     if let Some(xdg) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
         return Some(Path::new(&xdg).join("talon/talon.toml"));
     }
@@ -508,6 +508,20 @@ fn default_path() -> Option<PathBuf> {
 /// Loads the configuration. An explicitly named file must exist; the default locations are
 /// optional.
 pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    let (figment, file) = sources(explicit)?;
+    let mut config: Config = figment.extract().map_err(|e| {
+        let messages: Vec<String> = e.into_iter().map(|e| describe(&e)).collect();
+        ConfigError(format!("invalid configuration: {}", messages.join("; ")))
+    })?;
+    config.source = file
+        .as_ref()
+        .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
+    Ok((config, file))
+}
+
+/// Where the configuration comes from: the file (when there is one; see [`load`]) and the
+/// `TALON_*` variables over it (`TALON_TOOLS__PROFILE` is `tools.profile`).
+pub fn sources(explicit: Option<&Path>) -> Result<(Figment, Option<PathBuf>), ConfigError> {
     let env_path = std::env::var_os("TALON_CONFIG").map(PathBuf::from);
     let file = match explicit.map(Path::to_path_buf).or(env_path) {
         Some(path) => {
@@ -540,14 +554,7 @@ pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), Config
             .filter(|k| k.as_str().contains("__"))
             .split("__"),
     );
-    let mut config: Config = figment.extract().map_err(|e| {
-        let messages: Vec<String> = e.into_iter().map(|e| describe(&e)).collect();
-        ConfigError(format!("invalid configuration: {}", messages.join("; ")))
-    })?;
-    config.source = file
-        .as_ref()
-        .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
-    Ok((config, file))
+    Ok((figment, file))
 }
 
 /// One configuration mistake as a person writes the key (`tools.rate_limit_per_hour`, not

@@ -26,9 +26,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The version `--version` prints: the package's and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TALON_COMMIT"),
+    ")"
+);
+
 /// Talon: the tools system for AI agents.
 #[derive(Debug, Parser)]
-#[command(name = "talon", version, about)]
+#[command(name = "talon", version = VERSION, about)]
 struct Cli {
     /// Configuration file (default: $TALON_CONFIG, ./talon.toml, ~/.config/talon/talon.toml).
     #[arg(long, global = true, value_name = "FILE")]
@@ -149,9 +157,42 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
         listen: String,
     },
+    /// Write a commented talon.toml (default: $TALON_CONFIG, else ~/.config/talon/talon.toml).
+    Init {
+        /// Where to write it.
+        #[arg(long, value_name = "FILE")]
+        path: Option<PathBuf>,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The effective configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Which sandbox backends work on this host, which one is active, and how to fix the others.
     /// Exit 0 when the configured backend works, 1 otherwise.
-    Doctor,
+    Doctor {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Every value set (by the file or a TALON_* variable) and where it came from; secrets masked.
+    Show {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,6 +207,7 @@ enum MigrateCommand {
 enum AgentsCommand {
     /// Create an agent, or update its type and settings.
     Create {
+        /// The agent's key (letters, digits, `-`, `_`).
         key: String,
         /// open (context files per user) or predefined (shared files; only USER.md per user).
         #[arg(long = "type", default_value = "open")]
@@ -176,28 +218,69 @@ enum AgentsCommand {
     },
     /// List agents.
     List {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Set a context file (e.g. SOUL.md) from a file, or from stdin with `--from -`.
     SetFile {
+        /// The agent.
         key: String,
         /// File name, e.g. SOUL.md.
         file: String,
-        #[arg(long)]
+        /// Where the content comes from: a file, or `-` for stdin.
+        #[arg(long, value_name = "FILE")]
         from: PathBuf,
         /// Set the user's own copy instead of the agent's.
-        #[arg(long)]
+        #[arg(long, value_name = "ID")]
         user: Option<String>,
+    },
+    /// Print a context file: the agent's own, or with --user that user's copy.
+    GetFile {
+        /// The agent.
+        key: String,
+        /// File name, e.g. SOUL.md.
+        file: String,
+        /// The user whose own copy to print.
+        #[arg(long, value_name = "ID")]
+        user: Option<String>,
+    },
+    /// List an agent's context files (with --user: that user's own copies).
+    ListFiles {
+        /// The agent.
+        key: String,
+        /// The user whose own copies to list.
+        #[arg(long, value_name = "ID")]
+        user: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete an agent and its context files (its sessions and memory stay in the store).
+    Delete {
+        /// The agent.
+        key: String,
     },
 }
 
 #[derive(Debug, Subcommand)]
 enum SecretsCommand {
-    /// Store a secret; the value is read from stdin.
-    Set { name: String },
-    /// List secret names.
-    List,
+    /// Store a secret; the value is read from stdin (an empty value is refused).
+    Set {
+        /// The secret's name.
+        name: String,
+    },
+    /// List secret names (never values).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a secret.
+    Delete {
+        /// The secret's name.
+        name: String,
+    },
     /// Generate a new key and re-encrypt every secret with it.
     RotateKey,
 }
@@ -206,8 +289,10 @@ enum SecretsCommand {
 enum ToolsCommand {
     /// The effective tool set after policy.
     List {
+        /// Tool profile: full, coding, messaging or minimal (overrides tools.profile).
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        /// The agent whose tool set to show (default: [agents] default).
         #[arg(long, value_name = "KEY")]
         agent: Option<String>,
         /// Provider whose overrides apply.
@@ -238,8 +323,10 @@ enum ToolCommand {
         /// Arguments as a JSON object; `-` reads it from stdin.
         #[arg(long, value_name = "JSON", default_value = "{}")]
         args: String,
+        /// Workspace the tool works in (default: the current directory).
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// The agent the call runs as (default: [agents] default).
         #[arg(long, value_name = "KEY")]
         agent: Option<String>,
         /// Print the whole outcome as JSON.
@@ -318,4 +405,34 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(commands::run(cli))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Issue 23: every argument and subcommand says what it is in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(format!("{path} {} (the command)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "talon", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
 }

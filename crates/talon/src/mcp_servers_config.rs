@@ -119,6 +119,16 @@ impl McpSection {
 }
 
 impl McpServerSection {
+    /// The first environment variable the section takes a secret from that is not set. An
+    /// optional server without it is skipped with a warning; a required one stops the start.
+    pub fn missing_env(&self) -> Option<&str> {
+        [&self.bearer_token_env, &self.oauth_client_secret_env]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .find(|var| std::env::var_os(var).is_none())
+    }
+
     /// The server as the store's record and secrets, checked: one rule for every source
     /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too).
     pub fn checked_spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
@@ -238,6 +248,7 @@ pub fn specs(
 ) -> Result<Vec<(McpServerSpec, McpServerSecrets)>, String> {
     sections
         .iter()
+        .filter(|(_, section)| section.missing_env().is_none() || section.required)
         .map(|(name, section)| {
             section
                 .checked_spec(name)
@@ -251,6 +262,13 @@ pub fn servers(
     sections: &BTreeMap<String, McpServerSection>,
     vault: &Arc<dyn TokenVault>,
 ) -> Result<Vec<ServerConfig>, String> {
+    for (name, section) in sections.iter().filter(|(_, s)| !s.required) {
+        if let Some(var) = section.missing_env() {
+            tracing::warn!(
+                "[mcp_servers.{name}] is skipped: it names the environment variable {var}, which is not set (set it, or required = true to refuse starting without the server)"
+            );
+        }
+    }
     specs(sections)?
         .iter()
         .filter(|(spec, _)| spec.enabled)

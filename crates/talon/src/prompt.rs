@@ -11,6 +11,26 @@ use futures::future::BoxFuture;
 use talon_core::approvals::{PendingApproval, Prompter, Resolution};
 use talon_core::visible::{has_hidden, visible, visible_lines};
 
+/// Set while a question waits at the terminal, so `talon chat`'s spinner does not draw over it.
+pub static ASKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the terminal as asking ([`ASKING`]) while alive, after clearing a spinner's line.
+pub struct Asking;
+
+impl Asking {
+    pub fn start(tty: &mut std::fs::File) -> Self {
+        ASKING.store(true, std::sync::atomic::Ordering::Release);
+        let _ = tty.write_all(b"\r\x1b[K");
+        Asking
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        ASKING.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// Asks on the controlling terminal, one request at a time.
 #[derive(Debug, Default)]
 pub struct TtyPrompter {
@@ -39,8 +59,17 @@ const GUTTER: &str = "  | ";
 /// sequences must not redraw the prompt, see [`talon_core::visible`]).
 fn question(request: &PendingApproval) -> String {
     let agent = visible(request.agent.as_deref().unwrap_or("default"));
-    let always = match &request.always {
-        Some(key) => format!(", [a] always (remembers exactly: {})", visible(key)),
+    let always = match request.always.as_deref().map(|key| {
+        (
+            key,
+            key.strip_prefix(talon_tools::runtime::approvals::TOOL_KEY),
+        )
+    }) {
+        Some((_, Some(tool))) => format!(
+            ", [a] always (every {} call of agent {agent}, from now on)",
+            visible(tool)
+        ),
+        Some((key, None)) => format!(", [a] always (remembers exactly: {})", visible(key)),
         None => String::new(),
     };
     let lines = request.summary.split('\n').count();
@@ -80,6 +109,7 @@ fn ask(request: &PendingApproval) -> Option<Resolution> {
         .write(true)
         .open("/dev/tty")
         .ok()?;
+    let _asking = Asking::start(&mut tty);
     tty.write_all(question(request).as_bytes()).ok()?;
     tty.flush().ok()?;
     let mut line = String::new();
@@ -135,6 +165,13 @@ mod tests {
             "{q}"
         );
         assert!(!question(&request(None)).contains("always"));
+        let mut write = request(Some("tool:write_file"));
+        write.tool = "write_file".into();
+        let q = question(&write);
+        assert!(
+            q.contains("[a] always (every write_file call of agent default, from now on)"),
+            "{q}"
+        );
     }
 
     #[test]

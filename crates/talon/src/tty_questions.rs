@@ -128,6 +128,7 @@ fn ask(params: &Value) -> Result<Value, String> {
         .write(true)
         .open("/dev/tty")
         .map_err(|e| format!("no terminal to ask on: {e}"))?;
+    let _asking = crate::prompt::Asking::start(&mut tty);
     let mut reader = BufReader::new(tty.try_clone().map_err(|e| e.to_string())?);
     let empty = Map::new();
     let properties = params

@@ -434,3 +434,82 @@ fn an_independent_provider_drives_the_conversation() {
         );
     }
 }
+
+/// Issue 23: `talon chat` as a person uses it: `-p -` reads the prompt from stdin; the texts of
+/// a turn's model responses are kept apart; each tool call shows the first line of its result;
+/// slash commands are the chat's own and never reach the model (an unknown one says so);
+/// `/tools` shows the whole results, `/cost` the tokens; resuming a session shows its history.
+#[test]
+fn chat_is_usable_by_a_person() {
+    let home = tempfile::tempdir().unwrap();
+    let datetime = json!({"name": "datetime", "arguments": {"timezone": "UTC"}});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"text": "Let me check.", "tool_calls": [datetime]},
+            {"text": "It is noon."},
+            {"text": "Hello there."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let (stdout, stderr, code) = support::chat::chat_with_input(
+        home.path(),
+        &["--session", "person", "-p", "-"],
+        "what time is it?\n",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Let me check.\n\nIt is noon.", "{stdout:?}");
+    assert!(
+        stderr.contains("✓ datetime (") && stderr.contains("): Current date and time:"),
+        "the result's first line is shown: {stderr}"
+    );
+    assert_eq!(
+        requests(&mock)[0]["messages"][0]["content"],
+        "what time is it?\n"
+    );
+
+    let (stdout, stderr, code) = support::chat::chat_with_input(
+        home.path(),
+        &["--session", "person"],
+        "/help\n/bogus\n/session\nhello\n/tools\n/cost\n/model\n/exit\n",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("you: what time is it?"),
+        "history on resume: {stderr}"
+    );
+    assert!(stderr.contains("agent: It is noon."), "{stderr}");
+    assert!(
+        stderr.contains("/compact"),
+        "/help lists the commands: {stderr}"
+    );
+    assert!(stderr.contains("unknown command /bogus"), "{stderr}");
+    assert!(
+        stderr.contains("agent:default:cli:direct:person"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("Hello there."), "{stdout}");
+    assert!(
+        stderr.contains("the last turn called no tools"),
+        "/tools after a turn without tools: {stderr}"
+    );
+    assert!(
+        stderr.contains("3 turns") || stderr.contains("2 turns"),
+        "/cost: {stderr}"
+    );
+    assert!(stderr.contains("model m (the agent's)"), "/model: {stderr}");
+    let sent = requests(&mock);
+    assert_eq!(sent.len(), 3, "slash commands never reach the model");
+    let last = sent[2]["messages"].to_string();
+    assert!(
+        !last.contains("/help") && !last.contains("/bogus"),
+        "{last}"
+    );
+}

@@ -444,3 +444,129 @@ fn a_failed_write_leaves_the_file_and_no_temporary_behind() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// `talon …` in `home` with `stdin`: status, stdout, stderr.
+fn run_in(home: &std::path::Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = command(home)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 23: the CLI an operator expects: secrets deleted and listed as JSON (an empty one
+/// refused), agents' files read and listed, an agent deleted, `talon init` writing a commented
+/// configuration Talon reads, `talon config show` naming where each value came from with
+/// secrets masked, completions, `doctor --json` and a version with its commit.
+#[test]
+fn the_operators_cli_is_complete() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+
+    let (code, _, stderr) = run_in(home, &["secrets", "set", "empty"], "\n");
+    assert_eq!(code, 2, "an empty secret is refused");
+    assert!(stderr.contains("is empty"), "{stderr}");
+    assert_eq!(run_in(home, &["secrets", "set", "api"], "s3cret\n").0, 0);
+    let (code, listed, _) = run_in(home, &["secrets", "list", "--json"], "");
+    assert_eq!((code, listed.trim()), (0, "[\"api\"]"));
+    assert_eq!(run_in(home, &["secrets", "delete", "api"], "").0, 0);
+    let (code, _, stderr) = run_in(home, &["secrets", "delete", "api"], "");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no secret \"api\""), "{stderr}");
+
+    assert_eq!(run_in(home, &["agents", "create", "helper"], "").0, 0);
+    let set = run_in(
+        home,
+        &["agents", "set-file", "helper", "SOUL.md", "--from", "-"],
+        "Be kind.\n",
+    );
+    assert_eq!(set.0, 0, "{set:?}");
+    let (code, files, _) = run_in(home, &["agents", "list-files", "helper", "--json"], "");
+    assert_eq!((code, files.trim()), (0, "[\"SOUL.md\"]"));
+    let (code, soul, _) = run_in(home, &["agents", "get-file", "helper", "SOUL.md"], "");
+    assert_eq!((code, soul.as_str()), (0, "Be kind.\n"));
+    let (code, _, stderr) = run_in(home, &["agents", "delete", "default"], "");
+    assert_eq!(code, 2, "the default agent stays");
+    assert!(stderr.contains("default agent"), "{stderr}");
+    assert_eq!(run_in(home, &["agents", "delete", "helper"], "").0, 0);
+    let (code, _, stderr) = run_in(home, &["agents", "list-files", "helper"], "");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no agent \"helper\""), "{stderr}");
+
+    // `talon init` writes a private, commented configuration that Talon reads as it is.
+    let config_dir = tempfile::tempdir().unwrap();
+    let path = config_dir.path().join("talon/talon.toml");
+    let path_arg = path.to_str().unwrap();
+    let (code, wrote, stderr) = run_in(home, &["init", "--path", path_arg], "");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(wrote.contains(path_arg), "{wrote}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        run_in(home, &["init", "--path", path_arg], "").0,
+        2,
+        "never overwritten"
+    );
+    let tools = run_in(home, &["--config", path_arg, "tools", "list"], "");
+    assert_eq!(tools.0, 0, "{tools:?}");
+    // `config show`: values with their sources, secrets masked.
+    std::fs::write(
+        &path,
+        "[gateway]\ntoken = \"hunter2\"\nbind = \"127.0.0.1:9000\"\n",
+    )
+    .unwrap();
+    let mut show = command(home);
+    show.args(["--config", path_arg, "config", "show"])
+        .env("TALON_TOOLS__PROFILE", "coding");
+    let out = show.output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("gateway.token = \"********\""), "{shown}");
+    assert!(
+        shown.contains(&format!("gateway.bind = \"127.0.0.1:9000\"  # {path_arg}")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("tools.profile = \"coding\"  # `TALON_`"),
+        "{shown}"
+    );
+
+    let (code, script, _) = run_in(home, &["completions", "bash"], "");
+    assert_eq!(code, 0);
+    assert!(
+        script.contains("talon") && script.contains("approvals"),
+        "bash completion"
+    );
+    let (code, version, _) = run_in(home, &["--version"], "");
+    assert_eq!(code, 0);
+    assert!(
+        version.starts_with("talon ") && version.contains("(commit "),
+        "{version}"
+    );
+    let (_, doctor, _) = run_in(home, &["doctor", "--json"], "");
+    let doctor: serde_json::Value = serde_json::from_str(&doctor).unwrap();
+    assert!(
+        doctor["backends"].as_array().is_some_and(|b| !b.is_empty()),
+        "{doctor}"
+    );
+    assert!(doctor["test_command"]["ran"].is_boolean(), "{doctor}");
+}

@@ -111,6 +111,11 @@ impl Store {
                 .acquire_owned()
                 .await
                 .map_err(|_| timed_out())?;
+            // A search whose deadline passed while it waited for a slot is not started (a fast
+            // database would otherwise finish it before the deadline is looked at).
+            if tokio::time::Instant::now() >= deadline {
+                return Err(timed_out());
+            }
             let store = self.clone();
             let (agent, user) = (agent.to_string(), user.to_string());
             // Its own task, holding the slot until the database is done even when the caller

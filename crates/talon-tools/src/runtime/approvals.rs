@@ -36,13 +36,20 @@ pub struct AgentExecPolicy {
 pub struct ExecApprovals {
     defaults: AgentExecPolicy,
     agents: HashMap<String, AgentExecPolicy>,
-    /// "Allow always" answers per agent (loaded from the store at start).
+    /// "Allow always" answers per agent for shell commands (loaded from the store at start).
     allowed: RwLock<HashMap<String, HashSet<String>>>,
+    /// "Allow always" answers per agent for other tools: the tool names. Kept apart from the
+    /// commands, so no remembered tool can ever pass for a command of the same text.
+    tools_allowed: RwLock<HashMap<String, HashSet<String>>>,
     store: Option<talon_store::Store>,
     /// Someone can answer an approval request (a terminal, the HTTP API). Without, "ask"
     /// becomes a refusal at once, saying why, instead of a two-minute wait.
     can_ask: bool,
 }
+
+/// How an "allow always" answer for a tool other than a shell is kept: `tool:<name>`, beside
+/// the remembered commands (and told apart from them when loaded).
+pub const TOOL_KEY: &str = "tool:";
 
 fn agent_key(agent: Option<&str>) -> &str {
     agent.unwrap_or(DEFAULT_AGENT)
@@ -59,6 +66,7 @@ impl ExecApprovals {
             defaults,
             agents,
             allowed: RwLock::default(),
+            tools_allowed: RwLock::default(),
             store: None,
             can_ask,
         }
@@ -70,10 +78,15 @@ impl ExecApprovals {
         store: talon_store::Store,
     ) -> Result<Self, talon_store::StoreError> {
         let mut allowed: HashMap<String, HashSet<String>> = HashMap::new();
-        for (agent, command) in store.allowed_commands().await? {
-            allowed.entry(agent).or_default().insert(command);
+        let mut tools: HashMap<String, HashSet<String>> = HashMap::new();
+        for (agent, key) in store.allowed_commands().await? {
+            match key.strip_prefix(TOOL_KEY) {
+                Some(tool) => tools.entry(agent).or_default().insert(tool.to_string()),
+                None => allowed.entry(agent).or_default().insert(key),
+            };
         }
         self.allowed = RwLock::new(allowed);
+        self.tools_allowed = RwLock::new(tools);
         self.store = Some(store);
         Ok(self)
     }
@@ -117,24 +130,41 @@ impl ExecApprovals {
 
 impl PermissionChecker for ExecApprovals {
     fn check(&self, request: &PermissionRequest<'_>) -> Option<Decision> {
-        let analysis = Self::analysis(request)?;
-        Some(self.verdict(request.ctx.agent_key.as_deref(), &analysis))
+        let agent = request.ctx.agent_key.as_deref();
+        match Self::analysis(request) {
+            Some(analysis) => Some(self.verdict(agent, &analysis)),
+            // Another tool: allowed when a person said "always" to it for this agent; else the
+            // permission mode decides.
+            None => self
+                .tools_allowed
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(agent_key(agent))
+                .is_some_and(|tools| tools.contains(&request.spec.name))
+                .then_some(Decision::Allow),
+        }
     }
 }
 
 impl Remember for ExecApprovals {
     fn always_key(&self, request: &PermissionRequest<'_>) -> Option<String> {
-        always_allow_key(&*Self::analysis(request)?)
+        match Self::analysis(request) {
+            Some(analysis) => always_allow_key(&analysis),
+            None => Some(format!("{TOOL_KEY}{}", request.spec.name)),
+        }
     }
 
     fn remember<'a>(&'a self, agent: Option<&'a str>, key: &'a str) -> BoxFuture<'a, ()> {
         let agent = agent_key(agent).to_string();
-        self.allowed
-            .write()
+        let (set, entry) = match key.strip_prefix(TOOL_KEY) {
+            Some(tool) => (&self.tools_allowed, tool),
+            None => (&self.allowed, key),
+        };
+        set.write()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(agent.clone())
             .or_default()
-            .insert(key.to_string());
+            .insert(entry.to_string());
         Box::pin(async move {
             if let Some(store) = &self.store
                 && let Err(e) = store.allow_command(&agent, key).await

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use talon_agent::message::{Image, ToolResult};
 use talon_agent::{Message, RunEvent, Sampling, ToolCallRequest, ToolDef, TurnStop};
 
-use super::client_turn::{self, Answer, ClientRequest, Joiner};
+use super::client_turn::{self, Answer, ClientRequest};
 use super::{ApiError, ApiState, Labelled, finished, session_header, spawn_turn, sse};
 use crate::agent_runs::Ran;
 
@@ -388,7 +388,7 @@ pub(super) async fn messages_route(
     let opened = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let events = {
         let (send, opened) = (send.clone(), std::sync::Arc::clone(&opened));
-        let joiner = std::sync::Mutex::new(Joiner::default());
+        let joiner = std::sync::Mutex::new(talon_agent::TextJoiner::default());
         move |event: RunEvent| {
             let text = joiner
                 .lock()

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use talon_agent::message::ToolResult;
 use talon_agent::provider::ProviderKind;
-use talon_agent::{Message, RunEvent, Sampling, ToolCallRequest, ToolDef, TurnOptions, TurnStop};
+use talon_agent::{
+    Message, Sampling, TEXT_SEPARATOR, ToolCallRequest, ToolDef, TurnOptions, TurnStop,
+};
 
 use super::{ApiError, ApiState, Turn, agent_of};
 use crate::agent_runs::{ApiTurn, Ran, RunError, Runner};
@@ -253,9 +255,6 @@ impl Answer {
     }
 }
 
-/// Between the texts of two model responses of one turn.
-pub(super) const TEXT_SEPARATOR: &str = "\n\n";
-
 /// Takes `ran` apart; client calls get fresh ids (`id_prefix` and a random part) and the turn
 /// waits in `state` for their results.
 pub(super) fn answer(
@@ -315,37 +314,6 @@ pub(super) fn answer(
         texts,
         client_calls,
         activity,
-    }
-}
-
-/// Puts [`TEXT_SEPARATOR`] between the texts of two model responses of a streamed turn: a tool
-/// call between them means a new response.
-#[derive(Default)]
-pub(super) struct Joiner {
-    wrote: bool,
-    apart: bool,
-}
-
-impl Joiner {
-    /// The text to stream for `event`, if any.
-    pub fn text(&mut self, event: &RunEvent) -> Option<String> {
-        match event {
-            RunEvent::Text { text } if !text.is_empty() => {
-                let out = if self.wrote && self.apart {
-                    format!("{TEXT_SEPARATOR}{text}")
-                } else {
-                    text.clone()
-                };
-                self.wrote = true;
-                self.apart = false;
-                Some(out)
-            }
-            RunEvent::ToolStarted { .. } | RunEvent::ToolFinished { .. } => {
-                self.apart = true;
-                None
-            }
-            _ => None,
-        }
     }
 }
 
@@ -618,7 +586,8 @@ mod tests {
 
     #[test]
     fn texts_of_two_responses_are_kept_apart_in_a_stream() {
-        let mut joiner = Joiner::default();
+        use talon_agent::RunEvent;
+        let mut joiner = talon_agent::TextJoiner::default();
         let text = |t: &str| RunEvent::Text { text: t.into() };
         let tool = RunEvent::ToolStarted {
             call_id: "1".into(),

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use talon_agent::message::{Image, ToolResult};
 use talon_agent::{Message, Sampling, ToolCallRequest, ToolDef, TurnStop};
 
-use super::client_turn::{self, Answer, ClientRequest, Joiner};
+use super::client_turn::{self, Answer, ClientRequest};
 use super::{ApiError, ApiState, Labelled, finished, now_secs, session_header, spawn_turn, sse};
 use crate::agent_runs::Ran;
 
@@ -424,7 +424,7 @@ pub(super) async fn completions(
     send(&chunk(json!({"role": "assistant", "content": ""}), None));
     let events = {
         let (send, chunk) = (send.clone(), chunk.clone());
-        let joiner = std::sync::Mutex::new(Joiner::default());
+        let joiner = std::sync::Mutex::new(talon_agent::TextJoiner::default());
         move |event: talon_agent::RunEvent| {
             let text = joiner
                 .lock()

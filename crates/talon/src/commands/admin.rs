@@ -145,7 +145,74 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                 Err(e) => fail(e),
             }
         }
+        AgentsCommand::GetFile { key, file, user } => {
+            let found = match &user {
+                Some(user) => store.user_file(&key, user, &file).await,
+                None => store.agent_file(&key, &file).await,
+            };
+            match found {
+                Ok(Some(content)) => {
+                    print!("{content}");
+                    ExitCode::SUCCESS
+                }
+                Ok(None) => fail(format!(
+                    "agent {key:?} has no {file}{}; `talon agents list-files {key}` lists them",
+                    user.map(|u| format!(" of user {u:?}")).unwrap_or_default()
+                )),
+                Err(e) => fail(e),
+            }
+        }
+        AgentsCommand::ListFiles { key, user, json } => {
+            match store.agent(&key).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return usage_error(unknown_agent(&key)),
+                Err(e) => return fail(e),
+            }
+            let files = match &user {
+                Some(user) => store.user_files(&key, user).await,
+                None => store.agent_files(&key).await,
+            };
+            match files {
+                Ok(files) if json => {
+                    println!("{}", serde_json::json!(files));
+                    ExitCode::SUCCESS
+                }
+                Ok(files) => {
+                    for file in files {
+                        println!("{file}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        AgentsCommand::Delete { key } => {
+            if key == config.agents.default {
+                return usage_error(format!(
+                    "{key:?} is the default agent ([agents] default); choose another default first"
+                ));
+            }
+            if config.agents.entries.contains_key(&key) {
+                return usage_error(format!(
+                    "agent {key:?} is configured in talon.toml ([agents.{key}]), which creates it at every start: remove it there"
+                ));
+            }
+            match store.delete_agent(&key).await {
+                Ok(true) => {
+                    println!(
+                        "agent {key} and its context files deleted; its sessions and memory stay in the store"
+                    );
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => usage_error(unknown_agent(&key)),
+                Err(e) => fail(e),
+            }
+        }
     }
+}
+
+fn unknown_agent(key: &str) -> String {
+    format!("no agent {key:?}; `talon agents list` lists them")
 }
 
 pub async fn secrets(config: Config, data_dir: &Path, command: SecretsCommand) -> ExitCode {
@@ -160,6 +227,11 @@ pub async fn secrets(config: Config, data_dir: &Path, command: SecretsCommand) -
                 return fail(format!("cannot read the value from stdin: {e}"));
             }
             let value = value.trim_end_matches(['\n', '\r']);
+            if value.is_empty() {
+                return usage_error(format!(
+                    "the value of {name} is empty: pipe it on stdin (printf %s \"$VALUE\" | talon secrets set {name}); `talon secrets delete {name}` removes one"
+                ));
+            }
             match store.set_secret(&name, value).await {
                 Ok(()) => {
                     println!("secret {name} stored (encrypted)");
@@ -168,13 +240,27 @@ pub async fn secrets(config: Config, data_dir: &Path, command: SecretsCommand) -
                 Err(e) => fail(e),
             }
         }
-        SecretsCommand::List => match store.secret_names().await {
+        SecretsCommand::List { json } => match store.secret_names().await {
+            Ok(names) if json => {
+                println!("{}", serde_json::json!(names));
+                ExitCode::SUCCESS
+            }
             Ok(names) => {
                 for n in names {
                     println!("{n}");
                 }
                 ExitCode::SUCCESS
             }
+            Err(e) => fail(e),
+        },
+        SecretsCommand::Delete { name } => match store.delete_secret(&name).await {
+            Ok(true) => {
+                println!("secret {name} deleted");
+                ExitCode::SUCCESS
+            }
+            Ok(false) => usage_error(format!(
+                "no secret {name:?}; `talon secrets list` lists them"
+            )),
             Err(e) => fail(e),
         },
         SecretsCommand::RotateKey => {

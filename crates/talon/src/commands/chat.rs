@@ -6,11 +6,13 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use talon_agent::{RunEvent, TurnOutcome, TurnStop};
+use talon_agent::{Message, RunEvent, TurnOutcome, TurnStop};
 use talon_core::permission::PermissionMode;
-use talon_core::visible::{visible, visible_prose};
+use talon_core::visible::visible;
+
+use super::chat_repl::{self, Line, Printer};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
@@ -47,9 +49,12 @@ pub struct ChatArgs {
 struct Chat {
     runner: Runner,
     agent_key: String,
-    session_key: String,
+    /// The session the next turn runs in (`/clear` starts another).
+    session_key: Mutex<String>,
     /// The mode the next turn runs in; an approved plan moves it on.
-    mode: std::sync::Mutex<Option<PermissionMode>>,
+    mode: Mutex<Option<PermissionMode>>,
+    /// The last turn's messages (`/tools` shows their tool results in full).
+    last_turn: Mutex<Vec<Message>>,
 }
 
 pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
@@ -78,14 +83,48 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
     );
     runner.serve_tools(&rt);
     let code = match Chat::open(runner, &args).await {
-        Ok(chat) => match &args.prompt {
+        Ok(chat) => match args.prompt.as_deref() {
+            // `-p -`: the prompt is what stdin holds.
+            Some("-") => match read_stdin().await {
+                Ok(prompt) => chat.once(&prompt, args.output_format).await,
+                Err(e) => usage_error(e),
+            },
             Some(prompt) => chat.once(prompt, args.output_format).await,
-            None => chat.interactive().await,
+            None => chat.interactive(args.session.is_some()).await,
         },
         Err(code) => code,
     };
     rt.shutdown().await;
     code
+}
+
+/// All of stdin, for `-p -`; an empty prompt is refused.
+async fn read_stdin() -> Result<String, String> {
+    use tokio::io::AsyncReadExt;
+    let mut prompt = String::new();
+    tokio::io::stdin()
+        .read_to_string(&mut prompt)
+        .await
+        .map_err(|e| format!("-p -: cannot read the prompt from stdin: {e}"))?;
+    if prompt.trim().is_empty() {
+        return Err("-p -: stdin held no prompt".into());
+    }
+    Ok(prompt)
+}
+
+/// A new session's name: the time and this process.
+fn new_session_name() -> String {
+    format!(
+        "{}-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        std::process::id()
+    )
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Chat {
@@ -101,21 +140,18 @@ impl Chat {
         if let Err(e) = runner.check_model(&agent_key).await {
             return Err(usage_error(e));
         }
-        let session = args.session.clone().unwrap_or_else(|| {
-            format!(
-                "{}-{}",
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
-                std::process::id()
-            )
-        });
+        let session = args.session.clone().unwrap_or_else(new_session_name);
         Ok(Self {
-            session_key: Runner::session_key(&agent_key, "cli", None, &session),
+            session_key: Mutex::new(Runner::session_key(&agent_key, "cli", None, &session)),
             runner,
             agent_key,
-            mode: std::sync::Mutex::new(args.permission_mode),
+            mode: Mutex::new(args.permission_mode),
+            last_turn: Mutex::new(Vec::new()),
         })
+    }
+
+    fn session(&self) -> String {
+        lock(&self.session_key).clone()
     }
 
     /// Runs one turn, saved to the store when it ends; Ctrl-C cancels it.
@@ -131,17 +167,14 @@ impl Chat {
                 watch.cancel();
             }
         });
-        let mode = *self
-            .mode
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mode = *lock(&self.mode);
         let ran = self
             .runner
             .run(
                 TurnRequest {
                     agent: Some(&self.agent_key),
                     user: None,
-                    session: Some(self.session_key.clone()),
+                    session: Some(self.session()),
                     history: Vec::new(),
                     prompt: prompt.to_string(),
                     channel: "cli",
@@ -155,11 +188,13 @@ impl Chat {
             .await;
         ctrl_c.abort();
         let ran = ran.map_err(|e| e.to_string())?;
-        if let Ok(mut mode) = self.mode.lock()
-            && mode.is_some()
         {
-            *mode = Some(ran.outcome.permission_mode);
+            let mut mode = lock(&self.mode);
+            if mode.is_some() {
+                *mode = Some(ran.outcome.permission_mode);
+            }
         }
+        *lock(&self.last_turn) = ran.outcome.messages.clone();
         if ran.previous_interrupted {
             eprintln!("talon: the previous turn of this session was interrupted and not saved");
         }
@@ -167,8 +202,9 @@ impl Chat {
     }
 
     async fn once(&self, prompt: &str, format: OutputFormat) -> ExitCode {
-        let printer = move |event: RunEvent| match format {
-            OutputFormat::Text => print_for_person(&event),
+        let printer = Printer::new();
+        let show = |event: RunEvent| match format {
+            OutputFormat::Text => printer.show(&event),
             OutputFormat::Json => {}
             OutputFormat::StreamJson => {
                 if let Ok(line) = serde_json::to_string(&event) {
@@ -176,7 +212,12 @@ impl Chat {
                 }
             }
         };
-        let outcome = match self.turn(prompt, &printer).await {
+        if format == OutputFormat::Text {
+            printer.start();
+        }
+        let outcome = self.turn(prompt, &show).await;
+        printer.stop();
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
                 eprintln!("talon: {}", visible(&e));
@@ -191,7 +232,7 @@ impl Chat {
             OutputFormat::Json | OutputFormat::StreamJson => {
                 let result = serde_json::json!({
                     "type": "result",
-                    "session": self.session_key,
+                    "session": self.session(),
                     "text": outcome.text,
                     "stop": outcome.stop,
                     "usage": outcome.usage,
@@ -203,11 +244,19 @@ impl Chat {
         exit_code(&outcome.stop)
     }
 
-    async fn interactive(&self) -> ExitCode {
+    async fn interactive(&self, resumed: bool) -> ExitCode {
         eprintln!(
-            "talon chat — agent {}, session {} (empty line: nothing; /exit or Ctrl-D: quit; Ctrl-C: cancel the turn)",
-            self.agent_key, self.session_key
+            "talon chat — agent {}, session {} (/help: commands; /exit or Ctrl-D: quit; Ctrl-C: cancel the turn)",
+            visible(&self.agent_key),
+            visible(&self.session())
         );
+        if resumed {
+            match self.runner.history(&self.session()).await {
+                Ok(messages) => chat_repl::show_history(&messages, HISTORY_SHOWN),
+                Err(e) => eprintln!("talon: cannot show the session's history: {e}"),
+            }
+        }
+        let printer = Printer::new();
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         loop {
             eprint!("> ");
@@ -224,62 +273,112 @@ impl Chat {
                     return ExitCode::from(1);
                 }
             };
-            let prompt = line.trim();
-            if prompt.is_empty() {
-                continue;
-            }
-            if prompt == "/exit" {
-                return ExitCode::SUCCESS;
-            }
-            match self.turn(prompt, &|e| print_for_person(&e)).await {
-                Ok(outcome) => {
-                    println!();
-                    report_stop(&outcome.stop);
+            match chat_repl::parse(&line) {
+                Line::Nothing => {}
+                Line::Command("exit" | "quit", _) => return ExitCode::SUCCESS,
+                Line::Command(name, argument) => self.command(name, argument).await,
+                Line::Prompt(prompt) => {
+                    printer.start();
+                    let outcome = self.turn(prompt, &|e| printer.show(&e)).await;
+                    printer.stop();
+                    match outcome {
+                        Ok(outcome) => {
+                            println!();
+                            report_stop(&outcome.stop);
+                        }
+                        Err(e) => eprintln!("talon: {}", visible(&e)),
+                    }
                 }
-                Err(e) => eprintln!("talon: {}", visible(&e)),
             }
+        }
+    }
+
+    /// Runs one of the chat's slash commands.
+    async fn command(&self, name: &str, argument: Option<&str>) {
+        let session = self.session();
+        match (name, argument) {
+            ("help", _) => eprintln!("{}", chat_repl::HELP),
+            ("clear", _) => {
+                let key = Runner::session_key(&self.agent_key, "cli", None, &new_session_name());
+                eprintln!(
+                    "a new session: {} (the last one stays in the store)",
+                    visible(&key)
+                );
+                *lock(&self.session_key) = key;
+                lock(&self.last_turn).clear();
+            }
+            ("session", _) => eprintln!(
+                "agent {}, session {} (continue it later with --session)",
+                visible(&self.agent_key),
+                visible(&session)
+            ),
+            ("model", None) => {
+                let own = self
+                    .runner
+                    .store()
+                    .session_settings(&session)
+                    .await
+                    .ok()
+                    .and_then(|s| s.get("model").and_then(|m| m.as_str()).map(str::to_string));
+                match (own, self.runner.agent_model(&self.agent_key).await) {
+                    (Some(own), _) => eprintln!("model {} (this session's)", visible(&own)),
+                    (None, Ok(model)) => eprintln!("model {} (the agent's)", visible(&model)),
+                    (None, Err(e)) => eprintln!("talon: {e}"),
+                }
+            }
+            ("model", Some(model)) => {
+                let value = serde_json::json!(model);
+                match self
+                    .runner
+                    .store()
+                    .set_session_setting(&session, "model", &value)
+                    .await
+                {
+                    Ok(()) => eprintln!("later turns of this session use {}", visible(model)),
+                    Err(e) => eprintln!("talon: cannot set the model: {e}"),
+                }
+            }
+            ("mode", None) => {
+                let mode = *lock(&self.mode);
+                eprintln!(
+                    "permission mode {}",
+                    mode.map_or(
+                        "as configured ([tools] permission_mode)",
+                        PermissionMode::as_str
+                    )
+                );
+            }
+            ("mode", Some(name)) => match chat_repl::mode(name) {
+                Ok(mode) => {
+                    *lock(&self.mode) = Some(mode);
+                    eprintln!("permission mode {} from the next turn", mode.as_str());
+                }
+                Err(e) => eprintln!("talon: {e}"),
+            },
+            ("compact", _) => match self.runner.compact(&self.agent_key, &session).await {
+                Ok(0) => eprintln!("nothing to summarise yet"),
+                Ok(n) => eprintln!("the {n} oldest messages were summarised"),
+                Err(e) => eprintln!("talon: {e}"),
+            },
+            ("cost", _) => match self.runner.store().session(&session).await {
+                Ok(Some(record)) => eprintln!(
+                    "{} turns, {} input and {} output tokens",
+                    record.turns, record.input_tokens, record.output_tokens
+                ),
+                Ok(None) => eprintln!("no turn has run in this session yet"),
+                Err(e) => eprintln!("talon: {e}"),
+            },
+            ("tools", _) => chat_repl::show_tool_results(&lock(&self.last_turn)),
+            (other, _) => eprintln!(
+                "talon: unknown command /{}; /help lists them (start a line with // to send it as text)",
+                visible(other)
+            ),
         }
     }
 }
 
-/// Streams text to stdout and tool activity to stderr.
-fn print_for_person(event: &RunEvent) {
-    match event {
-        RunEvent::Text { text } => {
-            print!("{}", visible_prose(text));
-            let _ = std::io::stdout().flush();
-        }
-        RunEvent::ToolStarted {
-            name, arguments, ..
-        } => {
-            let arguments = visible(arguments);
-            let mut shown: String = arguments.chars().take(120).collect();
-            if shown.len() < arguments.len() {
-                shown.push('…');
-            }
-            eprintln!("\n→ {} {shown}", visible(name));
-        }
-        RunEvent::ToolFinished {
-            name,
-            is_error,
-            elapsed_ms,
-            ..
-        } => {
-            let mark = if *is_error { "✗" } else { "✓" };
-            eprintln!("  {mark} {} ({elapsed_ms} ms)", visible(name));
-        }
-        RunEvent::LoopWarning { message } => eprintln!("  ! {}", visible(message)),
-        RunEvent::Compacted { messages } => {
-            eprintln!(
-                "  (the {messages} oldest messages were summarised to fit the context window)"
-            );
-        }
-        RunEvent::Usage { .. } => {}
-        RunEvent::PlanApproved { mode } => {
-            eprintln!("  plan approved: continuing in {} mode", mode.as_str());
-        }
-    }
-}
+/// How many of a resumed session's last messages are shown.
+const HISTORY_SHOWN: usize = 10;
 
 /// Says why a turn ended, when it was not a plain answer.
 fn report_stop(stop: &TurnStop) {

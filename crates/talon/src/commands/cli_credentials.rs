@@ -25,20 +25,28 @@ pub enum CliCredentialsCommand {
     Add(AddArgs),
     /// List registered CLIs: path, variable names (never values), grants and rules.
     List {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Remove a CLI with its credentials and grants.
-    Remove { name: String },
+    Remove {
+        /// The registered CLI.
+        name: String,
+    },
     /// Let agents use a registered CLI.
     Grant {
+        /// The registered CLI.
         name: String,
+        /// The agents to grant it to.
         #[arg(required = true)]
         agents: Vec<String>,
     },
     /// Withdraw agents' use of a registered CLI.
     Revoke {
+        /// The registered CLI.
         name: String,
+        /// The agents to take it from.
         #[arg(required = true)]
         agents: Vec<String>,
     },

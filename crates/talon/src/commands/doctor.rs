@@ -261,8 +261,9 @@ async fn trial(config: &talon_exec::ShellConfig) -> (bool, String) {
     }
 }
 
-/// Runs the checks for `config`; prints the report and returns the exit status.
-pub async fn run(config: &Config, data_dir: &Path) -> ExitCode {
+/// Runs the checks for `config`; prints the report (text, or JSON with `as_json`) and returns
+/// the exit status.
+pub async fn run(config: &Config, data_dir: &Path, as_json: bool) -> ExitCode {
     let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())
         .chain(config.source.clone())
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
@@ -273,75 +274,131 @@ pub async fn run(config: &Config, data_dir: &Path) -> ExitCode {
     };
     // As the runtime does: this binary is the sandboxes' helper.
     shell.helper = std::env::current_exe().ok();
-    let (mut text, ok) = report(&shell);
+    let report = gather(&shell);
     let (ran, line) = trial(&shell).await;
-    let _ = writeln!(text, "\nTest command: {line}");
-    print!("{text}");
-    ExitCode::from(u8::from(!(ok && ran)))
+    if as_json {
+        let mut json = report.json();
+        json["test_command"] = serde_json::json!({"ran": ran, "result": line});
+        json["ok"] = serde_json::json!(report.ok && ran);
+        println!("{json}");
+    } else {
+        print!("{}\nTest command: {line}\n", report.text());
+    }
+    ExitCode::from(u8::from(!(report.ok && ran)))
 }
 
-/// The report's text, and whether the configured backend works.
-fn report(shell: &talon_exec::ShellConfig) -> (String, bool) {
-    let checks = [
+/// What the checks found.
+struct Report {
+    checks: Vec<Check>,
+    mode: &'static str,
+    /// The active backend and why, or why there is none.
+    active: Result<(String, String), String>,
+    network: (&'static str, String),
+    active_landlock: bool,
+    /// Whether the configured backend works.
+    ok: bool,
+}
+
+fn gather(shell: &talon_exec::ShellConfig) -> Report {
+    let checks = vec![
         bubblewrap(),
         landlock(shell.helper.as_deref()),
         seccomp(),
         docker(&shell.docker),
     ];
-    let mut out = String::from("Sandbox backends on this host:\n");
-    for c in &checks {
-        let state = if c.works { "works" } else { "no" };
-        let _ = writeln!(out, "  {:<11} {state:<6} {}", c.name, c.detail);
-    }
-    out.push('\n');
     let mode = match shell.mode {
         SandboxMode::All => "all (every command is sandboxed)",
         SandboxMode::NonMain => "non-main (every agent but main/default is sandboxed)",
         SandboxMode::Off => "off (commands run on the host: the operator's choice)",
     };
-    let _ = writeln!(out, "Sandbox mode: {mode}");
     let selected = sandbox::select(shell.backend, shell.helper.as_deref(), &shell.docker);
     let ok = shell.mode == SandboxMode::Off || selected.is_ok();
-    let backend = shell.backend.name();
-    match &selected {
-        Ok(s) => {
-            let _ = writeln!(out, "Active backend: {}: {}", s.sandbox.name(), s.why);
-        }
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                "Active backend: none (backend = \"{backend}\"): {}; sandboxed commands are refused",
-                reason(e)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "Network: {} ({})",
-        shell.network.name(),
-        shell.network.reach()
-    );
-    let fixes: Vec<&Check> = checks.iter().filter(|c| c.fix.is_some()).collect();
-    if !fixes.is_empty() {
-        out.push_str("\nWhat to do:\n");
-        for c in fixes {
-            let _ = writeln!(
-                out,
-                "  {}: {}",
-                c.name,
-                c.fix.as_deref().unwrap_or_default()
-            );
-        }
-    }
     let active_landlock = matches!(&selected, Ok(s) if s.sandbox.name() == "landlock")
         || shell.backend == Backend::Landlock;
-    let _ = writeln!(
-        out,
-        "\nLandlock backend limits{}:",
-        if active_landlock { " (active)" } else { "" }
-    );
-    for limit in LANDLOCK_LIMITS {
-        let _ = writeln!(out, "  - {limit}");
+    let active = match &selected {
+        Ok(s) => Ok((s.sandbox.name().to_string(), s.why.to_string())),
+        Err(e) => Err(format!(
+            "none (backend = \"{}\"): {}; sandboxed commands are refused",
+            shell.backend.name(),
+            reason(e)
+        )),
+    };
+    Report {
+        checks,
+        mode,
+        active,
+        network: (shell.network.name(), shell.network.reach().to_string()),
+        active_landlock,
+        ok,
     }
-    (out, ok)
+}
+
+impl Report {
+    fn text(&self) -> String {
+        let mut out = String::from("Sandbox backends on this host:\n");
+        for c in &self.checks {
+            let state = if c.works { "works" } else { "no" };
+            let _ = writeln!(out, "  {:<11} {state:<6} {}", c.name, c.detail);
+        }
+        out.push('\n');
+        let _ = writeln!(out, "Sandbox mode: {}", self.mode);
+        match &self.active {
+            Ok((name, why)) => {
+                let _ = writeln!(out, "Active backend: {name}: {why}");
+            }
+            Err(none) => {
+                let _ = writeln!(out, "Active backend: {none}");
+            }
+        }
+        let _ = writeln!(out, "Network: {} ({})", self.network.0, self.network.1);
+        let fixes: Vec<&Check> = self.checks.iter().filter(|c| c.fix.is_some()).collect();
+        if !fixes.is_empty() {
+            out.push_str("\nWhat to do:\n");
+            for c in fixes {
+                let _ = writeln!(
+                    out,
+                    "  {}: {}",
+                    c.name,
+                    c.fix.as_deref().unwrap_or_default()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nLandlock backend limits{}:",
+            if self.active_landlock {
+                " (active)"
+            } else {
+                ""
+            }
+        );
+        for limit in LANDLOCK_LIMITS {
+            let _ = writeln!(out, "  - {limit}");
+        }
+        out
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let backends: Vec<_> = self
+            .checks
+            .iter()
+            .map(|c| {
+                serde_json::json!({"name": c.name, "works": c.works, "detail": c.detail,
+                                        "fix": c.fix})
+            })
+            .collect();
+        let (active, active_error) = match &self.active {
+            Ok((name, why)) => (serde_json::json!({"name": name, "why": why}), None),
+            Err(none) => (serde_json::Value::Null, Some(none)),
+        };
+        serde_json::json!({
+            "backends": backends,
+            "mode": self.mode,
+            "active": active,
+            "active_error": active_error,
+            "network": {"mode": self.network.0, "reach": self.network.1},
+            "landlock_limits": LANDLOCK_LIMITS,
+            "landlock_active": self.active_landlock,
+        })
+    }
 }

@@ -2,6 +2,7 @@
 
 mod admin;
 mod chat;
+mod chat_repl;
 pub mod cli_credentials;
 mod doctor;
 mod mcp;
@@ -9,6 +10,7 @@ pub mod mcp_servers;
 mod mock_provider;
 pub mod sandbox_landlock;
 mod serve;
+pub mod setup;
 mod tool;
 mod tools;
 pub mod waiting;
@@ -16,7 +18,7 @@ pub mod waiting;
 use std::process::ExitCode;
 
 use crate::config::{self, ConfigError};
-use crate::{Cli, Command, ToolCommand, ToolsCommand};
+use crate::{Cli, Command, ConfigCommand, ToolCommand, ToolsCommand};
 pub use chat::OutputFormat;
 
 /// Exit status for a usage or configuration error.
@@ -32,6 +34,18 @@ pub(crate) fn load(cli_config: Option<&std::path::Path>) -> Result<config::Confi
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
+    // What needs no valid configuration (a broken one is what `init` and `config show` help
+    // with).
+    match &cli.command {
+        Command::Completions { shell } => {
+            return setup::completions(*shell, &mut <Cli as clap::CommandFactory>::command());
+        }
+        Command::Init { path, force } => return setup::init(path.clone(), *force),
+        Command::Config {
+            command: ConfigCommand::Show { json },
+        } => return setup::show(cli.config.as_deref(), *json),
+        _ => {}
+    }
     let config = match load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -102,7 +116,11 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::McpServers { command } => {
             mcp_servers::run(config, &data_dir(&cli.data_dir), command).await
         }
-        Command::Doctor => doctor::run(&config, &data_dir(&cli.data_dir)).await,
+        // Answered above, before the configuration is loaded.
+        Command::Completions { .. } | Command::Init { .. } | Command::Config { .. } => {
+            ExitCode::SUCCESS
+        }
+        Command::Doctor { json } => doctor::run(&config, &data_dir(&cli.data_dir), json).await,
         Command::Approvals { target, command } => {
             waiting::approvals(&config, target, command).await
         }

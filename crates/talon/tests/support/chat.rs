@@ -91,12 +91,28 @@ pub fn requests(mock: &Mock) -> Vec<Value> {
 }
 
 pub fn chat(home: &Path, args: &[&str]) -> (String, String, i32) {
-    let out = super::command(home)
+    chat_with_input(home, args, "")
+}
+
+/// `talon chat ARGS` with `input` on its stdin (not a terminal).
+pub fn chat_with_input(home: &Path, args: &[&str], input: &str) -> (String, String, i32) {
+    use std::io::Write;
+    let mut child = super::command(home)
         .env("MOCK_KEY", "sk-mock-secret-123456")
         .arg("chat")
         .args(args)
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -26,33 +26,45 @@ pub enum McpServersCommand {
     Add(Box<AddArgs>),
     /// List the servers of talon.toml and of the store.
     List {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Remove a stored server with its grants; running gateways disconnect it.
-    Remove { name: String },
+    Remove {
+        /// The server.
+        name: String,
+    },
     /// Connect to a server now and list its tools (exit 1 when it cannot be used).
     Test {
+        /// The server.
         name: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Sign in to a server with OAuth: opens the browser ($BROWSER) and waits for the callback.
     Login {
+        /// The server.
         name: String,
         /// Print the URL instead of opening a browser.
         #[arg(long)]
         no_browser: bool,
     },
     /// Delete a server's OAuth tokens.
-    Logout { name: String },
+    Logout {
+        /// The server.
+        name: String,
+    },
     /// Grant a server to an agent or a user (replacing their grant).
     Grant(GrantArgs),
     /// Withdraw an agent's or a user's grant.
     Revoke(SubjectArgs),
     /// List grants (of one server, or all).
     Grants {
+        /// Only this server's grants.
         server: Option<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -63,6 +75,7 @@ pub enum McpServersCommand {
         /// pending, approved or rejected (default: all).
         #[arg(long)]
         status: Option<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -101,10 +114,13 @@ pub struct AddArgs {
     /// GoClaw dialect: the tool-name prefix replacing mcp_<server>.
     #[arg(long)]
     prefix: Option<String>,
+    /// Seconds the server has to start and answer the handshake (default 30).
     #[arg(long, value_name = "SECONDS")]
     startup_timeout: Option<u64>,
+    /// Seconds a tool call may take (default 60).
     #[arg(long, value_name = "SECONDS")]
     tool_timeout: Option<u64>,
+    /// Characters of a tool's result kept for the model (longer results are cut).
     #[arg(long, value_name = "CHARS")]
     max_output_chars: Option<u64>,
     /// Gateways do not start without it.
@@ -139,9 +155,12 @@ pub struct AddArgs {
 /// Whom a grant is for.
 #[derive(Debug, Args)]
 pub struct SubjectArgs {
+    /// The server.
     server: String,
+    /// The agent the grant is for.
     #[arg(long, conflicts_with = "user", required_unless_present = "user")]
     agent: Option<String>,
+    /// The user the grant is for.
     #[arg(long)]
     user: Option<String>,
 }
@@ -176,6 +195,7 @@ pub struct RequestArgs {
     /// Tools asked for (comma-separated); default every tool.
     #[arg(long, value_delimiter = ',')]
     tools: Vec<String>,
+    /// Why the access is needed, for whoever reviews the request.
     #[arg(long, default_value = "")]
     reason: String,
 }
@@ -183,7 +203,9 @@ pub struct RequestArgs {
 /// `talon mcp-servers approve|reject …`
 #[derive(Debug, Args)]
 pub struct ReviewArgs {
+    /// The request's id (from `talon mcp-servers requests`).
     id: i64,
+    /// A note recorded with the decision.
     #[arg(long, default_value = "")]
     note: String,
 }

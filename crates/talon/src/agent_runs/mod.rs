@@ -17,7 +17,10 @@ use talon_tools::claude_code::config::{MODE_BEFORE_PLAN, PERMISSION_MODE};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat_config::agent_model;
+
+mod history;
 use crate::config::Config;
+use history::Compaction;
 
 /// Why a turn could not run.
 #[derive(Debug, thiserror::Error)]
@@ -329,7 +332,12 @@ impl Runner {
         (ctx.permission_mode, ctx.mode_after_plan) =
             turn_modes(ctx.permission_mode, request.permission_mode, &settings);
         let starting_mode = ctx.permission_mode;
-        let compact = settings.get("autoCompactEnabled") != Some(&serde_json::Value::Bool(false));
+        let compact = if settings.get("autoCompactEnabled") == Some(&serde_json::Value::Bool(false))
+        {
+            Compaction::Off
+        } else {
+            Compaction::Auto
+        };
         let mut history = request.history;
         let mut start = None;
         let mut summary = None;
@@ -504,76 +512,6 @@ impl Runner {
             .map_err(|e| RunError::Store(format!("cannot read {agent}'s context files: {e}")))?;
         Ok(compose_system_prompt(configured, files))
     }
-
-    /// What a turn of `session` is given: the summary of its compacted part, if any, and the
-    /// messages after it. When those near the model's context window, the oldest turns are
-    /// summarised first (a failed summary only logs: the turn runs on the full history).
-    async fn live_history(
-        &self,
-        agent: &Agent,
-        session: &str,
-        compact: bool,
-        events: &(dyn Fn(RunEvent) + Send + Sync),
-    ) -> Result<(Option<String>, Vec<Message>), RunError> {
-        let record = self
-            .store
-            .session(session)
-            .await
-            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
-        let (mut summary, after) =
-            record.map_or((String::new(), 0), |r| (r.summary, r.summary_through));
-        let stored = self
-            .store
-            .session_messages_after(session, after)
-            .await
-            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
-        let mut seqs = Vec::with_capacity(stored.len());
-        let mut live = Vec::with_capacity(stored.len());
-        for (seq, m) in &stored {
-            seqs.push(*seq);
-            live.push(parse_message(session, m)?);
-        }
-        let config = agent.config();
-        if let Some(window) = config.context_window.filter(|_| compact) {
-            let threshold = (window as f64 * config.compact_at) as u64;
-            let keep = (window as f64 * config.compact_at / 2.0) as u64;
-            if talon_agent::compact::estimate_tokens(&live) > threshold
-                && let Some(cut) = talon_agent::compact::cut_point(&live, keep)
-            {
-                let previous = (!summary.is_empty()).then_some(summary.as_str());
-                match agent.summarize(previous, &live[..cut]).await {
-                    Ok(new) if !new.is_empty() => {
-                        self.store
-                            .compact_session(session, seqs[cut - 1], &new)
-                            .await
-                            .map_err(|e| {
-                                RunError::Store(format!("cannot compact {session}: {e}"))
-                            })?;
-                        summary = new;
-                        live.drain(..cut);
-                        events(RunEvent::Compacted { messages: cut });
-                    }
-                    Ok(_) => {
-                        tracing::warn!(session, "the model gave an empty summary; not compacted")
-                    }
-                    Err(e) => {
-                        tracing::warn!(session, error = %e, "compaction failed; the turn runs on the whole history")
-                    }
-                }
-            }
-        }
-        Ok(((!summary.is_empty()).then_some(summary), live))
-    }
-
-    /// A stored session's messages.
-    pub async fn history(&self, session: &str) -> Result<Vec<Message>, RunError> {
-        let stored = self
-            .store
-            .session_messages(session, None)
-            .await
-            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
-        stored.iter().map(|m| parse_message(session, m)).collect()
-    }
 }
 
 /// A store error about a session key: the caller's to fix when the key is invalid or taken.
@@ -617,15 +555,6 @@ fn turn_modes(
         (mode, _) => mode,
     };
     (mode, before_plan.stricter(configured))
-}
-
-/// One stored message.
-fn parse_message(session: &str, stored: &str) -> Result<Message, RunError> {
-    serde_json::from_str(stored).map_err(|e| {
-        RunError::Store(format!(
-            "session {session} holds a message this version cannot read ({e})"
-        ))
-    })
 }
 
 /// Context files in the order GoClaw puts them in the system prompt.

@@ -1,0 +1,195 @@
+//! Setting Talon up: `talon init` (a commented talon.toml), `talon config show` (the effective
+//! configuration with where each value came from, secrets masked) and `talon completions`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use figment::value::Value as FigValue;
+use talon_core::visible::visible;
+
+use super::usage_error;
+
+/// The file `talon init` writes: every section, commented, with the defaults.
+pub const TEMPLATE: &str = include_str!("talon.example.toml");
+
+/// `talon init [--path FILE] [--force]`.
+pub fn init(path: Option<PathBuf>, force: bool) -> ExitCode {
+    let Some(path) = path
+        .or_else(|| std::env::var_os("TALON_CONFIG").map(PathBuf::from))
+        .or_else(crate::config::default_path)
+    else {
+        return usage_error("no place for the configuration: HOME is not set; pass --path FILE");
+    };
+    if path.exists() && !force {
+        return usage_error(format!(
+            "{} exists; `talon config show` shows what it sets (--force replaces it)",
+            path.display()
+        ));
+    }
+    match write_private(&path, TEMPLATE) {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            println!(
+                "next: set a provider there ([providers.NAME] and [chat] provider), then `talon chat` or `talon serve`"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("talon: cannot write {}: {e}", path.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Writes `text` to `path` readable by its owner only (Talon refuses a configuration others
+/// can write), creating a private directory for it when there is none.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(text.as_bytes())
+}
+
+/// Keys whose values are shown as `********`.
+fn is_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    if key.ends_with("_env") {
+        // The name of a variable holding a secret, not the secret.
+        return false;
+    }
+    [
+        "token",
+        "secret",
+        "password",
+        "api_key",
+        "authorization",
+        "cookie",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
+}
+
+/// One set value: its dotted key, the value as TOML would write it (masked when secret), and
+/// where it came from.
+fn leaves(
+    figment: &figment::Figment,
+    path: &str,
+    value: &FigValue,
+    out: &mut Vec<(String, serde_json::Value, String)>,
+) {
+    if let FigValue::Dict(_, dict) = value {
+        for (key, child) in dict {
+            let child_path = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            leaves(figment, &child_path, child, out);
+        }
+        return;
+    }
+    let last = path.rsplit('.').next().unwrap_or(path);
+    let json = if is_secret(last) {
+        serde_json::json!("********")
+    } else {
+        value
+            .deserialize::<serde_json::Value>()
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let source = figment.find_metadata(path).map_or_else(
+        || "?".to_string(),
+        |m| match &m.source {
+            Some(figment::Source::File(file)) => file.display().to_string(),
+            _ => m.name.to_string(),
+        },
+    );
+    out.push((path.to_string(), json, source));
+}
+
+/// `talon config show [--json]`: every value set, by a file or a `TALON_*` variable, with its
+/// source; everything else is the default.
+pub fn show(explicit: Option<&Path>, as_json: bool) -> ExitCode {
+    let (figment, file) = match crate::config::sources(explicit) {
+        Ok(found) => found,
+        Err(e) => return usage_error(e),
+    };
+    // The configuration must be valid as a whole, as every command needs it.
+    if let Err(e) = crate::config::load(explicit) {
+        return usage_error(e);
+    }
+    let merged: FigValue = match figment.extract() {
+        Ok(value) => value,
+        Err(e) => return usage_error(e),
+    };
+    let mut set = Vec::new();
+    leaves(&figment, "", &merged, &mut set);
+    if as_json {
+        let values: Vec<_> = set
+            .iter()
+            .map(|(key, value, source)| serde_json::json!({"key": key, "value": value, "source": source}))
+            .collect();
+        println!("{}", serde_json::json!({"file": file, "values": values}));
+        return ExitCode::SUCCESS;
+    }
+    match &file {
+        Some(file) => println!("# configuration file: {}", file.display()),
+        None => println!("# no configuration file (defaults and TALON_* variables)"),
+    }
+    if set.is_empty() {
+        println!("# nothing is set: every value is the default");
+    }
+    for (key, value, source) in &set {
+        println!(
+            "{} = {}  # {}",
+            visible(key),
+            visible(&value.to_string()),
+            visible(source)
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `talon completions SHELL`: the shell's completion script on stdout.
+pub fn completions(shell: clap_complete::Shell, command: &mut clap::Command) -> ExitCode {
+    clap_complete::generate(shell, command, "talon", &mut std::io::stdout());
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_and_their_variable_names_are_not() {
+        for key in ["token", "api_key", "Authorization", "client_secret"] {
+            assert!(is_secret(key), "{key}");
+        }
+        for key in ["bearer_token_env", "api_key_env", "bind", "profile"] {
+            assert!(!is_secret(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn the_template_is_a_valid_configuration() {
+        use figment::providers::Format;
+        let config: crate::config::Config =
+            figment::Figment::from(figment::providers::Toml::string(TEMPLATE))
+                .extract()
+                .expect("talon init writes a configuration Talon reads");
+        assert!(config.tools.profile.is_none());
+    }
+}
