@@ -122,6 +122,12 @@ mod tests {
             Err(UrlError::Port { port: 8080 })
         );
         assert!(parse("http://example.com:8080/", &[8080]).is_ok());
+        // Issue 23: the refusal says what to do, whole (it once ended mid-sentence).
+        let refused = UrlError::Port { port: 8080 }.to_string();
+        assert!(
+            refused.ends_with("ask the operator to add 8080 to [web] allowed_ports"),
+            "{refused}"
+        );
         assert!(parse("https://example.com:443/", &[]).is_ok());
         assert!(matches!(
             parse("not a url", &[]),

@@ -338,7 +338,7 @@ async fn connect_mcp_servers(
 
 /// Checks everything that needs no I/O beyond the file system — the permission mode, the policy,
 /// hooks, `[exec]` and `--workspace` — before the store is opened or created.
-fn validate(
+pub(crate) fn validate(
     config: &Config,
     overrides: &Overrides,
     data_dir: &std::path::Path,
@@ -511,7 +511,7 @@ fn writable_places(
 }
 
 /// The configuration, checked and turned into what the runtime is built from.
-struct Validated {
+pub(crate) struct Validated {
     mode: PermissionMode,
     policy: PolicyEngine,
     shell: talon_exec::ShellConfig,

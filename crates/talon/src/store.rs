@@ -45,9 +45,12 @@ pub fn create_data_dir(data_dir: &Path) -> Result<(), String> {
 /// Opens, migrates and unlocks the store, creating the data directory and the key on first start.
 pub async fn open(config: &Config, data_dir: &Path) -> Result<Store, String> {
     create_data_dir(data_dir)?;
-    let store = Store::open(&store_config(config, data_dir))
-        .await
-        .map_err(|e| e.to_string())?;
+    let store = crate::spinner::while_waiting(
+        "opening the database (the first start creates and migrates it)…",
+        Store::open(&store_config(config, data_dir)),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let (key, source) = EncryptionKey::load_or_create(data_dir).map_err(|e| e.to_string())?;
     if let KeySource::Generated(path) = &source {
         tracing::warn!(

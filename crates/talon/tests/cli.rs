@@ -570,3 +570,150 @@ fn the_operators_cli_is_complete() {
     );
     assert!(doctor["test_command"]["ran"].is_boolean(), "{doctor}");
 }
+
+/// The README's fenced blocks of `language`, in order.
+fn readme_blocks(language: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in readme.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(lang)) if lang.trim() == language => current = Some(String::new()),
+            (Some(block), Some(_)) => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), None) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// Issue 23: the README cannot drift. Every configuration example is checked as a start checks
+/// it (`talon config show` validates keys, values, policy, `[exec]` and MCP servers); every
+/// command the "Using it" list names exists; the offline session runs as written, against the
+/// mock model with the example script, twice without using it up.
+#[test]
+fn the_readme_examples_run_as_written() {
+    let toml = readme_blocks("toml");
+    assert!(toml.len() >= 3, "the README's configuration examples");
+    for (i, block) in toml.iter().enumerate() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("talon.toml"), block).unwrap();
+        let config = support::config_file(home.path()).unwrap();
+        let out = command(home.path())
+            .args(["--config", config.to_str().unwrap(), "config", "show"])
+            .env_remove("REMOTE_TOKEN")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README toml block {i} does not load:\n{block}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let sh = readme_blocks("sh");
+    let using = sh
+        .iter()
+        .find(|b| b.contains("talon tools list"))
+        .expect("the Using it list");
+    let home = tempfile::tempdir().unwrap();
+    for line in using.lines().filter(|l| l.starts_with("talon ")) {
+        let words: Vec<&str> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|w| w.split('|').next().unwrap_or(w))
+            .take_while(|w| {
+                !w.is_empty()
+                    && !w.starts_with('-')
+                    && w.chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '-' || c == '_')
+            })
+            .collect();
+        let out = command(home.path())
+            .args(&words)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README: `talon {}` is not a command ({line})\n{}",
+            words.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // The offline session: the README's lines, run by sh with `talon` on PATH, the mock started
+    // as its first line says (on a free port instead of 8791).
+    let session = sh
+        .iter()
+        .find(|b| b.starts_with("talon mock-provider"))
+        .expect("the offline session");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut lines = session.lines();
+    let mock_line = lines.next().unwrap().replace("8791", &port);
+    let script: String = lines
+        .map(|l| format!("{}\n", l.replace("8791", &port)))
+        .collect::<String>()
+        .replace(
+            "talon chat --session demo      ",
+            "talon chat --session demo < /dev/null",
+        );
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = support::talon().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut mock = std::process::Command::new("sh")
+        .args(["-c", &format!("exec {mock_line}")])
+        .current_dir(&repo)
+        .env("PATH", &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(mock.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains(&port), "{first}");
+    let out = std::process::Command::new("sh")
+        .args(["-ec", &script])
+        .current_dir(&repo)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", &path)
+        .env("TALON_DATA_DIR", support::data_dir(home.path()))
+        .output()
+        .unwrap();
+    let _ = mock.kill();
+    let _ = mock.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script}\n{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.matches("Done: I read the clock").count(),
+        2,
+        "each prompt gets the scripted answer: {stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("you: and now?"),
+        "the history is shown: {stderr}"
+    );
+}

@@ -318,6 +318,31 @@ fn backoff(base: Duration, attempt: u32) -> Duration {
 mod tests {
     use super::*;
 
+    /// Issue 23: a 404 with an empty body said "no details given"; it names the URL now, the
+    /// usual mistake being the base URL.
+    #[test]
+    fn a_404_names_the_url() {
+        let endpoint = Endpoint::new(
+            "local",
+            "http://127.0.0.1:11434/chat/completions".into(),
+            HeaderMap::new(),
+            http::header::AUTHORIZATION,
+            "Bearer ",
+            None,
+            RetryPolicy::default(),
+        )
+        .expect("an endpoint");
+        let Attempt::Fail(e) = endpoint.classify(404, "", "m", None) else {
+            panic!("a 404 is not retried");
+        };
+        let message = e.to_string();
+        assert!(
+            message.contains("nothing answers at http://127.0.0.1:11434/chat/completions")
+                && message.contains("base_url"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn error_messages_are_found_in_both_formats() {
         assert_eq!(

@@ -2,14 +2,14 @@
 //! responses kept apart), a spinner on a terminal while the model thinks, each tool call with
 //! the first line of its result, and the slash commands of an interactive chat.
 
-use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::io::Write;
+use std::sync::{Mutex, PoisonError};
 
 use talon_agent::{Message, RunEvent, TextJoiner};
 use talon_core::permission::PermissionMode;
 use talon_core::visible::{visible, visible_prose};
+
+use crate::spinner::Spinner;
 
 /// The interactive chat's commands, for `/help`.
 pub const HELP: &str = "\
@@ -53,84 +53,6 @@ pub fn parse(line: &str) -> Line<'_> {
     }
 }
 
-/// A spinner on stderr while nothing else is shown (only on a terminal).
-pub struct Spinner {
-    on: Arc<AtomicBool>,
-    /// Whether a frame is on the screen (to be cleared before other output).
-    drawn: Arc<AtomicBool>,
-    /// One writer at a time: the spinner's frames and the chat's lines must not interleave.
-    screen: Arc<Mutex<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Spinner {
-    /// A spinner, drawing only when stderr is a terminal.
-    pub fn new() -> Self {
-        let on = Arc::new(AtomicBool::new(false));
-        let drawn = Arc::new(AtomicBool::new(false));
-        let screen = Arc::new(Mutex::new(()));
-        let task = std::io::stderr().is_terminal().then(|| {
-            let (on, drawn, screen) = (Arc::clone(&on), Arc::clone(&drawn), Arc::clone(&screen));
-            tokio::spawn(async move {
-                let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-                let mut i = 0;
-                loop {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    if !on.load(Ordering::Acquire) || crate::prompt::ASKING.load(Ordering::Acquire)
-                    {
-                        continue;
-                    }
-                    let _screen = screen.lock().unwrap_or_else(PoisonError::into_inner);
-                    if on.load(Ordering::Acquire) {
-                        eprint!("\r{} thinking…", frames[i % frames.len()]);
-                        let _ = std::io::stderr().flush();
-                        drawn.store(true, Ordering::Release);
-                        i += 1;
-                    }
-                }
-            })
-        });
-        Self {
-            on,
-            drawn,
-            screen,
-            task,
-        }
-    }
-
-    /// Shows or hides the spinner.
-    pub fn set(&self, on: bool) {
-        self.on.store(on, Ordering::Release);
-        if !on {
-            let _screen = self.screen.lock().unwrap_or_else(PoisonError::into_inner);
-            self.clear();
-        }
-    }
-
-    fn clear(&self) {
-        if self.drawn.swap(false, Ordering::AcqRel) {
-            eprint!("\r\x1b[K");
-            let _ = std::io::stderr().flush();
-        }
-    }
-
-    /// Runs `write` with the spinner off the screen.
-    fn write(&self, write: impl FnOnce()) {
-        let _screen = self.screen.lock().unwrap_or_else(PoisonError::into_inner);
-        self.clear();
-        write();
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-        self.clear();
-    }
-}
-
 /// Shows a turn's events to a person: text on stdout, tool calls on stderr.
 pub struct Printer {
     joiner: Mutex<TextJoiner>,
@@ -141,7 +63,7 @@ impl Printer {
     pub fn new() -> Self {
         Self {
             joiner: Mutex::new(TextJoiner::default()),
-            spinner: Spinner::new(),
+            spinner: Spinner::new("thinking…"),
         }
     }
 

@@ -43,7 +43,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Init { path, force } => return setup::init(path.clone(), *force),
         Command::Config {
             command: ConfigCommand::Show { json },
-        } => return setup::show(cli.config.as_deref(), *json),
+        } => return setup::show(cli.config.as_deref(), cli.data_dir.as_deref(), *json),
         _ => {}
     }
     let config = match load(cli.config.as_deref()) {

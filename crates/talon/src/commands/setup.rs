@@ -122,13 +122,21 @@ fn leaves(
 
 /// `talon config show [--json]`: every value set, by a file or a `TALON_*` variable, with its
 /// source; everything else is the default.
-pub fn show(explicit: Option<&Path>, as_json: bool) -> ExitCode {
+pub fn show(explicit: Option<&Path>, data_dir: Option<&Path>, as_json: bool) -> ExitCode {
     let (figment, file) = match crate::config::sources(explicit) {
         Ok(found) => found,
         Err(e) => return usage_error(e),
     };
-    // The configuration must be valid as a whole, as every command needs it.
-    if let Err(e) = crate::config::load(explicit) {
+    // Checked as a start checks it (keys, values, policy, `[exec]`, MCP servers, where the file
+    // and the data directory are), so `config show` also tells whether Talon would start.
+    let config = match crate::config::load(explicit) {
+        Ok((config, _)) => config,
+        Err(e) => return usage_error(e),
+    };
+    let data_dir = crate::config::data_dir(data_dir);
+    if let Err(e) =
+        crate::runtime::validate(&config, &crate::runtime::Overrides::default(), &data_dir)
+    {
         return usage_error(e);
     }
     let merged: FigValue = match figment.extract() {

@@ -130,12 +130,22 @@ pub(super) async fn test(config: &Config, store: &Store, name: &str, json: bool)
         Err(code) => return code,
     };
     let started = Instant::now();
-    let connected =
-        match talon_bridge::Server::start(name, &server.transport, server.startup_timeout).await {
-            Ok(s) => s,
-            Err(e) => return fail(e),
-        };
-    let tools = connected.tools(server.startup_timeout).await;
+    // Starting a server can take a while (npx downloading a package on its first run).
+    let connecting = async {
+        let connected =
+            talon_bridge::Server::start(name, &server.transport, server.startup_timeout).await?;
+        let tools = connected.tools(server.startup_timeout).await;
+        Ok::<_, talon_bridge::ServerError>((connected, tools))
+    };
+    let (connected, tools) = match crate::spinner::while_waiting(
+        "connecting (a first start may download the server)…",
+        connecting,
+    )
+    .await
+    {
+        Ok(found) => found,
+        Err(e) => return fail(e),
+    };
     let elapsed = started.elapsed();
     connected.close(Duration::from_secs(5)).await;
     match tools {
