@@ -355,23 +355,16 @@ impl<'de> Deserialize<'de> for AgentsSection {
 ///
 /// An MCP call that needs approval is asked of the client through elicitation, or refused at
 /// once when the client cannot be asked; it never waits on `/v1/approvals`. With
-/// `client_confirms` (the default) the client is taken to ask its user before each tool call,
-/// as Claude Code does, so what a tool's risk alone would ask (web_fetch in acceptEdits) runs;
-/// the policy, deny groups, `[exec.approvals]` rules, hooks, the sandbox and the address guard
-/// still apply.
-#[derive(Debug, Clone, Deserialize)]
+/// `client_confirms` the client is taken to ask its user before each tool call, as Claude Code
+/// does, so what a tool's risk alone would ask (web_fetch in acceptEdits) runs; the policy,
+/// deny groups, `[exec.approvals]` rules, hooks, the sandbox and the address guard still apply.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpServerSettings {
-    /// The MCP clients ask their users before each tool call (default true).
-    pub client_confirms: bool,
-}
-
-impl Default for McpServerSettings {
-    fn default() -> Self {
-        Self {
-            client_confirms: true,
-        }
-    }
+    /// The MCP clients ask their users before each tool call. Unset: yes for `talon mcp` (a
+    /// person's own client, started by it), no for serve's `/mcp` (remote clients, which may be
+    /// programs with nobody to ask).
+    pub client_confirms: Option<bool>,
 }
 
 /// `[gateway]`.

@@ -344,3 +344,49 @@ fn mcp_clients_are_asked_through_elicitation_or_refused_at_once() {
         "{report}"
     );
 }
+
+/// Issue 23: serve's `/mcp` clients are remote and may be programs, so by default a tool's risk
+/// still asks there: through elicitation when the client supports it, else refused at once
+/// (never parked on `/v1/approvals` for two minutes).
+#[test]
+fn remote_mcp_clients_are_asked_by_default() {
+    let server = support::serve(&[("TALON_GATEWAY__TOKEN", "test-token-0123456789")], None);
+    let target = [
+        "http".to_string(),
+        format!("http://{}/mcp", server.addr),
+        "test-token-0123456789".to_string(),
+    ];
+    let fetch = serde_json::json!({"call": "web_fetch", "args": {"url": "http://127.0.0.1/page"}});
+    let started = std::time::Instant::now();
+    let report = support::mcp_plan(&serde_json::json!([fetch]), &target);
+    let refused = report["steps"][0]["text"].as_str().unwrap();
+    assert!(refused.contains("cannot be asked"), "{report}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    let report = support::mcp_plan(
+        &serde_json::json!([
+            {"elicit_answer": {"action": "accept", "content": {"decision": "allow_once"}}},
+            fetch
+        ]),
+        &target,
+    );
+    assert!(
+        report["elicitations"][0]
+            .as_str()
+            .unwrap()
+            .contains("web_fetch"),
+        "{report}"
+    );
+    assert!(
+        report["steps"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("loopback"),
+        "allowed by the client's user, then guarded: {report}"
+    );
+    let pending = support::chat::http(
+        &format!("http://{}/v1/approvals", server.addr),
+        None,
+        &[("authorization", "Bearer test-token-0123456789")],
+    );
+    assert!(pending.contains("\"pending\":[]"), "{pending}");
+}

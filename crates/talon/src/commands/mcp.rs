@@ -15,7 +15,7 @@ pub async fn run(
     data_dir: Option<PathBuf>,
     tty_approvals: bool,
 ) -> ExitCode {
-    let client_confirms = config.mcp_server.client_confirms;
+    let client_confirms = config.mcp_server.client_confirms.unwrap_or(true);
     let rt = match runtime::build(
         config,
         Overrides {

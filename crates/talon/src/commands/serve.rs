@@ -42,7 +42,7 @@ pub async fn run(
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
         allowed_hosts: config.gateway.allowed_hosts.clone(),
         allowed_origins: config.gateway.allowed_origins.clone(),
-        mcp_client_confirms: config.mcp_server.client_confirms,
+        mcp_client_confirms: config.mcp_server.client_confirms.unwrap_or(false),
     };
     let config_names: Vec<String> = config.mcp_servers.keys().cloned().collect();
     let config_file = config.source.clone();

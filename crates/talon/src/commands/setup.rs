@@ -76,6 +76,9 @@ fn is_secret(key: &str) -> bool {
         "secret",
         "password",
         "api_key",
+        "api-key",
+        "apikey",
+        "private",
         "authorization",
         "cookie",
     ]
@@ -183,7 +186,13 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_and_their_variable_names_are_not() {
-        for key in ["token", "api_key", "Authorization", "client_secret"] {
+        for key in [
+            "token",
+            "api_key",
+            "Authorization",
+            "client_secret",
+            "X-Api-Key",
+        ] {
             assert!(is_secret(key), "{key}");
         }
         for key in ["bearer_token_env", "api_key_env", "bind", "profile"] {
