@@ -292,12 +292,7 @@ impl Store {
         .bind(user)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                r.try_get::<String, _>("file_name")
-                    .map_err(StoreError::from)
-            })
-            .collect()
+        file_names(&rows)
     }
 
     /// Names of an agent's files.
@@ -308,12 +303,7 @@ impl Store {
         .bind(agent)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                r.try_get::<String, _>("file_name")
-                    .map_err(StoreError::from)
-            })
-            .collect()
+        file_names(&rows)
     }
 
     async fn require_agent(&self, agent: &str) -> Result<(), StoreError> {
@@ -325,6 +315,16 @@ impl Store {
             }),
         }
     }
+}
+
+/// The `file_name` column of `rows`.
+fn file_names(rows: &[sqlx::any::AnyRow]) -> Result<Vec<String>, StoreError> {
+    rows.iter()
+        .map(|r| {
+            r.try_get::<String, _>("file_name")
+                .map_err(StoreError::from)
+        })
+        .collect()
 }
 
 fn record(row: &sqlx::any::AnyRow) -> Result<AgentRecord, StoreError> {

@@ -302,6 +302,8 @@ fn official_sdks_use_agents_as_drop_in_models() {
                 {"text": "Still noon."},
                 {"tool_calls": [datetime, {"name": "get_weather", "arguments": {"city": "Paris"}}]},
                 {"text": "Sunny in Paris."},
+                {"text": "Checking Rome.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Rome"}}]},
+                {"text": "Cloudy in Rome."},
                 {"text": "A tiny pixel."}
             ]}),
         );
@@ -342,6 +344,19 @@ fn official_sdks_use_agents_as_drop_in_models() {
             "{sdk}: {report}"
         );
         assert_eq!(report["after_tool"], "Sunny in Paris.", "{sdk}: {report}");
+        assert_eq!(
+            report["streamed_tool_finish"],
+            if openai { "tool_calls" } else { "tool_use" }
+        );
+        assert_eq!(
+            report["streamed_tool_calls"],
+            json!([["get_weather", {"city": "Rome"}]]),
+            "{sdk}: {report}"
+        );
+        assert_eq!(
+            report["streamed_after_tool"], "Cloudy in Rome.",
+            "{sdk}: {report}"
+        );
         assert_eq!(report["sampled"], "A tiny pixel.", "{sdk}: {report}");
         if openai {
             assert_eq!(report["n2"], json!({"status": 400, "param": "n"}));
@@ -356,7 +371,7 @@ fn official_sdks_use_agents_as_drop_in_models() {
         }
 
         let sent = requests(&mock);
-        assert_eq!(sent.len(), 7, "{sdk}: one request per scripted answer");
+        assert_eq!(sent.len(), 9, "{sdk}: one request per scripted answer");
         let system = if openai {
             sent[0]["messages"][0]["content"].clone()
         } else {
@@ -390,7 +405,13 @@ fn official_sdks_use_agents_as_drop_in_models() {
             "{sdk}: {follow_up}"
         );
         assert!(follow_up.contains("Sunny, 21 C"), "{sdk}: {follow_up}");
-        let sampled = &sent[6];
+        let streamed_follow_up = sent[7].to_string();
+        assert!(
+            streamed_follow_up.contains("Cloudy, 18 C")
+                && streamed_follow_up.contains(&format!("{}6_0", &prefix[..prefix.len() - 2])),
+            "{sdk}: the streamed call's result under the model's id: {streamed_follow_up}"
+        );
+        let sampled = &sent[8];
         assert_eq!(sampled["temperature"], 0.25, "{sdk}: {sampled}");
         assert_eq!(sampled["top_p"], 0.5, "{sdk}: {sampled}");
         assert_eq!(sampled["max_tokens"], 77, "{sdk}: {sampled}");

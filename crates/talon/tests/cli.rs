@@ -447,21 +447,7 @@ fn a_failed_write_leaves_the_file_and_no_temporary_behind() {
 
 /// `talon …` in `home` with `stdin`: status, stdout, stderr.
 fn run_in(home: &std::path::Path, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = command(home)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::output_with_input(command(home).args(args), stdin);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

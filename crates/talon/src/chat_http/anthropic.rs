@@ -17,7 +17,7 @@ use talon_agent::message::{Image, ToolResult};
 use talon_agent::{Message, RunEvent, Sampling, ToolCallRequest, ToolDef, TurnStop};
 
 use super::client_turn::{self, Answer, ClientRequest};
-use super::{ApiError, ApiState, Labelled, finished, session_header, spawn_turn, sse};
+use super::{ApiError, ApiState, Labelled, session_header, sse};
 use crate::agent_runs::Ran;
 
 #[derive(Debug, Deserialize)]
@@ -320,12 +320,9 @@ pub(super) async fn messages_route(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: MessagesRequest = match serde_json::from_slice(&body) {
+    let body: MessagesRequest = match super::request_body(&body) {
         Ok(body) => body,
-        Err(e) => {
-            return ApiError::invalid(None, format!("the request body is not valid: {e}"))
-                .anthropic();
-        }
+        Err(e) => return e.anthropic(),
     };
     let stream = body.stream;
     let model = body.model.clone();
@@ -338,19 +335,13 @@ pub(super) async fn messages_route(
         Err(e) => return e.anthropic(),
     };
     let id = format!("msg_talon_{}", uuid::Uuid::new_v4().simple());
-    let options = prepared.turn.api.options.clone();
     let labels = prepared.labels();
-    let owner = prepared.owner;
     if !stream {
-        let (task, _guard) = spawn_turn(state.runner.clone(), prepared.turn, |_| {});
-        let ran = match finished(task).await {
-            Ok(ran) => ran,
-            Err(e) => return ApiError::from(e).anthropic(),
+        let (done, _guard) = prepared.spawn(&state, "toolu_", |_| {});
+        let (ran, answer) = match done.await {
+            Ok(done) => done,
+            Err(e) => return e.anthropic(),
         };
-        if let Some(e) = ApiError::of_turn(&ran.outcome.stop) {
-            return e.anthropic();
-        }
-        let answer = client_turn::answer(&state, owner, &options, &ran, "toolu_");
         let text = answer.text();
         let mut content = Vec::new();
         if !text.is_empty() {
@@ -412,17 +403,12 @@ pub(super) async fn messages_route(
             }
         }
     };
-    let (task, guard) = spawn_turn(state.runner.clone(), prepared.turn, events);
+    let (done, guard) = prepared.spawn(&state, "toolu_", events);
     tokio::spawn(async move {
-        let error = |e: ApiError| send("error", e.anthropic_body());
-        let ran = match finished(task).await {
-            Ok(ran) => ran,
-            Err(e) => return error(e.into()),
+        let (ran, answer) = match done.await {
+            Ok(done) => done,
+            Err(e) => return send("error", e.anthropic_body()),
         };
-        if let Some(e) = ApiError::of_turn(&ran.outcome.stop) {
-            return error(e);
-        }
-        let answer = client_turn::answer(&state, owner, &options, &ran, "toolu_");
         let mut index = 0;
         if opened.load(std::sync::atomic::Ordering::Acquire) {
             send(

@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 use talon_agent::message::ToolResult;
 use talon_agent::provider::ProviderKind;
 use talon_agent::{
-    Message, Sampling, TEXT_SEPARATOR, ToolCallRequest, ToolDef, TurnOptions, TurnStop,
+    Message, RunEvent, Sampling, TEXT_SEPARATOR, ToolCallRequest, ToolDef, TurnOptions, TurnStop,
 };
 
-use super::{ApiError, ApiState, Turn, agent_of};
+use super::{ApiError, ApiState, Turn, agent_of, finished, spawn_turn};
 use crate::agent_runs::{ApiTurn, Ran, RunError, Runner};
 
 /// A client's request in neutral form (each API parses its own into this).
@@ -45,9 +45,9 @@ pub(super) struct ClientRequest {
 
 /// A request checked and ready to run.
 pub(super) struct Prepared {
-    pub turn: Turn,
+    turn: Turn,
     /// The agent's key and the user: whose continuations these are.
-    pub owner: Owner,
+    owner: Owner,
 }
 
 /// Whose conversation a continuation belongs to.
@@ -58,6 +58,32 @@ pub(super) struct Owner {
 }
 
 impl Prepared {
+    /// Runs the turn on a task of its own (see [`spawn_turn`]; dropping the guard cancels
+    /// it), streaming its events to `events`; the future gives the finished turn and its answer
+    /// (client calls under ids starting with `id_prefix`), or why it failed.
+    pub fn spawn(
+        self,
+        state: &ApiState,
+        id_prefix: &'static str,
+        events: impl Fn(RunEvent) + Send + Sync + 'static,
+    ) -> (
+        impl Future<Output = Result<(Ran, Answer), ApiError>> + Send + 'static,
+        tokio_util::sync::DropGuard,
+    ) {
+        let options = self.turn.api.options.clone();
+        let (task, guard) = spawn_turn(state.runner.clone(), self.turn, events);
+        let (state, owner) = (state.clone(), self.owner);
+        let done = async move {
+            let ran = finished(task).await?;
+            if let Some(e) = ApiError::of_turn(&ran.outcome.stop) {
+                return Err(e);
+            }
+            let answer = answer(&state, owner, &options, &ran, id_prefix);
+            Ok((ran, answer))
+        };
+        (done, guard)
+    }
+
     /// Who the request's log line names.
     pub fn labels(&self) -> talon_gateway::RequestLabels {
         talon_gateway::RequestLabels {
@@ -257,7 +283,7 @@ impl Answer {
 
 /// Takes `ran` apart; client calls get fresh ids (`id_prefix` and a random part) and the turn
 /// waits in `state` for their results.
-pub(super) fn answer(
+fn answer(
     state: &ApiState,
     owner: Owner,
     options: &TurnOptions,

@@ -215,6 +215,12 @@ fn sse(
     axum::response::sse::Sse::new(stream).into_response()
 }
 
+/// A model API's request body, or what is wrong with it.
+fn request_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(None, format!("the request body is not valid: {e}")))
+}
+
 /// The session a request names in the `X-Talon-Session` header.
 fn session_header(headers: &axum::http::HeaderMap) -> Option<String> {
     headers

@@ -17,7 +17,7 @@ use talon_agent::message::{Image, ToolResult};
 use talon_agent::{Message, Sampling, ToolCallRequest, ToolDef, TurnStop};
 
 use super::client_turn::{self, Answer, ClientRequest};
-use super::{ApiError, ApiState, Labelled, finished, now_secs, session_header, spawn_turn, sse};
+use super::{ApiError, ApiState, Labelled, now_secs, session_header, sse};
 use crate::agent_runs::Ran;
 
 #[derive(Debug, Deserialize)]
@@ -350,11 +350,9 @@ pub(super) async fn completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: CompletionRequest = match serde_json::from_slice(&body) {
+    let body: CompletionRequest = match super::request_body(&body) {
         Ok(body) => body,
-        Err(e) => {
-            return ApiError::invalid(None, format!("the request body is not valid: {e}")).openai();
-        }
+        Err(e) => return e.openai(),
     };
     let stream = body.stream;
     let include_usage = body
@@ -371,19 +369,13 @@ pub(super) async fn completions(
         Err(e) => return e.openai(),
     };
     let id = format!("chatcmpl-talon-{}", uuid::Uuid::new_v4().simple());
-    let options = prepared.turn.api.options.clone();
     let labels = prepared.labels();
-    let owner = prepared.owner;
     if !stream {
-        let (task, _guard) = spawn_turn(state.runner.clone(), prepared.turn, |_| {});
-        let ran = match finished(task).await {
-            Ok(ran) => ran,
-            Err(e) => return ApiError::from(e).openai(),
+        let (done, _guard) = prepared.spawn(&state, "call_", |_| {});
+        let (ran, answer) = match done.await {
+            Ok(done) => done,
+            Err(e) => return e.openai(),
         };
-        if let Some(e) = ApiError::of_turn(&ran.outcome.stop) {
-            return e.openai();
-        }
-        let answer = client_turn::answer(&state, owner, &options, &ran, "call_");
         let text = answer.text();
         let mut message = json!({"role": "assistant",
                                  "content": if text.is_empty() { Value::Null } else { json!(text) },
@@ -439,29 +431,24 @@ pub(super) async fn completions(
             }
         }
     };
-    let (task, guard) = spawn_turn(state.runner.clone(), prepared.turn, events);
+    let (done, guard) = prepared.spawn(&state, "call_", events);
     tokio::spawn(async move {
-        match finished(task).await {
-            Ok(ran) => {
-                if let Some(e) = ApiError::of_turn(&ran.outcome.stop) {
-                    send(&e.openai_body());
-                } else {
-                    let answer = client_turn::answer(&state, owner, &options, &ran, "call_");
-                    if !answer.client_calls.is_empty() {
-                        let calls = tool_calls_json(&answer.client_calls, true);
-                        send(&chunk(json!({"tool_calls": calls}), None));
-                    }
-                    let mut done = chunk(json!({}), Some(finish_reason(&ran.outcome.stop)));
-                    done["talon"] = talon_json(&ran, &answer);
-                    send(&done);
-                    if include_usage {
-                        send(&json!({"id": id, "object": "chat.completion.chunk",
-                                     "created": now_secs(), "model": model, "choices": [],
-                                     "usage": usage_json(&ran)}));
-                    }
+        match done.await {
+            Ok((ran, answer)) => {
+                if !answer.client_calls.is_empty() {
+                    let calls = tool_calls_json(&answer.client_calls, true);
+                    send(&chunk(json!({"tool_calls": calls}), None));
+                }
+                let mut done = chunk(json!({}), Some(finish_reason(&ran.outcome.stop)));
+                done["talon"] = talon_json(&ran, &answer);
+                send(&done);
+                if include_usage {
+                    send(&json!({"id": id, "object": "chat.completion.chunk",
+                                 "created": now_secs(), "model": model, "choices": [],
+                                 "usage": usage_json(&ran)}));
                 }
             }
-            Err(e) => send(&ApiError::from(e).openai_body()),
+            Err(e) => send(&e.openai_body()),
         }
         let _ = tx.send(Event::default().data("[DONE]"));
     });

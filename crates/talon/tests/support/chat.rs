@@ -96,23 +96,13 @@ pub fn chat(home: &Path, args: &[&str]) -> (String, String, i32) {
 
 /// `talon chat ARGS` with `input` on its stdin (not a terminal).
 pub fn chat_with_input(home: &Path, args: &[&str], input: &str) -> (String, String, i32) {
-    use std::io::Write;
-    let mut child = super::command(home)
-        .env("MOCK_KEY", "sk-mock-secret-123456")
-        .arg("chat")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = super::output_with_input(
+        super::command(home)
+            .env("MOCK_KEY", "sk-mock-secret-123456")
+            .arg("chat")
+            .args(args),
+        input,
+    );
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -178,6 +178,24 @@ pub fn python_sdk_client(args: &[&str]) -> serde_json::Value {
     run_python_script("sdk_clients.py", args)
 }
 
+/// Runs `cmd` with `input` on its stdin; its output.
+pub fn output_with_input(cmd: &mut Command, input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// The system's Chromium (Debian's `chromium`), which the dashboard test drives.
 pub fn chromium() -> PathBuf {
     ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]

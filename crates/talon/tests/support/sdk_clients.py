@@ -72,6 +72,40 @@ def openai_steps(base_url, key):
         messages.append({"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C"})
     second = client.chat.completions.create(model="default", messages=messages, tools=tools)
     report["after_tool"] = second.choices[0].message.content
+    # 3b. The same round streamed: the call arrives as tool_calls deltas.
+    messages = [{"role": "user", "content": "Weather in Rome?"}]
+    calls, finish = {}, None
+    for chunk in client.chat.completions.create(
+        model="default", messages=messages, tools=tools, stream=True
+    ):
+        choice = chunk.choices[0]
+        finish = choice.finish_reason or finish
+        for delta in choice.delta.tool_calls or []:
+            call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
+            call["id"] += delta.id or ""
+            call["name"] += (delta.function.name or "") if delta.function else ""
+            call["arguments"] += (delta.function.arguments or "") if delta.function else ""
+    report["streamed_tool_finish"] = finish
+    report["streamed_tool_calls"] = [[c["name"], json.loads(c["arguments"])] for c in calls.values()]
+    messages.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls.values()
+            ],
+        }
+    )
+    for c in calls.values():
+        messages.append({"role": "tool", "tool_call_id": c["id"], "content": "Cloudy, 18 C"})
+    streamed = ""
+    for chunk in client.chat.completions.create(
+        model="default", messages=messages, tools=tools, stream=True
+    ):
+        streamed += chunk.choices[0].delta.content or ""
+    report["streamed_after_tool"] = streamed
     # 4. Sampling settings and an image reach the provider.
     sampled = client.chat.completions.create(
         model="default",
@@ -159,6 +193,29 @@ def anthropic_steps(base_url, key):
         model="default", max_tokens=100, messages=messages, tools=tools
     )
     report["after_tool"] = "".join(b.text for b in second.content if b.type == "text")
+    # The same round streamed: the SDK assembles the tool_use block from the events.
+    messages = [{"role": "user", "content": "Weather in Rome?"}]
+    with client.messages.stream(
+        model="default", max_tokens=100, messages=messages, tools=tools
+    ) as stream:
+        first = stream.get_final_message()
+    report["streamed_tool_finish"] = first.stop_reason
+    calls = [b for b in first.content if b.type == "tool_use"]
+    report["streamed_tool_calls"] = [[c.name, c.input] for c in calls]
+    messages.append({"role": "assistant", "content": first.content})
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": c.id, "content": "Cloudy, 18 C"}
+                for c in calls
+            ],
+        }
+    )
+    with client.messages.stream(
+        model="default", max_tokens=100, messages=messages, tools=tools
+    ) as stream:
+        report["streamed_after_tool"] = "".join(stream.text_stream)
     sampled = client.messages.create(
         model="default",
         max_tokens=77,
