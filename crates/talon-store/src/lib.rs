@@ -24,6 +24,7 @@ mod memory;
 mod migrate;
 mod pg_tls;
 mod private_file;
+mod runs;
 mod secrets;
 mod sessions;
 
@@ -53,6 +54,7 @@ pub use memory::{
     memory_search_slots,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
+pub use runs::{Delivery, NewRun, RunLimits, RunRecord, RunRefused, RunStatus};
 pub use sessions::{SessionRecord, TurnStart};
 
 /// Why a store operation failed. Messages name what to fix.

@@ -61,6 +61,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0007_session_owner.sql"),
         postgres: include_str!("../migrations/postgres/0007_session_owner.sql"),
     },
+    Migration {
+        version: 8,
+        name: "runs",
+        sqlite: include_str!("../migrations/sqlite/0008_runs.sql"),
+        postgres: include_str!("../migrations/postgres/0008_runs.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -148,8 +148,50 @@ impl Store {
         input_tokens: i64,
         output_tokens: i64,
     ) -> Result<(), StoreError> {
+        self.finish_turn_delivering(
+            key,
+            turn,
+            messages,
+            stop,
+            (input_tokens, output_tokens),
+            &[],
+        )
+        .await
+    }
+
+    /// [`Store::finish_turn`] for a turn that took the results of `delivered` child runs from
+    /// the outbox ([`Store::pending_deliveries`]): they are marked delivered in the same
+    /// transaction that saves the turn, so a result reaches the session exactly once (a turn
+    /// that crashed before saving never took it; a second turn cannot take it again).
+    pub async fn finish_turn_delivering(
+        &self,
+        key: &str,
+        turn: i64,
+        messages: &[String],
+        stop: &str,
+        (input_tokens, output_tokens): (i64, i64),
+        delivered: &[String],
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
+        for child in delivered {
+            let marked = sqlx::query(
+                "UPDATE run_outbox SET delivered_at = $3 WHERE parent_session = $1 AND child_id = $2 AND delivered_at = 0",
+            )
+            .bind(key)
+            .bind(child)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if marked.rows_affected() != 1 {
+                return Err(StoreError::Invalid {
+                    what: "delivery",
+                    reason: format!(
+                        "the result of run {child:?} was delivered to {key:?} already (or never waited for it)"
+                    ),
+                });
+            }
+        }
         let updated = sqlx::query(
             "UPDATE sessions SET state = 'idle', last_stop = $1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, updated_at = $4 WHERE session_key = $5",
         )

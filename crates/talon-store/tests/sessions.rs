@@ -2,7 +2,7 @@
 //! interrupted turn reported and never half-saved, sessions belong to one agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use talon_store::{Store, StoreConfig};
+use talon_store::{NewRun, RunLimits, RunRefused, RunStatus, Store, StoreConfig};
 
 mod common;
 
@@ -15,6 +15,12 @@ suite!(
     compaction_keeps_messages_and_moves_the_live_history,
     settings_are_kept_per_session_and_replaced_one_by_one,
     h22_4_a_session_is_seen_and_continued_only_by_its_owner,
+    runs_count_live_rows_and_free_their_slots,
+    concurrent_runs_never_exceed_the_limit_across_gateways,
+    runs_nest_only_as_deep_as_allowed,
+    a_childs_result_reaches_its_parent_session_once,
+    a_dead_gateways_runs_are_taken_over_once,
+    cancelling_a_run_flags_its_whole_tree_and_nothing_else,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -347,4 +353,312 @@ async fn h22_4_a_session_is_seen_and_continued_only_by_its_owner(config: &StoreC
             .turn,
         2
     );
+}
+
+fn new_run<'a>(parent: Option<&'a str>, session: &'a str, tenant: &'a str) -> NewRun<'a> {
+    NewRun {
+        parent,
+        parent_session: session,
+        agent: "helper",
+        tenant,
+        origin: "subagent",
+        context_mode: "fresh",
+        task: "look something up",
+        owner: "gateway-a",
+        lease_until: i64::MAX,
+        ..Default::default()
+    }
+}
+
+/// Issue 24: limits count live runs per parent (run or session), a finished run frees its
+/// slot at once, and the refusal uses the seeds' words.
+async fn runs_count_live_rows_and_free_their_slots(config: &StoreConfig) {
+    let store = open(config).await;
+    let limits = RunLimits {
+        max_children: 2,
+        ..RunLimits::default()
+    };
+    let first = store
+        .create_run(&new_run(None, "s1", ""), limits)
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run(None, "s1", ""), limits)
+        .await
+        .unwrap();
+    let refused = store
+        .create_run(&new_run(None, "s1", ""), limits)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "Agent at capacity (2/2). Try a different agent or handle it yourself."
+    );
+    // Another session's turn has slots of its own.
+    store
+        .create_run(&new_run(None, "s2", ""), limits)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .finish_run(
+                &first.id,
+                RunStatus::LimitReached,
+                "stopped at 20 iterations",
+                (5, 7)
+            )
+            .await
+            .unwrap()
+    );
+    let ended = store.run(&first.id).await.unwrap().unwrap();
+    assert_eq!(
+        ended.status,
+        RunStatus::LimitReached,
+        "a capped run is not completed"
+    );
+    assert_eq!((ended.input_tokens, ended.output_tokens), (5, 7));
+    store
+        .create_run(&new_run(None, "s1", ""), limits)
+        .await
+        .unwrap();
+    assert_eq!(store.child_runs(None, "s1").await.unwrap().len(), 3);
+}
+
+/// Issue 24: two gateways creating runs at once never take more slots than the tenant has
+/// (one locked statement counts and inserts).
+async fn concurrent_runs_never_exceed_the_limit_across_gateways(config: &StoreConfig) {
+    let (a, b) = (open(config).await, open(config).await);
+    let limits = RunLimits {
+        max_concurrent: 3,
+        max_children: 100,
+        ..RunLimits::default()
+    };
+    let sessions: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
+    let attempts = sessions.iter().enumerate().map(|(i, session)| {
+        let store = if i % 2 == 0 { &a } else { &b };
+        async move {
+            store
+                .create_run(&new_run(None, session, "acme"), limits)
+                .await
+        }
+    });
+    let results = futures_join_all(attempts).await;
+    let created = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(created, 3, "{results:?}");
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(
+            matches!(refused, RunRefused::Concurrent { live: 3, max: 3 }),
+            "{refused}"
+        );
+    }
+    // Another tenant is counted apart.
+    a.create_run(&new_run(None, "other", "globex"), limits)
+        .await
+        .unwrap();
+}
+
+/// Runs `futures` concurrently on this task.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    let mut pending: Vec<_> = futures.into_iter().enumerate().collect();
+    std::future::poll_fn(|cx| {
+        pending.retain_mut(|(i, fut)| match fut.as_mut().poll(cx) {
+            std::task::Poll::Ready(out) => {
+                outputs[*i] = Some(out);
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        if pending.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+/// Issue 24: MaxSpawnDepth 1 by default: a run may not start another; deeper trees keep their
+/// root.
+async fn runs_nest_only_as_deep_as_allowed(config: &StoreConfig) {
+    let store = open(config).await;
+    let top = store
+        .create_run(&new_run(None, "s1", ""), RunLimits::default())
+        .await
+        .unwrap();
+    assert_eq!((top.depth, top.root_id.as_str()), (1, top.id.as_str()));
+    let refused = store
+        .create_run(
+            &new_run(Some(&top.id), &top.session_key, ""),
+            RunLimits::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, RunRefused::Depth { depth: 1, max: 1 }),
+        "{refused}"
+    );
+    let deeper = RunLimits {
+        max_depth: 2,
+        ..RunLimits::default()
+    };
+    let child = store
+        .create_run(&new_run(Some(&top.id), &top.session_key, ""), deeper)
+        .await
+        .unwrap();
+    assert_eq!((child.depth, child.root_id.as_str()), (2, top.id.as_str()));
+    assert!(matches!(
+        store
+            .create_run(&new_run(Some("run-nope"), "s1", ""), deeper)
+            .await,
+        Err(RunRefused::NoParent(_))
+    ));
+}
+
+/// Issue 24: a child's result is written with its end and reaches the parent session exactly
+/// once: a second end is ignored, and the turn that takes it marks it in the transaction that
+/// saves the turn.
+async fn a_childs_result_reaches_its_parent_session_once(config: &StoreConfig) {
+    let store = open(config).await;
+    let run = store
+        .create_run(&new_run(None, "parent", ""), RunLimits::default())
+        .await
+        .unwrap();
+    assert!(
+        store
+            .finish_run(&run.id, RunStatus::Completed, "the answer", (1, 2))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .finish_run(&run.id, RunStatus::Failed, "a late failure", (0, 0))
+            .await
+            .unwrap(),
+        "the first end stands"
+    );
+    let pending = store.pending_deliveries("parent", 20).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        (pending[0].status, pending[0].result.as_str()),
+        (RunStatus::Completed, "the answer")
+    );
+    store.begin_turn("parent", "helper", None).await.unwrap();
+    store
+        .finish_turn_delivering(
+            "parent",
+            1,
+            &msgs(&["{}"]),
+            "final",
+            (0, 0),
+            std::slice::from_ref(&run.id),
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .pending_deliveries("parent", 20)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store.begin_turn("parent", "helper", None).await.unwrap();
+    let again = store
+        .finish_turn_delivering(
+            "parent",
+            2,
+            &msgs(&["{}"]),
+            "final",
+            (0, 0),
+            std::slice::from_ref(&run.id),
+        )
+        .await;
+    assert!(again.is_err(), "a result is delivered once");
+}
+
+/// Issue 24: a run whose gateway died (its lease ran out) is taken over by exactly one other
+/// gateway; its old owner can no longer renew it.
+async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
+    let store = open(config).await;
+    let mut dying = new_run(None, "s1", "");
+    dying.owner = "gateway-dead";
+    dying.lease_until = 1;
+    let run = store
+        .create_run(&dying, RunLimits::default())
+        .await
+        .unwrap();
+    let alive = store
+        .create_run(&new_run(None, "s1", ""), RunLimits::default())
+        .await
+        .unwrap();
+    let far = i64::MAX / 2;
+    let (b, c) = futures_join_all([
+        store.take_over_runs("gateway-b", far, 10),
+        store.take_over_runs("gateway-c", far, 10),
+    ])
+    .await
+    .into_iter()
+    .map(Result::unwrap)
+    .fold((Vec::new(), Vec::new()), |(mut b, c), taken| {
+        if b.is_empty() {
+            b = taken;
+            (b, c)
+        } else {
+            (b, taken)
+        }
+    });
+    let taken: Vec<&str> = b.iter().chain(&c).map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        taken,
+        [run.id.as_str()],
+        "taken once, and only the expired run"
+    );
+    assert_ne!(alive.id, run.id);
+    assert_eq!(
+        store.renew_run_leases("gateway-dead", far).await.unwrap(),
+        0
+    );
+}
+
+/// Issue 24: cancelling a run flags it and its descendants, on every gateway (a durable flag),
+/// and never another tree's runs.
+async fn cancelling_a_run_flags_its_whole_tree_and_nothing_else(config: &StoreConfig) {
+    let store = open(config).await;
+    let deep = RunLimits {
+        max_depth: 3,
+        ..RunLimits::default()
+    };
+    let root = store
+        .create_run(&new_run(None, "s1", ""), deep)
+        .await
+        .unwrap();
+    let child = store
+        .create_run(&new_run(Some(&root.id), &root.session_key, ""), deep)
+        .await
+        .unwrap();
+    let grandchild = store
+        .create_run(&new_run(Some(&child.id), &child.session_key, ""), deep)
+        .await
+        .unwrap();
+    let stranger = store
+        .create_run(&new_run(None, "s2", ""), deep)
+        .await
+        .unwrap();
+    assert_eq!(store.request_run_cancel(&root.id).await.unwrap(), 3);
+    for (id, flagged) in [
+        (&root.id, true),
+        (&child.id, true),
+        (&grandchild.id, true),
+        (&stranger.id, false),
+    ] {
+        assert_eq!(
+            store.run(id).await.unwrap().unwrap().cancel_requested,
+            flagged,
+            "{id}"
+        );
+    }
 }
