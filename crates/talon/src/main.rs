@@ -1,25 +1,11 @@
 //! `talon`: the CLI that wires Talon's crates together.
 
-mod agent_runs;
-mod agent_services;
-mod agents_http;
-mod audit;
-mod chat_config;
-mod chat_http;
 mod commands;
-mod config;
-mod config_location;
-mod exec_policy;
-mod mcp_admin_http;
-mod mcp_servers_config;
-mod mcp_store;
 mod prompt;
-mod runtime;
-mod server_ips;
-mod spinner;
-mod store;
 mod tty_questions;
-mod web_config;
+
+// The runtime's modules under the names the commands use.
+use talon_runtime::{agent_runs, config, mcp_servers_config, mcp_store, runtime, spinner, store};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

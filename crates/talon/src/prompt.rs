@@ -11,15 +11,21 @@ use futures::future::BoxFuture;
 use talon_core::approvals::{PendingApproval, Prompter, Resolution};
 use talon_core::visible::{has_hidden, visible, visible_lines};
 
-/// Set while a question waits at the terminal, so `talon chat`'s spinner does not draw over it.
-pub static ASKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A prompter on this process's terminal when `wanted` and there is one.
+pub fn tty_prompter(wanted: bool) -> Option<Arc<dyn talon_core::approvals::Prompter>> {
+    wanted
+        .then(TtyPrompter::detect)
+        .flatten()
+        .map(|p| Arc::new(p) as Arc<dyn talon_core::approvals::Prompter>)
+}
 
-/// Marks the terminal as asking ([`ASKING`]) while alive, after clearing a spinner's line.
+/// Marks the terminal as asking ([`talon_runtime::spinner::ASKING`]) while alive, after
+/// clearing a spinner's line.
 pub struct Asking;
 
 impl Asking {
     pub fn start(tty: &mut std::fs::File) -> Self {
-        ASKING.store(true, std::sync::atomic::Ordering::Release);
+        talon_runtime::spinner::ASKING.store(true, std::sync::atomic::Ordering::Release);
         let _ = tty.write_all(b"\r\x1b[K");
         Asking
     }
@@ -27,7 +33,7 @@ impl Asking {
 
 impl Drop for Asking {
     fn drop(&mut self) {
-        ASKING.store(false, std::sync::atomic::Ordering::Release);
+        talon_runtime::spinner::ASKING.store(false, std::sync::atomic::Ordering::Release);
     }
 }
 

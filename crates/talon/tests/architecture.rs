@@ -61,6 +61,21 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-mcp", &["talon-core", "talon-jsonrpc"]),
         ("talon-agent", &["talon-core", "talon-net"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
+        // The runtime as a library: everything the binary runs, for an embedder.
+        (
+            "talon-runtime",
+            &[
+                "talon-core",
+                "talon-exec",
+                "talon-web",
+                "talon-bridge",
+                "talon-agent",
+                "talon-tools",
+                "talon-mcp",
+                "talon-gateway",
+                "talon-store",
+            ],
+        ),
         (
             "talon",
             &[
@@ -73,6 +88,7 @@ fn crates_depend_only_on_lower_layers() {
                 "talon-mcp",
                 "talon-gateway",
                 "talon-store",
+                "talon-runtime",
             ],
         ),
     ];
@@ -112,10 +128,44 @@ fn anyhow_only_in_the_binary() {
         "talon-jsonrpc",
         "talon-agent",
         "talon-gateway",
+        "talon-runtime",
     ] {
         assert!(
             !dependencies(krate).contains(&"anyhow".to_string()),
             "{krate}: libraries use thiserror"
+        );
+    }
+}
+
+/// Issue 24: the binary is a thin shell over talon-runtime: it keeps clap, the commands and
+/// terminal I/O; the runner, the wiring and the HTTP routes live in the library.
+#[test]
+fn the_binary_holds_only_commands_and_terminal_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut top: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(
+        top,
+        ["commands", "main.rs", "prompt.rs", "tty_questions.rs"]
+    );
+    for module in [
+        "agent_runs",
+        "chat_http",
+        "agents_http.rs",
+        "mcp_admin_http.rs",
+        "runtime.rs",
+        "audit.rs",
+        "mcp_store.rs",
+    ] {
+        assert!(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../talon-runtime/src")
+                .join(module)
+                .exists(),
+            "{module} lives in talon-runtime"
         );
     }
 }

@@ -65,14 +65,14 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
             agent: args.agent.clone(),
             workspace: args.workspace.clone(),
             data_dir: args.data_dir.clone(),
-            prompt_on_tty: true,
+            prompter: crate::prompt::tty_prompter(true),
             ..Overrides::default()
         },
     )
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return e.report(),
+        Err(e) => return crate::commands::build_failed(e),
     };
     let runner = Runner::new(
         config,

@@ -24,14 +24,14 @@ pub async fn run(
             agent,
             workspace,
             data_dir,
-            prompt_on_tty: tty_approvals,
+            prompter: crate::prompt::tty_prompter(tty_approvals),
             ..Overrides::default()
         },
     )
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return e.report(),
+        Err(e) => return crate::commands::build_failed(e),
     };
     let handler = talon_mcp::TalonMcp::new(
         Arc::clone(&rt.pipeline),

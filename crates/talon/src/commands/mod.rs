@@ -24,6 +24,18 @@ pub use chat::OutputFormat;
 /// Exit status for a usage or configuration error.
 pub const USAGE: u8 = 2;
 
+/// The exit status for a runtime that could not be built: 2 for the configuration or a flag,
+/// 1 for the store.
+pub(crate) fn build_failed(e: crate::runtime::BuildError) -> ExitCode {
+    match e {
+        crate::runtime::BuildError::Config(e) => usage_error(e),
+        crate::runtime::BuildError::Store(e) => {
+            eprintln!("talon: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 pub(crate) fn usage_error(error: impl std::fmt::Display) -> ExitCode {
     eprintln!("talon: {error}");
     ExitCode::from(USAGE)

@@ -62,7 +62,7 @@ pub async fn run(
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return e.report(),
+        Err(e) => return crate::commands::build_failed(e),
     };
     // Turns left running by a gateway that died are over: say so instead of leaving them open.
     match rt.store.mark_interrupted_turns().await {
@@ -115,14 +115,14 @@ pub async fn run(
         approvals: Arc::clone(&rt.approvals),
         questions,
         admin: Some(
-            crate::mcp_admin_http::routes(
+            talon_runtime::mcp_admin_http::routes(
                 rt.store.clone(),
                 rt.bridge.clone(),
                 config_names,
                 gateway.token.is_some(),
             )
-            .merge(crate::chat_http::routes(runner))
-            .merge(crate::agents_http::routes(rt.store.clone())),
+            .merge(talon_runtime::chat_http::routes(runner))
+            .merge(talon_runtime::agents_http::routes(rt.store.clone())),
         ),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;

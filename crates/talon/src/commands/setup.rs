@@ -137,8 +137,7 @@ pub fn show(explicit: Option<&Path>, data_dir: Option<&Path>, as_json: bool) -> 
         Err(e) => return usage_error(e),
     };
     let data_dir = crate::config::data_dir(data_dir);
-    if let Err(e) =
-        crate::runtime::validate(&config, &crate::runtime::Overrides::default(), &data_dir)
+    if let Err(e) = crate::runtime::check(&config, &crate::runtime::Overrides::default(), &data_dir)
     {
         return usage_error(e);
     }

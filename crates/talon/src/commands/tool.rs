@@ -47,7 +47,7 @@ pub async fn call(
             agent,
             workspace,
             data_dir,
-            prompt_on_tty: true,
+            prompter: crate::prompt::tty_prompter(true),
             one_shot: true,
             ..Overrides::default()
         },
@@ -55,7 +55,7 @@ pub async fn call(
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return e.report(),
+        Err(e) => return crate::commands::build_failed(e),
     };
     let mut ctx = rt.template.clone();
     ctx.session_key = format!("cli:{}", std::process::id());

@@ -1,7 +1,6 @@
 //! Wires the configuration into one pipeline shared by every entry point.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,6 @@ use talon_core::{CallContext, Callers, Pipeline, Registry, Workspaces};
 use talon_store::Store;
 use talon_tools::runtime::approvals::ExecApprovals;
 
-use crate::commands::usage_error;
 use crate::config::{Config, ConfigError, HookEntry};
 
 /// What the commands need: the pipeline, the context template for their calls, the store, and
@@ -48,7 +46,7 @@ impl Runtime {
 }
 
 /// Per-command choices layered over the configuration.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Overrides {
     pub profile: Option<String>,
     /// `--agent`: must exist in the store; unset, calls run as `[agents] default`.
@@ -67,8 +65,8 @@ pub struct Overrides {
     pub default_mode: PermissionMode,
     /// `--data-dir`, if given (denied to the file tools).
     pub data_dir: Option<PathBuf>,
-    /// Ask approvals at the terminal (`/dev/tty`) when there is one.
-    pub prompt_on_tty: bool,
+    /// Who asks a person at a terminal (the binary's `/dev/tty` prompter), if anyone.
+    pub prompter: Option<Arc<dyn Prompter>>,
     /// Approval requests can be answered over HTTP (`talon serve`'s `/v1/approvals`).
     pub serves_approvals: bool,
     /// The process runs one command and exits (`talon tool call`, `talon tools list`): no
@@ -85,19 +83,6 @@ pub enum BuildError {
     /// The store could not be opened or prepared (exit status 1).
     #[error("{0}")]
     Store(String),
-}
-
-impl BuildError {
-    /// Reports the error on stderr and returns the matching exit status.
-    pub fn report(self) -> ExitCode {
-        match self {
-            BuildError::Config(e) => usage_error(e),
-            BuildError::Store(e) => {
-                eprintln!("talon: {e}");
-                ExitCode::from(1)
-            }
-        }
-    }
 }
 
 fn hooks(config: &Config) -> Hooks {
@@ -170,16 +155,13 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let bridge = connect_mcp_servers(&config, &store, &registry, overrides.one_shot).await?;
     let events = EventBus::default();
     let mut approvals = Approvals::new(events.clone());
-    let prompter = overrides
-        .prompt_on_tty
-        .then(crate::prompt::TtyPrompter::detect)
-        .flatten();
+    let prompter = overrides.prompter.clone();
     let can_ask = prompter.is_some() || overrides.serves_approvals;
     if !can_ask {
         approvals = approvals.unattended();
     }
     if let Some(prompter) = prompter {
-        approvals = approvals.with_prompter(Arc::new(prompter) as Arc<dyn Prompter>);
+        approvals = approvals.with_prompter(prompter);
     }
     let (exec_defaults, exec_agents) = exec_policies;
     let exec_approvals = Arc::new(
@@ -338,7 +320,16 @@ async fn connect_mcp_servers(
 
 /// Checks everything that needs no I/O beyond the file system — the permission mode, the policy,
 /// hooks, `[exec]` and `--workspace` — before the store is opened or created.
-pub(crate) fn validate(
+/// Checks `config` as a start would, without opening anything (`talon config show`).
+pub fn check(
+    config: &Config,
+    overrides: &Overrides,
+    data_dir: &std::path::Path,
+) -> Result<(), ConfigError> {
+    validate(config, overrides, data_dir).map(|_| ())
+}
+
+fn validate(
     config: &Config,
     overrides: &Overrides,
     data_dir: &std::path::Path,
@@ -511,7 +502,7 @@ fn writable_places(
 }
 
 /// The configuration, checked and turned into what the runtime is built from.
-pub(crate) struct Validated {
+struct Validated {
     mode: PermissionMode,
     policy: PolicyEngine,
     shell: talon_exec::ShellConfig,

@@ -1,11 +1,15 @@
 //! A spinner on a terminal for long waits (a model thinking, a server starting, the first
 //! migrations), drawn on stderr only when it is a terminal and never over a question being
-//! asked there ([`crate::prompt::ASKING`]).
+//! asked there ([`ASKING`]).
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// Set while a question waits at the terminal (the binary's prompts set it), so a spinner does
+/// not draw over it.
+pub static ASKING: AtomicBool = AtomicBool::new(false);
 
 /// A spinner on stderr while nothing else is shown (only on a terminal).
 pub struct Spinner {
@@ -30,8 +34,7 @@ impl Spinner {
                 let mut i = 0;
                 loop {
                     tokio::time::sleep(Duration::from_millis(100)).await;
-                    if !on.load(Ordering::Acquire) || crate::prompt::ASKING.load(Ordering::Acquire)
-                    {
+                    if !on.load(Ordering::Acquire) || ASKING.load(Ordering::Acquire) {
                         continue;
                     }
                     let _screen = screen.lock().unwrap_or_else(PoisonError::into_inner);

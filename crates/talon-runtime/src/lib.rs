@@ -1,0 +1,32 @@
+//! Talon's runtime as a library: what the `talon` binary runs, for a Rust program to embed.
+//!
+//! - [`config`]: `talon.toml` and `TALON_*` variables, checked ([`config_location`] keeps the
+//!   file and the data directory out of every workspace).
+//! - [`runtime`]: the configuration wired into one [`talon_core::Pipeline`] with the store, the
+//!   built-in tools, the MCP bridge, approvals and audit ([`runtime::build`]).
+//! - [`agent_runs`]: the agent runner every entry point shares (a turn bound to its caller,
+//!   the session's history, the turn saved whole), and [`agent_services`], the tools that need it.
+//! - HTTP: [`chat_http`] (OpenAI's and Anthropic's model APIs, sessions), [`agents_http`],
+//!   [`mcp_admin_http`], mounted by `talon serve` on the [`talon_gateway`] router.
+//! - [`store`], [`mcp_store`], [`audit`]: the store as the runtime uses it.
+//!
+//! Terminal I/O (prompts, the chat screen) and exit codes stay in the binary; the runtime takes
+//! a terminal's [`talon_core::approvals::Prompter`] as an input ([`runtime::Overrides`]).
+
+pub mod agent_runs;
+pub mod agent_services;
+pub mod agents_http;
+pub mod audit;
+pub mod chat_config;
+pub mod chat_http;
+pub mod config;
+pub mod config_location;
+pub mod exec_policy;
+pub mod mcp_admin_http;
+pub mod mcp_servers_config;
+pub mod mcp_store;
+pub mod runtime;
+pub mod server_ips;
+pub mod spinner;
+pub mod store;
+pub mod web_config;
