@@ -29,6 +29,8 @@ pub enum RunKind {
     Notification,
     /// A subagent's result being announced to its parent.
     Announce,
+    /// A subagent's own turn (a child run).
+    Subagent,
     /// A run on behalf of another agent (delegation, teams).
     Delegation,
     /// A scheduled (cron) run.

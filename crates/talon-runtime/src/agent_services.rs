@@ -56,6 +56,7 @@ impl talon_tools::sessions::SessionSender for Runner {
                         // Cancelling the sending call cancels the turn it started.
                         cancel: ctx.cancel.child_token(),
                         api: Default::default(),
+                        child: None,
                     },
                     &|_| {},
                 )

@@ -241,8 +241,19 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     // Entry points that are not an agent's turn (MCP, the tools API, the CLI) speak GoClaw's
     // names, one tool per job; a turn chooses by its provider (see agent_runs).
     template.dialect = Some(talon_core::policy::Dialect::Goclaw);
+    let pipeline = Arc::new(pipeline);
+    // The tools that start agent runs belong to the runner that runs them.
+    crate::agent_runs::Runner::new(
+        config,
+        Arc::clone(&pipeline),
+        template.clone(),
+        callers.clone(),
+        store.clone(),
+    )
+    .register_run_tools(pipeline.registry())
+    .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
     Ok(Runtime {
-        pipeline: Arc::new(pipeline),
+        pipeline,
         template,
         store,
         callers,

@@ -405,14 +405,16 @@ impl Store {
     }
 
     /// Ends a live run with `status` and `result`, and puts the result in the outbox for its
-    /// parent session, in one transaction. `false` when the run had ended already (its first
-    /// end stands: a result is delivered once).
+    /// parent session, in one transaction; `delivered`: the caller waited for the run and has
+    /// the result now, so the row is written delivered. `false` when the run had ended already
+    /// (its first end stands: a result is delivered once).
     pub async fn finish_run(
         &self,
         id: &str,
         status: RunStatus,
         result: &str,
         usage: (i64, i64),
+        delivered: bool,
     ) -> Result<bool, StoreError> {
         if status.is_live() {
             return Err(StoreError::Invalid {
@@ -440,13 +442,14 @@ impl Store {
         };
         let parent_session: String = row.try_get("parent_session")?;
         sqlx::query(
-            "INSERT INTO run_outbox (parent_session, child_id, status, result, created_at) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO run_outbox (parent_session, child_id, status, result, created_at, delivered_at) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&parent_session)
         .bind(id)
         .bind(status.as_str())
         .bind(result)
         .bind(now)
+        .bind(if delivered { now } else { 0 })
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -405,7 +405,8 @@ async fn runs_count_live_rows_and_free_their_slots(config: &StoreConfig) {
                 &first.id,
                 RunStatus::LimitReached,
                 "stopped at 20 iterations",
-                (5, 7)
+                (5, 7),
+                false
             )
             .await
             .unwrap()
@@ -530,13 +531,13 @@ async fn a_childs_result_reaches_its_parent_session_once(config: &StoreConfig) {
         .unwrap();
     assert!(
         store
-            .finish_run(&run.id, RunStatus::Completed, "the answer", (1, 2))
+            .finish_run(&run.id, RunStatus::Completed, "the answer", (1, 2), false)
             .await
             .unwrap()
     );
     assert!(
         !store
-            .finish_run(&run.id, RunStatus::Failed, "a late failure", (0, 0))
+            .finish_run(&run.id, RunStatus::Failed, "a late failure", (0, 0), false)
             .await
             .unwrap(),
         "the first end stands"

@@ -513,3 +513,69 @@ fn chat_is_usable_by_a_person() {
         "{last}"
     );
 }
+
+/// Issue 24: `subagents` with action "run" starts a child run on a task: the child is a run in
+/// the store, starts fresh with only the task, has at most the parent's tools minus the
+/// subagent deny lists (it cannot start children itself), and its answer reaches the parent
+/// fenced as untrusted. Over a limit the model gets the seeds' words.
+#[test]
+fn a_subagent_runs_a_task_and_answers_its_parent() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "Count to three."}}]},
+            {"text": "One, two, three."},
+            {"text": "The child counted."},
+            {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "Again."}}]},
+            {"text": "No room."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "count with a helper"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("The child counted."), "{stdout}");
+    let sent = requests(&mock);
+    let child = &sent[1];
+    assert_eq!(
+        child["messages"].as_array().unwrap().last().unwrap()["content"],
+        "Count to three.",
+        "the child starts with its task only: {child}"
+    );
+    let child_tools = child["tools"].to_string();
+    for denied in ["\"subagents\"", "\"sessions_send\"", "\"memory_search\""] {
+        assert!(
+            !child_tools.contains(denied),
+            "{denied} offered to a child: {child_tools}"
+        );
+    }
+    assert!(child_tools.contains("read_file"), "{child_tools}");
+    let answer = sent[2]["messages"].to_string();
+    assert!(
+        answer.contains("One, two, three.") && answer.contains("EXTERNAL_UNTRUSTED_CONTENT"),
+        "the child's answer, fenced: {answer}"
+    );
+    assert!(answer.contains("completed"), "{answer}");
+
+    // With no room for children, the refusal is the seeds' sentence.
+    let config = std::fs::read_to_string(home.path().join("talon.toml")).unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!("{config}[subagents]\nmax_children_per_agent = 0\n"),
+    )
+    .unwrap();
+    let (_, stderr, code) = chat(home.path(), &["-p", "again"]);
+    assert_eq!(code, 0, "{stderr}");
+    let refused = requests(&mock)[4]["messages"].to_string();
+    assert!(
+        refused.contains("Agent at capacity (0/0). Try a different agent or handle it yourself."),
+        "{refused}"
+    );
+}

@@ -132,6 +132,10 @@ pub enum Dialect {
 pub struct SubagentPolicy {
     /// Depth at which a subagent is a leaf and loses the spawning tools.
     pub max_spawn_depth: u32,
+    /// Live runs per tenant, across gateways (seed 002 §6: MaxConcurrent 8).
+    pub max_concurrent: u32,
+    /// Live children per parent run, or per session for a person's turn (MaxChildrenPerAgent 5).
+    pub max_children_per_agent: u32,
     /// Denied to every subagent.
     pub deny: Vec<String>,
     /// Denied to subagents at `max_spawn_depth`.
@@ -142,6 +146,8 @@ impl Default for SubagentPolicy {
     fn default() -> Self {
         Self {
             max_spawn_depth: catalog::DEFAULT_MAX_SPAWN_DEPTH,
+            max_concurrent: 8,
+            max_children_per_agent: 5,
             deny: catalog::SUBAGENT_DENY
                 .iter()
                 .map(|s| (*s).to_string())

@@ -56,6 +56,18 @@ pub struct TurnRequest<'a> {
     pub cancel: CancellationToken,
     /// What an API client adds to the turn.
     pub api: ApiTurn,
+    /// Set when the turn is a child run's: how deep it is and the tools it may have (never
+    /// more than its parent's).
+    pub child: Option<ChildTurn>,
+}
+
+/// A child run's turn (see [`crate::run_tools`]).
+#[derive(Debug, Clone, Default)]
+pub struct ChildTurn {
+    /// 1 for a run a person's turn started.
+    pub spawn_depth: u32,
+    /// The parent's effective tool set: the child's is never wider.
+    pub tool_allow: Vec<String>,
 }
 
 /// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
@@ -96,6 +108,8 @@ pub struct Runner {
     questions: Option<Arc<Questions>>,
     /// The turns running now, by session, so one can be cancelled from elsewhere.
     running: Arc<Mutex<RunningTurns>>,
+    /// This process, as the owner of the runs it runs (leases in the store).
+    instance: Arc<str>,
 }
 
 /// The turns running now: by session, a serial number (so a turn removes only its own entry)
@@ -149,6 +163,7 @@ impl Runner {
             agents: Arc::default(),
             questions: None,
             running: Arc::default(),
+            instance: Arc::from(format!("talon-{}", uuid::Uuid::new_v4().simple())),
         }
     }
 
@@ -187,6 +202,16 @@ impl Runner {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// This process's id as the owner of runs.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// `[subagents]`: the limits and deny lists of child runs.
+    pub fn subagent_policy(&self) -> &talon_core::policy::SubagentPolicy {
+        &self.config.subagents
     }
 
     /// The agent turns run as when they name none.
@@ -329,6 +354,11 @@ impl Runner {
         });
         ctx.model = Some(agent.config().model.clone());
         ctx.cancel = request.cancel;
+        if let Some(child) = &request.child {
+            ctx.spawn_depth = child.spawn_depth;
+            ctx.tool_allow = Some(child.tool_allow.clone().into());
+            ctx.run_kind = RunKind::Subagent;
+        }
         (ctx.permission_mode, ctx.mode_after_plan) =
             turn_modes(ctx.permission_mode, request.permission_mode, &settings);
         let starting_mode = ctx.permission_mode;

@@ -299,6 +299,7 @@ fn spawn_turn(
                     permission_mode: None,
                     cancel,
                     api: turn.api,
+                    child: None,
                 },
                 &events,
             )

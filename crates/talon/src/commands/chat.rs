@@ -182,6 +182,7 @@ impl Chat {
                     permission_mode: mode,
                     cancel,
                     api: Default::default(),
+                    child: None,
                 },
                 events,
             )
