@@ -23,6 +23,9 @@ use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 /// and takes over runs of dead gateways comes with asynchronous runs).
 const LEASE_MS: i64 = 10 * 60 * 1000;
 
+/// How often a running child looks at its run's cancel flag.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Input of [`Subagents`].
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -84,9 +87,12 @@ impl Tool for Subagents {
             max_children: i64::from(policy.max_children_per_agent),
         };
         let store = self.runner.store();
+        // The child's session is the user's, under the agent that runs it.
+        let session_prefix = Runner::session_key(&agent, "subagent", ctx.user.as_deref(), "");
         let new = NewRun {
             parent: None,
             parent_session: &ctx.session_key,
+            session_prefix: &session_prefix,
             agent: &agent,
             tenant: ctx.tenant.as_deref().unwrap_or_default(),
             user: ctx.user.as_deref().unwrap_or_default(),
@@ -102,6 +108,25 @@ impl Tool for Subagents {
         };
         // The child's tools: never more than the caller's.
         let parent_tools: Vec<String> = self.runner.tool_names(ctx).await;
+        let cancel = ctx.cancel.child_token();
+        // A cancel requested anywhere (another gateway, `talon runs cancel`) is a durable flag
+        // on the run: watched while the child runs.
+        let watch = {
+            let (store, id, cancel) = (store.clone(), run.id.clone(), cancel.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(CANCEL_POLL).await;
+                    match store.run(&id).await {
+                        Ok(Some(run)) if run.cancel_requested => {
+                            cancel.cancel();
+                            return;
+                        }
+                        Ok(Some(run)) if !run.status.is_live() => return,
+                        _ => {}
+                    }
+                }
+            })
+        };
         let ran = self
             .runner
             .run(
@@ -114,7 +139,7 @@ impl Tool for Subagents {
                     channel: "subagent",
                     client: None,
                     permission_mode: Some(ctx.permission_mode),
-                    cancel: ctx.cancel.child_token(),
+                    cancel,
                     api: Default::default(),
                     child: Some(ChildTurn {
                         spawn_depth: ctx.spawn_depth + 1,
@@ -124,6 +149,7 @@ impl Tool for Subagents {
                 &|_| {},
             )
             .await;
+        watch.abort();
         let (status, text, usage) = match &ran {
             Ok(ran) => {
                 let usage = (

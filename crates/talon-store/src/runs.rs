@@ -112,6 +112,9 @@ pub struct NewRun<'a> {
     pub parent: Option<&'a str>,
     /// Where its result is delivered.
     pub parent_session: &'a str,
+    /// The run's own session key is this followed by the run's id (the caller's key scheme:
+    /// it says whose session it is).
+    pub session_prefix: &'a str,
     pub agent: &'a str,
     pub tenant: &'a str,
     pub user: &'a str,
@@ -301,7 +304,7 @@ impl Store {
         } else {
             ("parent_id", parent_id)
         };
-        let session_key = format!("{}:run:{id}", new.parent_session);
+        let session_key = format!("{}{id}", new.session_prefix);
         let now = now_ms();
         let mut tx = Locked::begin(self, new.tenant).await?;
         let insert = format!(
@@ -386,6 +389,22 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(record).transpose()
+    }
+
+    /// The runs of `user` (`None`: of calls naming no user), newest first, at most `limit`.
+    pub async fn runs_of(
+        &self,
+        user: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM agent_runs WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+        )))
+        .bind(user.unwrap_or_default())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record).collect()
     }
 
     /// The runs a parent run (or, for `None`, a parent session's turns) started, newest first.

@@ -359,6 +359,7 @@ fn new_run<'a>(parent: Option<&'a str>, session: &'a str, tenant: &'a str) -> Ne
     NewRun {
         parent,
         parent_session: session,
+        session_prefix: "agent:helper:subagent:direct:",
         agent: "helper",
         tenant,
         origin: "subagent",

@@ -101,6 +101,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::mcp_servers::McpServersCommand,
     },
+    /// Agent runs (subagents): list, show, cancel.
+    Runs {
+        #[command(subcommand)]
+        command: commands::runs::RunsCommand,
+    },
     /// Calls waiting for approval on a running `talon serve`: list, allow, deny.
     Approvals {
         #[command(flatten)]

@@ -563,6 +563,30 @@ fn a_subagent_runs_a_task_and_answers_its_parent() {
         "the child's answer, fenced: {answer}"
     );
     assert!(answer.contains("completed"), "{answer}");
+    // The run is in the store: `talon runs` lists and shows it; an ended run cannot be cancelled.
+    let out = support::command(home.path())
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["status"], "completed");
+    assert_eq!(runs[0]["task"], "Count to three.");
+    assert_eq!(runs[0]["origin"], "subagent");
+    let id = runs[0]["id"].as_str().unwrap();
+    let out = support::command(home.path())
+        .args(["runs", "show", id])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("One, two, three."),
+        "{out:?}"
+    );
+    let out = support::command(home.path())
+        .args(["runs", "cancel", id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 
     // With no room for children, the refusal is the seeds' sentence.
     let config = std::fs::read_to_string(home.path().join("talon.toml")).unwrap();

@@ -623,3 +623,68 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
     assert_eq!(status, 200);
     assert!(page.contains("/dashboard/app.js"));
 }
+
+/// Issue 24: a running child is listed by `GET /v1/runs` and stopped by
+/// `POST /v1/runs/{id}/cancel`: the child ends `cancelled` and its parent is told, while
+/// another user sees no such run.
+#[test]
+fn a_running_subagent_is_listed_and_cancelled_over_http() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "Think for a long time."}}]},
+            {"text": "too late", "delay_ms": 30000},
+            {"text": "The child was stopped."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let server = support::serve_in(home.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    let turn = std::thread::spawn({
+        let url = format!("{base}/v1/chat/completions");
+        move || {
+            post(
+                &url,
+                &json!({"model": "default", "user": "alice",
+                        "messages": [{"role": "user", "content": "think hard"}]}),
+                &[],
+            )
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let id = loop {
+        let (_, runs) = status_json(&format!("{base}/v1/runs?user=alice"), None);
+        if let Some(id) = runs["runs"][0]["id"].as_str() {
+            assert_eq!(runs["runs"][0]["status"], "running", "{runs}");
+            break id.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no run appeared");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (status, theirs) = status_json(&format!("{base}/v1/runs?user=bob"), None);
+    assert_eq!((status, &theirs["runs"]), (200, &json!([])));
+    let (status, _) = status_json(&format!("{base}/v1/runs/{id}?user=bob"), None);
+    assert_eq!(status, 404, "another user's run is not found");
+    let (status, cancelled) = status_json(
+        &format!("{base}/v1/runs/{id}/cancel?user=alice"),
+        Some(&json!({})),
+    );
+    assert_eq!(status, 200, "{cancelled}");
+    let reply: Value = serde_json::from_str(&turn.join().unwrap()).unwrap();
+    assert_eq!(
+        reply["choices"][0]["message"]["content"], "The child was stopped.",
+        "{reply}"
+    );
+    let (_, run) = status_json(&format!("{base}/v1/runs/{id}?user=alice"), None);
+    assert_eq!(run["run"]["status"], "cancelled", "{run}");
+    let told = requests(&mock)[2]["messages"].to_string();
+    assert!(told.contains("cancelled"), "the parent is told: {told}");
+}

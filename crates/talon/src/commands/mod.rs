@@ -8,6 +8,7 @@ mod doctor;
 mod mcp;
 pub mod mcp_servers;
 mod mock_provider;
+pub mod runs;
 pub mod sandbox_landlock;
 mod serve;
 pub mod setup;
@@ -132,6 +133,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Completions { .. } | Command::Init { .. } | Command::Config { .. } => {
             ExitCode::SUCCESS
         }
+        Command::Runs { command } => runs::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Doctor { json } => doctor::run(&config, &data_dir(&cli.data_dir), json).await,
         Command::Approvals { target, command } => {
             waiting::approvals(&config, target, command).await
