@@ -39,8 +39,8 @@ struct Cli {
 enum Command {
     /// Run the gateway: the dashboard at /, MCP at /mcp, OpenAI's /v1/chat/completions and
     /// /v1/models, Anthropic's /v1/messages, /v1/sessions, /v1/tools and /v1/tools/invoke,
-    /// /v1/approvals, /v1/questions, /v1/events, /v1/agents, the /v1/mcp-* administration
-    /// routes and /healthz.
+    /// /v1/approvals, /v1/questions, /v1/events, /v1/agents, /v1/runs, the /v1/mcp-*
+    /// administration routes and /healthz.
     Serve {
         /// Listen address (default 127.0.0.1:8790, or gateway.bind).
         #[arg(long, value_name = "ADDR")]
