@@ -603,3 +603,67 @@ fn a_subagent_runs_a_task_and_answers_its_parent() {
         "{refused}"
     );
 }
+
+/// Issue 24: Claude Code's `Agent` (called by its old name `Task` here) over the same runs, for
+/// an agent on an Anthropic provider: an Explore agent gets only the parent's read-only tools;
+/// the parent is offered `Agent`, not GoClaw's `subagents`.
+#[test]
+fn claude_codes_agent_tool_runs_an_explore_agent_with_read_only_tools() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"tool_calls": [{"name": "Task", "arguments": {
+                "description": "Find the config", "prompt": "Where is the configuration read?",
+                "subagent_type": "Explore"}}]},
+            {"text": "In config.rs."},
+            {"text": "It is read in config.rs."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"m\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "where is the config read?"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("It is read in config.rs."), "{stdout}");
+    let sent = requests(&mock);
+    let names = |request: &Value| -> Vec<String> {
+        request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let parent = names(&sent[0]);
+    assert!(
+        parent.contains(&"Agent".to_string()) && !parent.contains(&"subagents".to_string()),
+        "{parent:?}"
+    );
+    let child = names(&sent[1]);
+    assert!(
+        child.contains(&"Read".to_string()) && child.contains(&"Grep".to_string()),
+        "{child:?}"
+    );
+    for writer in ["Write", "Edit", "Bash", "Agent"] {
+        assert!(
+            !child.contains(&writer.to_string()),
+            "{writer} given to Explore: {child:?}"
+        );
+    }
+    assert!(
+        sent[1]
+            .to_string()
+            .contains("Where is the configuration read?"),
+        "the child's task"
+    );
+    assert!(
+        sent[2].to_string().contains("In config.rs."),
+        "the answer reached the parent"
+    );
+}

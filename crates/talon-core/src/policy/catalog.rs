@@ -250,6 +250,8 @@ pub const LEGACY_ALIASES: &[(&str, &str)] = &[
     ("edit_file", "edit"),
     ("sessions_spawn", "spawn"),
     ("apply-patch", "apply_patch"),
+    // Claude Code called its subagent tool Task before it was Agent.
+    ("Task", "Agent"),
 ];
 
 /// Denied to every subagent: the union of GoClaw's documented list and both lists in its code
@@ -275,6 +277,7 @@ pub const LEAF_DENY: &[&str] = &[
     "spawn",
     "subagent",
     "subagents",
+    "Agent",
 ];
 
 /// Default maximum nesting depth of subagents.

@@ -289,11 +289,20 @@ impl Runner {
 
     /// The names of the tools offered to `ctx` (its agent's, after policy and grants).
     pub async fn tool_names(&self, ctx: &CallContext) -> Vec<String> {
+        self.tool_specs(ctx)
+            .await
+            .into_iter()
+            .map(|spec| spec.name)
+            .collect()
+    }
+
+    /// The specs of the tools offered to `ctx`.
+    pub async fn tool_specs(&self, ctx: &CallContext) -> Vec<talon_core::ToolSpec> {
         self.pipeline
             .offered_to(ctx)
             .await
             .iter()
-            .map(|t| t.spec().name.clone())
+            .map(|t| t.spec().clone())
             .collect()
     }
 
