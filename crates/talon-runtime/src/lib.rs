@@ -11,7 +11,9 @@
 //! - [`store`], [`mcp_store`], [`audit`]: the store as the runtime uses it.
 //!
 //! Terminal I/O (prompts, the chat screen) and exit codes stay in the binary; the runtime takes
-//! a terminal's [`talon_core::approvals::Prompter`] as an input ([`runtime::Overrides`]).
+//! a terminal's [`talon_core::approvals::Prompter`] as an input ([`runtime::Overrides`]). The one
+//! exception is [`spinner`], drawn on stderr only when it is a terminal, for waits inside the
+//! runtime (the first start's migrations).
 
 pub mod agent_runs;
 pub mod agent_services;

@@ -36,9 +36,6 @@ pub struct SubagentsInput {
     /// conversation.
     #[serde(default)]
     pub task: Option<String>,
-    /// The agent to run (default: this one).
-    #[serde(default)]
-    pub agent: Option<String>,
 }
 
 /// The `subagents` tool.
@@ -75,11 +72,8 @@ impl Tool for Subagents {
                 "task is empty: say what the subagent should do, with everything it needs to know",
             );
         };
-        let agent = input
-            .agent
-            .clone()
-            .or_else(|| ctx.agent_key.clone())
-            .unwrap_or_default();
+        // A subagent is the caller's own agent; another agent is delegation's, with its rules.
+        let agent = ctx.agent_key.clone().unwrap_or_default();
         run_child(&self.runner, ctx, &agent, task, |_| true).await
     }
 }
@@ -113,7 +107,9 @@ async fn run_child(
         context_mode: "fresh",
         task,
         owner: runner.instance(),
-        lease_until: talon_store_now() + LEASE_MS,
+        lease_until: i64::try_from(talon_core::waiting::unix_ms(std::time::SystemTime::now()))
+            .unwrap_or(i64::MAX)
+            .saturating_add(LEASE_MS),
     };
     let run = match store.create_run(&new, limits).await {
         Ok(run) => run,
@@ -294,13 +290,6 @@ fn ending(stop: &TurnStop, text: &str) -> (RunStatus, String) {
             "the subagent called a tool nobody runs".to_string(),
         ),
     }
-}
-
-/// Unix milliseconds.
-fn talon_store_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl Runner {

@@ -12,8 +12,9 @@
 //!   lease ran out is taken over by another ([`Store::take_over_runs`]) or ended `lost`, never
 //!   swept at start-up.
 //! - **Exactly-once delivery.** A run's terminal status and its outbox row are written in one
-//!   transaction; a deliverer claims rows with a lease and marks them delivered, so a crash on
-//!   either side redelivers at most what was never marked.
+//!   transaction; the parent session's turn that shows a result marks it delivered in the
+//!   transaction that saves the turn ([`Store::finish_turn_delivering`]), so a crash on either
+//!   side neither loses nor repeats it.
 //! - **Cancellation reaches the tree.** Cancelling a run flags it and every descendant (one
 //!   statement over the root), so whichever gateway runs them sees the flag.
 //! - **Terminal states tell the truth**: `limit_reached`, `timed_out` and `lost` are their own.
@@ -590,72 +591,5 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Claims, for `deliverer` until `until`, the undelivered results waiting for
-    /// `parent_session` (at most `limit`, oldest first) that nobody holds a claim on.
-    pub async fn claim_deliveries(
-        &self,
-        parent_session: &str,
-        deliverer: &str,
-        until: i64,
-        limit: usize,
-    ) -> Result<Vec<Delivery>, StoreError> {
-        let now = now_ms();
-        let rows = sqlx::query(
-            "SELECT child_id, claimed_by, claimed_until FROM run_outbox WHERE parent_session = $1 AND delivered_at = 0 AND claimed_until < $2 ORDER BY created_at, child_id LIMIT $3",
-        )
-        .bind(parent_session)
-        .bind(now)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(self.pool())
-        .await?;
-        let mut claimed = Vec::new();
-        for row in rows {
-            let child: String = row.try_get("child_id")?;
-            let taken = sqlx::query(
-                "UPDATE run_outbox SET claimed_by = $3, claimed_until = $4 WHERE parent_session = $1 AND child_id = $2 AND delivered_at = 0 AND claimed_by = $5 AND claimed_until = $6 RETURNING status, result",
-            )
-            .bind(parent_session)
-            .bind(&child)
-            .bind(deliverer)
-            .bind(until)
-            .bind(row.try_get::<String, _>("claimed_by")?)
-            .bind(row.try_get::<i64, _>("claimed_until")?)
-            .fetch_optional(self.pool())
-            .await?;
-            if let Some(taken) = taken {
-                claimed.push(Delivery {
-                    parent_session: parent_session.to_string(),
-                    child_id: child,
-                    status: RunStatus::parse(&taken.try_get::<String, _>("status")?)?,
-                    result: taken.try_get("result")?,
-                });
-            }
-        }
-        Ok(claimed)
-    }
-
-    /// Marks `deliverer`'s claimed result delivered; `false` when its claim was lost (another
-    /// deliverer took it over after the claim ran out), so the caller must not deliver it. For a
-    /// deliverer whose effect lies outside the store (a channel message): a crash between the
-    /// effect and this mark repeats the effect once the claim runs out; a turn of the parent
-    /// session uses [`Store::finish_turn_delivering`] instead, which is exactly once.
-    pub async fn mark_delivered(
-        &self,
-        parent_session: &str,
-        child_id: &str,
-        deliverer: &str,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE run_outbox SET delivered_at = $4 WHERE parent_session = $1 AND child_id = $2 AND claimed_by = $3 AND delivered_at = 0",
-        )
-        .bind(parent_session)
-        .bind(child_id)
-        .bind(deliverer)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
     }
 }

@@ -516,7 +516,7 @@ fn the_operators_cli_is_complete() {
     // `config show`: values with their sources, secrets masked.
     std::fs::write(
         &path,
-        "[gateway]\ntoken = \"hunter2\"\nbind = \"127.0.0.1:9000\"\n",
+        "[gateway]\ntoken = \"hunter2\"\nbind = \"127.0.0.1:9000\"\n[mcp_servers.gh]\ncommand = \"gh-mcp\"\nenv = { GH_PAT = \"ghp_live_value\" }\n",
     )
     .unwrap();
     let mut show = command(home);
@@ -526,6 +526,10 @@ fn the_operators_cli_is_complete() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(
+        !shown.contains("ghp_live_value"),
+        "an MCP server's env is masked: {shown}"
+    );
     assert!(shown.contains("gateway.token = \"********\""), "{shown}");
     assert!(
         shown.contains(&format!("gateway.bind = \"127.0.0.1:9000\"  # {path_arg}")),

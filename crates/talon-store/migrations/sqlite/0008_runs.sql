@@ -39,15 +39,13 @@ CREATE INDEX agent_runs_root ON agent_runs (root_id);
 CREATE INDEX agent_runs_lease ON agent_runs (status, lease_until);
 
 -- A finished child's result for its parent session, written in the same transaction as the
--- child's terminal status; delivered once (claimed with a lease, then marked delivered).
+-- child's terminal status; marked delivered by the transaction that saves the turn showing it.
 CREATE TABLE run_outbox (
     parent_session TEXT NOT NULL,
     child_id TEXT NOT NULL REFERENCES agent_runs (id) ON DELETE CASCADE,
     status TEXT NOT NULL,
     result TEXT NOT NULL,
     created_at BIGINT NOT NULL,
-    claimed_by TEXT NOT NULL DEFAULT '',
-    claimed_until BIGINT NOT NULL DEFAULT 0,
     delivered_at BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (parent_session, child_id)
 );

@@ -106,7 +106,13 @@ fn leaves(
         return;
     }
     let last = path.rsplit('.').next().unwrap_or(path);
-    let json = if is_secret(last) {
+    // An MCP server's env and headers are its secrets (the store keeps them encrypted), whatever
+    // their names.
+    let secret_table = path.starts_with("mcp_servers.")
+        && path
+            .split('.')
+            .any(|part| matches!(part, "env" | "headers"));
+    let json = if secret_table || is_secret(last) {
         serde_json::json!("********")
     } else {
         value
