@@ -108,6 +108,9 @@ pub struct CallContext {
     pub spawn_depth: u32,
     /// Why this run exists.
     pub run_kind: RunKind,
+    /// The stored run (a subagent, a delegation) this turn is, and the run that started it:
+    /// named on every event of the turn.
+    pub run: crate::events::RunRef,
     /// Claude Code permission mode for this call.
     pub permission_mode: PermissionMode,
     /// The mode an approved plan (`ExitPlanMode`) returns to: the mode in force before plan
@@ -257,6 +260,7 @@ impl CallContext {
             tenant: None,
             spawn_depth: 0,
             run_kind: RunKind::default(),
+            run: Default::default(),
             permission_mode: PermissionMode::default(),
             mode_after_plan: PermissionMode::default(),
             tool_allow: None,

@@ -30,6 +30,8 @@ pub enum ToolEvent {
         session_key: Arc<str>,
         agent_key: Option<Arc<str>>,
         user: Option<Arc<str>>,
+        #[serde(flatten)]
+        run: RunRef,
     },
     /// A call ended (including calls refused before execution).
     #[serde(rename = "tool_finished")]
@@ -42,6 +44,8 @@ pub enum ToolEvent {
         is_error: bool,
         #[serde(with = "duration_ms")]
         elapsed: Duration,
+        #[serde(flatten)]
+        run: RunRef,
     },
     /// A running tool reported progress.
     #[serde(rename = "tool_progress")]
@@ -52,6 +56,8 @@ pub enum ToolEvent {
         user: Option<Arc<str>>,
         #[serde(flatten)]
         update: crate::context::ProgressUpdate,
+        #[serde(flatten)]
+        run: RunRef,
     },
     /// A call waits for a person's approval.
     ApprovalRequested {
@@ -86,6 +92,8 @@ pub enum ToolEvent {
         user: Option<Arc<str>>,
         /// The entry point: `cli`, `http`, `session`.
         channel: Arc<str>,
+        #[serde(flatten)]
+        run: RunRef,
     },
     /// An agent turn ended.
     RunFinished {
@@ -97,15 +105,54 @@ pub enum ToolEvent {
         iterations: u32,
         #[serde(with = "duration_ms")]
         elapsed: Duration,
+        #[serde(flatten)]
+        run: RunRef,
     },
+    /// A run (a subagent, a delegation) was started for a session's turn or another run.
+    ChildRunStarted {
+        /// The session the run's result goes to.
+        session_key: Arc<str>,
+        agent_key: Arc<str>,
+        user: Option<Arc<str>>,
+        /// `subagent`, `delegation`, …
+        origin: Arc<str>,
+        /// Its task, cut to a line's length.
+        task: Arc<str>,
+        /// Whether the caller waits for it (`false`: it runs in the background).
+        background: bool,
+        #[serde(flatten)]
+        run: RunRef,
+    },
+    /// A run ended: `completed`, `failed`, `cancelled`, `limit_reached`, `timed_out`, `lost`.
+    ChildRunFinished {
+        session_key: Arc<str>,
+        agent_key: Arc<str>,
+        user: Option<Arc<str>>,
+        status: &'static str,
+        input_tokens: i64,
+        output_tokens: i64,
+        #[serde(flatten)]
+        run: RunRef,
+    },
+}
+
+/// Which agent run an event belongs to: `run_id` is the run (a subagent, a delegation) whose
+/// turn or call it is, `parent_run_id` the run that started that one; both `null` for a
+/// person's own turn (and `parent_run_id` for a run a person's turn started).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RunRef {
+    pub run_id: Option<Arc<str>>,
+    pub parent_run_id: Option<Arc<str>>,
 }
 
 impl ToolEvent {
     /// Every [`kind`](Self::kind), for subscribers that filter by kind and must refuse an
     /// unknown one.
-    pub const KINDS: [&'static str; 9] = [
+    pub const KINDS: [&'static str; 11] = [
         "run_started",
         "run_finished",
+        "child_run_started",
+        "child_run_finished",
         "tool_started",
         "tool_finished",
         "tool_progress",
@@ -127,6 +174,8 @@ impl ToolEvent {
             Self::QuestionAnswered { .. } => "question_answered",
             Self::RunStarted { .. } => "run_started",
             Self::RunFinished { .. } => "run_finished",
+            Self::ChildRunStarted { .. } => "child_run_started",
+            Self::ChildRunFinished { .. } => "child_run_finished",
         }
     }
 
@@ -139,7 +188,9 @@ impl ToolEvent {
             | Self::ApprovalResolved { session_key, .. }
             | Self::QuestionAnswered { session_key, .. }
             | Self::RunStarted { session_key, .. }
-            | Self::RunFinished { session_key, .. } => session_key,
+            | Self::RunFinished { session_key, .. }
+            | Self::ChildRunStarted { session_key, .. }
+            | Self::ChildRunFinished { session_key, .. } => session_key,
             Self::ApprovalRequested { request } => &request.session,
             Self::QuestionAsked { request } => &request.session,
         }
@@ -154,7 +205,9 @@ impl ToolEvent {
             | Self::ApprovalResolved { user, .. }
             | Self::QuestionAnswered { user, .. }
             | Self::RunStarted { user, .. }
-            | Self::RunFinished { user, .. } => user.as_deref(),
+            | Self::RunFinished { user, .. }
+            | Self::ChildRunStarted { user, .. }
+            | Self::ChildRunFinished { user, .. } => user.as_deref(),
             Self::ApprovalRequested { request } => request.user.as_deref(),
             Self::QuestionAsked { request } => request.user.as_deref(),
         }
@@ -168,9 +221,10 @@ impl ToolEvent {
             | Self::Progress { agent_key, .. }
             | Self::ApprovalResolved { agent_key, .. }
             | Self::QuestionAnswered { agent_key, .. } => agent_key.as_deref(),
-            Self::RunStarted { agent_key, .. } | Self::RunFinished { agent_key, .. } => {
-                Some(agent_key)
-            }
+            Self::RunStarted { agent_key, .. }
+            | Self::RunFinished { agent_key, .. }
+            | Self::ChildRunStarted { agent_key, .. }
+            | Self::ChildRunFinished { agent_key, .. } => Some(agent_key),
             Self::ApprovalRequested { request } => request.agent.as_deref(),
             Self::QuestionAsked { request } => request.agent.as_deref(),
         }
@@ -260,6 +314,7 @@ impl EventBus {
         agent_key: &str,
         user: Option<&str>,
         channel: &str,
+        run: &RunRef,
     ) {
         if self.has_subscribers() {
             self.publish(ToolEvent::RunStarted {
@@ -267,7 +322,19 @@ impl EventBus {
                 agent_key: Arc::from(agent_key),
                 user: user.map(Arc::from),
                 channel: Arc::from(channel),
+                run: run.clone(),
             });
+        }
+    }
+
+    /// Announces a run the runtime started (the runtime's, like [`EventBus::run_started`]).
+    pub fn child_run(&self, event: ToolEvent) {
+        if matches!(
+            event,
+            ToolEvent::ChildRunStarted { .. } | ToolEvent::ChildRunFinished { .. }
+        ) && self.has_subscribers()
+        {
+            self.publish(event);
         }
     }
 
@@ -280,6 +347,7 @@ impl EventBus {
         stop: &'static str,
         iterations: u32,
         elapsed: Duration,
+        run: &RunRef,
     ) {
         if self.has_subscribers() {
             self.publish(ToolEvent::RunFinished {
@@ -289,6 +357,7 @@ impl EventBus {
                 stop,
                 iterations,
                 elapsed,
+                run: run.clone(),
             });
         }
     }
@@ -348,6 +417,7 @@ mod tests {
                 session_key: text("s"),
                 agent_key: None,
                 user: None,
+                run: RunRef::default(),
             },
             ToolEvent::Finished {
                 call_id: 1,
@@ -357,6 +427,7 @@ mod tests {
                 user: None,
                 is_error: false,
                 elapsed: Duration::from_millis(3),
+                run: RunRef::default(),
             },
             ToolEvent::Progress {
                 tool: text("t"),
@@ -368,6 +439,7 @@ mod tests {
                     total: None,
                     message: None,
                 },
+                run: RunRef::default(),
             },
             ToolEvent::ApprovalRequested {
                 request: Arc::new(crate::approvals::PendingApproval {
@@ -415,6 +487,7 @@ mod tests {
                 agent_key: text("a"),
                 user: None,
                 channel: text("http"),
+                run: RunRef::default(),
             },
             ToolEvent::RunFinished {
                 session_key: text("s"),
@@ -423,6 +496,28 @@ mod tests {
                 stop: "final",
                 iterations: 1,
                 elapsed: Duration::from_millis(3),
+                run: RunRef {
+                    run_id: Some(text("run-1")),
+                    parent_run_id: None,
+                },
+            },
+            ToolEvent::ChildRunStarted {
+                session_key: text("s"),
+                agent_key: text("a"),
+                user: None,
+                origin: text("subagent"),
+                task: text("t"),
+                background: true,
+                run: RunRef::default(),
+            },
+            ToolEvent::ChildRunFinished {
+                session_key: text("s"),
+                agent_key: text("a"),
+                user: None,
+                status: "completed",
+                input_tokens: 1,
+                output_tokens: 2,
+                run: RunRef::default(),
             },
         ]
     }
@@ -461,6 +556,7 @@ mod tests {
                     total: None,
                     message: Some(huge.clone()),
                 },
+                run: RunRef::default(),
             });
         }
         let Err(broadcast::error::TryRecvError::Lagged(missed)) = stalled.try_recv() else {

@@ -138,6 +138,34 @@ fn log_event(event: &ToolEvent) {
                 );
             }
         }
+        ToolEvent::ChildRunStarted {
+            session_key,
+            agent_key,
+            origin,
+            background,
+            run,
+            ..
+        } => tracing::info!(
+            agent = %agent_key,
+            session = %session_key,
+            run = run.run_id.as_deref().unwrap_or("-"),
+            %origin,
+            background,
+            "run started"
+        ),
+        ToolEvent::ChildRunFinished {
+            session_key,
+            agent_key,
+            status,
+            run,
+            ..
+        } => tracing::info!(
+            agent = %agent_key,
+            session = %session_key,
+            run = run.run_id.as_deref().unwrap_or("-"),
+            status,
+            "run ended"
+        ),
         ToolEvent::Progress { .. } => {}
     }
 }

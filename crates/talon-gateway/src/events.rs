@@ -215,6 +215,7 @@ mod tests {
             agent_key: Arc::from(agent),
             user: None,
             channel: Arc::from("http"),
+            run: Default::default(),
         }
     }
 

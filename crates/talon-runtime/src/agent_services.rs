@@ -1,21 +1,11 @@
 //! What the agent runtime lends the tools below it: `sessions_send` runs its turns with the
 //! [`Runner`], and WebFetch's prompt is answered by the calling agent's small model.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use talon_agent::TurnStop;
 use talon_core::CallContext;
 
 use crate::agent_runs::{Runner, TurnRequest};
-
-impl Runner {
-    /// Fills the tools' slots with this runner: `sessions_send` turns and WebFetch answers.
-    pub fn serve_tools(&self, rt: &crate::runtime::Runtime) {
-        rt.session_sender.set(Arc::new(self.clone()));
-        rt.page_answerer.set(Arc::new(self.clone()));
-    }
-}
 
 impl talon_tools::claude_code::web_fetch::PageAnswerer for Runner {
     fn answer<'a>(
@@ -57,6 +47,7 @@ impl talon_tools::sessions::SessionSender for Runner {
                         cancel: ctx.cancel.child_token(),
                         api: Default::default(),
                         child: None,
+                        delivering: Vec::new(),
                     },
                     &|_| {},
                 )

@@ -31,10 +31,11 @@ pub struct Runtime {
     shell: Arc<talon_exec::Shell>,
     /// The bridged MCP servers (kept alive here; `None` when there are none to follow).
     pub bridge: Option<Arc<talon_bridge::Bridge>>,
-    /// Where an entry point that runs agents installs what `sessions_send` runs turns with.
-    pub session_sender: talon_tools::sessions::SenderSlot,
-    /// Where such an entry point installs the small model answering WebFetch's prompt.
-    pub page_answerer: talon_tools::claude_code::web_fetch::AnswererSlot,
+    /// The agent runner: the one that runs every turn and child run of this process, and
+    /// whose tools (`subagents`, `spawn`, `Agent`) are registered with it.
+    pub runner: crate::agent_runs::Runner,
+    /// Where tools' questions wait when `Overrides::http_questions` asked for it.
+    pub questions: Arc<talon_core::questions::Questions>,
 }
 
 impl Runtime {
@@ -58,6 +59,9 @@ pub struct Overrides {
     /// directory (the gateway) instead of sharing the current directory (`talon mcp`, whose
     /// client starts it in the project; `talon tool call`).
     pub per_agent_workspaces: bool,
+    /// Tools' questions in turns whose entry point cannot ask wait to be answered over
+    /// `/v1/questions` (`talon serve`).
+    pub http_questions: bool,
     /// Permission mode when `tools.permission_mode` is not configured: `talon tool call` is a
     /// person running one tool on purpose (bypassPermissions); MCP clients and API callers ask
     /// their own users, so file edits are accepted and riskier tools still need approval
@@ -243,15 +247,24 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     template.dialect = Some(talon_core::policy::Dialect::Goclaw);
     let pipeline = Arc::new(pipeline);
     // The tools that start agent runs belong to the runner that runs them.
-    crate::agent_runs::Runner::new(
+    let mut runner = crate::agent_runs::Runner::new(
         config,
         Arc::clone(&pipeline),
         template.clone(),
         callers.clone(),
         store.clone(),
-    )
-    .register_run_tools(pipeline.registry())
-    .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
+    );
+    let questions = Arc::new(talon_core::questions::Questions::new(
+        pipeline.events().clone(),
+    ));
+    if overrides.http_questions {
+        runner = runner.with_questions(Arc::clone(&questions));
+    }
+    runner
+        .register_run_tools(pipeline.registry())
+        .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
+    session_sender.set(Arc::new(runner.clone()));
+    page_answerer.set(Arc::new(runner.clone()));
     Ok(Runtime {
         pipeline,
         template,
@@ -262,8 +275,8 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         audit,
         shell,
         bridge,
-        session_sender,
-        page_answerer,
+        runner,
+        questions,
     })
 }
 

@@ -67,6 +67,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0008_runs.sql"),
         postgres: include_str!("../migrations/postgres/0008_runs.sql"),
     },
+    Migration {
+        version: 9,
+        name: "run_delivery",
+        sqlite: include_str!("../migrations/sqlite/0009_run_delivery.sql"),
+        postgres: include_str!("../migrations/postgres/0009_run_delivery.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -21,6 +21,8 @@ suite!(
     a_childs_result_reaches_its_parent_session_once,
     a_dead_gateways_runs_are_taken_over_once,
     cancelling_a_run_flags_its_whole_tree_and_nothing_else,
+    steering_a_child_at_capacity_keeps_its_slot,
+    a_result_is_announced_by_one_gateway_or_taken_once,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -404,6 +406,7 @@ async fn runs_count_live_rows_and_free_their_slots(config: &StoreConfig) {
         store
             .finish_run(
                 &first.id,
+                None,
                 RunStatus::LimitReached,
                 "stopped at 20 iterations",
                 (5, 7),
@@ -532,13 +535,27 @@ async fn a_childs_result_reaches_its_parent_session_once(config: &StoreConfig) {
         .unwrap();
     assert!(
         store
-            .finish_run(&run.id, RunStatus::Completed, "the answer", (1, 2), false)
+            .finish_run(
+                &run.id,
+                None,
+                RunStatus::Completed,
+                "the answer",
+                (1, 2),
+                false
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .finish_run(&run.id, RunStatus::Failed, "a late failure", (0, 0), false)
+            .finish_run(
+                &run.id,
+                None,
+                RunStatus::Failed,
+                "a late failure",
+                (0, 0),
+                false
+            )
             .await
             .unwrap(),
         "the first end stands"
@@ -624,6 +641,35 @@ async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
         store.renew_run_leases("gateway-dead", far).await.unwrap(),
         0
     );
+    assert_eq!(store.run(&run.id).await.unwrap().unwrap().takeovers, 1);
+    // The dead gateway (stalled, not dead after all) cannot end the run it lost.
+    assert!(
+        !store
+            .finish_run(
+                &run.id,
+                Some("gateway-dead"),
+                RunStatus::Cancelled,
+                "",
+                (0, 0),
+                false
+            )
+            .await
+            .unwrap()
+    );
+    let owner = store.run(&run.id).await.unwrap().unwrap().owner;
+    assert!(
+        store
+            .finish_run(
+                &run.id,
+                Some(&owner),
+                RunStatus::Completed,
+                "",
+                (0, 0),
+                false
+            )
+            .await
+            .unwrap()
+    );
 }
 
 /// Issue 24: cancelling a run flags it and its descendants, on every gateway (a durable flag),
@@ -663,4 +709,107 @@ async fn cancelling_a_run_flags_its_whole_tree_and_nothing_else(config: &StoreCo
             "{id}"
         );
     }
+}
+
+/// Issue 24 (GoClaw's bug, research/multi-agent.md §1.1): steering a child when the parent is at
+/// capacity replaces it in its own slot; a run that ended cannot be replaced.
+async fn steering_a_child_at_capacity_keeps_its_slot(config: &StoreConfig) {
+    let store = open(config).await;
+    let limits = RunLimits {
+        max_children: 2,
+        ..RunLimits::default()
+    };
+    let first = store
+        .create_run(&new_run(None, "p", ""), limits)
+        .await
+        .unwrap();
+    store
+        .create_run(&new_run(None, "p", ""), limits)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.create_run(&new_run(None, "p", ""), limits).await,
+        Err(RunRefused::Children { live: 2, max: 2 })
+    ));
+    let steered = store
+        .replace_run(&first.id, &new_run(None, "p", ""), limits)
+        .await
+        .unwrap();
+    assert_eq!(steered.status, RunStatus::Running);
+    let old = store.run(&first.id).await.unwrap().unwrap();
+    assert_eq!(old.status, RunStatus::Cancelled);
+    assert!(
+        store.pending_deliveries("p", 20).await.unwrap().is_empty(),
+        "a replaced run's end is not announced"
+    );
+    assert!(matches!(
+        store
+            .replace_run(&first.id, &new_run(None, "p", ""), limits)
+            .await,
+        Err(RunRefused::NotLive(_))
+    ));
+    assert_eq!(store.child_runs(None, "p").await.unwrap().len(), 3);
+}
+
+/// Issue 24: an undelivered result is claimed by one announcing gateway at a time; released, it
+/// can be claimed again; a caller that waited takes it once, and then nobody announces it.
+async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig) {
+    let store = open(config).await;
+    let mut run = new_run(None, "p", "");
+    run.parent_agent = "boss";
+    let a = store.create_run(&run, RunLimits::default()).await.unwrap();
+    let b = store.create_run(&run, RunLimits::default()).await.unwrap();
+    for id in [&a.id, &b.id] {
+        store
+            .finish_run(id, None, RunStatus::Completed, "done", (0, 0), false)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.undelivered_sessions(10).await.unwrap(),
+        [("p".to_string(), "boss".to_string(), String::new())]
+    );
+    let far = i64::MAX / 2;
+    let first = store.claim_deliveries("p", "gw-a", far, 1).await.unwrap();
+    assert_eq!(first.len(), 1, "at most the limit");
+    let rest = store.claim_deliveries("p", "gw-b", far, 20).await.unwrap();
+    assert_eq!(rest.len(), 1, "the other one only");
+    assert_ne!(first[0].child_id, rest[0].child_id);
+    assert!(
+        store
+            .claim_deliveries("p", "gw-c", far, 20)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.undelivered_sessions(10).await.unwrap().is_empty());
+    assert!(
+        store
+            .take_delivery("p", &rest[0].child_id)
+            .await
+            .unwrap()
+            .is_none(),
+        "being announced: not taken"
+    );
+    store.release_deliveries("p", "gw-b").await.unwrap();
+    let taken = store
+        .take_delivery("p", &rest[0].child_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.result, "done");
+    assert!(
+        store
+            .take_delivery("p", &rest[0].child_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .claim_deliveries("p", "gw-c", far, 20)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

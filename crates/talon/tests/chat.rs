@@ -667,3 +667,6 @@ fn claude_codes_agent_tool_runs_an_explore_agent_with_read_only_tools() {
         "the answer reached the parent"
     );
 }
+
+#[path = "chat/runs.rs"]
+mod runs;

@@ -195,6 +195,8 @@ struct Log {
     answered: usize,
     /// Turns used up (answers from `after_tool_results` use none).
     consumed: usize,
+    /// Turns used up per conversation of [`Script::conversations`].
+    per_conversation: Vec<usize>,
 }
 
 /// Which API a request came in on, for its answer and error formats.
@@ -247,6 +249,22 @@ impl MockState {
         if after_tools.is_some() {
             return (seq, after_tools);
         }
+        let first = first_user_text(log.requests.last().unwrap_or(&Value::Null));
+        if let Some((c, conversation)) = self
+            .script
+            .conversations
+            .iter()
+            .enumerate()
+            .find(|(_, conversation)| first.contains(&conversation.when))
+        {
+            if log.per_conversation.len() <= c {
+                log.per_conversation.resize(c + 1, 0);
+            }
+            let next = log.per_conversation[c];
+            log.per_conversation[c] += 1;
+            let turns = &conversation.turns;
+            return (seq, turns.get(next).or(turns.last()).cloned());
+        }
         let next = log.consumed;
         log.consumed += 1;
         let turns = &self.script.turns;
@@ -256,6 +274,26 @@ impl MockState {
             None => None,
         };
         (seq, turn)
+    }
+}
+
+/// The text of the request's first user message (either API; text parts joined).
+fn first_user_text(request: &Value) -> String {
+    let first = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| {
+            m.iter()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        });
+    match first.and_then(|m| m.get("content")) {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 

@@ -27,6 +27,20 @@ pub struct Script {
     /// turn (which is then not used up). With it, many concurrent conversations can share one
     /// script: `turns` answers each prompt (with tool calls), this answers their results.
     pub after_tool_results: Option<Turn>,
+    /// Scripts of their own for conversations told apart by their first user message (a parent
+    /// and the children it starts ask at once, in no fixed order): a request whose first user
+    /// message contains a conversation's `when` is answered by that conversation's next turn,
+    /// the first matching conversation winning; other requests by `turns`.
+    pub conversations: Vec<Conversation>,
+}
+
+/// A conversation's own script (see [`Script::conversations`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// Text the conversation's first user message contains.
+    pub when: String,
+    /// Its answers, in order; when they run out, the last one again.
+    pub turns: Vec<Turn>,
 }
 
 /// One scripted answer of the mock provider.
@@ -110,28 +124,58 @@ fn empty_object() -> Value {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScript {
+    #[serde(default)]
     turns: Vec<Value>,
+    #[serde(default)]
+    conversations: Vec<RawConversation>,
     #[serde(default)]
     repeat_last: bool,
     #[serde(default)]
     after_tool_results: Option<Value>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConversation {
+    when: String,
+    turns: Vec<Value>,
+}
+
+/// Reads and checks `turns`, naming each by `place` and its number.
+fn read_turns(turns: Vec<Value>, place: &str) -> Result<Vec<Turn>, String> {
+    turns
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| {
+            let turn = Turn::deserialize(value).map_err(|e| format!("{place}{}: {e}", i + 1))?;
+            turn.check().map_err(|e| format!("{place}{}: {e}", i + 1))?;
+            Ok(turn)
+        })
+        .collect()
+}
+
 impl TryFrom<RawScript> for Script {
     type Error = String;
 
     fn try_from(raw: RawScript) -> Result<Self, Self::Error> {
-        if raw.turns.is_empty() {
+        if raw.turns.is_empty() && raw.conversations.is_empty() {
             return Err("the script has no turns; `turns` needs at least one turn".to_owned());
         }
-        let turns = raw
-            .turns
+        let turns = read_turns(raw.turns, "turn ")?;
+        let conversations = raw
+            .conversations
             .into_iter()
             .enumerate()
-            .map(|(i, value)| {
-                let turn = Turn::deserialize(value).map_err(|e| format!("turn {}: {e}", i + 1))?;
-                turn.check().map_err(|e| format!("turn {}: {e}", i + 1))?;
-                Ok(turn)
+            .map(|(c, conversation)| {
+                if conversation.when.is_empty() || conversation.turns.is_empty() {
+                    return Err(format!(
+                        "conversations[{c}]: `when` and `turns` must not be empty"
+                    ));
+                }
+                Ok(Conversation {
+                    when: conversation.when,
+                    turns: read_turns(conversation.turns, &format!("conversations[{c}] turn "))?,
+                })
             })
             .collect::<Result<Vec<_>, String>>()?;
         let after_tool_results = raw
@@ -148,6 +192,7 @@ impl TryFrom<RawScript> for Script {
             turns,
             repeat_last: raw.repeat_last,
             after_tool_results,
+            conversations,
         })
     }
 }

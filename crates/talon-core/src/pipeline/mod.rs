@@ -417,6 +417,7 @@ impl Pipeline {
                         user: ctx.user.as_deref().map(Arc::from),
                         is_error: output.is_error,
                         elapsed,
+                        run: ctx.run.clone(),
                     });
                 }
             }
@@ -548,6 +549,7 @@ impl Pipeline {
                 session_key: Arc::from(ctx.session_key.as_str()),
                 agent_key: ctx.agent_key.as_deref().map(Arc::from),
                 user: ctx.user.as_deref().map(Arc::from),
+                run: ctx.run.clone(),
             });
         }
         let delegations = self.delegations(ctx, spec, &allowed, &progress.args);
@@ -715,6 +717,7 @@ impl Pipeline {
         let session_key: Arc<str> = Arc::from(ctx.session_key.as_str());
         let agent_key: Option<Arc<str>> = ctx.agent_key.as_deref().map(Arc::from);
         let user: Option<Arc<str>> = ctx.user.as_deref().map(Arc::from);
+        let run = ctx.run.clone();
         let mut wrapped = CallContext::clone(ctx);
         wrapped.progress = Some(crate::context::ProgressSink(Arc::new(move |update| {
             if let Some(onward) = &onward {
@@ -727,6 +730,7 @@ impl Pipeline {
                     agent_key: agent_key.clone(),
                     user: user.clone(),
                     update,
+                    run: run.clone(),
                 });
             }
         })));

@@ -140,6 +140,9 @@ pub struct SubagentPolicy {
     pub deny: Vec<String>,
     /// Denied to subagents at `max_spawn_depth`.
     pub leaf_deny: Vec<String>,
+    /// Seconds a gateway holds a run without renewing it (default 30): a run whose gateway
+    /// died is taken over this long after.
+    pub lease_seconds: Option<u32>,
 }
 
 impl Default for SubagentPolicy {
@@ -156,6 +159,7 @@ impl Default for SubagentPolicy {
                 .iter()
                 .map(|s| (*s).to_string())
                 .collect(),
+            lease_seconds: None,
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct TurnRequest<'a> {
     /// Set when the turn is a child run's: how deep it is and the tools it may have (never
     /// more than its parent's).
     pub child: Option<ChildTurn>,
+    /// The runs whose results the prompt shows (an announcement): marked delivered in the
+    /// transaction that saves the turn, so they reach the session exactly once.
+    pub delivering: Vec<String>,
 }
 
 /// A child run's turn (see [`crate::run_tools`]).
@@ -68,6 +71,8 @@ pub struct ChildTurn {
     pub spawn_depth: u32,
     /// The parent's effective tool set: the child's is never wider.
     pub tool_allow: Vec<String>,
+    /// The run this turn is, and its parent run, named on the turn's events.
+    pub run: talon_core::events::RunRef,
 }
 
 /// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
@@ -110,6 +115,8 @@ pub struct Runner {
     running: Arc<Mutex<RunningTurns>>,
     /// This process, as the owner of the runs it runs (leases in the store).
     instance: Arc<str>,
+    /// The child runs this process runs and announces (see [`crate::runs`]).
+    pub(crate) runs: Arc<crate::runs::RunState>,
 }
 
 /// The turns running now: by session, a serial number (so a turn removes only its own entry)
@@ -164,6 +171,7 @@ impl Runner {
             questions: None,
             running: Arc::default(),
             instance: Arc::from(format!("talon-{}", uuid::Uuid::new_v4().simple())),
+            runs: Arc::default(),
         }
     }
 
@@ -186,6 +194,15 @@ impl Runner {
         }
     }
 
+    /// Whether a turn runs in `session` in this process now.
+    pub fn is_running(&self, session: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_session
+            .contains_key(session)
+    }
+
     fn register(&self, session: &str, cancel: &CancellationToken) -> RunningTurn {
         let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         running.next += 1;
@@ -202,6 +219,11 @@ impl Runner {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The pipeline every call of its turns goes through.
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
     }
 
     /// This process's id as the owner of runs.
@@ -367,6 +389,7 @@ impl Runner {
             ctx.spawn_depth = child.spawn_depth;
             ctx.tool_allow = Some(child.tool_allow.clone().into());
             ctx.run_kind = RunKind::Subagent;
+            ctx.run = child.run.clone();
         }
         (ctx.permission_mode, ctx.mode_after_plan) =
             turn_modes(ctx.permission_mode, request.permission_mode, &settings);
@@ -433,6 +456,15 @@ impl Runner {
                 None => earlier,
             });
         }
+        // The runs this session started that still run: listed after any compaction too.
+        if let Some(session) = &request.session
+            && let Some(live) = self.live_children_note(session).await
+        {
+            system = Some(match system {
+                Some(s) => format!("{s}\n\n{live}"),
+                None => live,
+            });
+        }
         let bus = self.pipeline.events();
         let started = std::time::Instant::now();
         bus.run_started(
@@ -440,8 +472,10 @@ impl Runner {
             &agent_key,
             ctx.user.as_deref(),
             request.channel,
+            &ctx.run,
         );
-        let (session_key, user) = (ctx.session_key.clone(), ctx.user.clone());
+        let (session_key, user, run_ref) =
+            (ctx.session_key.clone(), ctx.user.clone(), ctx.run.clone());
         let message = (!request.api.resume).then_some(Message::User {
             text: prompt,
             images: request.api.images,
@@ -460,6 +494,7 @@ impl Runner {
             stop_label(&outcome.stop),
             outcome.iterations,
             started.elapsed(),
+            &run_ref,
         );
         if let (Some(session), Some(start)) = (&request.session, start) {
             // A mode the turn moved to (an approved plan) is where the next turn starts; while
@@ -490,13 +525,16 @@ impl Runner {
                 .collect();
             let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
             self.store
-                .finish_turn(
+                .finish_turn_delivering(
                     session,
                     start.turn,
                     &messages,
                     stop_label(&outcome.stop),
-                    to_i64(outcome.usage.input_tokens),
-                    to_i64(outcome.usage.output_tokens),
+                    (
+                        to_i64(outcome.usage.input_tokens),
+                        to_i64(outcome.usage.output_tokens),
+                    ),
+                    &request.delivering,
                 )
                 .await
                 .map_err(|e| {

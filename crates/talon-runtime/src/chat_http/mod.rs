@@ -300,6 +300,7 @@ fn spawn_turn(
                     cancel,
                     api: turn.api,
                     child: None,
+                    delivering: Vec::new(),
                 },
                 &events,
             )

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::usage_error;
 use crate::agent_runs::{Runner, TurnRequest};
 use crate::config::Config;
+use crate::runs::announce::Announcement;
 use crate::runtime::{self, Overrides};
 
 /// How `-p` prints its answer.
@@ -49,8 +50,9 @@ pub struct ChatArgs {
 struct Chat {
     runner: Runner,
     agent_key: String,
-    /// The session the next turn runs in (`/clear` starts another).
-    session_key: Mutex<String>,
+    /// The session the next turn runs in (`/clear` starts another); shared with the task that
+    /// shows its child runs.
+    session_key: Arc<Mutex<String>>,
     /// The mode the next turn runs in; an approved plan moves it on.
     mode: Mutex<Option<PermissionMode>>,
     /// The last turn's messages (`/tools` shows their tool results in full).
@@ -74,14 +76,8 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return crate::commands::build_failed(e),
     };
-    let runner = Runner::new(
-        config,
-        Arc::clone(&rt.pipeline),
-        rt.template.clone(),
-        rt.callers.clone(),
-        rt.store.clone(),
-    );
-    runner.serve_tools(&rt);
+    let runner = rt.runner.clone();
+    let _supervisor = runner.supervise();
     let code = match Chat::open(runner, &args).await {
         Ok(chat) => match args.prompt.as_deref() {
             // `-p -`: the prompt is what stdin holds.
@@ -141,8 +137,14 @@ impl Chat {
             return Err(usage_error(e));
         }
         let session = args.session.clone().unwrap_or_else(new_session_name);
+        let session_key = Arc::new(Mutex::new(Runner::session_key(
+            &agent_key, "cli", None, &session,
+        )));
+        if args.output_format == OutputFormat::Text {
+            show_child_runs(&runner, Arc::clone(&session_key));
+        }
         Ok(Self {
-            session_key: Mutex::new(Runner::session_key(&agent_key, "cli", None, &session)),
+            session_key,
             runner,
             agent_key,
             mode: Mutex::new(args.permission_mode),
@@ -158,6 +160,35 @@ impl Chat {
     async fn turn(
         &self,
         prompt: &str,
+        events: &(dyn Fn(RunEvent) + Send + Sync),
+    ) -> Result<TurnOutcome, String> {
+        self.turn_delivering(prompt, Vec::new(), events).await
+    }
+
+    /// Runs the turn announcing background results to the session; the claim is given back
+    /// when it cannot run (another turn or gateway announces them).
+    async fn announced(
+        &self,
+        announcement: Announcement,
+        events: &(dyn Fn(RunEvent) + Send + Sync),
+    ) -> Result<TurnOutcome, String> {
+        eprintln!(
+            "\n── results of {} background run(s) ──",
+            announcement.deliveries.len()
+        );
+        let ran = self
+            .turn_delivering(&announcement.prompt(), announcement.ids(), events)
+            .await;
+        if ran.is_err() {
+            self.runner.give_back(&announcement.session).await;
+        }
+        ran
+    }
+
+    async fn turn_delivering(
+        &self,
+        prompt: &str,
+        delivering: Vec<String>,
         events: &(dyn Fn(RunEvent) + Send + Sync),
     ) -> Result<TurnOutcome, String> {
         let cancel = CancellationToken::new();
@@ -183,6 +214,7 @@ impl Chat {
                     cancel,
                     api: Default::default(),
                     child: None,
+                    delivering,
                 },
                 events,
             )
@@ -216,6 +248,7 @@ impl Chat {
         if format == OutputFormat::Text {
             printer.start();
         }
+        let mut announcements = self.runner.listen(&self.session());
         let outcome = self.turn(prompt, &show).await;
         printer.stop();
         let outcome = match outcome {
@@ -225,6 +258,59 @@ impl Chat {
                 return ExitCode::from(1);
             }
         };
+        self.print_outcome(&outcome, format);
+        // Background runs the turn started end before the process does: their results are
+        // announced here, each in a turn of its own.
+        let mut last = outcome;
+        while let Some(announcement) = self.next_announcement(&mut announcements).await {
+            if format == OutputFormat::Text {
+                printer.start();
+            }
+            let outcome = self.announced(announcement, &show).await;
+            printer.stop();
+            match outcome {
+                Ok(outcome) => {
+                    self.print_outcome(&outcome, format);
+                    last = outcome;
+                }
+                Err(e) => {
+                    eprintln!("talon: {}", visible(&e));
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        exit_code(&last.stop)
+    }
+
+    /// The next announcement for the session, while runs it started are live or results of
+    /// theirs wait; `None` when there is nothing left to wait for.
+    async fn next_announcement(
+        &self,
+        announcements: &mut tokio::sync::mpsc::UnboundedReceiver<Announcement>,
+    ) -> Option<Announcement> {
+        loop {
+            let session = self.session();
+            let waiting = match self.runner.store().child_runs(None, &session).await {
+                Ok(runs) => runs.iter().any(|r| r.status.is_live()),
+                Err(_) => false,
+            } || self
+                .runner
+                .store()
+                .pending_deliveries(&session, 1)
+                .await
+                .is_ok_and(|p| !p.is_empty());
+            if !waiting {
+                return None;
+            }
+            tokio::select! {
+                a = announcements.recv() => return a,
+                () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                _ = tokio::signal::ctrl_c() => return None,
+            }
+        }
+    }
+
+    fn print_outcome(&self, outcome: &TurnOutcome, format: OutputFormat) {
         match format {
             OutputFormat::Text => {
                 println!();
@@ -242,7 +328,6 @@ impl Chat {
                 println!("{result}");
             }
         }
-        exit_code(&outcome.stop)
     }
 
     async fn interactive(&self, resumed: bool) -> ExitCode {
@@ -259,11 +344,30 @@ impl Chat {
         }
         let printer = Printer::new();
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut listening = self.session();
+        let mut announcements = self.runner.listen(&listening);
         loop {
+            if self.session() != listening {
+                listening = self.session();
+                announcements = self.runner.listen(&listening);
+            }
             eprint!("> ");
             let _ = std::io::stderr().flush();
             let line = tokio::select! {
                 line = lines.next_line() => line,
+                Some(announcement) = announcements.recv() => {
+                    printer.start();
+                    let outcome = self.announced(announcement, &|e| printer.show(&e)).await;
+                    printer.stop();
+                    match outcome {
+                        Ok(outcome) => {
+                            println!();
+                            report_stop(&outcome.stop);
+                        }
+                        Err(e) => eprintln!("talon: {}", visible(&e)),
+                    }
+                    continue;
+                }
                 _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
             };
             let line = match line {
@@ -411,4 +515,52 @@ fn exit_code(stop: &TurnStop) -> ExitCode {
         | TurnStop::Failed(_)
         | TurnStop::ClientTools => ExitCode::from(1),
     }
+}
+
+/// Shows, on stderr, the child runs of the chat's session starting and ending (the bus's
+/// `child_run_*` events), until the process ends.
+fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
+    let mut events = runner.pipeline().events().subscribe();
+    tokio::spawn(async move {
+        loop {
+            let event = match events.recv().await {
+                Ok(event) => event,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if event.session_key() != lock(&session).as_str() {
+                continue;
+            }
+            match &event {
+                talon_core::events::ToolEvent::ChildRunStarted {
+                    origin,
+                    task,
+                    background,
+                    run,
+                    ..
+                } => eprintln!(
+                    "  ↳ {} {} started{}: {}",
+                    visible(origin),
+                    run.run_id.as_deref().unwrap_or("-"),
+                    if *background {
+                        " in the background"
+                    } else {
+                        ""
+                    },
+                    visible(task)
+                ),
+                talon_core::events::ToolEvent::ChildRunFinished {
+                    status,
+                    input_tokens,
+                    output_tokens,
+                    run,
+                    ..
+                } => eprintln!(
+                    "  ↳ {} {status} ({input_tokens} tokens in, {output_tokens} out)",
+                    run.run_id.as_deref().unwrap_or("-"),
+                ),
+                _ => {}
+            }
+        }
+    });
 }

@@ -56,6 +56,7 @@ pub async fn run(
             workspace,
             per_agent_workspaces: true,
             serves_approvals: true,
+            http_questions: true,
             ..Overrides::default()
         },
     )
@@ -95,19 +96,10 @@ pub async fn run(
         tracing::info!("stopping: finishing open requests");
         signal.cancel();
     });
-    // Tools' questions to the user in turns run over HTTP wait for `POST /v1/questions`.
-    let questions = Arc::new(talon_core::questions::Questions::new(
-        rt.pipeline.events().clone(),
-    ));
-    let runner = crate::agent_runs::Runner::new(
-        config,
-        Arc::clone(&rt.pipeline),
-        rt.template.clone(),
-        rt.callers.clone(),
-        rt.store.clone(),
-    )
-    .with_questions(Arc::clone(&questions));
-    runner.serve_tools(&rt);
+    let runner = rt.runner.clone();
+    // Leases renewed, runs of dead gateways taken over, results announced: while serving.
+    let _supervisor = runner.supervise();
+    let questions = Arc::clone(&rt.questions);
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),
         template: rt.template.clone(),

@@ -21,6 +21,9 @@
 
 use sqlx::Row;
 
+mod delivery;
+mod ownership;
+
 use crate::{Engine, Store, StoreError, now_ms};
 
 /// Where a run is in its life.
@@ -111,8 +114,9 @@ impl Default for RunLimits {
 pub struct NewRun<'a> {
     /// The run that starts it; `None` when a person's turn does.
     pub parent: Option<&'a str>,
-    /// Where its result is delivered.
+    /// Where its result is delivered, and the agent of that session (whose turn announces it).
     pub parent_session: &'a str,
+    pub parent_agent: &'a str,
     /// The run's own session key is this followed by the run's id (the caller's key scheme:
     /// it says whose session it is).
     pub session_prefix: &'a str,
@@ -124,6 +128,8 @@ pub struct NewRun<'a> {
     /// `fresh` (its task only) or `fork` (the parent's history).
     pub context_mode: &'a str,
     pub task: &'a str,
+    /// The tools it may use (never more than its parent's).
+    pub tools: &'a [String],
     /// The gateway that will run it, and until when it holds it.
     pub owner: &'a str,
     pub lease_until: i64,
@@ -144,6 +150,8 @@ pub enum RunRefused {
     Depth { depth: i64, max: i64 },
     #[error("no parent run {0:?}")]
     NoParent(String),
+    #[error("run {0} has ended already; start a new one instead")]
+    NotLive(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -155,6 +163,7 @@ pub struct RunRecord {
     pub root_id: String,
     pub parent_id: String,
     pub parent_session: String,
+    pub parent_agent: String,
     pub session_key: String,
     pub depth: i64,
     pub agent_key: String,
@@ -173,6 +182,10 @@ pub struct RunRecord {
     pub created_at: i64,
     pub updated_at: i64,
     pub finished_at: i64,
+    /// How often another gateway took the run over from one that died.
+    pub takeovers: i64,
+    /// The tools it may use.
+    pub tools: Vec<String>,
 }
 
 /// A result waiting in the outbox for its parent session.
@@ -184,7 +197,7 @@ pub struct Delivery {
     pub result: String,
 }
 
-const COLUMNS: &str = "id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
+const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
 
 fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
@@ -192,6 +205,14 @@ fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
         root_id: row.try_get("root_id")?,
         parent_id: row.try_get("parent_id")?,
         parent_session: row.try_get("parent_session")?,
+        parent_agent: row.try_get("parent_agent")?,
+        takeovers: row.try_get("takeovers")?,
+        tools: serde_json::from_str(&row.try_get::<String, _>("tools")?).map_err(|e| {
+            StoreError::Invalid {
+                what: "run tools",
+                reason: e.to_string(),
+            }
+        })?,
         session_key: row.try_get("session_key")?,
         depth: row.try_get("depth")?,
         agent_key: row.try_get("agent_key")?,
@@ -281,6 +302,28 @@ impl Store {
         new: &NewRun<'_>,
         limits: RunLimits,
     ) -> Result<RunRecord, RunRefused> {
+        self.create_run_replacing(new, limits, None).await
+    }
+
+    /// Ends the live run `old` as `cancelled` (its result, "replaced", written delivered: the
+    /// caller that replaced it knows) and creates `new` in its slot, in one transaction: a
+    /// steered run keeps its place however full the limits are (GoClaw lost it: steering a 5th
+    /// child failed). Refused, with nothing changed, when `old` is not live.
+    pub async fn replace_run(
+        &self,
+        old: &str,
+        new: &NewRun<'_>,
+        limits: RunLimits,
+    ) -> Result<RunRecord, RunRefused> {
+        self.create_run_replacing(new, limits, Some(old)).await
+    }
+
+    async fn create_run_replacing(
+        &self,
+        new: &NewRun<'_>,
+        limits: RunLimits,
+        replacing: Option<&str>,
+    ) -> Result<RunRecord, RunRefused> {
         let parent = match new.parent {
             Some(id) => Some(
                 self.run(id)
@@ -308,9 +351,33 @@ impl Store {
         let session_key = format!("{}{id}", new.session_prefix);
         let now = now_ms();
         let mut tx = Locked::begin(self, new.tenant).await?;
+        if let Some(old) = replacing {
+            match delivery::end_in(
+                &mut *tx.conn,
+                old,
+                None,
+                RunStatus::Cancelled,
+                "replaced by a new message",
+                (0, 0),
+                true,
+                now,
+            )
+            .await
+            {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    tx.rollback().await;
+                    return Err(RunRefused::NotLive(old.to_string()));
+                }
+                Err(e) => {
+                    tx.rollback().await;
+                    return Err(e.into());
+                }
+            }
+        }
         let insert = format!(
-            "INSERT INTO agent_runs (id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, task, created_at, updated_at) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'running', $12, $13, $14, $15, $15 \
+            "INSERT INTO agent_runs (id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, task, created_at, updated_at, parent_agent, tools) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'running', $12, $13, $14, $15, $15, $19, $20 \
              WHERE (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND status IN {LIVE}) < $16 \
              AND (SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $17 AND parent_id = $3 AND status IN {LIVE}) < $18"
         );
@@ -333,6 +400,8 @@ impl Store {
             .bind(limits.max_concurrent)
             .bind(sibling_key)
             .bind(limits.max_children)
+            .bind(new.parent_agent)
+            .bind(serde_json::to_string(new.tools).unwrap_or_else(|_| "[]".into()))
             .execute(&mut *tx.conn)
             .await;
         let inserted = match inserted {
@@ -422,174 +491,5 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(record).collect()
-    }
-
-    /// Ends a live run with `status` and `result`, and puts the result in the outbox for its
-    /// parent session, in one transaction; `delivered`: the caller waited for the run and has
-    /// the result now, so the row is written delivered. `false` when the run had ended already
-    /// (its first end stands: a result is delivered once).
-    pub async fn finish_run(
-        &self,
-        id: &str,
-        status: RunStatus,
-        result: &str,
-        usage: (i64, i64),
-        delivered: bool,
-    ) -> Result<bool, StoreError> {
-        if status.is_live() {
-            return Err(StoreError::Invalid {
-                what: "run status",
-                reason: format!("{} is not an end", status.as_str()),
-            });
-        }
-        let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        let ended = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE agent_runs SET status = $2, result = $3, input_tokens = input_tokens + $4, output_tokens = output_tokens + $5, owner = '', lease_until = 0, updated_at = $6, finished_at = $6 \
-             WHERE id = $1 AND status IN {LIVE} RETURNING parent_session"
-        )))
-        .bind(id)
-        .bind(status.as_str())
-        .bind(result)
-        .bind(usage.0)
-        .bind(usage.1)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = ended else {
-            tx.rollback().await?;
-            return Ok(false);
-        };
-        let parent_session: String = row.try_get("parent_session")?;
-        sqlx::query(
-            "INSERT INTO run_outbox (parent_session, child_id, status, result, created_at, delivered_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&parent_session)
-        .bind(id)
-        .bind(status.as_str())
-        .bind(result)
-        .bind(now)
-        .bind(if delivered { now } else { 0 })
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    /// Renews `owner`'s lease on its live runs until `until`; the runs it no longer holds
-    /// (taken over, or ended) are not renewed.
-    pub async fn renew_run_leases(&self, owner: &str, until: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE agent_runs SET lease_until = $2, updated_at = $3 WHERE owner = $1 AND status IN {LIVE}"
-        )))
-        .bind(owner)
-        .bind(until)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected())
-    }
-
-    /// Takes over, for `owner` until `until`, at most `limit` live runs whose lease ran out (their
-    /// gateway died); the runs taken. Two gateways never take the same run: each run is moved by
-    /// one conditional update.
-    pub async fn take_over_runs(
-        &self,
-        owner: &str,
-        until: i64,
-        limit: usize,
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        let now = now_ms();
-        let expired = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT id, owner, lease_until FROM agent_runs WHERE status IN {LIVE} AND lease_until < $1 ORDER BY lease_until LIMIT $2"
-        )))
-        .bind(now)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(self.pool())
-        .await?;
-        let mut taken = Vec::new();
-        for row in expired {
-            let id: String = row.try_get("id")?;
-            let (old_owner, old_lease): (String, i64) =
-                (row.try_get("owner")?, row.try_get("lease_until")?);
-            let moved = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE agent_runs SET owner = $2, lease_until = $3, updated_at = $4 \
-                 WHERE id = $1 AND owner = $5 AND lease_until = $6 AND status IN {LIVE}"
-            )))
-            .bind(&id)
-            .bind(owner)
-            .bind(until)
-            .bind(now)
-            .bind(&old_owner)
-            .bind(old_lease)
-            .execute(self.pool())
-            .await?;
-            if moved.rows_affected() == 1
-                && let Some(run) = self.run(&id).await?
-            {
-                taken.push(run);
-            }
-        }
-        Ok(taken)
-    }
-
-    /// Flags `id` and every live run below it as cancelled-on-request; the number flagged. The
-    /// gateways running them (whichever they are) see the durable flag, stop them and end them
-    /// `cancelled`. Runs nest a few levels at most, so the tree is walked level by level.
-    pub async fn request_run_cancel(&self, id: &str) -> Result<u64, StoreError> {
-        let flag = |column: &'static str, key: String| async move {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE agent_runs SET cancel_requested = 1, updated_at = $2 WHERE {column} = $1 AND status IN {LIVE}"
-            )))
-            .bind(key)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await
-            .map(|done| done.rows_affected())
-        };
-        let mut flagged = flag("id", id.to_string()).await?;
-        let mut level = vec![id.to_string()];
-        while !level.is_empty() {
-            let mut next = Vec::new();
-            for parent in &level {
-                flagged += flag("parent_id", parent.clone()).await?;
-                let children = sqlx::query("SELECT id FROM agent_runs WHERE parent_id = $1")
-                    .bind(parent)
-                    .fetch_all(self.pool())
-                    .await?;
-                for child in children {
-                    next.push(child.try_get::<String, _>("id")?);
-                }
-            }
-            level = next;
-        }
-        Ok(flagged)
-    }
-
-    /// The results waiting for `parent_session`, oldest first (at most `limit`): a turn of the
-    /// session shows them to its model and marks them delivered when it is saved
-    /// ([`Store::finish_turn_delivering`]).
-    pub async fn pending_deliveries(
-        &self,
-        parent_session: &str,
-        limit: usize,
-    ) -> Result<Vec<Delivery>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT child_id, status, result FROM run_outbox WHERE parent_session = $1 AND delivered_at = 0 ORDER BY created_at, child_id LIMIT $2",
-        )
-        .bind(parent_session)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Delivery {
-                    parent_session: parent_session.to_string(),
-                    child_id: row.try_get("child_id")?,
-                    status: RunStatus::parse(&row.try_get::<String, _>("status")?)?,
-                    result: row.try_get("result")?,
-                })
-            })
-            .collect()
     }
 }

@@ -1,0 +1,437 @@
+//! Child runs — subagents now, delegations and the rest later — over the store's run record
+//! ([`talon_store::RunRecord`]): started within the limits, run here (waited for, or in the
+//! background), watched for cancellation from any gateway, ended with the status that tells what
+//! happened, and their results delivered to the parent session exactly once.
+//!
+//! How a run flows:
+//! 1. [`Runner::start_child`] creates the row — one statement counting live rows under the
+//!    tenant's lock, so limits hold across gateways — owned by this process with a lease.
+//! 2. [`Runner::execute`] runs its turn in a session of its own with at most its parent's
+//!    tools, watching the run's durable cancel flag, and ends the row with its result written to
+//!    the outbox in the same transaction.
+//! 3. A caller that waited (`subagents run`, `wait`) has the result and it is marked delivered;
+//!    otherwise [`announce`] shows it in a turn of the parent session, marked delivered by the
+//!    transaction that saves that turn.
+//! 4. [`supervisor`] renews this process's leases, takes over the runs of a gateway that died
+//!    (resumed once from their task, else ended `lost` with the parent told) and announces
+//!    results whose announcer died.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use talon_agent::TurnStop;
+use talon_core::events::{RunRef, ToolEvent};
+use talon_core::{CallContext, ToolOutput};
+use talon_store::{NewRun, RunLimits, RunRecord, RunStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
+
+pub mod announce;
+pub mod supervisor;
+pub mod tools;
+
+/// How long a gateway holds a run (and a result it announces) without renewing it; the
+/// supervisor renews every third of it. `[subagents] lease_seconds` overrides it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How often a running child looks at its run's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(500);
+
+/// What this process knows of the runs it runs now.
+#[derive(Default)]
+pub struct RunState {
+    /// The cancellation of each run this process runs, by run id.
+    local: Mutex<HashMap<String, CancellationToken>>,
+    /// Parent sessions whose results this process is announcing now.
+    pub(crate) announcing: Mutex<HashSet<String>>,
+    /// Sessions a terminal shows: their announcements are handed to it to run and render.
+    pub(crate) listeners:
+        Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<announce::Announcement>>>,
+    /// Woken whenever a run this process runs ends.
+    pub(crate) ended: tokio::sync::Notify,
+}
+
+/// A child run to start.
+pub struct ChildSpec<'a> {
+    /// The agent that runs it.
+    pub agent: &'a str,
+    pub task: &'a str,
+    /// Its tools: never more than the caller's.
+    pub tools: Vec<String>,
+    /// `subagent`, `delegation`, …
+    pub origin: &'static str,
+    /// Runs in the background (its result is announced) instead of being waited for.
+    pub background: bool,
+}
+
+/// How a run ended: its status, what the caller is told, its usage.
+pub struct Ending {
+    pub status: RunStatus,
+    pub text: String,
+    pub usage: (i64, i64),
+}
+
+impl Runner {
+    /// The lease this process holds its runs by.
+    pub fn lease(&self) -> Duration {
+        self.subagent_policy()
+            .lease_seconds
+            .map_or(DEFAULT_LEASE, |s| Duration::from_secs(u64::from(s.max(1))))
+    }
+
+    /// When a lease taken now runs out (Unix ms).
+    pub(crate) fn lease_until(&self) -> i64 {
+        let now = talon_core::waiting::unix_ms(std::time::SystemTime::now());
+        i64::try_from(now)
+            .unwrap_or(i64::MAX)
+            .saturating_add(i64::try_from(self.lease().as_millis()).unwrap_or(i64::MAX))
+    }
+
+    fn run_limits(&self) -> RunLimits {
+        let policy = self.subagent_policy();
+        RunLimits {
+            max_concurrent: i64::from(policy.max_concurrent),
+            max_depth: i64::from(policy.max_spawn_depth),
+            max_children: i64::from(policy.max_children_per_agent),
+        }
+    }
+
+    /// The new run's row, for the caller `ctx`.
+    fn new_run<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        spec: &'a ChildSpec<'a>,
+        prefix: &'a str,
+    ) -> NewRun<'a> {
+        NewRun {
+            parent: ctx.run.run_id.as_deref(),
+            parent_session: &ctx.session_key,
+            parent_agent: ctx.agent_key.as_deref().unwrap_or_default(),
+            session_prefix: prefix,
+            agent: spec.agent,
+            tenant: ctx.tenant.as_deref().unwrap_or_default(),
+            user: ctx.user.as_deref().unwrap_or_default(),
+            origin: spec.origin,
+            context_mode: "fresh",
+            task: spec.task,
+            tools: &spec.tools,
+            owner: self.instance(),
+            lease_until: self.lease_until(),
+        }
+    }
+
+    /// Creates the run for `spec` started by the caller `ctx`, within the limits (refused in
+    /// the seeds' words); `replacing`: the live run it takes the place of (steering).
+    pub async fn start_child(
+        &self,
+        ctx: &CallContext,
+        spec: &ChildSpec<'_>,
+        replacing: Option<&str>,
+    ) -> Result<RunRecord, String> {
+        // The child's session is the user's, under the agent that runs it.
+        let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
+        let new = self.new_run(ctx, spec, &prefix);
+        let created = match replacing {
+            Some(old) => self.store().replace_run(old, &new, self.run_limits()).await,
+            None => self.store().create_run(&new, self.run_limits()).await,
+        };
+        let run = created.map_err(|refused| refused.to_string())?;
+        self.pipeline_events()
+            .child_run(ToolEvent::ChildRunStarted {
+                session_key: ctx.session_key.as_str().into(),
+                agent_key: run.agent_key.as_str().into(),
+                user: ctx.user.as_deref().map(Into::into),
+                origin: spec.origin.into(),
+                task: one_line(spec.task, 200).into(),
+                background: spec.background,
+                run: run_ref(&run),
+            });
+        Ok(run)
+    }
+
+    /// Runs `run`'s turn here (see the module docs) and ends it; `waited`: the caller has the
+    /// result now, so it is recorded delivered; otherwise it is announced to the parent.
+    pub(crate) async fn execute(
+        &self,
+        run: &RunRecord,
+        cancel: CancellationToken,
+        waited: bool,
+    ) -> Ending {
+        self.runs
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(run.id.clone(), cancel.clone());
+        // A cancel requested anywhere (another gateway, `talon runs cancel`) is a durable flag
+        // on the run: watched while the child runs.
+        let watch = {
+            let (store, id, cancel) = (self.store().clone(), run.id.clone(), cancel.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(CANCEL_POLL).await;
+                    match store.run(&id).await {
+                        // Ended elsewhere too (steered, or ended lost): stop here.
+                        Ok(Some(run)) if run.cancel_requested || !run.status.is_live() => {
+                            cancel.cancel();
+                            return;
+                        }
+                        _ => {}
+                    }
+                }
+            })
+        };
+        let user = (!run.user_id.is_empty()).then_some(run.user_id.as_str());
+        let ran = self
+            .run(
+                TurnRequest {
+                    agent: Some(&run.agent_key),
+                    user,
+                    session: Some(run.session_key.clone()),
+                    history: Vec::new(),
+                    prompt: run.task.clone(),
+                    channel: "subagent",
+                    client: None,
+                    permission_mode: None,
+                    cancel,
+                    api: Default::default(),
+                    child: Some(ChildTurn {
+                        spawn_depth: u32::try_from(run.depth).unwrap_or(u32::MAX),
+                        tool_allow: run.tools.clone(),
+                        run: run_ref(run),
+                    }),
+                    delivering: Vec::new(),
+                },
+                &|_| {},
+            )
+            .await;
+        watch.abort();
+        let ending = match &ran {
+            Ok(ran) => {
+                let (status, text) = ending(&ran.outcome.stop, &ran.outcome.text);
+                let usage = (
+                    i64::try_from(ran.outcome.usage.input_tokens).unwrap_or(i64::MAX),
+                    i64::try_from(ran.outcome.usage.output_tokens).unwrap_or(i64::MAX),
+                );
+                Ending {
+                    status,
+                    text,
+                    usage,
+                }
+            }
+            Err(e) => Ending {
+                status: RunStatus::Failed,
+                text: format!("the run could not start: {e}"),
+                usage: (0, 0),
+            },
+        };
+        self.end_run(run, &ending, waited).await;
+        ending
+    }
+
+    /// Records `run`'s end (once: a run ended elsewhere keeps its first end), tells the bus,
+    /// and has a result nobody waited for announced.
+    pub(crate) async fn end_run(&self, run: &RunRecord, ending: &Ending, waited: bool) {
+        let ended = self
+            .store()
+            .finish_run(
+                &run.id,
+                Some(self.instance()),
+                ending.status,
+                &ending.text,
+                ending.usage,
+                waited,
+            )
+            .await;
+        self.runs
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&run.id);
+        self.runs.ended.notify_waiters();
+        match ended {
+            Ok(true) => {
+                self.pipeline_events()
+                    .child_run(ToolEvent::ChildRunFinished {
+                        session_key: run.parent_session.as_str().into(),
+                        agent_key: run.agent_key.as_str().into(),
+                        user: (!run.user_id.is_empty()).then(|| run.user_id.as_str().into()),
+                        status: ending.status.as_str(),
+                        input_tokens: ending.usage.0,
+                        output_tokens: ending.usage.1,
+                        run: run_ref(run),
+                    });
+                if !waited {
+                    self.announce(&run.parent_session, &run.parent_agent, &run.user_id);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(run = %run.id, error = %e, "cannot record the end of a run"),
+        }
+    }
+
+    /// Starts `run` in the background (its result is announced); returns at once.
+    pub(crate) fn launch(&self, run: RunRecord) {
+        let runner = self.clone();
+        tokio::spawn(async move {
+            runner.execute(&run, CancellationToken::new(), false).await;
+        });
+    }
+
+    /// Cancels `id` and its descendants wherever they run: the durable flag every gateway
+    /// watches, and at once for those running here. The number of runs flagged.
+    pub async fn cancel_run(&self, id: &str) -> Result<u64, String> {
+        let flagged = self
+            .store()
+            .request_run_cancel(id)
+            .await
+            .map_err(|e| format!("cannot cancel {id}: {e}"))?;
+        let local = self
+            .runs
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(cancel) = local.get(id) {
+            cancel.cancel();
+        }
+        Ok(flagged)
+    }
+
+    /// Waits until `id` is no longer live, at most `timeout`; the run as it is then.
+    pub async fn wait_run(&self, id: &str, timeout: Duration) -> Result<RunRecord, String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let ended = self.runs.ended.notified();
+            let run = self
+                .store()
+                .run(id)
+                .await
+                .map_err(|e| format!("cannot read run {id}: {e}"))?
+                .ok_or_else(|| format!("no run {id}"))?;
+            if !run.status.is_live() || tokio::time::Instant::now() >= deadline {
+                return Ok(run);
+            }
+            // Woken by a local end; a run on another gateway is looked at again shortly.
+            let _ = tokio::time::timeout_at(
+                deadline.min(tokio::time::Instant::now() + Duration::from_millis(250)),
+                ended,
+            )
+            .await;
+        }
+    }
+
+    /// The live runs `session` started, as a note for its system prompt (`None`: none): the
+    /// model keeps knowing what runs for it, whatever compaction dropped.
+    pub(crate) async fn live_children_note(&self, session: &str) -> Option<String> {
+        let runs = self.store().child_runs(None, session).await.ok()?;
+        let live: Vec<String> = runs
+            .iter()
+            .filter(|r| r.status.is_live())
+            .map(|r| {
+                format!(
+                    "- {} ({}, {}): {}",
+                    r.id,
+                    r.agent_key,
+                    r.status.as_str(),
+                    one_line(&r.task, 120)
+                )
+            })
+            .collect();
+        (!live.is_empty()).then(|| {
+            format!(
+                "# Runs you started that are still running\n\nTheir results will be announced to you when they end; `subagents` with action list, wait or cancel manages them.\n{}",
+                live.join("\n")
+            )
+        })
+    }
+
+    pub(crate) fn pipeline_events(&self) -> &talon_core::events::EventBus {
+        self.pipeline().events()
+    }
+}
+
+/// The run and its parent run, as events name them.
+pub fn run_ref(run: &RunRecord) -> RunRef {
+    RunRef {
+        run_id: Some(run.id.as_str().into()),
+        parent_run_id: (!run.parent_id.is_empty()).then(|| run.parent_id.as_str().into()),
+    }
+}
+
+/// `text` on one line, at most `max` characters (cut with "…").
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        line
+    } else {
+        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// A run's result as the parent is told it: the head line, and the text fenced as untrusted
+/// (another model wrote it) unless the status says why there is none.
+pub(crate) fn result_output(run: &RunRecord, status: RunStatus, text: &str) -> ToolOutput {
+    let head = format!(
+        "{} {} ({}) {}",
+        run.origin,
+        run.id,
+        run.agent_key,
+        status.as_str()
+    );
+    let output = if status == RunStatus::Completed {
+        ToolOutput::text(format!("{head}:\n{text}"))
+    } else {
+        ToolOutput::error(format!("{head}: {text}"))
+    };
+    output.with_origin(format!("{} {}", run.origin, run.id))
+}
+
+/// The run's status and what the caller is told, from how its turn ended: only a real answer
+/// is `completed`.
+pub(crate) fn ending(stop: &TurnStop, text: &str) -> (RunStatus, String) {
+    match stop {
+        TurnStop::Final if text.trim().is_empty() => (
+            RunStatus::Failed,
+            "the run ended without an answer".to_string(),
+        ),
+        TurnStop::Final | TurnStop::MaxTokens => (RunStatus::Completed, text.to_string()),
+        TurnStop::IterationCap | TurnStop::TokenBudget | TurnStop::LoopDetected(_) => (
+            RunStatus::LimitReached,
+            format!(
+                "stopped by a limit before finishing ({}); what it had so far: {text}",
+                crate::agent_runs::stop_label(stop)
+            ),
+        ),
+        TurnStop::Cancelled => (RunStatus::Cancelled, "cancelled".to_string()),
+        TurnStop::Refusal => (RunStatus::Failed, "the model declined the task".to_string()),
+        TurnStop::PromptBlocked(why) | TurnStop::Failed(why) => (RunStatus::Failed, why.clone()),
+        TurnStop::ClientTools => (
+            RunStatus::Failed,
+            "the run called a tool nobody runs".to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_real_answer_is_completed() {
+        assert_eq!(ending(&TurnStop::Final, "42").0, RunStatus::Completed);
+        assert_eq!(ending(&TurnStop::Final, "  ").0, RunStatus::Failed);
+        assert_eq!(
+            ending(&TurnStop::IterationCap, "half").0,
+            RunStatus::LimitReached
+        );
+        assert_eq!(ending(&TurnStop::Cancelled, "").0, RunStatus::Cancelled);
+    }
+
+    #[test]
+    fn a_task_is_shown_on_one_short_line() {
+        assert_eq!(one_line("a\n b\tc", 10), "a b c");
+        assert_eq!(one_line("abcdefghijkl", 5), "abcd…");
+    }
+}

@@ -1,0 +1,117 @@
+//! The run supervisor of a long-running process (`talon serve`, `talon chat`): every third of a
+//! lease it renews the leases of the runs this process runs, stops any it no longer holds (a
+//! gateway that stalled past its lease and was taken over must not run it twice), takes over the
+//! runs of gateways that died, and announces results nobody is announcing.
+//!
+//! A run taken over is resumed once: started again from its task in its own session (what it
+//! had saved stays there). A run taken over a second time — its resumption died too — is ended
+//! `lost`, and the parent is told so through the outbox like any other end. Nothing is swept at
+//! start-up: a run belongs to whoever holds its lease, and only an expired lease is taken.
+
+use std::sync::PoisonError;
+
+use talon_store::RunStatus;
+use tokio_util::sync::CancellationToken;
+
+use super::Ending;
+use crate::agent_runs::Runner;
+
+/// Runs taken over in one pass at most (the rest in the next).
+const TAKEOVER_BATCH: usize = 16;
+
+/// How many times a run is resumed after its gateway died before it is ended `lost`.
+const RESUMES: i64 = 1;
+
+/// Stops the supervisor when dropped.
+pub struct Supervisor {
+    stop: CancellationToken,
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Runner {
+    /// Starts the supervisor (see the module docs); it runs until the guard is dropped.
+    pub fn supervise(&self) -> Supervisor {
+        let stop = CancellationToken::new();
+        let runner = self.clone();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let period = runner.lease() / 3;
+            loop {
+                runner.supervise_once().await;
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    () = tokio::time::sleep(period) => {}
+                }
+            }
+        });
+        Supervisor { stop }
+    }
+
+    /// One pass of the supervisor.
+    pub async fn supervise_once(&self) {
+        let store = self.store().clone();
+        if let Err(e) = store
+            .renew_run_leases(self.instance(), self.lease_until())
+            .await
+        {
+            tracing::warn!(error = %e, "cannot renew run leases");
+        }
+        self.stop_runs_held_elsewhere().await;
+        match store
+            .take_over_runs(self.instance(), self.lease_until(), TAKEOVER_BATCH)
+            .await
+        {
+            Ok(taken) => {
+                for run in taken {
+                    if run.takeovers <= RESUMES {
+                        tracing::info!(run = %run.id, "resuming a run whose gateway stopped");
+                        self.launch(run);
+                    } else {
+                        tracing::warn!(run = %run.id, "a run's gateway stopped again: ending it lost");
+                        let ending = Ending {
+                            status: RunStatus::Lost,
+                            text: "the gateway running it stopped, and so did the one that resumed it; nothing of it was kept".into(),
+                            usage: (0, 0),
+                        };
+                        self.end_run(&run, &ending, false).await;
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot take over runs"),
+        }
+        match store.undelivered_sessions(64).await {
+            Ok(sessions) => {
+                for (session, agent, user) in sessions {
+                    self.announce(&session, &agent, &user);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot look for results to announce"),
+        }
+    }
+
+    /// Cancels the local runs whose lease another gateway took (this one stalled past it).
+    async fn stop_runs_held_elsewhere(&self) {
+        let local: Vec<(String, CancellationToken)> = self
+            .runs
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(id, cancel)| (id.clone(), cancel.clone()))
+            .collect();
+        for (id, cancel) in local {
+            if let Ok(Some(run)) = self.store().run(&id).await
+                && run.status.is_live()
+                && run.owner != self.instance()
+            {
+                tracing::warn!(run = %id, owner = %run.owner, "another gateway holds this run now: stopping it here");
+                cancel.cancel();
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Which gateway runs a run: leases, renewals, takeovers of runs whose gateway died, and the
+//! cancellation flag every gateway watches.
+
+use sqlx::Row;
+
+use super::{LIVE, RunRecord};
+use crate::{Store, StoreError, now_ms};
+
+impl Store {
+    /// Renews `owner`'s lease on its live runs, and its claims on results it is announcing, until
+    /// `until`; the runs it no longer holds (taken over, or ended) are not renewed.
+    pub async fn renew_run_leases(&self, owner: &str, until: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE agent_runs SET lease_until = $2, updated_at = $3 WHERE owner = $1 AND status IN {LIVE}"
+        )))
+        .bind(owner)
+        .bind(until)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        // And its claims on results it is announcing (see `Store::claim_deliveries`).
+        sqlx::query(
+            "UPDATE run_outbox SET claim_until = $2 WHERE claim_owner = $1 AND delivered_at = 0 AND claim_until > 0",
+        )
+        .bind(owner)
+        .bind(until)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Takes over, for `owner` until `until`, at most `limit` live runs whose lease ran out (their
+    /// gateway died); the runs taken. Two gateways never take the same run: each run is moved by
+    /// one conditional update.
+    pub async fn take_over_runs(
+        &self,
+        owner: &str,
+        until: i64,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let now = now_ms();
+        let expired = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id, owner, lease_until FROM agent_runs WHERE status IN {LIVE} AND lease_until < $1 ORDER BY lease_until LIMIT $2"
+        )))
+        .bind(now)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let mut taken = Vec::new();
+        for row in expired {
+            let id: String = row.try_get("id")?;
+            let (old_owner, old_lease): (String, i64) =
+                (row.try_get("owner")?, row.try_get("lease_until")?);
+            let moved = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE agent_runs SET owner = $2, lease_until = $3, updated_at = $4, takeovers = takeovers + 1 \
+                 WHERE id = $1 AND owner = $5 AND lease_until = $6 AND status IN {LIVE}"
+            )))
+            .bind(&id)
+            .bind(owner)
+            .bind(until)
+            .bind(now)
+            .bind(&old_owner)
+            .bind(old_lease)
+            .execute(self.pool())
+            .await?;
+            if moved.rows_affected() == 1
+                && let Some(run) = self.run(&id).await?
+            {
+                taken.push(run);
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Flags `id` and every live run below it as cancelled-on-request; the number flagged. The
+    /// gateways running them (whichever they are) see the durable flag, stop them and end them
+    /// `cancelled`. Runs nest a few levels at most, so the tree is walked level by level.
+    pub async fn request_run_cancel(&self, id: &str) -> Result<u64, StoreError> {
+        let flag = |column: &'static str, key: String| async move {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE agent_runs SET cancel_requested = 1, updated_at = $2 WHERE {column} = $1 AND status IN {LIVE}"
+            )))
+            .bind(key)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await
+            .map(|done| done.rows_affected())
+        };
+        let mut flagged = flag("id", id.to_string()).await?;
+        let mut level = vec![id.to_string()];
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for parent in &level {
+                flagged += flag("parent_id", parent.clone()).await?;
+                let children = sqlx::query("SELECT id FROM agent_runs WHERE parent_id = $1")
+                    .bind(parent)
+                    .fetch_all(self.pool())
+                    .await?;
+                for child in children {
+                    next.push(child.try_get::<String, _>("id")?);
+                }
+            }
+            level = next;
+        }
+        Ok(flagged)
+    }
+}
