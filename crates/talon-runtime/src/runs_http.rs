@@ -110,12 +110,9 @@ async fn cancel(
             format!("run {id:?} has ended ({})", run.status.as_str()),
         );
     }
-    match runner.store().request_run_cancel(&id).await {
-        Ok(flagged) => {
-            // Here at once; elsewhere when the gateway running it next looks at the flag.
-            runner.cancel(&run.session_key);
-            Json(json!({"ok": true, "run": id, "flagged": flagged})).into_response()
-        }
+    // Here at once; elsewhere when the gateway running it next looks at the flag.
+    match runner.cancel_run(&id).await {
+        Ok(flagged) => Json(json!({"ok": true, "run": id, "flagged": flagged})).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }

@@ -688,3 +688,6 @@ fn a_running_subagent_is_listed_and_cancelled_over_http() {
     let told = requests(&mock)[2]["messages"].to_string();
     assert!(told.contains("cancelled"), "the parent is told: {told}");
 }
+
+#[path = "chat_http/gateways.rs"]
+mod gateways;

@@ -356,8 +356,17 @@ fn start_serve(mut cmd: Command) -> (Child, String) {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    // What it said before it reported its address (shown if it exits first).
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let saying = std::sync::Arc::clone(&said);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(mut said) = saying.lock()
+                && said.len() < 16 * 1024
+            {
+                said.push_str(&line);
+                said.push('\n');
+            }
             if let Some(rest) = line.split("addr=").nth(1) {
                 let addr = rest
                     .split_whitespace()
@@ -374,7 +383,11 @@ fn start_serve(mut cmd: Command) -> (Child, String) {
             break addr;
         }
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("talon serve exited early with {status}");
+            std::thread::sleep(Duration::from_millis(100));
+            panic!(
+                "talon serve exited early with {status}:\n{}",
+                said.lock().map(|s| s.clone()).unwrap_or_default()
+            );
         }
         assert!(
             Instant::now() < deadline,

@@ -1,0 +1,233 @@
+//! Issue 24's fault tests: real `talon serve` processes on one PostgreSQL. A gateway killed
+//! (`kill -9`) while it runs a child: another takes the run over when its lease runs out,
+//! resumes it, and the result reaches the parent session exactly once. A cancel sent to one
+//! gateway stops a run on another. Run where `TALON_TEST_DATABASE_URL` is set (`.ci/run` sets
+//! it).
+
+use super::*;
+
+/// The gateways share their secrets' key, as gateways on one database must.
+const KEY: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+
+/// A fresh schema on the test database, dropped when the value is.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new(url: &str, tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Self {
+            url: url.to_string(),
+            name: format!("t_{tag}_{nanos}"),
+        }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            if let Ok(store) =
+                talon_store::Store::connect(&talon_store::StoreConfig::url(url)).await
+            {
+                let _ = store
+                    .execute_admin(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .await;
+            }
+        });
+    }
+}
+
+fn database_url() -> Option<String> {
+    let url = std::env::var("TALON_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if url.is_none() {
+        eprintln!("TALON_TEST_DATABASE_URL is not set; PostgreSQL variant not run here");
+    }
+    url
+}
+
+/// A gateway home whose agent talks to `mock`, with one-second leases.
+fn home(mock: &support::chat::Mock) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[subagents]\nlease_seconds = 1\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    home
+}
+
+/// Waits (at most a minute) until `done` holds.
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The one run alice has, as gateway `base` shows it.
+fn only_run(base: &str) -> Option<Value> {
+    let (_, runs) = status_json(&format!("{base}/v1/runs?user=alice"), None);
+    runs["runs"].as_array().and_then(|r| r.first()).cloned()
+}
+
+#[test]
+fn a_child_of_a_killed_gateway_is_resumed_elsewhere_and_delivered_once() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "kill");
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "TASK-SLOW", "turns": [
+                {"text": "first attempt", "delay_ms": 60000},
+                {"text": "slow result"}
+            ]},
+            {"when": "start a slow helper", "turns": [
+                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-SLOW: count the stars"}}]},
+                {"text": "Spawned it."},
+                {"text": "The helper reported."}
+            ]}
+        ]}),
+    );
+    let env = [
+        ("TALON_DATABASE_URL", url.as_str()),
+        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
+        ("TALON_ENCRYPTION_KEY", KEY),
+    ];
+    let (home_a, home_b) = (home(&mock), home(&mock));
+    let mut a = support::serve_in(home_a.path(), &env);
+    let base_a = format!("http://{}", a.addr);
+    let reply = post(
+        &format!("{base_a}/v1/sessions/stars/messages"),
+        &json!({"text": "start a slow helper", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Spawned it."), "{reply}");
+    // The child is waiting for its model on A: kill A there.
+    until("the child asks its model", || {
+        requests(&mock).iter().any(|r| {
+            r["messages"]
+                .as_array()
+                .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+                .is_some_and(|m| m["content"].to_string().contains("TASK-SLOW"))
+        })
+    });
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let run = only_run_from_store(&url, &schema.name);
+    assert_eq!(run.0, "running", "A died holding it");
+    let b = support::serve_in(home_b.path(), &env);
+    let base_b = format!("http://{}", b.addr);
+    until("B resumes and finishes the run", || {
+        only_run(&base_b).is_some_and(|r| r["status"] == "completed")
+    });
+    let key = "stars";
+    until("the parent is told", || {
+        let (_, shown) = status_json(&format!("{base_b}/v1/sessions/{key}?user=alice"), None);
+        shown.to_string().contains("The helper reported.")
+    });
+    let (_, shown) = status_json(&format!("{base_b}/v1/sessions/{key}?user=alice"), None);
+    let text = shown.to_string();
+    assert_eq!(text.matches("slow result").count(), 1, "once: {text}");
+    assert!(!text.contains("first attempt"), "{text}");
+    let run = only_run(&base_b).unwrap();
+    assert_eq!(run["takeovers"], 1, "{run}");
+    // Nothing is announced again, however long B runs.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (_, shown) = status_json(&format!("{base_b}/v1/sessions/{key}?user=alice"), None);
+    assert_eq!(shown.to_string().matches("slow result").count(), 1);
+    drop(b);
+}
+
+/// The status of the one run in `schema`, read straight from the database (A is dead).
+fn only_run_from_store(url: &str, schema: &str) -> (String, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut config = talon_store::StoreConfig::url(url.to_string());
+        config.schema = Some(schema.to_string());
+        let store = talon_store::Store::connect(&config).await.unwrap();
+        let runs = store.runs_of(Some("alice"), 10).await.unwrap();
+        (runs[0].status.as_str().to_string(), runs[0].owner.clone())
+    })
+}
+
+#[test]
+fn a_cancel_sent_to_one_gateway_stops_a_run_on_another() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "cancel");
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "TASK-LONG", "turns": [{"text": "never", "delay_ms": 60000}]},
+            {"when": "start a long helper", "turns": [
+                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-LONG: think"}}]},
+                {"text": "Spawned it."},
+                {"text": "The helper was cancelled."}
+            ]}
+        ]}),
+    );
+    let env = [
+        ("TALON_DATABASE_URL", url.as_str()),
+        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
+        ("TALON_ENCRYPTION_KEY", KEY),
+    ];
+    let (home_a, home_b) = (home(&mock), home(&mock));
+    let a = support::serve_in(home_a.path(), &env);
+    let b = support::serve_in(home_b.path(), &env);
+    let (base_a, base_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let reply = post(
+        &format!("{base_a}/v1/sessions/long/messages"),
+        &json!({"text": "start a long helper", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Spawned it."), "{reply}");
+    let id = only_run(&base_a).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Bob cannot cancel alice's run, on either gateway.
+    let (status, _) = status_json(
+        &format!("{base_b}/v1/runs/{id}/cancel?user=bob"),
+        Some(&json!({})),
+    );
+    assert_eq!(status, 404);
+    let sent = std::time::Instant::now();
+    let (status, body) = status_json(
+        &format!("{base_b}/v1/runs/{id}/cancel?user=alice"),
+        Some(&json!({})),
+    );
+    assert_eq!(status, 200, "{body}");
+    until("A stops the run", || {
+        only_run(&base_b).is_some_and(|r| r["status"] == "cancelled")
+    });
+    eprintln!(
+        "cancel on B → run ended on A: {} ms",
+        sent.elapsed().as_millis()
+    );
+    // The parent is told, in its session (on whichever gateway announces it).
+    until("the parent is told", || {
+        let (_, shown) = status_json(&format!("{base_b}/v1/sessions/long?user=alice"), None);
+        shown.to_string().contains("The helper was cancelled.")
+    });
+    drop((a, b));
+}
