@@ -143,6 +143,9 @@ pub struct SubagentPolicy {
     /// Seconds a gateway holds a run without renewing it (default 30): a run whose gateway
     /// died is taken over this long after.
     pub lease_seconds: Option<u32>,
+    /// Model requests a child run may make (seed 002 §6: 20); a child that reaches it ends
+    /// `limit_reached`.
+    pub max_iterations: u32,
 }
 
 impl Default for SubagentPolicy {
@@ -160,6 +163,7 @@ impl Default for SubagentPolicy {
                 .map(|s| (*s).to_string())
                 .collect(),
             lease_seconds: None,
+            max_iterations: 20,
         }
     }
 }

@@ -373,6 +373,22 @@ impl Runner {
                 )
             });
         let agent = own_model.as_ref().unwrap_or(&built.agent);
+        // A child run makes at most `[subagents] max_iterations` model requests.
+        let capped = request
+            .child
+            .as_ref()
+            .map(|_| self.config.subagents.max_iterations.max(1))
+            .filter(|cap| *cap < agent.config().max_iterations)
+            .map(|cap| {
+                let mut config = agent.config().clone();
+                config.max_iterations = cap;
+                Agent::new(
+                    Arc::clone(&self.pipeline),
+                    Arc::clone(agent.provider()),
+                    config,
+                )
+            });
+        let agent = capped.as_ref().unwrap_or(agent);
         if let Some(key) = &built.api_key {
             ctx.scrub_bag.add(key.clone());
         }

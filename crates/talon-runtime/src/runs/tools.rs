@@ -42,7 +42,8 @@ pub struct SubagentsInput {
     /// conversation).
     #[serde(default)]
     pub task: Option<String>,
-    /// cancel, steer, wait: the run id (cancel also takes "all" or "last").
+    /// cancel, steer, wait: the run id, or "last" for your newest run (cancel also takes
+    /// "all").
     #[serde(default)]
     pub id: Option<String>,
     /// steer: the new instruction.
@@ -218,10 +219,11 @@ async fn own_child(
             "id is missing: give the run id that spawn returned (subagents action list shows them)",
         ));
     };
+    // Newest first: "last" is the first.
     children(runner, ctx)
         .await?
         .into_iter()
-        .find(|run| run.id == id)
+        .find(|run| run.id == id || id == "last")
         .ok_or_else(|| {
             ToolOutput::error(format!(
                 "no run {} of yours; subagents action list shows your runs",

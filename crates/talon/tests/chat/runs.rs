@@ -105,3 +105,136 @@ fn a_parent_spawns_three_children_in_parallel_and_gets_each_result_once() {
         );
     }
 }
+
+/// The first user message of each of `mock`'s requests.
+fn first_user_messages(mock: &support::chat::Mock) -> Vec<String> {
+    requests(mock)
+        .iter()
+        .filter_map(|r| {
+            r["messages"]
+                .as_array()
+                .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+                .map(|m| m["content"].to_string())
+        })
+        .collect()
+}
+
+/// list, steer, wait and cancel "all" act on the caller's own children only: another
+/// session's running child survives "cancel all" (GoClaw's bug: it cancelled across tenants);
+/// a steered child is replaced in its slot and its replacement's result is waited for; the
+/// cancelled child's end is announced, the replaced one's is not.
+#[test]
+fn subagents_are_managed_within_the_callers_own_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let subagents = |args: Value| json!({"name": "subagents", "arguments": args});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-OTHER", "turns": [{"text": "other result", "delay_ms": 8000}]},
+            {"when": "TASK-X", "turns": [{"text": "never", "delay_ms": 60000}]},
+            {"when": "TASK-Y", "turns": [{"text": "never", "delay_ms": 60000}, {"text": "steered result"}]},
+            {"when": "another helper", "turns": [
+                {"tool_calls": [subagents(json!({"action": "spawn", "task": "TASK-OTHER"}))]},
+                {"text": "Other spawned."},
+                {"text": "Other reported."}
+            ]},
+            {"when": "manage helpers", "turns": [
+                {"tool_calls": [
+                    subagents(json!({"action": "spawn", "task": "TASK-X"})),
+                    subagents(json!({"action": "spawn", "task": "TASK-Y"}))
+                ]},
+                {"tool_calls": [subagents(json!({"action": "list"}))]},
+                {"tool_calls": [subagents(json!({"action": "steer", "id": "last", "message": "be quick"}))]},
+                {"tool_calls": [subagents(json!({"action": "wait", "id": "last", "timeout_seconds": 30}))]},
+                {"tool_calls": [subagents(json!({"action": "cancel", "id": "all"}))]},
+                {"text": "Managed."},
+                {"text": "Told of the cancel."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    // Another session of the same agent has a child running meanwhile.
+    let other = std::thread::spawn({
+        let home = home.path().to_path_buf();
+        move || chat(&home, &["--session", "other", "-p", "another helper"])
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !first_user_messages(&mock)
+        .iter()
+        .any(|m| m.contains("TASK-OTHER"))
+    {
+        assert!(std::time::Instant::now() < deadline, "the other child never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "manage helpers"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Managed."), "{stdout}");
+    assert!(stdout.contains("Told of the cancel."), "{stdout}");
+    let parent = conversation(&mock, "manage helpers");
+    let listed = parent[2]["messages"].to_string();
+    assert!(
+        listed.contains("TASK-X") && listed.contains("TASK-Y") && !listed.contains("TASK-OTHER"),
+        "list shows the caller's runs only: {listed}"
+    );
+    let waited = parent[4]["messages"].to_string();
+    assert!(waited.contains("steered result"), "{waited}");
+    let cancelled = parent[5]["messages"].to_string();
+    assert!(cancelled.contains("Cancelled 1 run(s)"), "{cancelled}");
+    let told = parent.last().unwrap()["messages"].to_string();
+    assert!(told.contains("cancelled"), "{told}");
+    assert!(
+        !told.contains("replaced by a new message"),
+        "a replaced run is not announced: {told}"
+    );
+    // The other session's child was not touched by "cancel all".
+    let (other_out, other_err, other_code) = other.join().unwrap();
+    assert_eq!(other_code, 0, "{other_err}");
+    assert!(other_out.contains("Other reported."), "{other_out}");
+    let all = runs(home.path());
+    let status_of = |task: &str| {
+        all.iter()
+            .filter(|r| r["task"].as_str().unwrap().starts_with(task))
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(status_of("TASK-OTHER"), ["completed"]);
+    assert_eq!(status_of("TASK-X"), ["cancelled"]);
+    let mut y = status_of("TASK-Y");
+    y.sort();
+    assert_eq!(y, ["cancelled", "completed"], "{all:?}");
+}
+
+/// A child at its iteration cap ends `limit_reached`, never `completed` (GoClaw called a capped
+/// run completed), and the parent is told.
+#[test]
+fn a_child_at_its_iteration_cap_ends_limit_reached() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-LOOP", "turns": [
+                {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "UTC"}}]},
+                {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "Europe/Paris"}}]},
+                {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "Asia/Tokyo"}}]}
+            ]},
+            {"when": "capped helper", "turns": [
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-LOOP"}}]},
+                {"text": "It ran out."}
+            ]}
+        ]}),
+    );
+    config(
+        home.path(),
+        &mock,
+        "openai",
+        "[subagents]\nmax_iterations = 2\n",
+    );
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "capped helper"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("It ran out."), "{stdout}");
+    let told = conversation(&mock, "capped helper")[1]["messages"].to_string();
+    assert!(told.contains("limit_reached"), "{told}");
+    let child_requests = conversation(&mock, "TASK-LOOP").len();
+    assert_eq!(child_requests, 2, "at most max_iterations model requests");
+    assert_eq!(runs(home.path())[0]["status"], "limit_reached");
+}
