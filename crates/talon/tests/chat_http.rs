@@ -691,3 +691,86 @@ fn a_running_subagent_is_listed_and_cancelled_over_http() {
 
 #[path = "chat_http/gateways.rs"]
 mod gateways;
+
+/// Issue 24: a background child that needs an approval waits as `waiting_approval` on the
+/// approvals queue every entry point serves (never silently denied), is approved through
+/// `/v1/approvals`, and completes; its result reaches the parent.
+#[test]
+fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-APPROVE", "turns": [
+                {"tool_calls": [{"name": "exec", "arguments": {"command": "touch approved.txt"}}]},
+                {"text": "child done"}
+            ]},
+            {"when": "approval helper", "turns": [
+                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-APPROVE"}}]},
+                {"text": "Spawned."},
+                {"text": "Child finished."}
+            ]}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[exec.approvals]\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let server = support::serve_in(home.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    let turn = std::thread::spawn({
+        let url = format!("{base}/v1/sessions/approve/messages");
+        move || post(&url, &json!({"text": "approval helper", "user": "alice"}), &[])
+    });
+    let approve = |tool: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let id = loop {
+            let (_, pending) = status_json(&format!("{base}/v1/approvals?user=alice"), None);
+            if let Some(request) = pending["pending"]
+                .as_array()
+                .and_then(|p| p.iter().find(|r| r["tool"] == tool))
+            {
+                break request["id"].as_str().unwrap().to_string();
+            }
+            assert!(std::time::Instant::now() < deadline, "no {tool} approval: {pending}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let (status, answer) = status_json(
+            &format!("{base}/v1/approvals?user=alice"),
+            Some(&json!({"id": id, "decision": "allow_once"})),
+        );
+        assert_eq!(status, 200, "{answer}");
+    };
+    // Starting a child is itself a call a person approves in the default mode.
+    approve("spawn");
+    let reply = turn.join().unwrap();
+    assert!(reply.contains("Spawned."), "{reply}");
+    let run_status = || {
+        let (_, runs) = status_json(&format!("{base}/v1/runs?user=alice"), None);
+        runs["runs"][0]["status"].as_str().unwrap_or("").to_string()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while run_status() != "waiting_approval" {
+        assert!(std::time::Instant::now() < deadline, "never waited: {}", run_status());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    approve("exec");
+    while run_status() != "completed" {
+        assert!(std::time::Instant::now() < deadline, "never completed: {}", run_status());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    while !status_json(&format!("{base}/v1/sessions/approve?user=alice"), None)
+        .1
+        .to_string()
+        .contains("Child finished.")
+    {
+        assert!(std::time::Instant::now() < deadline, "the parent was never told");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let told = status_json(&format!("{base}/v1/sessions/approve?user=alice"), None).1;
+    assert!(told.to_string().contains("child done"), "{told}");
+}

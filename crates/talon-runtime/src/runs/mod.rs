@@ -182,6 +182,7 @@ impl Runner {
                 }
             })
         };
+        let approvals = self.watch_approvals(run);
         let user = (!run.user_id.is_empty()).then_some(run.user_id.as_str());
         let ran = self
             .run(
@@ -207,6 +208,7 @@ impl Runner {
             )
             .await;
         watch.abort();
+        approvals.abort();
         let ending = match &ran {
             Ok(ran) => {
                 let (status, text) = ending(&ran.outcome.stop, &ran.outcome.text);
@@ -228,6 +230,37 @@ impl Runner {
         };
         self.end_run(run, &ending, waited).await;
         ending
+    }
+
+    /// Shows `run` as `waiting_approval` while one of its calls waits for a person (on the
+    /// approvals queue every entry point serves: `/v1/approvals`, events, the terminal), and
+    /// `running` again once answered. An unanswered request times out as a denial there.
+    fn watch_approvals(&self, run: &RunRecord) -> tokio::task::JoinHandle<()> {
+        let mut events = self.pipeline_events().subscribe();
+        let (store, id, session) = (
+            self.store().clone(),
+            run.id.clone(),
+            run.session_key.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                let waiting = match events.recv().await {
+                    Ok(ToolEvent::ApprovalRequested { request }) if request.session == session => {
+                        true
+                    }
+                    Ok(ToolEvent::ApprovalResolved { session_key, .. })
+                        if *session_key == *session =>
+                    {
+                        false
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if let Err(e) = store.set_run_waiting(&id, waiting).await {
+                    tracing::warn!(run = %id, error = %e, "cannot record a run's approval wait");
+                }
+            }
+        })
     }
 
     /// Records `run`'s end (once: a run ended elsewhere keeps its first end), tells the bus,

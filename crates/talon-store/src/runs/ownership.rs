@@ -104,4 +104,19 @@ impl Store {
         }
         Ok(flagged)
     }
+
+    /// Marks a live run as waiting for a person's approval (`true`) or running again; `false`
+    /// when the run is no longer live.
+    pub async fn set_run_waiting(&self, id: &str, waiting: bool) -> Result<bool, StoreError> {
+        let status = if waiting { "waiting_approval" } else { "running" };
+        let done = sqlx::query(
+            "UPDATE agent_runs SET status = $2, updated_at = $3 WHERE id = $1 AND status IN ('running', 'waiting_approval')",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
 }
