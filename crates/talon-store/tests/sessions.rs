@@ -23,6 +23,7 @@ suite!(
     cancelling_a_run_flags_its_whole_tree_and_nothing_else,
     steering_a_child_at_capacity_keeps_its_slot,
     a_result_is_announced_by_one_gateway_or_taken_once,
+    a_thousand_spawn_cycles_never_exhaust_a_slot,
 );
 
 async fn open(config: &StoreConfig) -> Store {
@@ -812,4 +813,31 @@ async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig
             .unwrap()
             .is_empty()
     );
+}
+
+/// Issue 24: 1,000 runs started and ended under a limit of 5 children: every one fits (a run
+/// that ends frees its slot at once), and no run is left live.
+async fn a_thousand_spawn_cycles_never_exhaust_a_slot(config: &StoreConfig) {
+    let store = open(config).await;
+    let limits = RunLimits::default();
+    for i in 0..1000 {
+        let run = store
+            .create_run(&new_run(None, "busy", ""), limits)
+            .await
+            .unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        let status = if i % 3 == 0 {
+            RunStatus::Cancelled
+        } else {
+            RunStatus::Completed
+        };
+        assert!(
+            store
+                .finish_run(&run.id, Some("gateway-a"), status, "", (0, 0), i % 2 == 0)
+                .await
+                .unwrap()
+        );
+    }
+    let runs = store.child_runs(None, "busy").await.unwrap();
+    assert_eq!(runs.len(), 1000);
+    assert!(runs.iter().all(|r| !r.status.is_live()));
 }
