@@ -54,7 +54,7 @@ pub use memory::{
     memory_search_slots,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
-pub use runs::{Delivery, NewRun, RunLimits, RunRecord, RunRefused, RunStatus};
+pub use runs::{Delivery, NewRun, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage};
 pub use sessions::{SessionRecord, TurnStart};
 
 /// Why a store operation failed. Messages name what to fix.

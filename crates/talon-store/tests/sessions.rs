@@ -2,7 +2,7 @@
 //! interrupted turn reported and never half-saved, sessions belong to one agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use talon_store::{NewRun, RunLimits, RunRefused, RunStatus, Store, StoreConfig};
+use talon_store::{NewRun, RunLimits, RunRefused, RunStatus, RunUsage, Store, StoreConfig};
 
 mod common;
 
@@ -410,7 +410,11 @@ async fn runs_count_live_rows_and_free_their_slots(config: &StoreConfig) {
                 None,
                 RunStatus::LimitReached,
                 "stopped at 20 iterations",
-                (5, 7),
+                RunUsage {
+                    input_tokens: 5,
+                    output_tokens: 7,
+                    model_requests: 2
+                },
                 false
             )
             .await
@@ -422,7 +426,14 @@ async fn runs_count_live_rows_and_free_their_slots(config: &StoreConfig) {
         RunStatus::LimitReached,
         "a capped run is not completed"
     );
-    assert_eq!((ended.input_tokens, ended.output_tokens), (5, 7));
+    assert_eq!(
+        (
+            ended.input_tokens,
+            ended.output_tokens,
+            ended.model_requests
+        ),
+        (5, 7, 2)
+    );
     store
         .create_run(&new_run(None, "s1", ""), limits)
         .await
@@ -541,7 +552,11 @@ async fn a_childs_result_reaches_its_parent_session_once(config: &StoreConfig) {
                 None,
                 RunStatus::Completed,
                 "the answer",
-                (1, 2),
+                RunUsage {
+                    input_tokens: 1,
+                    output_tokens: 2,
+                    model_requests: 1
+                },
                 false
             )
             .await
@@ -554,13 +569,23 @@ async fn a_childs_result_reaches_its_parent_session_once(config: &StoreConfig) {
                 None,
                 RunStatus::Failed,
                 "a late failure",
-                (0, 0),
+                RunUsage::default(),
                 false
             )
             .await
             .unwrap(),
         "the first end stands"
     );
+    let (used, started) = store.root_usage(&run.id).await.unwrap();
+    assert_eq!(
+        used,
+        RunUsage {
+            input_tokens: 1,
+            output_tokens: 2,
+            model_requests: 1
+        }
+    );
+    assert_eq!(started, run.created_at);
     let pending = store.pending_deliveries("parent", 20).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(
@@ -651,7 +676,7 @@ async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
                 Some("gateway-dead"),
                 RunStatus::Cancelled,
                 "",
-                (0, 0),
+                RunUsage::default(),
                 false
             )
             .await
@@ -665,7 +690,7 @@ async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
                 Some(&owner),
                 RunStatus::Completed,
                 "",
-                (0, 0),
+                RunUsage::default(),
                 false
             )
             .await
@@ -762,7 +787,14 @@ async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig
     let b = store.create_run(&run, RunLimits::default()).await.unwrap();
     for id in [&a.id, &b.id] {
         store
-            .finish_run(id, None, RunStatus::Completed, "done", (0, 0), false)
+            .finish_run(
+                id,
+                None,
+                RunStatus::Completed,
+                "done",
+                RunUsage::default(),
+                false,
+            )
             .await
             .unwrap();
     }
@@ -832,7 +864,14 @@ async fn a_thousand_spawn_cycles_never_exhaust_a_slot(config: &StoreConfig) {
         };
         assert!(
             store
-                .finish_run(&run.id, Some("gateway-a"), status, "", (0, 0), i % 2 == 0)
+                .finish_run(
+                    &run.id,
+                    Some("gateway-a"),
+                    status,
+                    "",
+                    RunUsage::default(),
+                    i % 2 == 0
+                )
                 .await
                 .unwrap()
         );

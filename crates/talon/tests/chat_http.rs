@@ -724,7 +724,13 @@ fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
     let base = format!("http://{}", server.addr);
     let turn = std::thread::spawn({
         let url = format!("{base}/v1/sessions/approve/messages");
-        move || post(&url, &json!({"text": "approval helper", "user": "alice"}), &[])
+        move || {
+            post(
+                &url,
+                &json!({"text": "approval helper", "user": "alice"}),
+                &[],
+            )
+        }
     });
     let approve = |tool: &str| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -736,7 +742,10 @@ fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
             {
                 break request["id"].as_str().unwrap().to_string();
             }
-            assert!(std::time::Instant::now() < deadline, "no {tool} approval: {pending}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {tool} approval: {pending}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(50));
         };
         let (status, answer) = status_json(
@@ -755,12 +764,20 @@ fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while run_status() != "waiting_approval" {
-        assert!(std::time::Instant::now() < deadline, "never waited: {}", run_status());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never waited: {}",
+            run_status()
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     approve("exec");
     while run_status() != "completed" {
-        assert!(std::time::Instant::now() < deadline, "never completed: {}", run_status());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never completed: {}",
+            run_status()
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     while !status_json(&format!("{base}/v1/sessions/approve?user=alice"), None)
@@ -768,7 +785,10 @@ fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
         .to_string()
         .contains("Child finished.")
     {
-        assert!(std::time::Instant::now() < deadline, "the parent was never told");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the parent was never told"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let told = status_json(&format!("{base}/v1/sessions/approve?user=alice"), None).1;

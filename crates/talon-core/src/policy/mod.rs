@@ -146,6 +146,14 @@ pub struct SubagentPolicy {
     /// Model requests a child run may make (seed 002 §6: 20); a child that reaches it ends
     /// `limit_reached`.
     pub max_iterations: u32,
+    /// Tokens (in and out) all runs under one root run may use together; a run started or
+    /// running past it ends `limit_reached`.
+    pub budget_tokens: Option<u64>,
+    /// Model requests all runs under one root run may make together.
+    pub budget_requests: Option<u64>,
+    /// Seconds from a root run's start within which its runs must end; a run still running then
+    /// ends `timed_out`.
+    pub budget_seconds: Option<u64>,
 }
 
 impl Default for SubagentPolicy {
@@ -164,6 +172,9 @@ impl Default for SubagentPolicy {
                 .collect(),
             lease_seconds: None,
             max_iterations: 20,
+            budget_tokens: None,
+            budget_requests: None,
+            budget_seconds: None,
         }
     }
 }

@@ -73,6 +73,9 @@ pub struct ChildTurn {
     pub tool_allow: Vec<String>,
     /// The run this turn is, and its parent run, named on the turn's events.
     pub run: talon_core::events::RunRef,
+    /// What is left of its root run's budget: model requests and tokens.
+    pub max_requests: Option<u32>,
+    pub token_budget: Option<u64>,
 }
 
 /// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
@@ -373,21 +376,30 @@ impl Runner {
                 )
             });
         let agent = own_model.as_ref().unwrap_or(&built.agent);
-        // A child run makes at most `[subagents] max_iterations` model requests.
-        let capped = request
-            .child
-            .as_ref()
-            .map(|_| self.config.subagents.max_iterations.max(1))
-            .filter(|cap| *cap < agent.config().max_iterations)
-            .map(|cap| {
-                let mut config = agent.config().clone();
-                config.max_iterations = cap;
-                Agent::new(
-                    Arc::clone(&self.pipeline),
-                    Arc::clone(agent.provider()),
-                    config,
-                )
-            });
+        // A child run makes at most `[subagents] max_iterations` model requests, and no more
+        // than its root run's budget has left.
+        let capped = request.child.as_ref().and_then(|child| {
+            let mut config = agent.config().clone();
+            let cap = child
+                .max_requests
+                .unwrap_or(u32::MAX)
+                .min(self.config.subagents.max_iterations)
+                .max(1);
+            config.max_iterations = config.max_iterations.min(cap);
+            config.token_budget = match (config.token_budget, child.token_budget) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            (config.max_iterations != agent.config().max_iterations
+                || config.token_budget != agent.config().token_budget)
+                .then(|| {
+                    Agent::new(
+                        Arc::clone(&self.pipeline),
+                        Arc::clone(agent.provider()),
+                        config,
+                    )
+                })
+        });
         let agent = capped.as_ref().unwrap_or(agent);
         if let Some(key) = &built.api_key {
             ctx.scrub_bag.add(key.clone());

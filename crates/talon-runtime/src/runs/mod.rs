@@ -23,12 +23,13 @@ use std::time::Duration;
 use talon_agent::TurnStop;
 use talon_core::events::{RunRef, ToolEvent};
 use talon_core::{CallContext, ToolOutput};
-use talon_store::{NewRun, RunLimits, RunRecord, RunStatus};
+use talon_store::{NewRun, RunLimits, RunRecord, RunStatus, RunUsage};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 
 pub mod announce;
+pub mod budget;
 pub mod supervisor;
 pub mod tools;
 
@@ -67,10 +68,11 @@ pub struct ChildSpec<'a> {
 }
 
 /// How a run ended: its status, what the caller is told, its usage.
+#[derive(Debug)]
 pub struct Ending {
     pub status: RunStatus,
     pub text: String,
-    pub usage: (i64, i64),
+    pub usage: RunUsage,
 }
 
 impl Runner {
@@ -182,6 +184,21 @@ impl Runner {
                 }
             })
         };
+        let budget = match self.remaining_budget(run).await {
+            Ok(budget) => budget,
+            Err(ending) => {
+                self.end_run(run, &ending, waited).await;
+                return ending;
+            }
+        };
+        // The time left of the root's budget: then the run is stopped and ends `timed_out`.
+        let timer = budget.time.map(|left| {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                cancel.cancel();
+            })
+        });
         let approvals = self.watch_approvals(run);
         let user = (!run.user_id.is_empty()).then_some(run.user_id.as_str());
         let ran = self
@@ -201,6 +218,8 @@ impl Runner {
                         spawn_depth: u32::try_from(run.depth).unwrap_or(u32::MAX),
                         tool_allow: run.tools.clone(),
                         run: run_ref(run),
+                        max_requests: budget.requests,
+                        token_budget: budget.tokens,
                     }),
                     delivering: Vec::new(),
                 },
@@ -209,13 +228,24 @@ impl Runner {
             .await;
         watch.abort();
         approvals.abort();
+        let timed_out = timer.is_some_and(|timer| {
+            let fired = timer.is_finished();
+            timer.abort();
+            fired
+        });
         let ending = match &ran {
             Ok(ran) => {
-                let (status, text) = ending(&ran.outcome.stop, &ran.outcome.text);
-                let usage = (
-                    i64::try_from(ran.outcome.usage.input_tokens).unwrap_or(i64::MAX),
-                    i64::try_from(ran.outcome.usage.output_tokens).unwrap_or(i64::MAX),
-                );
+                let (mut status, mut text) = ending(&ran.outcome.stop, &ran.outcome.text);
+                if timed_out && status == RunStatus::Cancelled {
+                    status = RunStatus::TimedOut;
+                    text = "stopped: its root run's time budget ran out".into();
+                }
+                let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+                let usage = RunUsage {
+                    input_tokens: to_i64(ran.outcome.usage.input_tokens),
+                    output_tokens: to_i64(ran.outcome.usage.output_tokens),
+                    model_requests: i64::from(ran.outcome.iterations),
+                };
                 Ending {
                     status,
                     text,
@@ -225,7 +255,7 @@ impl Runner {
             Err(e) => Ending {
                 status: RunStatus::Failed,
                 text: format!("the run could not start: {e}"),
-                usage: (0, 0),
+                usage: RunUsage::default(),
             },
         };
         self.end_run(run, &ending, waited).await;
@@ -291,8 +321,8 @@ impl Runner {
                         agent_key: run.agent_key.as_str().into(),
                         user: (!run.user_id.is_empty()).then(|| run.user_id.as_str().into()),
                         status: ending.status.as_str(),
-                        input_tokens: ending.usage.0,
-                        output_tokens: ending.usage.1,
+                        input_tokens: ending.usage.input_tokens,
+                        output_tokens: ending.usage.output_tokens,
                         run: run_ref(run),
                     });
                 if !waited {

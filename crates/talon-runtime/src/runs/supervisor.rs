@@ -76,7 +76,7 @@ impl Runner {
                         let ending = Ending {
                             status: RunStatus::Lost,
                             text: "the gateway running it stopped, and so did the one that resumed it; nothing of it was kept".into(),
-                            usage: (0, 0),
+                            usage: talon_store::RunUsage::default(),
                         };
                         self.end_run(&run, &ending, false).await;
                     }

@@ -2,7 +2,7 @@
 
 use sqlx::Row;
 
-use super::{Delivery, LIVE, RunStatus};
+use super::{Delivery, LIVE, RunStatus, RunUsage};
 use crate::{Store, StoreError, now_ms};
 
 impl Store {
@@ -17,7 +17,7 @@ impl Store {
         owner: Option<&str>,
         status: RunStatus,
         result: &str,
-        usage: (i64, i64),
+        usage: RunUsage,
         delivered: bool,
     ) -> Result<bool, StoreError> {
         if status.is_live() {
@@ -201,21 +201,22 @@ pub(super) async fn end_in(
     owner: Option<&str>,
     status: RunStatus,
     result: &str,
-    usage: (i64, i64),
+    usage: RunUsage,
     delivered: bool,
     now: i64,
 ) -> Result<Option<String>, StoreError> {
     let ended = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE agent_runs SET status = $2, result = $3, input_tokens = input_tokens + $4, output_tokens = output_tokens + $5, owner = '', lease_until = 0, updated_at = $6, finished_at = $6 \
+        "UPDATE agent_runs SET status = $2, result = $3, input_tokens = input_tokens + $4, output_tokens = output_tokens + $5, model_requests = model_requests + $8, owner = '', lease_until = 0, updated_at = $6, finished_at = $6 \
          WHERE id = $1 AND status IN {LIVE} AND ($7 = '' OR owner = $7) RETURNING parent_session"
     )))
     .bind(id)
     .bind(status.as_str())
     .bind(result)
-    .bind(usage.0)
-    .bind(usage.1)
+    .bind(usage.input_tokens)
+    .bind(usage.output_tokens)
     .bind(now)
     .bind(owner.unwrap_or_default())
+    .bind(usage.model_requests)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = ended else {

@@ -135,6 +135,14 @@ pub struct NewRun<'a> {
     pub lease_until: i64,
 }
 
+/// What a run used: added to the run when it ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunUsage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub model_requests: i64,
+}
+
 /// Why a run was not created: the limit and the model-facing words for it.
 #[derive(Debug, thiserror::Error)]
 pub enum RunRefused {
@@ -186,6 +194,8 @@ pub struct RunRecord {
     pub takeovers: i64,
     /// The tools it may use.
     pub tools: Vec<String>,
+    /// Model requests it made.
+    pub model_requests: i64,
 }
 
 /// A result waiting in the outbox for its parent session.
@@ -197,7 +207,7 @@ pub struct Delivery {
     pub result: String,
 }
 
-const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
+const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, model_requests, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
 
 fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
@@ -207,6 +217,7 @@ fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
         parent_session: row.try_get("parent_session")?,
         parent_agent: row.try_get("parent_agent")?,
         takeovers: row.try_get("takeovers")?,
+        model_requests: row.try_get("model_requests")?,
         tools: serde_json::from_str(&row.try_get::<String, _>("tools")?).map_err(|e| {
             StoreError::Invalid {
                 what: "run tools",
@@ -358,7 +369,7 @@ impl Store {
                 None,
                 RunStatus::Cancelled,
                 "replaced by a new message",
-                (0, 0),
+                RunUsage::default(),
                 true,
                 now,
             )
@@ -475,6 +486,26 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(record).collect()
+    }
+
+    /// What the runs of the tree under `root` used, and when the root started (Unix ms): what a
+    /// budget per root run is counted against.
+    pub async fn root_usage(&self, root: &str) -> Result<(RunUsage, i64), StoreError> {
+        let row = sqlx::query(
+            // Sums are NUMERIC on PostgreSQL: cast back to what both engines decode.
+            "SELECT CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS i, CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS o, CAST(COALESCE(SUM(model_requests), 0) AS BIGINT) AS r, CAST(COALESCE(MIN(created_at), 0) AS BIGINT) AS c FROM agent_runs WHERE root_id = $1",
+        )
+        .bind(root)
+        .fetch_one(self.pool())
+        .await?;
+        Ok((
+            RunUsage {
+                input_tokens: row.try_get("i")?,
+                output_tokens: row.try_get("o")?,
+                model_requests: row.try_get("r")?,
+            },
+            row.try_get("c")?,
+        ))
     }
 
     /// The runs a parent run (or, for `None`, a parent session's turns) started, newest first.

@@ -108,7 +108,11 @@ impl Store {
     /// Marks a live run as waiting for a person's approval (`true`) or running again; `false`
     /// when the run is no longer live.
     pub async fn set_run_waiting(&self, id: &str, waiting: bool) -> Result<bool, StoreError> {
-        let status = if waiting { "waiting_approval" } else { "running" };
+        let status = if waiting {
+            "waiting_approval"
+        } else {
+            "running"
+        };
         let done = sqlx::query(
             "UPDATE agent_runs SET status = $2, updated_at = $3 WHERE id = $1 AND status IN ('running', 'waiting_approval')",
         )

@@ -163,7 +163,10 @@ fn subagents_are_managed_within_the_callers_own_runs() {
         .iter()
         .any(|m| m.contains("TASK-OTHER"))
     {
-        assert!(std::time::Instant::now() < deadline, "the other child never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the other child never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let (stdout, stderr, code) = chat(home.path(), &["-p", "manage helpers"]);
@@ -237,4 +240,48 @@ fn a_child_at_its_iteration_cap_ends_limit_reached() {
     let child_requests = conversation(&mock, "TASK-LOOP").len();
     assert_eq!(child_requests, 2, "at most max_iterations model requests");
     assert_eq!(runs(home.path())[0]["status"], "limit_reached");
+}
+
+/// Budgets per root run: a run makes no more model requests than its root's budget has left
+/// (`limit_reached`), and one still running when its root's time runs out ends `timed_out`.
+#[test]
+fn a_root_runs_budget_stops_its_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let call =
+        |tz: &str| json!({"tool_calls": [{"name": "datetime", "arguments": {"timezone": tz}}]});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-SPEND", "turns": [call("UTC"), call("Europe/Paris"), call("Asia/Tokyo"), call("America/Lima"), call("Africa/Cairo")]},
+            {"when": "TASK-SLOW", "turns": [{"text": "too late", "delay_ms": 20000}]},
+            {"when": "budgeted helpers", "turns": [
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-SPEND"}}]},
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-SLOW"}}]},
+                {"text": "Both stopped."}
+            ]}
+        ]}),
+    );
+    config(
+        home.path(),
+        &mock,
+        "openai",
+        "[subagents]\nbudget_requests = 3\nbudget_seconds = 2\n",
+    );
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "budgeted helpers"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Both stopped."), "{stdout}");
+    assert_eq!(
+        conversation(&mock, "TASK-SPEND").len(),
+        3,
+        "the budget's requests"
+    );
+    let parent = conversation(&mock, "budgeted helpers");
+    assert!(parent[1]["messages"].to_string().contains("limit_reached"));
+    assert!(parent[2]["messages"].to_string().contains("timed_out"));
+    let mut statuses: Vec<String> = runs(home.path())
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, ["limit_reached", "timed_out"]);
 }
