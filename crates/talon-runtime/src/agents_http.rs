@@ -4,11 +4,14 @@
 //! |---|---|
 //! | `GET /v1/agents` | every agent: key, type, creation time, its context files' names |
 //! | `GET /v1/agents/{key}/files/{name}` | one of an agent's own context files |
+//! | `GET /v1/agent-links` | every agent link (who may delegate to whom) |
+//! | `POST /v1/agent-links` | creates or replaces one: `{"source", "target", "direction"?, "max_concurrent"?, "settings"?}` |
+//! | `DELETE /v1/agent-links/{source}/{target}` | removes one |
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde_json::json;
 use talon_store::Store;
@@ -18,6 +21,8 @@ pub fn routes(store: Store) -> Router {
     Router::new()
         .route("/v1/agents", get(list))
         .route("/v1/agents/{key}/files/{name}", get(file))
+        .route("/v1/agent-links", get(links).post(link))
+        .route("/v1/agent-links/{source}/{target}", delete(unlink))
         .with_state(store)
 }
 
@@ -54,6 +59,71 @@ async fn file(State(store): State<Store>, Path((key, name)): Path<(String, Strin
             format!(
                 "agent {key:?} has no context file {name:?}; GET /v1/agents lists each agent's files"
             ),
+        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+async fn links(State(store): State<Store>) -> Response {
+    match store.agent_links().await {
+        Ok(links) => Json(json!({"links": links})).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// The body of `POST /v1/agent-links`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewLink {
+    source: String,
+    target: String,
+    #[serde(default = "outbound")]
+    direction: talon_store::LinkDirection,
+    #[serde(default = "three")]
+    max_concurrent: i64,
+    #[serde(default)]
+    settings: talon_store::LinkSettings,
+}
+
+fn outbound() -> talon_store::LinkDirection {
+    talon_store::LinkDirection::Outbound
+}
+
+fn three() -> i64 {
+    3
+}
+
+async fn link(State(store): State<Store>, body: axum::body::Bytes) -> Response {
+    let new: NewLink = match serde_json::from_slice(&body) {
+        Ok(new) => new,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid link: {e}")),
+    };
+    match store
+        .link_agents(
+            &new.source,
+            &new.target,
+            new.direction,
+            new.max_concurrent,
+            &new.settings,
+        )
+        .await
+    {
+        Ok(link) => (StatusCode::CREATED, Json(json!({"link": link}))).into_response(),
+        Err(e @ talon_store::StoreError::Invalid { .. }) => error(StatusCode::BAD_REQUEST, e),
+        Err(e @ talon_store::StoreError::NotFound { .. }) => error(StatusCode::NOT_FOUND, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+async fn unlink(
+    State(store): State<Store>,
+    Path((source, target)): Path<(String, String)>,
+) -> Response {
+    match store.unlink_agents(&source, &target).await {
+        Ok(true) => Json(json!({"ok": true})).into_response(),
+        Ok(false) => error(
+            StatusCode::NOT_FOUND,
+            format!("there is no link from {source:?} to {target:?}"),
         ),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }

@@ -264,7 +264,7 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Deletes an agent and its context files (its own and its users'); returns whether it
+    /// Deletes an agent, its context files (its own and its users') and its agent links; returns whether it
     /// existed. Its sessions and memory stay: they are the users' history, and an agent created
     /// again under the same key finds them.
     pub async fn delete_agent(&self, key: &str) -> Result<bool, StoreError> {
@@ -272,6 +272,7 @@ impl Store {
         for statement in [
             "DELETE FROM agent_context_files WHERE agent_key = $1",
             "DELETE FROM user_context_files WHERE agent_key = $1",
+            "DELETE FROM agent_links WHERE source = $1 OR target = $1",
         ] {
             sqlx::query(statement).bind(key).execute(&mut *tx).await?;
         }

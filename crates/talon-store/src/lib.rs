@@ -12,6 +12,7 @@
 //! engine. Integers are `i64` everywhere and times are Unix milliseconds, so one Rust type reads
 //! both engines.
 
+mod agent_links;
 mod agents;
 mod audit;
 mod cli_credentials;
@@ -35,6 +36,7 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions};
 
+pub use agent_links::{AgentLink, LinkDirection, LinkSettings};
 pub use agents::{AgentRecord, AgentType};
 pub use audit::AuditEntry;
 pub use cli_credentials::{

@@ -73,6 +73,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0009_run_delivery.sql"),
         postgres: include_str!("../migrations/postgres/0009_run_delivery.sql"),
     },
+    Migration {
+        version: 10,
+        name: "agent_links",
+        sqlite: include_str!("../migrations/sqlite/0010_agent_links.sql"),
+        postgres: include_str!("../migrations/postgres/0010_agent_links.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -258,6 +258,38 @@ enum AgentsCommand {
         /// The agent.
         key: String,
     },
+    /// Let SOURCE delegate to TARGET (an agent link; replaces an existing one).
+    Link {
+        /// The agent that delegates.
+        source: String,
+        /// The agent it delegates to.
+        target: String,
+        /// TARGET may delegate to SOURCE as well.
+        #[arg(long)]
+        bidirectional: bool,
+        /// Live delegations over the link at most.
+        #[arg(long, default_value_t = 3)]
+        max_concurrent: i64,
+        /// Only these users may delegate over the link (repeat for several).
+        #[arg(long = "allow-user", value_name = "ID")]
+        allow_users: Vec<String>,
+        /// These users may not (repeat for several).
+        #[arg(long = "deny-user", value_name = "ID")]
+        deny_users: Vec<String>,
+    },
+    /// Remove the link from SOURCE to TARGET.
+    Unlink {
+        /// The agent that delegates.
+        source: String,
+        /// The agent it delegates to.
+        target: String,
+    },
+    /// List agent links.
+    Links {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -269,7 +269,8 @@ pub const SUBAGENT_DENY: &[&str] = &[
     "team_tasks",
 ];
 
-/// Additionally denied to subagents at the maximum spawn depth (they cannot spawn further).
+/// Additionally denied to subagents at the maximum spawn depth (they cannot spawn further):
+/// every tool that starts a run (a delegation is a run one level down too).
 pub const LEAF_DENY: &[&str] = &[
     "sessions_list",
     "sessions_history",
@@ -278,6 +279,8 @@ pub const LEAF_DENY: &[&str] = &[
     "subagent",
     "subagents",
     "Agent",
+    "delegate",
+    "evaluate_loop",
 ];
 
 /// Default maximum nesting depth of subagents.

@@ -610,11 +610,17 @@ impl Runner {
         agent: &str,
         user: Option<&str>,
     ) -> Result<Option<String>, RunError> {
-        let files = self
+        let mut files = self
             .store
             .context_files(agent, user.unwrap_or_default(), &[])
             .await
             .map_err(|e| RunError::Store(format!("cannot read {agent}'s context files: {e}")))?;
+        // Generated for an agent with delegation targets, unless it (or the user) has its own.
+        if !files.iter().any(|(name, _)| name == "DELEGATION.md")
+            && let Some(delegation) = self.delegation_file(agent, user).await
+        {
+            files.push(("DELEGATION.md".to_string(), delegation));
+        }
         Ok(compose_system_prompt(configured, files))
     }
 }

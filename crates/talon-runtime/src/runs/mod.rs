@@ -30,6 +30,7 @@ use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 
 pub mod announce;
 pub mod budget;
+pub mod delegate;
 pub mod supervisor;
 pub mod tools;
 
@@ -65,6 +66,11 @@ pub struct ChildSpec<'a> {
     pub origin: &'static str,
     /// Runs in the background (its result is announced) instead of being waited for.
     pub background: bool,
+    /// A delegation's agent link: live delegations over it at most, and whether it goes both
+    /// ways.
+    pub over_link: Option<(i64, bool)>,
+    /// A delegation's target: live delegations to it at most (`max_delegation_load`).
+    pub target_load: Option<i64>,
 }
 
 /// How a run ended: its status, what the caller is told, its usage.
@@ -91,12 +97,14 @@ impl Runner {
             .saturating_add(i64::try_from(self.lease().as_millis()).unwrap_or(i64::MAX))
     }
 
-    fn run_limits(&self) -> RunLimits {
+    fn run_limits(&self, spec: &ChildSpec<'_>) -> RunLimits {
         let policy = self.subagent_policy();
         RunLimits {
             max_concurrent: i64::from(policy.max_concurrent),
             max_depth: i64::from(policy.max_spawn_depth),
             max_children: i64::from(policy.max_children_per_agent),
+            max_over_link: spec.over_link,
+            max_target_load: spec.target_load,
         }
     }
 
@@ -136,8 +144,12 @@ impl Runner {
         let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
         let new = self.new_run(ctx, spec, &prefix);
         let created = match replacing {
-            Some(old) => self.store().replace_run(old, &new, self.run_limits()).await,
-            None => self.store().create_run(&new, self.run_limits()).await,
+            Some(old) => {
+                self.store()
+                    .replace_run(old, &new, self.run_limits(spec))
+                    .await
+            }
+            None => self.store().create_run(&new, self.run_limits(spec)).await,
         };
         let run = created.map_err(|refused| refused.to_string())?;
         self.pipeline_events()

@@ -26,6 +26,11 @@ use crate::agent_runs::Runner;
 const WAIT_DEFAULT: u64 = 60;
 const WAIT_MAX: u64 = 600;
 
+/// Why a background run cannot start from a conversation that is not stored.
+pub(super) const NOWHERE_TO_ANNOUNCE: &str = "this conversation is not stored, so a background \
+     result would have nowhere to go: run it and wait for it instead (subagents action run, \
+     Agent without run_in_background, delegate with mode sync)";
+
 /// How long a steered run is given to stop before its replacement starts.
 const STEER_SETTLE: Duration = Duration::from_millis(500);
 
@@ -163,11 +168,7 @@ async fn start(
     keep: impl Fn(&ToolSpec) -> bool,
 ) -> ToolOutput {
     if background && !runner.is_stored_session(&ctx.session_key).await {
-        return ToolOutput::error(
-            "this conversation is not stored, so a background result would have nowhere to go: \
-             run the subagent and wait for it instead (subagents action run, or Agent without \
-             run_in_background)",
-        );
+        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
     }
     let tools: Vec<String> = runner
         .tool_specs(ctx)
@@ -182,6 +183,8 @@ async fn start(
         tools,
         origin: "subagent",
         background,
+        over_link: None,
+        target_load: None,
     };
     let run = match runner.start_child(ctx, &spec, None).await {
         Ok(run) => run,
@@ -200,7 +203,10 @@ async fn start(
 }
 
 /// The caller's children: those started by its run (or, for a person's turn, its session).
-async fn children(runner: &Runner, ctx: &CallContext) -> Result<Vec<RunRecord>, ToolOutput> {
+pub(super) async fn children(
+    runner: &Runner,
+    ctx: &CallContext,
+) -> Result<Vec<RunRecord>, ToolOutput> {
     runner
         .store()
         .child_runs(ctx.run.run_id.as_deref(), &ctx.session_key)
@@ -209,7 +215,7 @@ async fn children(runner: &Runner, ctx: &CallContext) -> Result<Vec<RunRecord>, 
 }
 
 /// The caller's child `id`.
-async fn own_child(
+pub(super) async fn own_child(
     runner: &Runner,
     ctx: &CallContext,
     id: Option<&str>,
@@ -323,6 +329,8 @@ async fn steer(
         tools: old.tools.clone(),
         origin: "subagent",
         background: true,
+        over_link: None,
+        target_load: None,
     };
     // The replacement takes the old run's slot in the transaction that ends it.
     let new = match runner.start_child(ctx, &spec, Some(&old.id)).await {
@@ -462,7 +470,8 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         registry
             .register(AgentTool { runner: runner() })
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.register_delegation_tools(registry)
     }
 
     /// Whether `session` is a stored session (a background result can be delivered to it).

@@ -88,6 +88,10 @@ impl RunStatus {
 /// The live statuses, as SQL.
 const LIVE: &str = "('queued', 'running', 'waiting_approval')";
 
+/// The delegations over one agent link, as SQL: from `$19` (the source, `parent_agent`) to `$7`
+/// (the target), and back when `$23` is 1 (a bidirectional link).
+const OVER_LINK: &str = "origin = 'delegation' AND ((parent_agent = $19 AND agent_key = $7) OR ($23 = 1 AND parent_agent = $7 AND agent_key = $19))";
+
 /// The limits a new run is checked against (seed 002 §6's defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunLimits {
@@ -97,6 +101,12 @@ pub struct RunLimits {
     pub max_depth: i64,
     /// Live children per parent run (or per parent session for runs a turn started).
     pub max_children: i64,
+    /// For a delegation: live delegations over its agent link at most (and whether the link
+    /// goes both ways, so delegations back count too).
+    pub max_over_link: Option<(i64, bool)>,
+    /// For a delegation: live delegations to its target agent, from anyone, at most
+    /// (`max_delegation_load`).
+    pub max_target_load: Option<i64>,
 }
 
 impl Default for RunLimits {
@@ -105,6 +115,8 @@ impl Default for RunLimits {
             max_concurrent: 8,
             max_depth: 1,
             max_children: 5,
+            max_over_link: None,
+            max_target_load: None,
         }
     }
 }
@@ -252,7 +264,10 @@ struct Locked {
 }
 
 impl Locked {
-    async fn begin(store: &Store, tenant: &str) -> Result<Self, StoreError> {
+    /// Begins the transaction holding the locks named `keys` (taken in the order given: callers
+    /// name the tenant first, then any agent, so two transactions never wait on each other in
+    /// a cycle).
+    async fn begin(store: &Store, keys: &[String]) -> Result<Self, StoreError> {
         let mut conn = store.pool().acquire().await?;
         match store.engine() {
             Engine::Sqlite => {
@@ -262,10 +277,12 @@ impl Locked {
                 sqlx::raw_sql("BEGIN").execute(&mut *conn).await?;
                 // The lock is taken before the counting statement starts, so that statement's
                 // snapshot sees every run a gateway that held the lock before has created.
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-                    .bind(format!("talon-runs:{tenant}"))
-                    .execute(&mut *conn)
-                    .await?;
+                for key in keys {
+                    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                        .bind(key)
+                        .execute(&mut *conn)
+                        .await?;
+                }
             }
         }
         Ok(Self { conn, open: true })
@@ -292,17 +309,17 @@ impl Drop for Locked {
     }
 }
 
-/// A count of `sql` (one `$1`) inside `tx`.
+/// A count of `sql` (binding `keys` as `$1`, `$2`, …) inside `tx`.
 async fn count_live(
     tx: &mut Locked,
     sql: sqlx::AssertSqlSafe<String>,
-    key: &str,
+    keys: &[&str],
 ) -> Result<i64, StoreError> {
-    Ok(sqlx::query(sql)
-        .bind(key)
-        .fetch_one(&mut *tx.conn)
-        .await?
-        .try_get::<i64, _>(0)?)
+    let mut query = sqlx::query(sql);
+    for key in keys {
+        query = query.bind(*key);
+    }
+    Ok(query.fetch_one(&mut *tx.conn).await?.try_get::<i64, _>(0)?)
 }
 
 impl Store {
@@ -361,7 +378,12 @@ impl Store {
         };
         let session_key = format!("{}{id}", new.session_prefix);
         let now = now_ms();
-        let mut tx = Locked::begin(self, new.tenant).await?;
+        let mut locks = vec![format!("talon-runs:{}", new.tenant)];
+        if limits.max_target_load.is_some() || limits.max_over_link.is_some() {
+            // Delegations to one agent are counted across tenants.
+            locks.push(format!("talon-agent:{}", new.agent));
+        }
+        let mut tx = Locked::begin(self, &locks).await?;
         if let Some(old) = replacing {
             match delivery::end_in(
                 &mut *tx.conn,
@@ -390,7 +412,9 @@ impl Store {
             "INSERT INTO agent_runs (id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, task, created_at, updated_at, parent_agent, tools) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'running', $12, $13, $14, $15, $15, $19, $20 \
              WHERE (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND status IN {LIVE}) < $16 \
-             AND (SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $17 AND parent_id = $3 AND status IN {LIVE}) < $18"
+             AND (SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $17 AND parent_id = $3 AND status IN {LIVE}) < $18 \
+             AND ($21 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE {OVER_LINK} AND status IN {LIVE}) < $21) \
+             AND ($22 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE origin = 'delegation' AND agent_key = $7 AND status IN {LIVE}) < $22)"
         );
         let inserted = sqlx::query(sqlx::AssertSqlSafe(insert))
             .bind(&id)
@@ -413,6 +437,11 @@ impl Store {
             .bind(limits.max_children)
             .bind(new.parent_agent)
             .bind(serde_json::to_string(new.tools).unwrap_or_else(|_| "[]".into()))
+            .bind(limits.max_over_link.map_or(-1, |(max, _)| max))
+            .bind(limits.max_target_load.unwrap_or(-1))
+            .bind(i64::from(
+                limits.max_over_link.is_some_and(|(_, both)| both),
+            ))
             .execute(&mut *tx.conn)
             .await;
         let inserted = match inserted {
@@ -429,7 +458,7 @@ impl Store {
                 sqlx::AssertSqlSafe(format!(
                     "SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $1 AND status IN {LIVE}"
                 )),
-                sibling_key,
+                &[sibling_key],
             )
             .await;
             let tenant = count_live(
@@ -437,11 +466,45 @@ impl Store {
                 sqlx::AssertSqlSafe(format!(
                     "SELECT COUNT(*) FROM agent_runs WHERE tenant = $1 AND status IN {LIVE}"
                 )),
-                new.tenant,
+                &[new.tenant],
             )
             .await;
+            let over_link = match limits.max_over_link {
+                Some((max, both)) => Some((
+                    count_live(
+                        &mut tx,
+                        sqlx::AssertSqlSafe(format!(
+                            "SELECT COUNT(*) FROM agent_runs WHERE origin = 'delegation' AND status IN {LIVE} AND ((parent_agent = $1 AND agent_key = $2) OR ($3 = 1 AND parent_agent = $2 AND agent_key = $1))"
+                        )),
+                        &[new.parent_agent, new.agent, if both { "1" } else { "0" }],
+                    )
+                    .await,
+                    max,
+                )),
+                None => None,
+            };
+            let target_load = match limits.max_target_load {
+                Some(max) => Some((
+                    count_live(
+                        &mut tx,
+                        sqlx::AssertSqlSafe(format!(
+                            "SELECT COUNT(*) FROM agent_runs WHERE origin = 'delegation' AND agent_key = $1 AND status IN {LIVE}"
+                        )),
+                        &[new.agent],
+                    )
+                    .await,
+                    max,
+                )),
+                None => None,
+            };
             tx.rollback().await;
             let (children, tenant) = (children?, tenant?);
+            for (live, max) in [over_link, target_load].into_iter().flatten() {
+                let live = live?;
+                if live >= max {
+                    return Err(RunRefused::Children { live, max });
+                }
+            }
             return Err(if children >= limits.max_children {
                 RunRefused::Children {
                     live: children,

@@ -208,6 +208,95 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                 Err(e) => fail(e),
             }
         }
+        AgentsCommand::Link {
+            source,
+            target,
+            bidirectional,
+            max_concurrent,
+            allow_users,
+            deny_users,
+        } => {
+            let direction = if bidirectional {
+                talon_store::LinkDirection::Bidirectional
+            } else {
+                talon_store::LinkDirection::Outbound
+            };
+            let settings = talon_store::LinkSettings {
+                allow_users,
+                deny_users,
+            };
+            match store
+                .link_agents(&source, &target, direction, max_concurrent, &settings)
+                .await
+            {
+                Ok(link) => {
+                    println!(
+                        "{} {} {} (at most {} at once)",
+                        link.source,
+                        if bidirectional { "<->" } else { "->" },
+                        link.target,
+                        link.max_concurrent
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(
+                    e @ (talon_store::StoreError::Invalid { .. }
+                    | talon_store::StoreError::NotFound { .. }),
+                ) => usage_error(e),
+                Err(e) => fail(e),
+            }
+        }
+        AgentsCommand::Unlink { source, target } => {
+            match store.unlink_agents(&source, &target).await {
+                Ok(true) => {
+                    println!("{source} no longer delegates to {target}");
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => usage_error(format!(
+                    "there is no link from {source:?} to {target:?}; `talon agents links` lists them"
+                )),
+                Err(e) => fail(e),
+            }
+        }
+        AgentsCommand::Links { json } => match store.agent_links().await {
+            Ok(links) if json => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&links).unwrap_or_default()
+                );
+                ExitCode::SUCCESS
+            }
+            Ok(links) => {
+                if links.is_empty() {
+                    println!("no agent links; `talon agents link SOURCE TARGET` makes one");
+                }
+                for link in links {
+                    println!(
+                        "{} {} {}\tmax {}{}{}",
+                        link.source,
+                        if link.direction == talon_store::LinkDirection::Bidirectional {
+                            "<->"
+                        } else {
+                            "->"
+                        },
+                        link.target,
+                        link.max_concurrent,
+                        if link.settings.allow_users.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\tallow {}", link.settings.allow_users.join(","))
+                        },
+                        if link.settings.deny_users.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\tdeny {}", link.settings.deny_users.join(","))
+                        },
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
     }
 }
 

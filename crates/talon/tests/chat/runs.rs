@@ -285,3 +285,93 @@ fn a_root_runs_budget_stops_its_runs() {
     statuses.sort();
     assert_eq!(statuses, ["limit_reached", "timed_out"]);
 }
+
+/// Delegation crosses agents only over a link: DELEGATION.md lists the agent's targets in its
+/// system prompt, an unlinked agent is refused with the targets named, a sync delegation runs
+/// the target (with its own tools) and returns its answer fenced, and the link's
+/// `max_concurrent` holds for delegations started at once (in the seeds' words).
+#[test]
+fn delegation_goes_over_agent_links_within_their_capacity() {
+    let home = tempfile::tempdir().unwrap();
+    let delegate = |args: Value| json!({"name": "delegate", "arguments": args});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-R", "turns": [{"text": "research result"}]},
+            {"when": "TASK-S", "turns": [{"text": "slow research", "delay_ms": 1500}]},
+            {"when": "delegate please", "turns": [
+                {"tool_calls": [delegate(json!({"agent": "nobody", "task": "x"}))]},
+                {"tool_calls": [delegate(json!({"agent": "researcher", "task": "TASK-R: find it"}))]},
+                {"tool_calls": [
+                    delegate(json!({"agent": "researcher", "task": "TASK-S one", "mode": "async"})),
+                    delegate(json!({"agent": "researcher", "task": "TASK-S two", "mode": "async"}))
+                ]},
+                {"text": "Delegated."},
+                {"text": "Told."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    let admin = |args: &[&str]| {
+        let out = support::command(home.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    admin(&[
+        "agents",
+        "create",
+        "researcher",
+        "--settings",
+        r#"{"name": "Researcher", "description": "finds facts in papers"}"#,
+    ]);
+    admin(&["agents", "create", "default"]);
+    admin(&[
+        "agents",
+        "link",
+        "default",
+        "researcher",
+        "--max-concurrent",
+        "1",
+    ]);
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "delegate please"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Delegated."), "{stdout}");
+    let parent = conversation(&mock, "delegate please");
+    let system = parent[0]["messages"][0]["content"].to_string();
+    assert!(
+        system.contains("DELEGATION.md")
+            && system.contains("`researcher` (Researcher): finds facts in papers"),
+        "{system}"
+    );
+    let refused = parent[1]["messages"].to_string();
+    assert!(
+        refused.contains("you cannot delegate to nobody")
+            && refused.contains("You can delegate to: researcher"),
+        "{refused}"
+    );
+    let answered = parent[2]["messages"].to_string();
+    assert!(
+        answered.contains("research result") && answered.contains("EXTERNAL_UNTRUSTED_CONTENT"),
+        "{answered}"
+    );
+    let third = parent[3]["messages"].to_string();
+    assert!(
+        third.contains("Agent at capacity (1/1). Try a different agent or handle it yourself."),
+        "{third}"
+    );
+    assert!(third.contains("Delegated to researcher as run-"), "{third}");
+    assert!(
+        parent.last().unwrap()["messages"]
+            .to_string()
+            .contains("slow research")
+    );
+    let all = runs(home.path());
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(
+        all.iter()
+            .all(|r| r["origin"] == "delegation" && r["agent_key"] == "researcher")
+    );
+    assert!(all.iter().all(|r| r["status"] == "completed"), "{all:?}");
+    // The target runs with its own tools, which do not include delegating onwards.
+    let target = &conversation(&mock, "TASK-R")[0];
+    assert!(!target["tools"].to_string().contains("\"delegate\""));
+}

@@ -1,0 +1,435 @@
+//! Delegation (seed 000 §7): an agent hands a task to another, fully independent agent — its own
+//! identity, tools, model and context files — over an agent link an operator made
+//! ([`talon_store::AgentLink`]). A delegation is a run like a subagent's (origin `delegation`),
+//! so limits, cancellation, exactly-once delivery and restart-safety are the same; on top of the
+//! run limits it is counted against the link's `max_concurrent` and the target's
+//! `max_delegation_load` (agent setting) in the statement that creates it.
+//!
+//! - `delegate`: actions delegate (mode sync: wait for the answer; async: announced later),
+//!   cancel, list (running), history (ended).
+//! - `delegate_search`: finds targets by term matching over their keys, names, descriptions and
+//!   settings (for agents with more targets than DELEGATION.md lists inline).
+//! - DELEGATION.md: generated into the system prompt of an agent with links (≤ 15 targets
+//!   inline, otherwise a pointer to `delegate_search`), unless the agent or user has their own.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::visible::visible;
+use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_store::AgentLink;
+
+use super::tools::{NOWHERE_TO_ANNOUNCE, children, own_child};
+use super::{ChildSpec, one_line, result_output};
+use crate::agent_runs::Runner;
+
+/// Targets listed inline in DELEGATION.md at most; past this the file points to
+/// `delegate_search`.
+pub const INLINE_TARGETS: usize = 15;
+
+/// A delegation target as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub key: String,
+    pub name: String,
+    pub description: String,
+    /// The agent's settings as text (searched, not shown).
+    settings: String,
+}
+
+impl Runner {
+    /// The agents `agent` may delegate to (with `user` admitted by each link), and the links.
+    async fn targets(
+        &self,
+        agent: &str,
+        user: Option<&str>,
+    ) -> Result<Vec<(Target, AgentLink)>, String> {
+        let links = self
+            .store()
+            .delegation_links(agent)
+            .await
+            .map_err(|e| format!("cannot read {agent}'s agent links: {e}"))?;
+        let mut targets = Vec::new();
+        for link in links {
+            let Some(key) = link.target_for(agent).map(str::to_string) else {
+                continue;
+            };
+            if !link.settings.admits(user) {
+                continue;
+            }
+            let settings = match self.store().agent(&key).await {
+                Ok(Some(record)) => record.settings,
+                _ => continue,
+            };
+            let parsed: serde_json::Value = serde_json::from_str(&settings).unwrap_or_default();
+            let text = |field: &str| parsed[field].as_str().unwrap_or_default().to_string();
+            targets.push((
+                Target {
+                    name: text("name"),
+                    description: text("description"),
+                    key,
+                    settings,
+                },
+                link,
+            ));
+        }
+        Ok(targets)
+    }
+
+    /// DELEGATION.md for `agent` and `user`: the targets it may delegate to; `None` without any.
+    pub(crate) async fn delegation_file(&self, agent: &str, user: Option<&str>) -> Option<String> {
+        let targets = self.targets(agent, user).await.ok()?;
+        if targets.is_empty() {
+            return None;
+        }
+        if targets.len() > INLINE_TARGETS {
+            return Some(format!(
+                "You can delegate tasks to {} other agents with the delegate tool. Find the right \
+                 one with delegate_search (say what the task needs), then call delegate with its \
+                 key.",
+                targets.len()
+            ));
+        }
+        let mut file = String::from(
+            "You can delegate tasks to these agents with the delegate tool (agent: the key). \
+             Each works on its own, with its own tools; give it everything the task needs.\n",
+        );
+        for (target, _) in &targets {
+            file.push_str(&format!("\n- `{}`", target.key));
+            if !target.name.is_empty() {
+                file.push_str(&format!(" ({})", one_line(&target.name, 60)));
+            }
+            if !target.description.is_empty() {
+                file.push_str(&format!(": {}", one_line(&target.description, 200)));
+            }
+        }
+        Some(file)
+    }
+}
+
+/// Input of [`Delegate`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateInput {
+    /// delegate: hand `task` to `agent`. cancel: stop delegation `id`. list: your running
+    /// delegations. history: your ended ones.
+    #[serde(default = "default_action")]
+    pub action: String,
+    /// delegate: the target agent's key (DELEGATION.md or delegate_search name them).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// delegate: the task, with everything the agent needs (it does not see this
+    /// conversation).
+    #[serde(default)]
+    pub task: Option<String>,
+    /// delegate: sync (default) waits for the answer; async returns at once and the answer is
+    /// announced to you when it ends.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// cancel: the delegation's run id.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+fn default_action() -> String {
+    "delegate".into()
+}
+
+/// GoClaw's `delegate` tool.
+pub struct Delegate {
+    runner: Runner,
+}
+
+impl Tool for Delegate {
+    type Input = DelegateInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "delegate",
+            "Delegate a task to another agent (one you are linked to: see DELEGATION.md or \
+             delegate_search). action delegate with agent and task; mode sync (default) waits \
+             for its answer, async returns at once and the answer is announced to you. cancel \
+             stops a delegation by id; list shows running ones; history ended ones.",
+            SideEffect::Spawns,
+        )
+        .in_group("delegation")
+        .with_untrusted_output()
+    }
+
+    async fn execute(&self, call: Authorized<DelegateInput>) -> ToolOutput {
+        let input = call.input();
+        let ctx = call.ctx();
+        match input.action.as_str() {
+            "delegate" => delegate(&self.runner, ctx, input).await,
+            "cancel" => match own_child(&self.runner, ctx, input.id.as_deref()).await {
+                Ok(run) if run.origin == "delegation" && run.status.is_live() => {
+                    match self.runner.cancel_run(&run.id).await {
+                        Ok(_) => ToolOutput::text(format!("Cancelled delegation {}.", run.id)),
+                        Err(e) => ToolOutput::error(e),
+                    }
+                }
+                Ok(run) => ToolOutput::error(format!(
+                    "{} is not a running delegation of yours ({} {})",
+                    run.id,
+                    run.origin,
+                    run.status.as_str()
+                )),
+                Err(e) => e,
+            },
+            "list" | "history" => {
+                let live = input.action == "list";
+                let runs = match children(&self.runner, ctx).await {
+                    Ok(runs) => runs,
+                    Err(e) => return e,
+                };
+                let lines: Vec<String> = runs
+                    .iter()
+                    .filter(|r| r.origin == "delegation" && r.status.is_live() == live)
+                    .take(20)
+                    .map(|r| {
+                        let mut line = format!(
+                            "{} {} → {}: {}",
+                            r.id,
+                            r.status.as_str(),
+                            r.agent_key,
+                            one_line(&r.task, 80)
+                        );
+                        if !live {
+                            line.push_str(&format!(" ⇒ {}", one_line(&r.result, 120)));
+                        }
+                        line
+                    })
+                    .collect();
+                if lines.is_empty() {
+                    ToolOutput::text(if live {
+                        "No delegation of yours is running."
+                    } else {
+                        "You have no ended delegations."
+                    })
+                } else {
+                    ToolOutput::text(lines.join("\n"))
+                }
+            }
+            other => ToolOutput::error(format!(
+                "action {} is not known; use delegate, cancel, list or history",
+                visible(other)
+            )),
+        }
+    }
+}
+
+async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> ToolOutput {
+    let source = ctx.agent_key.clone().unwrap_or_default();
+    let Some(target) = input.agent.as_deref().filter(|a| !a.trim().is_empty()) else {
+        return ToolOutput::error("agent is missing: name the agent to delegate to (its key)");
+    };
+    let Some(task) = input.task.as_deref().filter(|t| !t.trim().is_empty()) else {
+        return ToolOutput::error(
+            "task is empty: say what the agent should do, with everything it needs to know",
+        );
+    };
+    let background = match input.mode.as_deref().unwrap_or("sync") {
+        "sync" => false,
+        "async" => true,
+        other => {
+            return ToolOutput::error(format!(
+                "mode {} is not known; use sync or async",
+                visible(other)
+            ));
+        }
+    };
+    let targets = match runner.targets(&source, ctx.user.as_deref()).await {
+        Ok(targets) => targets,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let Some((_, link)) = targets.iter().find(|(t, _)| t.key == target) else {
+        let known: Vec<&str> = targets.iter().map(|(t, _)| t.key.as_str()).collect();
+        return ToolOutput::error(format!(
+            "you cannot delegate to {}: no agent link allows it. {}",
+            visible(target),
+            if known.is_empty() {
+                "You have no delegation targets; do the task yourself.".to_string()
+            } else {
+                format!("You can delegate to: {}.", known.join(", "))
+            }
+        ));
+    };
+    if background && !runner.is_stored_session(&ctx.session_key).await {
+        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
+    }
+    // The target works with its own tools, at the next depth (the policy engine applies the
+    // deny lists there).
+    let tools = match runner
+        .context(Some(target), ctx.user.as_deref(), "delegation")
+        .await
+    {
+        Ok(mut target_ctx) => {
+            target_ctx.spawn_depth = ctx.spawn_depth + 1;
+            runner.tool_names(&target_ctx).await
+        }
+        Err(e) => return ToolOutput::error(e.to_string()),
+    };
+    let load = match runner.store().agent(target).await {
+        Ok(Some(record)) => serde_json::from_str::<serde_json::Value>(&record.settings)
+            .ok()
+            .and_then(|s| s["max_delegation_load"].as_i64()),
+        _ => None,
+    };
+    let spec = ChildSpec {
+        agent: target,
+        task,
+        tools,
+        origin: "delegation",
+        background,
+        over_link: Some((
+            link.max_concurrent,
+            link.direction == talon_store::LinkDirection::Bidirectional,
+        )),
+        target_load: load,
+    };
+    let run = match runner.start_child(ctx, &spec, None).await {
+        Ok(run) => run,
+        Err(refused) => return ToolOutput::error(refused),
+    };
+    if background {
+        runner.launch(run.clone());
+        return ToolOutput::text(format!(
+            "Delegated to {target} as {}; its answer will be announced to you when it ends \
+             (delegate action cancel with this id stops it).",
+            run.id
+        ));
+    }
+    let ending = runner.execute(&run, ctx.cancel.child_token(), true).await;
+    result_output(&run, ending.status, &ending.text)
+}
+
+/// Input of [`DelegateSearch`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateSearchInput {
+    /// What the task needs (words matched against the agents' keys, names, descriptions and
+    /// settings).
+    pub query: String,
+    /// At most this many agents (default 5, at most 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// GoClaw's `delegate_search`.
+pub struct DelegateSearch {
+    runner: Runner,
+}
+
+impl Tool for DelegateSearch {
+    type Input = DelegateSearchInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "delegate_search",
+            "Find agents you can delegate to: matches your query's words against their keys, \
+             names, descriptions and settings; best first.",
+            SideEffect::ReadOnly,
+        )
+        .in_group("delegation")
+    }
+
+    async fn execute(&self, call: Authorized<DelegateSearchInput>) -> ToolOutput {
+        let ctx = call.ctx();
+        let input = call.input();
+        let source = ctx.agent_key.clone().unwrap_or_default();
+        let targets = match self.runner.targets(&source, ctx.user.as_deref()).await {
+            Ok(targets) => targets,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let found = search(
+            targets.into_iter().map(|(t, _)| t).collect(),
+            &input.query,
+            input.limit.unwrap_or(5).clamp(1, 20),
+        );
+        if found.is_empty() {
+            return ToolOutput::text("No agent you can delegate to matches; do the task yourself.");
+        }
+        let lines: Vec<String> = found
+            .iter()
+            .map(|t| format!("{} ({}): {}", t.key, t.name, one_line(&t.description, 200)))
+            .collect();
+        ToolOutput::text(lines.join("\n"))
+    }
+}
+
+/// The targets matching `query`'s words best (a key match counts most, then the name, the
+/// description, the settings), at most `limit`; none when no word matches.
+fn search(targets: Vec<Target>, query: &str, limit: usize) -> Vec<Target> {
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 1)
+        .map(str::to_lowercase)
+        .collect();
+    let mut scored: Vec<(usize, Target)> = targets
+        .into_iter()
+        .map(|t| {
+            let fields = [
+                (t.key.to_lowercase(), 4),
+                (t.name.to_lowercase(), 3),
+                (t.description.to_lowercase(), 2),
+                (t.settings.to_lowercase(), 1),
+            ];
+            let score = words
+                .iter()
+                .map(|w| {
+                    fields
+                        .iter()
+                        .filter(|(text, _)| text.contains(w.as_str()))
+                        .map(|(_, weight)| weight)
+                        .sum::<usize>()
+                })
+                .sum();
+            (score, t)
+        })
+        .filter(|(score, _)| *score > 0)
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.key.cmp(&b.1.key)));
+    scored.into_iter().take(limit).map(|(_, t)| t).collect()
+}
+
+impl Runner {
+    /// Registers `delegate` and `delegate_search` on this runner.
+    pub fn register_delegation_tools(&self, registry: &Registry) -> Result<(), String> {
+        registry
+            .register(Delegate {
+                runner: self.clone(),
+            })
+            .map_err(|e| e.to_string())?;
+        registry
+            .register(DelegateSearch {
+                runner: self.clone(),
+            })
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(key: &str, name: &str, description: &str) -> Target {
+        Target {
+            key: key.into(),
+            name: name.into(),
+            description: description.into(),
+            settings: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn search_ranks_by_where_the_words_match() {
+        let targets = vec![
+            target("billing", "Billing", "invoices and refunds"),
+            target("support", "Support", "answers billing questions too"),
+            target("research", "Research", "reads papers"),
+        ];
+        let found = search(targets.clone(), "billing refunds", 5);
+        let keys: Vec<&str> = found.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["billing", "support"]);
+        assert!(search(targets, "astronomy", 5).is_empty());
+    }
+}
