@@ -218,7 +218,6 @@ impl Tool for Delegate {
 }
 
 async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> ToolOutput {
-    let source = ctx.agent_key.clone().unwrap_or_default();
     let Some(target) = input.agent.as_deref().filter(|a| !a.trim().is_empty()) else {
         return ToolOutput::error("agent is missing: name the agent to delegate to (its key)");
     };
@@ -237,58 +236,12 @@ async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> 
             ));
         }
     };
-    let targets = match runner.targets(&source, ctx.user.as_deref()).await {
-        Ok(targets) => targets,
-        Err(e) => return ToolOutput::error(e),
-    };
-    let Some((_, link)) = targets.iter().find(|(t, _)| t.key == target) else {
-        let known: Vec<&str> = targets.iter().map(|(t, _)| t.key.as_str()).collect();
-        return ToolOutput::error(format!(
-            "you cannot delegate to {}: no agent link allows it. {}",
-            visible(target),
-            if known.is_empty() {
-                "You have no delegation targets; do the task yourself.".to_string()
-            } else {
-                format!("You can delegate to: {}.", known.join(", "))
-            }
-        ));
-    };
     if background && !runner.is_stored_session(&ctx.session_key).await {
         return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
     }
-    // The target works with its own tools, at the next depth (the policy engine applies the
-    // deny lists there).
-    let tools = match runner
-        .context(Some(target), ctx.user.as_deref(), "delegation")
-        .await
-    {
-        Ok(mut target_ctx) => {
-            target_ctx.spawn_depth = ctx.spawn_depth + 1;
-            runner.tool_names(&target_ctx).await
-        }
-        Err(e) => return ToolOutput::error(e.to_string()),
-    };
-    let load = match runner.store().agent(target).await {
-        Ok(Some(record)) => serde_json::from_str::<serde_json::Value>(&record.settings)
-            .ok()
-            .and_then(|s| s["max_delegation_load"].as_i64()),
-        _ => None,
-    };
-    let spec = ChildSpec {
-        agent: target,
-        task,
-        tools,
-        origin: "delegation",
-        background,
-        over_link: Some((
-            link.max_concurrent,
-            link.direction == talon_store::LinkDirection::Bidirectional,
-        )),
-        target_load: load,
-    };
-    let run = match runner.start_child(ctx, &spec, None).await {
+    let run = match start_delegation(runner, ctx, target, task, "delegation", background).await {
         Ok(run) => run,
-        Err(refused) => return ToolOutput::error(refused),
+        Err(refused) => return refused,
     };
     if background {
         runner.launch(run.clone());
@@ -300,6 +253,71 @@ async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> 
     }
     let ending = runner.execute(&run, ctx.cancel.child_token(), true).await;
     result_output(&run, ending.status, &ending.text)
+}
+
+/// Creates the run of a delegation from the caller to `target` (origin `delegation`, or
+/// `evaluate` for an evaluate-loop round): over an agent link that admits the caller's user,
+/// with the target's own tools at the next depth, counted against the link's and the target's
+/// limits. The refusal, in words for the model, when it cannot start.
+pub(super) async fn start_delegation(
+    runner: &Runner,
+    ctx: &CallContext,
+    target: &str,
+    task: &str,
+    origin: &'static str,
+    background: bool,
+) -> Result<talon_store::RunRecord, ToolOutput> {
+    let source = ctx.agent_key.clone().unwrap_or_default();
+    let targets = runner
+        .targets(&source, ctx.user.as_deref())
+        .await
+        .map_err(ToolOutput::error)?;
+    let Some((_, link)) = targets.iter().find(|(t, _)| t.key == target) else {
+        let known: Vec<&str> = targets.iter().map(|(t, _)| t.key.as_str()).collect();
+        return Err(ToolOutput::error(format!(
+            "you cannot delegate to {}: no agent link allows it. {}",
+            visible(target),
+            if known.is_empty() {
+                "You have no delegation targets; do the task yourself.".to_string()
+            } else {
+                format!("You can delegate to: {}.", known.join(", "))
+            }
+        )));
+    };
+    // The target works with its own tools, at the next depth (the policy engine applies the
+    // deny lists there).
+    let tools = match runner
+        .context(Some(target), ctx.user.as_deref(), "delegation")
+        .await
+    {
+        Ok(mut target_ctx) => {
+            target_ctx.spawn_depth = ctx.spawn_depth + 1;
+            runner.tool_names(&target_ctx).await
+        }
+        Err(e) => return Err(ToolOutput::error(e.to_string())),
+    };
+    let load = match runner.store().agent(target).await {
+        Ok(Some(record)) => serde_json::from_str::<serde_json::Value>(&record.settings)
+            .ok()
+            .and_then(|s| s["max_delegation_load"].as_i64()),
+        _ => None,
+    };
+    let spec = ChildSpec {
+        agent: target,
+        task,
+        tools,
+        origin,
+        background,
+        over_link: Some((
+            link.max_concurrent,
+            link.direction == talon_store::LinkDirection::Bidirectional,
+        )),
+        target_load: load,
+    };
+    runner
+        .start_child(ctx, &spec, None)
+        .await
+        .map_err(ToolOutput::error)
 }
 
 /// Input of [`DelegateSearch`].
@@ -392,7 +410,7 @@ fn search(targets: Vec<Target>, query: &str, limit: usize) -> Vec<Target> {
 }
 
 impl Runner {
-    /// Registers `delegate` and `delegate_search` on this runner.
+    /// Registers `delegate`, `delegate_search` and `evaluate_loop` on this runner.
     pub fn register_delegation_tools(&self, registry: &Registry) -> Result<(), String> {
         registry
             .register(Delegate {
@@ -401,6 +419,11 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         registry
             .register(DelegateSearch {
+                runner: self.clone(),
+            })
+            .map_err(|e| e.to_string())?;
+        registry
+            .register(super::evaluate::EvaluateLoop {
                 runner: self.clone(),
             })
             .map_err(|e| e.to_string())

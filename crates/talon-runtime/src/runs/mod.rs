@@ -31,6 +31,7 @@ use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 pub mod announce;
 pub mod budget;
 pub mod delegate;
+pub mod evaluate;
 pub mod supervisor;
 pub mod tools;
 

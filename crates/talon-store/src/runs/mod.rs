@@ -88,9 +88,9 @@ impl RunStatus {
 /// The live statuses, as SQL.
 const LIVE: &str = "('queued', 'running', 'waiting_approval')";
 
-/// The delegations over one agent link, as SQL: from `$19` (the source, `parent_agent`) to `$7`
+/// The delegations (evaluate-loop rounds are delegations too) over one agent link, as SQL: from `$19` (the source, `parent_agent`) to `$7`
 /// (the target), and back when `$23` is 1 (a bidirectional link).
-const OVER_LINK: &str = "origin = 'delegation' AND ((parent_agent = $19 AND agent_key = $7) OR ($23 = 1 AND parent_agent = $7 AND agent_key = $19))";
+const OVER_LINK: &str = "origin IN ('delegation', 'evaluate') AND ((parent_agent = $19 AND agent_key = $7) OR ($23 = 1 AND parent_agent = $7 AND agent_key = $19))";
 
 /// The limits a new run is checked against (seed 002 §6's defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,7 +414,7 @@ impl Store {
              WHERE (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND status IN {LIVE}) < $16 \
              AND (SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $17 AND parent_id = $3 AND status IN {LIVE}) < $18 \
              AND ($21 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE {OVER_LINK} AND status IN {LIVE}) < $21) \
-             AND ($22 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE origin = 'delegation' AND agent_key = $7 AND status IN {LIVE}) < $22)"
+             AND ($22 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE origin IN ('delegation', 'evaluate') AND agent_key = $7 AND status IN {LIVE}) < $22)"
         );
         let inserted = sqlx::query(sqlx::AssertSqlSafe(insert))
             .bind(&id)
@@ -474,7 +474,7 @@ impl Store {
                     count_live(
                         &mut tx,
                         sqlx::AssertSqlSafe(format!(
-                            "SELECT COUNT(*) FROM agent_runs WHERE origin = 'delegation' AND status IN {LIVE} AND ((parent_agent = $1 AND agent_key = $2) OR ($3 = 1 AND parent_agent = $2 AND agent_key = $1))"
+                            "SELECT COUNT(*) FROM agent_runs WHERE origin IN ('delegation', 'evaluate') AND status IN {LIVE} AND ((parent_agent = $1 AND agent_key = $2) OR ($3 = 1 AND parent_agent = $2 AND agent_key = $1))"
                         )),
                         &[new.parent_agent, new.agent, if both { "1" } else { "0" }],
                     )
@@ -488,7 +488,7 @@ impl Store {
                     count_live(
                         &mut tx,
                         sqlx::AssertSqlSafe(format!(
-                            "SELECT COUNT(*) FROM agent_runs WHERE origin = 'delegation' AND agent_key = $1 AND status IN {LIVE}"
+                            "SELECT COUNT(*) FROM agent_runs WHERE origin IN ('delegation', 'evaluate') AND agent_key = $1 AND status IN {LIVE}"
                         )),
                         &[new.agent],
                     )

@@ -375,3 +375,53 @@ fn delegation_goes_over_agent_links_within_their_capacity() {
     let target = &conversation(&mock, "TASK-R")[0];
     assert!(!target["tools"].to_string().contains("\"delegate\""));
 }
+
+/// evaluate_loop: the generator drafts, the evaluator rejects with feedback, the generator
+/// revises with it, the evaluator approves; each round is a delegation over the caller's links.
+#[test]
+fn evaluate_loop_revises_until_approved() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "Evaluate this draft", "turns": [{"text": "REJECTED: too bland"}, {"text": "approved"}]},
+            {"when": "TASK-W", "turns": [{"text": "draft one"}, {"text": "draft two"}]},
+            {"when": "loop please", "turns": [
+                {"tool_calls": [{"name": "evaluate_loop", "arguments": {
+                    "generator": "writer", "evaluator": "critic",
+                    "task": "TASK-W: write a slogan", "criteria": "short and bold"}}]},
+                {"text": "Looped."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    for args in [
+        &["agents", "create", "default"][..],
+        &["agents", "create", "writer"],
+        &["agents", "create", "critic"],
+        &["agents", "link", "default", "writer"],
+        &["agents", "link", "default", "critic"],
+    ] {
+        let out = support::command(home.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "loop please"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Looped."), "{stdout}");
+    let result = conversation(&mock, "loop please")[1]["messages"].to_string();
+    assert!(
+        result.contains("APPROVED by critic in round 2 of 3") && result.contains("draft two"),
+        "{result}"
+    );
+    let revision = conversation(&mock, "TASK-W")[1]["messages"].to_string();
+    assert!(
+        revision.contains("draft one") && revision.contains("too bland"),
+        "the generator revises with the feedback: {revision}"
+    );
+    let all = runs(home.path());
+    assert_eq!(all.len(), 4, "two rounds of two delegations: {all:?}");
+    assert!(
+        all.iter()
+            .all(|r| r["origin"] == "evaluate" && r["status"] == "completed")
+    );
+}
