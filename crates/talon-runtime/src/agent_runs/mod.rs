@@ -76,6 +76,8 @@ pub struct ChildTurn {
     /// What is left of its root run's budget: model requests and tokens.
     pub max_requests: Option<u32>,
     pub token_budget: Option<u64>,
+    /// The model its definition names (on the agent's provider), if any.
+    pub model: Option<String>,
 }
 
 /// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
@@ -362,9 +364,9 @@ impl Runner {
             })?,
             None => Default::default(),
         };
-        let own_model = settings
-            .get("model")
-            .and_then(|m| m.as_str())
+        let child_model = request.child.as_ref().and_then(|c| c.model.as_deref());
+        let own_model = child_model
+            .or_else(|| settings.get("model").and_then(|m| m.as_str()))
             .filter(|m| *m != built.agent.config().model)
             .map(|model| {
                 let mut config = built.agent.config().clone();

@@ -30,6 +30,7 @@ use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 
 pub mod announce;
 pub mod budget;
+pub mod custom_agents;
 pub mod delegate;
 pub mod evaluate;
 pub mod supervisor;
@@ -72,6 +73,16 @@ pub struct ChildSpec<'a> {
     pub over_link: Option<(i64, bool)>,
     /// A delegation's target: live delegations to it at most (`max_delegation_load`).
     pub target_load: Option<i64>,
+}
+
+/// What a custom agent definition sets for its run (each already no looser than the caller's:
+/// see [`custom_agents`]). Not stored with the run: a run resumed by another gateway runs with
+/// the defaults, its tools and instructions (stored) unchanged.
+#[derive(Debug, Clone, Default)]
+pub struct ChildOverrides {
+    pub permission_mode: Option<talon_core::permission::PermissionMode>,
+    pub model: Option<String>,
+    pub max_requests: Option<u32>,
 }
 
 /// How a run ended: its status, what the caller is told, its usage.
@@ -174,6 +185,18 @@ impl Runner {
         cancel: CancellationToken,
         waited: bool,
     ) -> Ending {
+        self.execute_with(run, cancel, waited, &ChildOverrides::default())
+            .await
+    }
+
+    /// [`Runner::execute`] with what a custom agent definition narrows (see [`ChildOverrides`]).
+    pub(crate) async fn execute_with(
+        &self,
+        run: &RunRecord,
+        cancel: CancellationToken,
+        waited: bool,
+        overrides: &ChildOverrides,
+    ) -> Ending {
         self.runs
             .local
             .lock()
@@ -224,15 +247,19 @@ impl Runner {
                     prompt: run.task.clone(),
                     channel: "subagent",
                     client: None,
-                    permission_mode: None,
+                    permission_mode: overrides.permission_mode,
                     cancel,
                     api: Default::default(),
                     child: Some(ChildTurn {
                         spawn_depth: u32::try_from(run.depth).unwrap_or(u32::MAX),
                         tool_allow: run.tools.clone(),
                         run: run_ref(run),
-                        max_requests: budget.requests,
+                        max_requests: match (budget.requests, overrides.max_requests) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        },
                         token_budget: budget.tokens,
+                        model: overrides.model.clone(),
                     }),
                     delivering: Vec::new(),
                 },
@@ -349,9 +376,16 @@ impl Runner {
 
     /// Starts `run` in the background (its result is announced); returns at once.
     pub(crate) fn launch(&self, run: RunRecord) {
+        self.launch_with(run, ChildOverrides::default());
+    }
+
+    /// [`Runner::launch`] with what a custom agent definition narrows.
+    pub(crate) fn launch_with(&self, run: RunRecord, overrides: ChildOverrides) {
         let runner = self.clone();
         tokio::spawn(async move {
-            runner.execute(&run, CancellationToken::new(), false).await;
+            runner
+                .execute_with(&run, CancellationToken::new(), false, &overrides)
+                .await;
         });
     }
 

@@ -395,7 +395,8 @@ pub struct AgentInput {
     /// conversation.
     pub prompt: String,
     /// The type of agent: general-purpose (your tools), Explore (read-only, to search and read
-    /// the codebase) or Plan (read-only, to design an implementation plan).
+    /// the codebase), Plan (read-only, to design an implementation plan), or the name of a
+    /// custom agent defined in .claude/agents/.
     #[serde(default)]
     pub subagent_type: Option<String>,
     /// Accepted for compatibility; the agent's own model is used.
@@ -420,7 +421,8 @@ impl Tool for AgentTool {
             "Agent",
             "Launch a new agent to handle a task on its own and return its final answer (or, \
              with run_in_background, its id at once; the result is announced when it ends). \
-             subagent_type general-purpose has your tools; Explore and Plan only read. The \
+             subagent_type general-purpose has your tools; Explore and Plan only read; a custom \
+             agent from .claude/agents/ has the tools its definition names. The \
              agent starts fresh: the prompt must hold everything it needs. It cannot launch \
              agents itself.",
             SideEffect::Spawns,
@@ -438,24 +440,96 @@ impl Tool for AgentTool {
                 "prompt is empty: say what the agent should do, with everything it needs to know",
             );
         }
-        let read_only = match input.subagent_type.as_deref().unwrap_or("general-purpose") {
-            "general-purpose" => false,
-            "Explore" | "Plan" => true,
-            other => {
-                return ToolOutput::error(format!(
-                    "subagent_type {} is not known; use general-purpose, Explore or Plan",
-                    visible(other)
-                ));
-            }
-        };
         let agent = ctx.agent_key.clone().unwrap_or_default();
         let task = format!("{}\n\n{}", input.description.trim(), input.prompt);
         let background = input.run_in_background == Some(true);
+        let kind = input.subagent_type.as_deref().unwrap_or("general-purpose");
+        let read_only = match kind {
+            "general-purpose" => false,
+            "Explore" | "Plan" => true,
+            name => return custom(&self.runner, ctx, &agent, name, &task, background).await,
+        };
         start(&self.runner, ctx, &agent, &task, background, |spec| {
             !read_only || spec.side_effect.is_read_only()
         })
         .await
     }
+}
+
+/// Runs the custom agent `name` (`.claude/agents/<file>.md`, see [`super::custom_agents`]) on
+/// `task`: its instructions before the task, its tools within the caller's, its permission mode
+/// and turns only where stricter.
+async fn custom(
+    runner: &Runner,
+    ctx: &CallContext,
+    agent: &str,
+    name: &str,
+    task: &str,
+    background: bool,
+) -> ToolOutput {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let defined = super::custom_agents::discover(ctx.workspace.as_deref(), home.as_deref());
+    let Some(definition) = defined.iter().find(|a| a.name == name) else {
+        let mut known = vec!["general-purpose", "Explore", "Plan"];
+        known.extend(defined.iter().map(|a| a.name.as_str()));
+        return ToolOutput::error(format!(
+            "subagent_type {} is not known; use one of: {}",
+            visible(name),
+            known.join(", ")
+        ));
+    };
+    if background && !runner.is_stored_session(&ctx.session_key).await {
+        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
+    }
+    let tools: Vec<String> = runner
+        .tool_specs(ctx)
+        .await
+        .into_iter()
+        .filter(|spec| definition.allows(&spec.name))
+        .map(|spec| spec.name)
+        .collect();
+    let instructed = if definition.instructions.is_empty() {
+        task.to_string()
+    } else {
+        format!(
+            "# Your role: {}\n\n{}\n\n# Your task\n\n{task}",
+            definition.name, definition.instructions
+        )
+    };
+    let spec = ChildSpec {
+        agent,
+        task: &instructed,
+        tools,
+        origin: "subagent",
+        background,
+        over_link: None,
+        target_load: None,
+    };
+    let run = match runner.start_child(ctx, &spec, None).await {
+        Ok(run) => run,
+        Err(refused) => return ToolOutput::error(refused),
+    };
+    let overrides = super::ChildOverrides {
+        // A definition in the workspace narrows, never widens.
+        permission_mode: Some(
+            definition
+                .permission_mode
+                .map_or(ctx.permission_mode, |m| m.stricter(ctx.permission_mode)),
+        ),
+        model: definition.model.clone(),
+        max_requests: definition.max_turns,
+    };
+    if background {
+        runner.launch_with(run.clone(), overrides);
+        return ToolOutput::text(format!(
+            "Async agent {} launched as {}; its result will be announced to you when it ends.",
+            definition.name, run.id
+        ));
+    }
+    let ending = runner
+        .execute_with(&run, ctx.cancel.child_token(), true, &overrides)
+        .await;
+    result_output(&run, ending.status, &ending.text)
 }
 
 impl Runner {

@@ -425,3 +425,60 @@ fn evaluate_loop_revises_until_approved() {
             .all(|r| r["origin"] == "evaluate" && r["status"] == "completed")
     );
 }
+
+/// Claude Code's custom agents: a `.claude/agents/*.md` definition in the workspace gives the
+/// child its instructions, only the tools it names (within the parent's), and at most its
+/// maxTurns; an unknown type is refused with the types there are.
+#[test]
+fn a_custom_agent_definition_confines_its_child() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".claude/agents")).unwrap();
+    std::fs::write(
+        home.path().join(".claude/agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep\npermissionMode: plan\nmaxTurns: 2\n---\nYou review code and report problems.\n",
+    )
+    .unwrap();
+    let agent = |kind: &str| json!({"name": "Agent", "arguments": {"description": "Review", "prompt": "TASK-REVIEW the code", "subagent_type": kind}});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-REVIEW", "turns": [
+                {"tool_calls": [{"name": "Grep", "arguments": {"pattern": "fn"}}]},
+                {"tool_calls": [{"name": "Grep", "arguments": {"pattern": "struct"}}]},
+                {"text": "never reached"}
+            ]},
+            {"when": "review please", "turns": [
+                {"tool_calls": [agent("nonexistent")]},
+                {"tool_calls": [agent("reviewer")]},
+                {"text": "Reviewed."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "anthropic", "");
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "review please"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Reviewed."), "{stdout}");
+    let parent = conversation(&mock, "review please");
+    let unknown = parent[1]["messages"].to_string();
+    assert!(
+        unknown.contains("subagent_type nonexistent is not known") && unknown.contains("reviewer"),
+        "{unknown}"
+    );
+    let child = conversation(&mock, "TASK-REVIEW");
+    assert_eq!(child.len(), 2, "maxTurns caps the child's requests");
+    let mut tools: Vec<String> = child[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    tools.sort();
+    assert_eq!(tools, ["Grep", "Read"], "only the definition's tools");
+    let first = child[0]["messages"][0].to_string();
+    assert!(
+        first.contains("Your role: reviewer")
+            && first.contains("You review code and report problems."),
+        "{first}"
+    );
+    assert!(parent[2]["messages"].to_string().contains("limit_reached"));
+}
