@@ -249,13 +249,17 @@ impl MockState {
         if after_tools.is_some() {
             return (seq, after_tools);
         }
-        let first = first_user_text(log.requests.last().unwrap_or(&Value::Null));
-        if let Some((c, conversation)) = self
-            .script
-            .conversations
-            .iter()
-            .enumerate()
-            .find(|(_, conversation)| first.contains(&conversation.when))
+        let request = log.requests.last().unwrap_or(&Value::Null);
+        let (first, last) = (user_text(request, false), user_text(request, true));
+        if let Some((c, conversation)) =
+            self.script
+                .conversations
+                .iter()
+                .enumerate()
+                .find(|(_, conversation)| {
+                    let text = if conversation.last { &last } else { &first };
+                    text.contains(&conversation.when)
+                })
         {
             if log.per_conversation.len() <= c {
                 log.per_conversation.resize(c + 1, 0);
@@ -277,16 +281,19 @@ impl MockState {
     }
 }
 
-/// The text of the request's first user message (either API; text parts joined).
-fn first_user_text(request: &Value) -> String {
-    let first = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| {
-            m.iter()
-                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        });
-    match first.and_then(|m| m.get("content")) {
+/// The text of the request's first (`last`: last) user message (either API; text parts
+/// joined).
+fn user_text(request: &Value, last: bool) -> String {
+    let is_user = |m: &&Value| m.get("role").and_then(Value::as_str) == Some("user");
+    let messages = request.get("messages").and_then(Value::as_array);
+    let found = messages.and_then(|m| {
+        if last {
+            m.iter().rev().find(is_user)
+        } else {
+            m.iter().find(is_user)
+        }
+    });
+    match found.and_then(|m| m.get("content")) {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(parts)) => parts
             .iter()

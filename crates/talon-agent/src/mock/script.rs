@@ -37,8 +37,11 @@ pub struct Script {
 /// A conversation's own script (see [`Script::conversations`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
-    /// Text the conversation's first user message contains.
+    /// Text the conversation's first user message contains (with `last`: its last one).
     pub when: String,
+    /// Match the request's last user message instead of its first (a message that comes in
+    /// the middle of conversations, such as an announcement of results).
+    pub last: bool,
     /// Its answers, in order; when they run out, the last one again.
     pub turns: Vec<Turn>,
 }
@@ -138,6 +141,8 @@ struct RawScript {
 #[serde(deny_unknown_fields)]
 struct RawConversation {
     when: String,
+    #[serde(default)]
+    last: bool,
     turns: Vec<Value>,
 }
 
@@ -174,6 +179,7 @@ impl TryFrom<RawScript> for Script {
                 }
                 Ok(Conversation {
                     when: conversation.when,
+                    last: conversation.last,
                     turns: read_turns(conversation.turns, &format!("conversations[{c}] turn "))?,
                 })
             })
