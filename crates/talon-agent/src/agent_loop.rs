@@ -208,16 +208,29 @@ impl Agent {
         self.provider.name()
     }
 
-    /// Fires the SessionStart hooks for a session's first turn; the context they add, to put
-    /// before the first prompt.
+    /// Fires the SessionStart hooks for a session's first turn — SubagentStart for a child
+    /// run's — and returns the context they add, to put before the first prompt.
     pub async fn session_start(&self, ctx: &CallContext) -> Option<String> {
-        self.pipeline
-            .hooks()
-            .fire_run(HookEvent::SessionStart, ctx, "startup", |i| {
-                i.source = Some("startup".into());
-            })
-            .await
-            .additional_context
+        let hooks = self.pipeline.hooks();
+        match ctx.run.run_id.as_deref() {
+            Some(run) => {
+                hooks
+                    .fire_run(HookEvent::SubagentStart, ctx, "", |i| {
+                        i.agent_id = Some(run.to_string());
+                        i.agent_type = ctx.agent_key.clone();
+                    })
+                    .await
+                    .additional_context
+            }
+            None => {
+                hooks
+                    .fire_run(HookEvent::SessionStart, ctx, "startup", |i| {
+                        i.source = Some("startup".into());
+                    })
+                    .await
+                    .additional_context
+            }
+        }
     }
 
     /// The tools offered to `ctx` (policy, then grants), in neutral form.
@@ -344,9 +357,20 @@ impl Agent {
             });
             if calls.is_empty() && answer.stop == StopReason::EndTurn {
                 // A Stop hook may send the model back to work, with its reason as the instruction.
+                // A child run's end is SubagentStop's (Claude Code fires it instead of Stop).
+                let child = ctx.run.run_id.is_some();
+                let event = if child {
+                    HookEvent::SubagentStop
+                } else {
+                    HookEvent::Stop
+                };
                 let verdict = hooks
-                    .fire_run(HookEvent::Stop, &ctx, "", |i| {
+                    .fire_run(event, &ctx, "", |i| {
                         i.stop_hook_active = Some(stop_hook_active);
+                        if child {
+                            i.agent_id = ctx.run.run_id.as_deref().map(str::to_string);
+                            i.agent_type = ctx.agent_key.clone();
+                        }
                     })
                     .await;
                 if verdict.permission == Some(HookPermission::Deny) {

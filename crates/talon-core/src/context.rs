@@ -111,6 +111,9 @@ pub struct CallContext {
     /// The stored run (a subagent, a delegation) this turn is, and the run that started it:
     /// named on every event of the turn.
     pub run: crate::events::RunRef,
+    /// What the person said to start this turn (not yet in the stored history while the turn
+    /// runs): a handoff passes it on with the conversation.
+    pub turn_prompt: Option<std::sync::Arc<str>>,
     /// Claude Code permission mode for this call.
     pub permission_mode: PermissionMode,
     /// The mode an approved plan (`ExitPlanMode`) returns to: the mode in force before plan
@@ -261,6 +264,7 @@ impl CallContext {
             spawn_depth: 0,
             run_kind: RunKind::default(),
             run: Default::default(),
+            turn_prompt: None,
             permission_mode: PermissionMode::default(),
             mode_after_plan: PermissionMode::default(),
             tool_allow: None,

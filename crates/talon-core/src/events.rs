@@ -134,6 +134,15 @@ pub enum ToolEvent {
         #[serde(flatten)]
         run: RunRef,
     },
+    /// A conversation was handed to another agent (or handed back: `reason` "cleared").
+    Handoff {
+        /// The chat's session.
+        session_key: Arc<str>,
+        from_agent: Arc<str>,
+        to_agent: Arc<str>,
+        user: Option<Arc<str>>,
+        reason: Arc<str>,
+    },
 }
 
 /// Which agent run an event belongs to: `run_id` is the run (a subagent, a delegation) whose
@@ -148,7 +157,8 @@ pub struct RunRef {
 impl ToolEvent {
     /// Every [`kind`](Self::kind), for subscribers that filter by kind and must refuse an
     /// unknown one.
-    pub const KINDS: [&'static str; 11] = [
+    pub const KINDS: [&'static str; 12] = [
+        "handoff",
         "run_started",
         "run_finished",
         "child_run_started",
@@ -176,6 +186,7 @@ impl ToolEvent {
             Self::RunFinished { .. } => "run_finished",
             Self::ChildRunStarted { .. } => "child_run_started",
             Self::ChildRunFinished { .. } => "child_run_finished",
+            Self::Handoff { .. } => "handoff",
         }
     }
 
@@ -190,7 +201,8 @@ impl ToolEvent {
             | Self::RunStarted { session_key, .. }
             | Self::RunFinished { session_key, .. }
             | Self::ChildRunStarted { session_key, .. }
-            | Self::ChildRunFinished { session_key, .. } => session_key,
+            | Self::ChildRunFinished { session_key, .. }
+            | Self::Handoff { session_key, .. } => session_key,
             Self::ApprovalRequested { request } => &request.session,
             Self::QuestionAsked { request } => &request.session,
         }
@@ -207,7 +219,8 @@ impl ToolEvent {
             | Self::RunStarted { user, .. }
             | Self::RunFinished { user, .. }
             | Self::ChildRunStarted { user, .. }
-            | Self::ChildRunFinished { user, .. } => user.as_deref(),
+            | Self::ChildRunFinished { user, .. }
+            | Self::Handoff { user, .. } => user.as_deref(),
             Self::ApprovalRequested { request } => request.user.as_deref(),
             Self::QuestionAsked { request } => request.user.as_deref(),
         }
@@ -225,6 +238,7 @@ impl ToolEvent {
             | Self::RunFinished { agent_key, .. }
             | Self::ChildRunStarted { agent_key, .. }
             | Self::ChildRunFinished { agent_key, .. } => Some(agent_key),
+            Self::Handoff { from_agent, .. } => Some(from_agent),
             Self::ApprovalRequested { request } => request.agent.as_deref(),
             Self::QuestionAsked { request } => request.agent.as_deref(),
         }
@@ -327,11 +341,14 @@ impl EventBus {
         }
     }
 
-    /// Announces a run the runtime started (the runtime's, like [`EventBus::run_started`]).
-    pub fn child_run(&self, event: ToolEvent) {
+    /// Announces what the runtime does with runs: a child run starting or ending, a handoff
+    /// (the runtime's, like [`EventBus::run_started`]; other kinds are not taken here).
+    pub fn run_event(&self, event: ToolEvent) {
         if matches!(
             event,
-            ToolEvent::ChildRunStarted { .. } | ToolEvent::ChildRunFinished { .. }
+            ToolEvent::ChildRunStarted { .. }
+                | ToolEvent::ChildRunFinished { .. }
+                | ToolEvent::Handoff { .. }
         ) && self.has_subscribers()
         {
             self.publish(event);
@@ -518,6 +535,13 @@ mod tests {
                 input_tokens: 1,
                 output_tokens: 2,
                 run: RunRef::default(),
+            },
+            ToolEvent::Handoff {
+                session_key: text("s"),
+                from_agent: text("a"),
+                to_agent: text("b"),
+                user: None,
+                reason: text("billing"),
             },
         ]
     }

@@ -30,6 +30,10 @@ pub enum HookEvent {
     UserPromptSubmit,
     /// The model has answered: a deny makes it continue, with the reason as its instruction.
     Stop,
+    /// A child run's turn starts: context is added before its task.
+    SubagentStart,
+    /// A child run's model has answered (fired instead of Stop): a deny makes it continue.
+    SubagentStop,
 }
 
 impl HookEvent {
@@ -41,6 +45,8 @@ impl HookEvent {
             HookEvent::SessionStart => "SessionStart",
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::Stop => "Stop",
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::SubagentStop => "SubagentStop",
         }
     }
 }
@@ -80,6 +86,12 @@ pub struct HookInput {
     pub is_interrupt: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// SubagentStart, SubagentStop: the child run's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// SubagentStart, SubagentStop: the agent the child runs as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
 }
 
 impl HookInput {
@@ -108,6 +120,8 @@ impl HookInput {
             prompt: None,
             source: None,
             stop_hook_active: None,
+            agent_id: None,
+            agent_type: None,
         }
     }
 }
@@ -281,6 +295,8 @@ pub struct Hooks {
     pub session_start: Vec<HookMatcher>,
     pub user_prompt_submit: Vec<HookMatcher>,
     pub stop: Vec<HookMatcher>,
+    pub subagent_start: Vec<HookMatcher>,
+    pub subagent_stop: Vec<HookMatcher>,
 }
 
 impl Hooks {
@@ -293,6 +309,8 @@ impl Hooks {
             HookEvent::SessionStart => self.session_start.push(matcher),
             HookEvent::UserPromptSubmit => self.user_prompt_submit.push(matcher),
             HookEvent::Stop => self.stop.push(matcher),
+            HookEvent::SubagentStart => self.subagent_start.push(matcher),
+            HookEvent::SubagentStop => self.subagent_stop.push(matcher),
         }
     }
 
@@ -304,6 +322,8 @@ impl Hooks {
             HookEvent::SessionStart => &self.session_start,
             HookEvent::UserPromptSubmit => &self.user_prompt_submit,
             HookEvent::Stop => &self.stop,
+            HookEvent::SubagentStart => &self.subagent_start,
+            HookEvent::SubagentStop => &self.subagent_stop,
         }
     }
 

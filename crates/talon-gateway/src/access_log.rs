@@ -166,6 +166,12 @@ fn log_event(event: &ToolEvent) {
             status,
             "run ended"
         ),
+        ToolEvent::Handoff {
+            session_key,
+            from_agent,
+            to_agent,
+            ..
+        } => tracing::info!(session = %session_key, from = %from_agent, to = %to_agent, "handoff"),
         ToolEvent::Progress { .. } => {}
     }
 }

@@ -415,6 +415,11 @@ pub struct HooksConfig {
     pub user_prompt_submit: Vec<HookEntry>,
     /// When the model has answered: a block decision makes it continue with the reason.
     pub stop: Vec<HookEntry>,
+    /// A child run (a subagent, a delegation) starts: its added context goes before its task.
+    pub subagent_start: Vec<HookEntry>,
+    /// A child run has answered (instead of `stop` for it): a block decision makes it continue
+    /// with the reason as its next instruction.
+    pub subagent_stop: Vec<HookEntry>,
 }
 
 /// `[scrub]`: deployment-specific values to hide.

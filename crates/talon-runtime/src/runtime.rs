@@ -116,6 +116,8 @@ fn hooks(config: &Config) -> Hooks {
         &config.hooks.user_prompt_submit,
     );
     add(HookEvent::Stop, &config.hooks.stop);
+    add(HookEvent::SubagentStart, &config.hooks.subagent_start);
+    add(HookEvent::SubagentStop, &config.hooks.subagent_stop);
     hooks
 }
 
@@ -423,6 +425,8 @@ fn validate(
         ("session_start", &h.session_start),
         ("user_prompt_submit", &h.user_prompt_submit),
         ("stop", &h.stop),
+        ("subagent_start", &h.subagent_start),
+        ("subagent_stop", &h.subagent_stop),
     ] {
         for (i, entry) in entries.iter().enumerate() {
             if entry.command.trim().is_empty() {

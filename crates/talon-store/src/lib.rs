@@ -19,6 +19,7 @@ mod cli_credentials;
 mod crypto;
 mod exec_allow;
 mod fields;
+mod handoff;
 mod mcp_grants;
 mod mcp_servers;
 mod memory;
@@ -45,6 +46,7 @@ pub use cli_credentials::{
 };
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use exec_allow::MAX_ALLOWED_COMMAND;
+pub use handoff::HandoffRoute;
 pub use mcp_grants::{GrantSpec, McpAccessRequest, McpGrant, RequestStatus, SubjectKind};
 pub use mcp_servers::{
     MCP_CHANNEL, MCP_SERVER_SECRET_PREFIX, McpServerSecrets, McpServerSpec, StoredMcpServer,

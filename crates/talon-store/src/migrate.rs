@@ -79,6 +79,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0010_agent_links.sql"),
         postgres: include_str!("../migrations/postgres/0010_agent_links.sql"),
     },
+    Migration {
+        version: 11,
+        name: "handoff_routes",
+        sqlite: include_str!("../migrations/sqlite/0011_handoff_routes.sql"),
+        postgres: include_str!("../migrations/postgres/0011_handoff_routes.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -341,8 +341,34 @@ impl Runner {
         self.agent(agent).await.map(|a| a.agent.provider().kind())
     }
 
-    /// Runs one turn: binds the caller, loads the session, runs the loop, saves the turn.
+    /// Runs one turn: binds the caller, loads the session, runs the loop, saves the turn. A
+    /// person's turn in a chat that was handed off runs as the agent it was handed to, in that
+    /// agent's session for the chat ([`crate::runs::handoff`]).
     pub async fn run(
+        &self,
+        request: TurnRequest<'_>,
+        events: &(dyn Fn(RunEvent) + Send + Sync),
+    ) -> Result<Ran, RunError> {
+        let route = match (&request.session, &request.child) {
+            (Some(session), None) if request.delivering.is_empty() => {
+                self.route(request.channel, session, request.user).await
+            }
+            _ => None,
+        };
+        match &route {
+            Some(route) => {
+                let routed = TurnRequest {
+                    agent: Some(&route.target_agent),
+                    session: Some(route.target_session.clone()),
+                    ..request
+                };
+                self.run_turn(routed, events).await
+            }
+            None => self.run_turn(request, events).await,
+        }
+    }
+
+    async fn run_turn(
         &self,
         request: TurnRequest<'_>,
         events: &(dyn Fn(RunEvent) + Send + Sync),
@@ -461,6 +487,9 @@ impl Runner {
             })
         });
         let mut prompt = request.prompt;
+        if !request.api.resume {
+            ctx.turn_prompt = Some(prompt.as_str().into());
+        }
         if start.is_some_and(|s| s.turn == 1)
             && let Some(context) = agent.session_start(&ctx).await
         {

@@ -38,7 +38,7 @@ pub struct Target {
 
 impl Runner {
     /// The agents `agent` may delegate to (with `user` admitted by each link), and the links.
-    async fn targets(
+    pub(crate) async fn targets(
         &self,
         agent: &str,
         user: Option<&str>,
@@ -410,7 +410,7 @@ fn search(targets: Vec<Target>, query: &str, limit: usize) -> Vec<Target> {
 }
 
 impl Runner {
-    /// Registers `delegate`, `delegate_search` and `evaluate_loop` on this runner.
+    /// Registers `delegate`, `delegate_search`, `evaluate_loop` and `handoff` on this runner.
     pub fn register_delegation_tools(&self, registry: &Registry) -> Result<(), String> {
         registry
             .register(Delegate {
@@ -424,6 +424,11 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         registry
             .register(super::evaluate::EvaluateLoop {
+                runner: self.clone(),
+            })
+            .map_err(|e| e.to_string())?;
+        registry
+            .register(super::handoff::Handoff {
                 runner: self.clone(),
             })
             .map_err(|e| e.to_string())

@@ -33,6 +33,7 @@ pub mod budget;
 pub mod custom_agents;
 pub mod delegate;
 pub mod evaluate;
+pub mod handoff;
 pub mod supervisor;
 pub mod tools;
 
@@ -165,7 +166,7 @@ impl Runner {
         };
         let run = created.map_err(|refused| refused.to_string())?;
         self.pipeline_events()
-            .child_run(ToolEvent::ChildRunStarted {
+            .run_event(ToolEvent::ChildRunStarted {
                 session_key: ctx.session_key.as_str().into(),
                 agent_key: run.agent_key.as_str().into(),
                 user: ctx.user.as_deref().map(Into::into),
@@ -356,7 +357,7 @@ impl Runner {
         match ended {
             Ok(true) => {
                 self.pipeline_events()
-                    .child_run(ToolEvent::ChildRunFinished {
+                    .run_event(ToolEvent::ChildRunFinished {
                         session_key: run.parent_session.as_str().into(),
                         agent_key: run.agent_key.as_str().into(),
                         user: (!run.user_id.is_empty()).then(|| run.user_id.as_str().into()),

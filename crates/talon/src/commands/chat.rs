@@ -517,8 +517,8 @@ fn exit_code(stop: &TurnStop) -> ExitCode {
     }
 }
 
-/// Shows, on stderr, the child runs of the chat's session starting and ending (the bus's
-/// `child_run_*` events), until the process ends.
+/// Shows, on stderr, the child runs of the chat's session starting and ending and its handoffs
+/// (the bus's `child_run_*` and `handoff` events), until the process ends.
 fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
     let mut events = runner.pipeline().events().subscribe();
     tokio::spawn(async move {
@@ -558,6 +558,17 @@ fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
                 } => eprintln!(
                     "  ↳ {} {status} ({input_tokens} tokens in, {output_tokens} out)",
                     run.run_id.as_deref().unwrap_or("-"),
+                ),
+                talon_core::events::ToolEvent::Handoff {
+                    from_agent,
+                    to_agent,
+                    reason,
+                    ..
+                } => eprintln!(
+                    "  ↪ the conversation goes from {} to {}: {}",
+                    visible(from_agent),
+                    visible(to_agent),
+                    visible(reason)
                 ),
                 _ => {}
             }

@@ -482,3 +482,125 @@ fn a_custom_agent_definition_confines_its_child() {
     );
     assert!(parent[2]["messages"].to_string().contains("limit_reached"));
 }
+
+/// SubagentStart and SubagentStop hooks with Claude Code's payloads: the start hook's context
+/// reaches the child before its task, and a SubagentStop hook that blocks sends the child back
+/// to work with its reason (the parent's own end fires Stop, not SubagentStop).
+#[test]
+fn subagent_hooks_see_and_steer_the_child() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("sstart.sh"),
+        "cat > start-payload.json\necho '{\"hookSpecificOutput\":{\"hookEventName\":\"SubagentStart\",\"additionalContext\":\"CTX-FROM-HOOK\"}}'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("sstop.sh"),
+        "cat > stop-payload.json\nif [ -f stopped-once ]; then exit 0; fi\ntouch stopped-once\necho '{\"decision\":\"block\",\"reason\":\"Add the word DONE.\"}'\n",
+    )
+    .unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-H", "turns": [{"text": "first answer"}, {"text": "first answer DONE"}]},
+            {"when": "hooked helper", "turns": [
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-H"}}]},
+                {"text": "Hooked."}
+            ]}
+        ]}),
+    );
+    config(
+        home.path(),
+        &mock,
+        "openai",
+        "[[hooks.subagent_start]]\ncommand = \"sh sstart.sh\"\n[[hooks.subagent_stop]]\ncommand = \"sh sstop.sh\"\n",
+    );
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "hooked helper"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Hooked."), "{stdout}");
+    let child = conversation(&mock, "TASK-H");
+    assert_eq!(child.len(), 2, "the blocked stop sent the child back once");
+    assert!(child[0]["messages"].to_string().contains("CTX-FROM-HOOK"));
+    assert!(
+        child[1]["messages"]
+            .to_string()
+            .contains("Add the word DONE.")
+    );
+    let told = conversation(&mock, "hooked helper")[1]["messages"].to_string();
+    assert!(told.contains("first answer DONE"), "{told}");
+    let start: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join("start-payload.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(start["hook_event_name"], "SubagentStart");
+    assert!(
+        start["agent_id"].as_str().unwrap().starts_with("run-"),
+        "{start}"
+    );
+    let stop: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join("stop-payload.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stop["hook_event_name"], "SubagentStop");
+    assert_eq!(stop["stop_hook_active"], true);
+    assert_eq!(stop["agent_id"], start["agent_id"]);
+}
+
+/// handoff: the agent hands the chat to another over a link; the target opens with the
+/// conversation so far; the chat's next message runs as the target (in its own session) until
+/// the target clears the route, and then the first agent answers again.
+#[test]
+fn a_handoff_routes_the_chat_until_cleared() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "handed to you by default", "turns": [
+                {"text": "Billing here, how can I help?"},
+                {"tool_calls": [{"name": "handoff", "arguments": {"action": "clear"}}]},
+                {"text": "Handing you back."}
+            ]},
+            {"when": "i need billing", "turns": [
+                {"tool_calls": [{"name": "handoff", "arguments": {"agent": "billing", "reason": "an invoice question"}}]},
+                {"text": "Billing will take it from here."},
+                {"text": "Back with default."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    for args in [
+        &["agents", "create", "default"][..],
+        &["agents", "create", "billing"],
+        &["agents", "link", "default", "billing"],
+    ] {
+        let out = support::command(home.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "s", "-p", "i need billing"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("Billing will take it from here."),
+        "{stdout}"
+    );
+    let opening = conversation(&mock, "handed to you by default")[0]["messages"].to_string();
+    assert!(
+        opening.contains("an invoice question") && opening.contains("user: i need billing"),
+        "the target opens with the conversation: {opening}"
+    );
+    // The source's own requests (the target's opening quotes its first message too).
+    let source: Vec<Value> = conversation(&mock, "i need billing")
+        .into_iter()
+        .filter(|r| !r["messages"].to_string().contains("handed to you"))
+        .collect();
+    let told = source[1]["messages"].to_string();
+    assert!(told.contains("Billing here, how can I help?"), "{told}");
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "s", "-p", "my invoice"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("Handing you back."),
+        "routed to billing: {stdout}"
+    );
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "s", "-p", "thanks"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Back with default."), "cleared: {stdout}");
+}
