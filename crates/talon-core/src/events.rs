@@ -145,6 +145,15 @@ pub enum ToolEvent {
     },
 }
 
+/// The turn a run event is about: its session, agent, user and run.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnIds<'a> {
+    pub session_key: &'a str,
+    pub agent_key: &'a str,
+    pub user: Option<&'a str>,
+    pub run: &'a RunRef,
+}
+
 /// Which agent run an event belongs to: `run_id` is the run (a subagent, a delegation) whose
 /// turn or call it is, `parent_run_id` the run that started that one; both `null` for a
 /// person's own turn (and `parent_run_id` for a run a person's turn started).
@@ -322,21 +331,14 @@ impl EventBus {
 
     /// Announces that an agent turn of `user` began. The agent runtime's only way onto the bus:
     /// tool and approval events come from the pipeline alone.
-    pub fn run_started(
-        &self,
-        session_key: &str,
-        agent_key: &str,
-        user: Option<&str>,
-        channel: &str,
-        run: &RunRef,
-    ) {
+    pub fn run_started(&self, turn: &TurnIds<'_>, channel: &str) {
         if self.has_subscribers() {
             self.publish(ToolEvent::RunStarted {
-                session_key: Arc::from(session_key),
-                agent_key: Arc::from(agent_key),
-                user: user.map(Arc::from),
+                session_key: Arc::from(turn.session_key),
+                agent_key: Arc::from(turn.agent_key),
+                user: turn.user.map(Arc::from),
                 channel: Arc::from(channel),
-                run: run.clone(),
+                run: turn.run.clone(),
             });
         }
     }
@@ -358,23 +360,20 @@ impl EventBus {
     /// Announces that an agent turn ended, and why.
     pub fn run_finished(
         &self,
-        session_key: &str,
-        agent_key: &str,
-        user: Option<&str>,
+        turn: &TurnIds<'_>,
         stop: &'static str,
         iterations: u32,
         elapsed: Duration,
-        run: &RunRef,
     ) {
         if self.has_subscribers() {
             self.publish(ToolEvent::RunFinished {
-                session_key: Arc::from(session_key),
-                agent_key: Arc::from(agent_key),
-                user: user.map(Arc::from),
+                session_key: Arc::from(turn.session_key),
+                agent_key: Arc::from(turn.agent_key),
+                user: turn.user.map(Arc::from),
                 stop,
                 iterations,
                 elapsed,
-                run: run.clone(),
+                run: turn.run.clone(),
             });
         }
     }

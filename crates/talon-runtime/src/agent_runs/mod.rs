@@ -355,20 +355,34 @@ impl Runner {
             }
             _ => None,
         };
-        match &route {
-            Some(route) => {
-                let routed = TurnRequest {
-                    agent: Some(&route.target_agent),
-                    session: Some(route.target_session.clone()),
-                    ..request
-                };
-                self.run_turn(routed, events).await
-            }
-            None => self.run_turn(request, events).await,
+        let request = match &route {
+            Some(route) => TurnRequest {
+                agent: Some(&route.target_agent),
+                session: Some(route.target_session.clone()),
+                ..request
+            },
+            None => request,
+        };
+        // A person's turn in a stored session passes the agent's `agent.final` gates.
+        let gated = request.child.is_none()
+            && request.delivering.is_empty()
+            && request.session.is_some()
+            && !request.api.resume;
+        let retry = gated.then(|| crate::runs::gates::Resend {
+            user: request.user.map(str::to_string),
+            channel: request.channel,
+            client: request.client.clone(),
+            permission_mode: request.permission_mode,
+            cancel: request.cancel.clone(),
+        });
+        let ran = self.run_turn(request, events).await?;
+        match retry {
+            Some(retry) => self.gate_final(ran, retry, events).await,
+            None => Ok(ran),
         }
     }
 
-    async fn run_turn(
+    pub(crate) async fn run_turn(
         &self,
         request: TurnRequest<'_>,
         events: &(dyn Fn(RunEvent) + Send + Sync),
@@ -527,11 +541,13 @@ impl Runner {
         let bus = self.pipeline.events();
         let started = std::time::Instant::now();
         bus.run_started(
-            &ctx.session_key,
-            &agent_key,
-            ctx.user.as_deref(),
+            &talon_core::events::TurnIds {
+                session_key: &ctx.session_key,
+                agent_key: &agent_key,
+                user: ctx.user.as_deref(),
+                run: &ctx.run,
+            },
             request.channel,
-            &ctx.run,
         );
         let (session_key, user, run_ref) =
             (ctx.session_key.clone(), ctx.user.clone(), ctx.run.clone());
@@ -547,13 +563,15 @@ impl Runner {
         };
         let outcome = agent.run_turn_with(input, Arc::new(ctx), events).await;
         bus.run_finished(
-            &session_key,
-            &agent_key,
-            user.as_deref(),
+            &talon_core::events::TurnIds {
+                session_key: &session_key,
+                agent_key: &agent_key,
+                user: user.as_deref(),
+                run: &run_ref,
+            },
             stop_label(&outcome.stop),
             outcome.iterations,
             started.elapsed(),
-            &run_ref,
         );
         if let (Some(session), Some(start)) = (&request.session, start) {
             // A mode the turn moved to (an approved plan) is where the next turn starts; while

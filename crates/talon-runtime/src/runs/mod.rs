@@ -33,6 +33,7 @@ pub mod budget;
 pub mod custom_agents;
 pub mod delegate;
 pub mod evaluate;
+pub mod gates;
 pub mod handoff;
 pub mod supervisor;
 pub mod tools;
@@ -237,6 +238,39 @@ impl Runner {
             })
         });
         let approvals = self.watch_approvals(run);
+        let mut ending = self
+            .child_turn(run, run.task.clone(), &cancel, overrides, budget)
+            .await;
+        if ending.status == RunStatus::Completed {
+            ending = self
+                .gate_child(run, ending, &cancel, overrides, budget)
+                .await;
+        }
+        watch.abort();
+        approvals.abort();
+        let timed_out = timer.is_some_and(|timer| {
+            let fired = timer.is_finished();
+            timer.abort();
+            fired
+        });
+        if timed_out && ending.status == RunStatus::Cancelled {
+            ending.status = RunStatus::TimedOut;
+            ending.text = "stopped: its root run's time budget ran out".into();
+        }
+        self.end_run(run, &ending, waited).await;
+        ending
+    }
+
+    /// One turn of `run`'s child in its session: its task first, a revision prompt after a
+    /// quality gate sent it back.
+    pub(crate) async fn child_turn(
+        &self,
+        run: &RunRecord,
+        prompt: String,
+        cancel: &CancellationToken,
+        overrides: &ChildOverrides,
+        budget: budget::Remaining,
+    ) -> Ending {
         let user = (!run.user_id.is_empty()).then_some(run.user_id.as_str());
         let ran = self
             .run(
@@ -245,11 +279,11 @@ impl Runner {
                     user,
                     session: Some(run.session_key.clone()),
                     history: Vec::new(),
-                    prompt: run.task.clone(),
+                    prompt,
                     channel: "subagent",
                     client: None,
                     permission_mode: overrides.permission_mode,
-                    cancel,
+                    cancel: cancel.clone(),
                     api: Default::default(),
                     child: Some(ChildTurn {
                         spawn_depth: u32::try_from(run.depth).unwrap_or(u32::MAX),
@@ -267,30 +301,18 @@ impl Runner {
                 &|_| {},
             )
             .await;
-        watch.abort();
-        approvals.abort();
-        let timed_out = timer.is_some_and(|timer| {
-            let fired = timer.is_finished();
-            timer.abort();
-            fired
-        });
-        let ending = match &ran {
+        match &ran {
             Ok(ran) => {
-                let (mut status, mut text) = ending(&ran.outcome.stop, &ran.outcome.text);
-                if timed_out && status == RunStatus::Cancelled {
-                    status = RunStatus::TimedOut;
-                    text = "stopped: its root run's time budget ran out".into();
-                }
+                let (status, text) = ending(&ran.outcome.stop, &ran.outcome.text);
                 let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-                let usage = RunUsage {
-                    input_tokens: to_i64(ran.outcome.usage.input_tokens),
-                    output_tokens: to_i64(ran.outcome.usage.output_tokens),
-                    model_requests: i64::from(ran.outcome.iterations),
-                };
                 Ending {
                     status,
                     text,
-                    usage,
+                    usage: RunUsage {
+                        input_tokens: to_i64(ran.outcome.usage.input_tokens),
+                        output_tokens: to_i64(ran.outcome.usage.output_tokens),
+                        model_requests: i64::from(ran.outcome.iterations),
+                    },
                 }
             }
             Err(e) => Ending {
@@ -298,9 +320,7 @@ impl Runner {
                 text: format!("the run could not start: {e}"),
                 usage: RunUsage::default(),
             },
-        };
-        self.end_run(run, &ending, waited).await;
-        ending
+        }
     }
 
     /// Shows `run` as `waiting_approval` while one of its calls waits for a person (on the

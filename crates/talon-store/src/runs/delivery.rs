@@ -28,7 +28,7 @@ impl Store {
         }
         let mut tx = self.pool().begin().await?;
         if end_in(
-            &mut *tx,
+            &mut tx,
             id,
             owner,
             status,
@@ -84,12 +84,7 @@ impl Store {
             .execute(self.pool())
             .await?;
             if moved.rows_affected() == 1 {
-                claimed.push(Delivery {
-                    parent_session: parent_session.to_string(),
-                    child_id: child,
-                    status: RunStatus::parse(&row.try_get::<String, _>("status")?)?,
-                    result: row.try_get("result")?,
-                });
+                claimed.push(delivery(&row, parent_session, child)?);
             }
         }
         Ok(claimed)
@@ -128,15 +123,8 @@ impl Store {
         .bind(now)
         .fetch_optional(self.pool())
         .await?;
-        row.map(|row| {
-            Ok(Delivery {
-                parent_session: parent_session.to_string(),
-                child_id: child.to_string(),
-                status: RunStatus::parse(&row.try_get::<String, _>("status")?)?,
-                result: row.try_get("result")?,
-            })
-        })
-        .transpose()
+        row.map(|row| delivery(&row, parent_session, child.to_string()))
+            .transpose()
     }
 
     /// Parent sessions with results nobody is announcing (at most `limit`), each with the agent
@@ -180,14 +168,7 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         rows.iter()
-            .map(|row| {
-                Ok(Delivery {
-                    parent_session: parent_session.to_string(),
-                    child_id: row.try_get("child_id")?,
-                    status: RunStatus::parse(&row.try_get::<String, _>("status")?)?,
-                    result: row.try_get("result")?,
-                })
-            })
+            .map(|row| delivery(row, parent_session, row.try_get("child_id")?))
             .collect()
     }
 }
@@ -235,4 +216,18 @@ pub(super) async fn end_in(
     .execute(&mut *conn)
     .await?;
     Ok(Some(parent_session))
+}
+
+/// An outbox row (its `status` and `result`) as a delivery of `child` to `parent_session`.
+fn delivery(
+    row: &sqlx::any::AnyRow,
+    parent_session: &str,
+    child: String,
+) -> Result<Delivery, StoreError> {
+    Ok(Delivery {
+        parent_session: parent_session.to_string(),
+        child_id: child,
+        status: RunStatus::parse(&row.try_get::<String, _>("status")?)?,
+        result: row.try_get("result")?,
+    })
 }

@@ -386,7 +386,7 @@ impl Store {
         let mut tx = Locked::begin(self, &locks).await?;
         if let Some(old) = replacing {
             match delivery::end_in(
-                &mut *tx.conn,
+                &mut tx.conn,
                 old,
                 None,
                 RunStatus::Cancelled,

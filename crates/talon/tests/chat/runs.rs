@@ -604,3 +604,76 @@ fn a_handoff_routes_the_chat_until_cleared() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("Back with default."), "cleared: {stdout}");
 }
+
+/// Quality gates without recursion: a command gate (run through exec's sandbox) on
+/// `subagent.completed` sends the child back with the command's output until it passes; an
+/// agent gate on the agent's own final answer has a reviewer agent reject it once, and the
+/// revised answer is the turn's result; the reviewer's own answer is not reviewed.
+#[test]
+fn quality_gates_block_then_pass_on_retry() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "Review this output", "turns": [{"text": "REJECTED: say please"}, {"text": "APPROVED"}]},
+            {"when": "TASK-G", "turns": [{"text": "a rough draft"}, {"text": "a draft with the word SHIP-IT"}]},
+            {"when": "gated work", "turns": [
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-G"}}]},
+                {"text": "Here it is."},
+                {"text": "Here it is, please."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    let gates = json!({"quality_gates": [
+        {"event": "subagent.completed", "type": "command", "command": "grep SHIP-IT || { echo 'the draft must say SHIP-IT' >&2; exit 1; }",
+         "block_on_failure": true, "max_retries": 2},
+        {"event": "agent.final", "type": "agent", "agent": "qa", "block_on_failure": true, "max_retries": 1}
+    ]});
+    for args in [
+        &[
+            "agents",
+            "create",
+            "default",
+            "--settings",
+            &gates.to_string(),
+        ][..],
+        &["agents", "create", "qa"],
+    ] {
+        let out = support::command(home.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let (stdout, stderr, code) = chat(
+        home.path(),
+        &["-p", "gated work", "--output-format", "json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let result: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(result["text"], "Here it is, please.", "{stdout}");
+    let child = conversation(&mock, "TASK-G");
+    assert_eq!(
+        child.len(),
+        2,
+        "sent back once: {}",
+        child.last().unwrap()["messages"]
+    );
+    assert!(
+        child[1]["messages"]
+            .to_string()
+            .contains("the draft must say SHIP-IT")
+    );
+    let parent: Vec<Value> = conversation(&mock, "gated work")
+        .into_iter()
+        .filter(|r| !r["messages"].to_string().contains("Review this output"))
+        .collect();
+    assert!(parent[1]["messages"].to_string().contains("SHIP-IT"));
+    assert!(
+        parent[2]["messages"].to_string().contains("say please"),
+        "revised with the feedback"
+    );
+    assert_eq!(
+        conversation(&mock, "Review this output").len(),
+        2,
+        "the reviewer ran twice and its own answers were not reviewed"
+    );
+}
