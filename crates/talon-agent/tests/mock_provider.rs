@@ -522,13 +522,17 @@ async fn raw_string_arguments_are_sent_verbatim() {
 #[test]
 fn bad_scripts_are_clear_errors() {
     // (script, what the error must mention)
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 9] = [
         (
             r#"{"turns": [{"text": "a"}, {"txt": "b"}]}"#,
             &["turn 2", "unknown field `txt`"],
         ),
         (r#"{"turns": []}"#, &["no turns"]),
-        (r#"{}"#, &["missing field `turns`"]),
+        (r#"{}"#, &["no turns", "`conversations`"]),
+        (
+            r#"{"conversations": [{"when": "", "turns": [{"text": "a"}]}]}"#,
+            &["conversations[0]", "`when`"],
+        ),
         (
             r#"{"turns": [{"text": "a"}], "repeat": true}"#,
             &["unknown field `repeat`"],

@@ -81,6 +81,9 @@ pub struct PendingApproval {
     pub requested_at: u64,
     /// Unix milliseconds after which it counts as denied.
     pub expires_at: u64,
+    /// The run (a subagent, a delegation) whose call it is.
+    #[serde(flatten)]
+    pub run: crate::events::RunRef,
 }
 
 impl Owned for PendingApproval {
@@ -236,6 +239,7 @@ impl Approvals {
             always,
             requested_at: unix_ms(now),
             expires_at: unix_ms(now + self.timeout),
+            run: request.ctx.run.clone(),
         };
         let resolution = if let (true, Some(handle)) = (via_client, &request.ctx.client) {
             // The caller's MCP client asks its user; nobody else sees the request.
@@ -284,6 +288,7 @@ impl Approvals {
             agent_key: pending.agent.as_deref().map(Into::into),
             user: pending.user.as_deref().map(Into::into),
             decision: resolution.as_str(),
+            run: pending.run.clone(),
         });
         match resolution {
             Resolution::AllowOnce => Approval::Allow,

@@ -72,6 +72,8 @@ pub enum ToolEvent {
         user: Option<Arc<str>>,
         /// `allow_once`, `allow_always` or `deny`.
         decision: &'static str,
+        #[serde(flatten)]
+        run: RunRef,
     },
     /// A tool asks the user and waits for an answer over HTTP (`/v1/questions`).
     QuestionAsked {
@@ -84,6 +86,8 @@ pub enum ToolEvent {
         agent_key: Option<Arc<str>>,
         user: Option<Arc<str>>,
         action: &'static str,
+        #[serde(flatten)]
+        run: RunRef,
     },
     /// An agent turn began (the agent runtime).
     RunStarted {
@@ -157,7 +161,8 @@ pub struct TurnIds<'a> {
 /// Which agent run an event belongs to: `run_id` is the run (a subagent, a delegation) whose
 /// turn or call it is, `parent_run_id` the run that started that one; both `null` for a
 /// person's own turn (and `parent_run_id` for a run a person's turn started).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RunRef {
     pub run_id: Option<Arc<str>>,
     pub parent_run_id: Option<Arc<str>>,
@@ -469,6 +474,7 @@ mod tests {
                     always: None,
                     requested_at: 0,
                     expires_at: 0,
+                    run: RunRef::default(),
                 }),
             },
             ToolEvent::ApprovalResolved {
@@ -478,6 +484,7 @@ mod tests {
                 agent_key: None,
                 user: None,
                 decision: "deny",
+                run: RunRef::default(),
             },
             ToolEvent::QuestionAsked {
                 request: Arc::new(crate::questions::PendingQuestion {
@@ -489,6 +496,7 @@ mod tests {
                     requested_schema: serde_json::json!({}),
                     requested_at: 0,
                     expires_at: 0,
+                    run: RunRef::default(),
                 }),
             },
             ToolEvent::QuestionAnswered {
@@ -497,6 +505,7 @@ mod tests {
                 agent_key: None,
                 user: None,
                 action: "cancel",
+                run: RunRef::default(),
             },
             ToolEvent::RunStarted {
                 session_key: text("s"),

@@ -41,6 +41,9 @@ pub struct PendingQuestion {
     pub requested_at: u64,
     /// Unix milliseconds after which the question is given up.
     pub expires_at: u64,
+    /// The run (a subagent, a delegation) whose turn asks.
+    #[serde(flatten)]
+    pub run: crate::events::RunRef,
 }
 
 impl Owned for PendingQuestion {
@@ -197,6 +200,7 @@ impl Questions {
             agent_key: question.agent.as_deref().map(Into::into),
             user: question.user.as_deref().map(Into::into),
             action: kind,
+            run: question.run.clone(),
         });
         Ok(question)
     }
@@ -209,12 +213,24 @@ impl Questions {
         agent: Option<&str>,
         user: Option<&str>,
     ) -> ClientHandle {
+        self.client_in_run(session, agent, user, &crate::events::RunRef::default())
+    }
+
+    /// [`Questions::client`] for a turn of the stored run `run`: its questions name the run.
+    pub fn client_in_run(
+        self: &Arc<Self>,
+        session: &str,
+        agent: Option<&str>,
+        user: Option<&str>,
+        run: &crate::events::RunRef,
+    ) -> ClientHandle {
         ClientHandle(Arc::new(Asker {
             broker: Arc::clone(self),
             asker: Whose {
                 session: session.to_string(),
                 agent: agent.map(str::to_string),
                 user: user.map(str::to_string),
+                run: run.clone(),
             },
         }))
     }
@@ -240,6 +256,7 @@ impl Questions {
             requested_schema,
             requested_at: unix_ms(now),
             expires_at: unix_ms(now + self.timeout),
+            run: whose.run,
         };
         let Some(ticket) = self.pending.admit(id.clone(), question.clone()) else {
             return Err(format!(
@@ -265,6 +282,7 @@ struct Whose {
     session: String,
     agent: Option<String>,
     user: Option<String>,
+    run: crate::events::RunRef,
 }
 
 /// [`ClientRequests`] for one session, through a [`Questions`] broker.

@@ -264,6 +264,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     }
     runner
         .register_run_tools(pipeline.registry())
+        .and_then(|()| runner.register_task_tools(pipeline.registry(), &shell))
         .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
     session_sender.set(Arc::new(runner.clone()));
     page_answerer.set(Arc::new(runner.clone()));

@@ -236,6 +236,12 @@ impl MockState {
     /// Records `request` and takes the turn answering it: its number and the turn, or `None`
     /// when the script ran out.
     fn take(&self, request: Value) -> (usize, Option<Turn>) {
+        let run_id = last_run_id(&request.to_string());
+        let (seq, turn) = self.pick(request);
+        (seq, turn.map(|turn| with_run_id(turn, run_id.as_deref())))
+    }
+
+    fn pick(&self, request: Value) -> (usize, Option<Turn>) {
         let after_tools = self
             .script
             .after_tool_results
@@ -279,6 +285,34 @@ impl MockState {
         };
         (seq, turn)
     }
+}
+
+/// The last agent run id (`run-` and 32 hex digits) in `text`, for scripts that call a tool
+/// with the id an earlier call returned (`{{last_run_id}}`).
+fn last_run_id(text: &str) -> Option<String> {
+    text.rmatch_indices("run-").find_map(|(at, _)| {
+        let id = text.get(at..at + 36)?;
+        id[4..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+            .then(|| id.to_string())
+    })
+}
+
+/// `turn` with `{{last_run_id}}` in its tool calls' arguments replaced by `run_id`.
+fn with_run_id(mut turn: Turn, run_id: Option<&str>) -> Turn {
+    let Some(run_id) = run_id else {
+        return turn;
+    };
+    for call in &mut turn.tool_calls {
+        let text = call.arguments.to_string();
+        if text.contains("{{last_run_id}}")
+            && let Ok(value) = serde_json::from_str(&text.replace("{{last_run_id}}", run_id))
+        {
+            call.arguments = value;
+        }
+    }
+    turn
 }
 
 /// The text of the request's first (`last`: last) user message (either API; text parts

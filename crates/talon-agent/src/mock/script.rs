@@ -95,6 +95,8 @@ pub struct ScriptedCall {
     pub name: String,
     /// The call's arguments, `{}` when unset. A JSON *string* is sent verbatim as the serialized
     /// arguments, which lets a script send malformed arguments (e.g. `"{\"path\": "`).
+    /// `{{last_run_id}}` anywhere in them stands for the last agent run id (`run-…`) in the
+    /// request (what an earlier call returned).
     #[serde(default = "empty_object")]
     pub arguments: Value,
 }
@@ -164,7 +166,10 @@ impl TryFrom<RawScript> for Script {
 
     fn try_from(raw: RawScript) -> Result<Self, Self::Error> {
         if raw.turns.is_empty() && raw.conversations.is_empty() {
-            return Err("the script has no turns; `turns` needs at least one turn".to_owned());
+            return Err(
+                "the script has no turns; `turns` (or `conversations`) needs at least one turn"
+                    .to_owned(),
+            );
         }
         let turns = read_turns(raw.turns, "turn ")?;
         let conversations = raw

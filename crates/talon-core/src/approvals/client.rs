@@ -91,6 +91,7 @@ mod tests {
             always: always.map(str::to_string),
             requested_at: 0,
             expires_at: 0,
+            run: Default::default(),
         }
     }
 

@@ -19,8 +19,13 @@ use tokio_util::sync::CancellationToken;
 use crate::chat_config::agent_model;
 
 mod history;
+mod modes;
+mod prompt;
+mod running;
 use crate::config::Config;
 use history::Compaction;
+use modes::{stored_mode, turn_modes};
+use running::RunningTurns;
 
 /// Why a turn could not run.
 #[derive(Debug, thiserror::Error)]
@@ -124,34 +129,6 @@ pub struct Runner {
     pub(crate) runs: Arc<crate::runs::RunState>,
 }
 
-/// The turns running now: by session, a serial number (so a turn removes only its own entry)
-/// and its cancellation.
-#[derive(Default)]
-struct RunningTurns {
-    next: u64,
-    by_session: HashMap<String, (u64, CancellationToken)>,
-}
-
-/// A running turn's entry in [`Runner`]'s registry; dropping it removes the entry.
-struct RunningTurn {
-    running: Arc<Mutex<RunningTurns>>,
-    session: String,
-    serial: u64,
-}
-
-impl Drop for RunningTurn {
-    fn drop(&mut self) {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        if running
-            .by_session
-            .get(&self.session)
-            .is_some_and(|(serial, _)| *serial == self.serial)
-        {
-            running.by_session.remove(&self.session);
-        }
-    }
-}
-
 /// An agent's loop and the API key to scrub from what it shows.
 pub(crate) struct BuiltAgent {
     pub(crate) agent: Agent,
@@ -185,41 +162,6 @@ impl Runner {
     pub fn with_questions(mut self, questions: Arc<Questions>) -> Self {
         self.questions = Some(questions);
         self
-    }
-
-    /// Cancels the turn running in `session`; `false` when none is.
-    pub fn cancel(&self, session: &str) -> bool {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        match running.by_session.get(session) {
-            Some((_, cancel)) => {
-                cancel.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Whether a turn runs in `session` in this process now.
-    pub fn is_running(&self, session: &str) -> bool {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_session
-            .contains_key(session)
-    }
-
-    fn register(&self, session: &str, cancel: &CancellationToken) -> RunningTurn {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        running.next += 1;
-        let serial = running.next;
-        running
-            .by_session
-            .insert(session.to_string(), (serial, cancel.clone()));
-        RunningTurn {
-            running: Arc::clone(&self.running),
-            session: session.to_string(),
-            serial,
-        }
     }
 
     pub fn store(&self) -> &Store {
@@ -493,10 +435,11 @@ impl Runner {
             .map(|session| self.register(session, &ctx.cancel));
         ctx.client = request.client.or_else(|| {
             self.questions.as_ref().map(|q| {
-                q.client(
+                q.client_in_run(
                     &ctx.session_key,
                     ctx.agent_key.as_deref(),
                     ctx.user.as_deref(),
+                    &ctx.run,
                 )
             })
         });
@@ -650,28 +593,6 @@ impl Runner {
             .await
             .map_err(session_error)
     }
-
-    /// The system prompt: the configured one, then the agent's context files for this user
-    /// (GoClaw's order: SOUL, IDENTITY, AGENTS, TOOLS, USER, BOOTSTRAP, then the rest by name).
-    async fn system_prompt(
-        &self,
-        configured: Option<&str>,
-        agent: &str,
-        user: Option<&str>,
-    ) -> Result<Option<String>, RunError> {
-        let mut files = self
-            .store
-            .context_files(agent, user.unwrap_or_default(), &[])
-            .await
-            .map_err(|e| RunError::Store(format!("cannot read {agent}'s context files: {e}")))?;
-        // Generated for an agent with delegation targets, unless it (or the user) has its own.
-        if !files.iter().any(|(name, _)| name == "DELEGATION.md")
-            && let Some(delegation) = self.delegation_file(agent, user).await
-        {
-            files.push(("DELEGATION.md".to_string(), delegation));
-        }
-        Ok(compose_system_prompt(configured, files))
-    }
 }
 
 /// A store error about a session key: the caller's to fix when the key is invalid or taken.
@@ -680,76 +601,6 @@ fn session_error(e: talon_store::StoreError) -> RunError {
         talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
         e => RunError::Store(e.to_string()),
     }
-}
-
-/// A permission mode a session stored under `setting`.
-fn stored_mode(
-    settings: &serde_json::Map<String, serde_json::Value>,
-    setting: &str,
-) -> Option<PermissionMode> {
-    settings
-        .get(setting)
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
-}
-
-/// The modes a turn starts in: the one it runs in, and the one an approved plan returns to.
-///
-/// The entry point's explicit mode (`talon chat --permission-mode`) is the person's choice and
-/// applies as given. Otherwise the session's stored mode (the model's `Config` calls, an
-/// approved plan) applies only where it is stricter than the `configured` one: an operator who
-/// tightens the configuration tightens every session. An approved plan returns to the mode
-/// before plan mode (kept with the session while it plans; the configured one when the session
-/// started in plan mode), never looser than the configured one.
-fn turn_modes(
-    configured: PermissionMode,
-    explicit: Option<PermissionMode>,
-    settings: &serde_json::Map<String, serde_json::Value>,
-) -> (PermissionMode, PermissionMode) {
-    let stored = stored_mode(settings, PERMISSION_MODE);
-    let mode = explicit.unwrap_or_else(|| stored.map_or(configured, |s| s.stricter(configured)));
-    let before_plan = match (mode, stored) {
-        (PermissionMode::Plan, Some(PermissionMode::Plan)) => {
-            stored_mode(settings, MODE_BEFORE_PLAN).unwrap_or(configured)
-        }
-        (PermissionMode::Plan, _) => configured,
-        (mode, _) => mode,
-    };
-    (mode, before_plan.stricter(configured))
-}
-
-/// Context files in the order GoClaw puts them in the system prompt.
-const CONTEXT_ORDER: &[&str] = &[
-    "SOUL.md",
-    "IDENTITY.md",
-    "AGENTS.md",
-    "TOOLS.md",
-    "USER.md",
-    "BOOTSTRAP.md",
-];
-
-/// `configured`, then each non-empty context file under its name; `None` when all are empty.
-fn compose_system_prompt(
-    configured: Option<&str>,
-    mut files: Vec<(String, String)>,
-) -> Option<String> {
-    let rank = |name: &str| {
-        CONTEXT_ORDER
-            .iter()
-            .position(|n| *n == name)
-            .unwrap_or(CONTEXT_ORDER.len())
-    };
-    files.sort_by(|a, b| rank(&a.0).cmp(&rank(&b.0)).then_with(|| a.0.cmp(&b.0)));
-    let mut parts: Vec<String> = configured
-        .filter(|s| !s.trim().is_empty())
-        .map(str::to_string)
-        .into_iter()
-        .collect();
-    for (name, content) in files {
-        if !content.trim().is_empty() {
-            parts.push(format!("# {name}\n\n{}", content.trim_end()));
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 /// The label stored with a finished turn.
@@ -765,28 +616,5 @@ pub fn stop_label(stop: &TurnStop) -> &'static str {
         TurnStop::Cancelled => "cancelled",
         TurnStop::Failed(_) => "failed",
         TurnStop::ClientTools => "client_tools",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn context_files_follow_the_configured_prompt_in_goclaw_order() {
-        let files = vec![
-            ("AGENTS.md".to_string(), "agents".to_string()),
-            ("NOTES.md".to_string(), "notes".to_string()),
-            ("SOUL.md".to_string(), "soul\n".to_string()),
-            ("EMPTY.md".to_string(), "  ".to_string()),
-            ("DELEGATION.md".to_string(), "delegation".to_string()),
-        ];
-        let prompt = compose_system_prompt(Some("Be brief."), files).unwrap_or_default();
-        assert_eq!(
-            prompt,
-            "Be brief.\n\n# SOUL.md\n\nsoul\n\n# AGENTS.md\n\nagents\n\n# DELEGATION.md\n\ndelegation\n\n# NOTES.md\n\nnotes"
-        );
-        assert_eq!(compose_system_prompt(None, Vec::new()), None);
-        assert_eq!(compose_system_prompt(Some(" "), Vec::new()), None);
     }
 }

@@ -313,6 +313,7 @@ pub(super) async fn start_delegation(
             link.direction == talon_store::LinkDirection::Bidirectional,
         )),
         target_load: load,
+        context_mode: "fresh",
     };
     runner
         .start_child(ctx, &spec, None)

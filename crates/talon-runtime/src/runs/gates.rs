@@ -135,6 +135,7 @@ impl Runner {
             background: false,
             over_link: None,
             target_load: None,
+            context_mode: "fresh",
         };
         let run = match self.start_child(ctx, &spec, None).await {
             Ok(run) => run,

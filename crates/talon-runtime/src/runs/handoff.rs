@@ -11,7 +11,6 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use talon_agent::Message;
 use talon_core::events::ToolEvent;
 use talon_core::visible::visible;
 use talon_core::{Authorized, CallContext, SideEffect, Tool, ToolOutput, ToolSpec};
@@ -19,9 +18,6 @@ use talon_store::HandoffRoute;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_runs::{Runner, TurnRequest};
-
-/// Messages of the conversation the target is shown at most.
-const CONTEXT_MESSAGES: usize = 12;
 
 /// Input of [`Handoff`].
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -161,7 +157,7 @@ async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> T
 }
 
 /// The target's first prompt: who handed it the conversation, why, and the conversation so
-/// far (the stored turns, then this turn's prompt), fenced.
+/// far, fenced.
 async fn opening(
     runner: &Runner,
     ctx: &CallContext,
@@ -169,21 +165,6 @@ async fn opening(
     source: &str,
     reason: &str,
 ) -> String {
-    let messages = runner.history(chat).await.unwrap_or_default();
-    let mut lines: Vec<String> = messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text, .. } => Some(format!("user: {text}")),
-            Message::Assistant { text, .. } if !text.is_empty() => {
-                Some(format!("{source}: {text}"))
-            }
-            _ => None,
-        })
-        .collect();
-    if let Some(prompt) = &ctx.turn_prompt {
-        lines.push(format!("user: {prompt}"));
-    }
-    let recent = lines[lines.len().saturating_sub(CONTEXT_MESSAGES)..].join("\n");
     format!(
         "[Talon] The conversation was handed to you by {source}{}. You now talk to the user \
          directly; hand it back with handoff action clear when you are done. The conversation \
@@ -193,7 +174,9 @@ async fn opening(
         } else {
             format!(" (reason: {})", super::one_line(reason, 200))
         },
-        talon_core::untrusted::wrap("handoff", chat, &recent)
+        runner
+            .conversation_so_far(ctx, chat, source, "handoff")
+            .await
     )
 }
 

@@ -36,11 +36,15 @@ pub mod evaluate;
 pub mod gates;
 pub mod handoff;
 pub mod supervisor;
+pub mod task_tools;
 pub mod tools;
 
 /// How long a gateway holds a run (and a result it announces) without renewing it; the
 /// supervisor renews every third of it. `[subagents] lease_seconds` overrides it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Lines of a conversation passed on (a forked child, a handoff) at most.
+const CONTEXT_MESSAGES: usize = 12;
 
 /// How often a running child looks at its run's cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(500);
@@ -75,6 +79,8 @@ pub struct ChildSpec<'a> {
     pub over_link: Option<(i64, bool)>,
     /// A delegation's target: live delegations to it at most (`max_delegation_load`).
     pub target_load: Option<i64>,
+    /// `fresh` (its task only) or `fork` (the task carries the parent's conversation).
+    pub context_mode: &'static str,
 }
 
 /// What a custom agent definition sets for its run (each already no looser than the caller's:
@@ -138,7 +144,7 @@ impl Runner {
             tenant: ctx.tenant.as_deref().unwrap_or_default(),
             user: ctx.user.as_deref().unwrap_or_default(),
             origin: spec.origin,
-            context_mode: "fresh",
+            context_mode: spec.context_mode,
             task: spec.task,
             tools: &spec.tools,
             owner: self.instance(),
@@ -475,6 +481,34 @@ impl Runner {
                 live.join("\n")
             )
         })
+    }
+
+    /// The conversation of `session` so far — its stored turns' texts, then the prompt of the
+    /// turn running now — as the last [`CONTEXT_MESSAGES`] lines, fenced as untrusted (people
+    /// and models wrote it). The agent's lines are named `speaker`.
+    pub(crate) async fn conversation_so_far(
+        &self,
+        ctx: &CallContext,
+        session: &str,
+        speaker: &str,
+        source: &str,
+    ) -> String {
+        let messages = self.history(session).await.unwrap_or_default();
+        let mut lines: Vec<String> = messages
+            .iter()
+            .filter_map(|m| match m {
+                talon_agent::Message::User { text, .. } => Some(format!("user: {text}")),
+                talon_agent::Message::Assistant { text, .. } if !text.is_empty() => {
+                    Some(format!("{speaker}: {text}"))
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(prompt) = &ctx.turn_prompt {
+            lines.push(format!("user: {prompt}"));
+        }
+        let recent = lines[lines.len().saturating_sub(CONTEXT_MESSAGES)..].join("\n");
+        talon_core::untrusted::wrap(source, session, &recent)
     }
 
     pub(crate) fn pipeline_events(&self) -> &talon_core::events::EventBus {

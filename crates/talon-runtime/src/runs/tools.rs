@@ -57,6 +57,10 @@ pub struct SubagentsInput {
     /// wait: seconds to wait at most (default 60, at most 600).
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// spawn, run: "fresh" (default: the child sees only its task) or "fork" (it also sees
+    /// this conversation so far).
+    #[serde(default)]
+    pub context: Option<String>,
 }
 
 /// GoClaw's `subagents` tool.
@@ -95,7 +99,12 @@ impl Tool for Subagents {
                 };
                 let agent = ctx.agent_key.clone().unwrap_or_default();
                 let background = input.action == "spawn";
-                start(runner, ctx, &agent, task, background, |_| true).await
+                let mode = match context_mode(input.context.as_deref()) {
+                    Ok(mode) => mode,
+                    Err(e) => return ToolOutput::error(e),
+                };
+                let how = Start { background, mode };
+                start(runner, ctx, &agent, task, how, |_| true).await
             }
             "list" => list(runner, ctx).await,
             "cancel" => cancel(runner, ctx, input.id.as_deref()).await,
@@ -117,8 +126,12 @@ impl Tool for Subagents {
 #[serde(deny_unknown_fields)]
 pub struct SpawnInput {
     /// What the child should do, with everything it needs (it starts without this
-    /// conversation).
+    /// conversation unless `context` is "fork").
     pub task: String,
+    /// "fresh" (default: the child sees only its task) or "fork" (it also sees this
+    /// conversation so far).
+    #[serde(default)]
+    pub context: Option<String>,
 }
 
 /// GoClaw's `spawn` (alias `sessions_spawn`): `subagents` with action spawn.
@@ -149,7 +162,15 @@ impl Tool for Spawn {
             );
         };
         let agent = ctx.agent_key.clone().unwrap_or_default();
-        start(&self.runner, ctx, &agent, task, true, |_| true).await
+        let mode = match context_mode(call.input().context.as_deref()) {
+            Ok(mode) => mode,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let how = Start {
+            background: true,
+            mode,
+        };
+        start(&self.runner, ctx, &agent, task, how, |_| true).await
     }
 }
 
@@ -157,16 +178,47 @@ fn task(task: Option<&str>) -> Option<&str> {
     task.filter(|t| !t.trim().is_empty())
 }
 
+/// `context`'s mode: `fresh` unless the caller asks for `fork`.
+fn context_mode(context: Option<&str>) -> Result<&'static str, String> {
+    match context.unwrap_or("fresh") {
+        "fresh" => Ok("fresh"),
+        "fork" => Ok("fork"),
+        other => Err(format!(
+            "context {} is not known; use fresh (the task only) or fork (with this conversation)",
+            visible(other)
+        )),
+    }
+}
+
+/// How a child starts: in the background or waited for, fresh or forked.
+#[derive(Debug, Clone, Copy)]
+struct Start {
+    background: bool,
+    mode: &'static str,
+}
+
 /// Starts a child of `agent` on `task` with the caller's tools that `keep` keeps: waited for
-/// (its result, fenced) or in the background (its id).
+/// (its result, fenced) or in the background (its id). A forked child's task carries the
+/// caller's conversation so far.
 async fn start(
     runner: &Runner,
     ctx: &CallContext,
     agent: &str,
     task: &str,
-    background: bool,
+    how: Start,
     keep: impl Fn(&ToolSpec) -> bool,
 ) -> ToolOutput {
+    let background = how.background;
+    let forked;
+    let task = if how.mode == "fork" {
+        let conversation = runner
+            .conversation_so_far(ctx, &ctx.session_key, "assistant", "fork")
+            .await;
+        forked = format!("# The conversation so far\n\n{conversation}\n\n# Your task\n\n{task}");
+        forked.as_str()
+    } else {
+        task
+    };
     if background && !runner.is_stored_session(&ctx.session_key).await {
         return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
     }
@@ -185,6 +237,7 @@ async fn start(
         background,
         over_link: None,
         target_load: None,
+        context_mode: how.mode,
     };
     let run = match runner.start_child(ctx, &spec, None).await {
         Ok(run) => run,
@@ -331,6 +384,7 @@ async fn steer(
         background: true,
         over_link: None,
         target_load: None,
+        context_mode: "fresh",
     };
     // The replacement takes the old run's slot in the transaction that ends it.
     let new = match runner.start_child(ctx, &spec, Some(&old.id)).await {
@@ -449,7 +503,11 @@ impl Tool for AgentTool {
             "Explore" | "Plan" => true,
             name => return custom(&self.runner, ctx, &agent, name, &task, background).await,
         };
-        start(&self.runner, ctx, &agent, &task, background, |spec| {
+        let how = Start {
+            background,
+            mode: "fresh",
+        };
+        start(&self.runner, ctx, &agent, &task, how, |spec| {
             !read_only || spec.side_effect.is_read_only()
         })
         .await
@@ -504,6 +562,7 @@ async fn custom(
         background,
         over_link: None,
         target_load: None,
+        context_mode: "fresh",
     };
     let run = match runner.start_child(ctx, &spec, None).await {
         Ok(run) => run,

@@ -677,3 +677,80 @@ fn quality_gates_block_then_pass_on_retry() {
         "the reviewer ran twice and its own answers were not reviewed"
     );
 }
+
+/// A child starts fresh (its task only) unless the caller forks it: then its task carries the
+/// conversation so far, fenced, and the run records the mode.
+#[test]
+fn a_forked_child_sees_the_conversation_so_far() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-F", "turns": [{"text": "the earlier number was 42"}]},
+            {"when": "remember 42", "turns": [
+                {"text": "Noted."},
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-F: which number?", "context": "fork"}}]},
+                {"text": "Forked."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    let (_, stderr, code) = chat(home.path(), &["--session", "f", "-p", "remember 42"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (stdout, stderr, code) = chat(home.path(), &["--session", "f", "-p", "ask a helper"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Forked."), "{stdout}");
+    let child = conversation(&mock, "TASK-F")[0]["messages"].to_string();
+    assert!(
+        child.contains("user: remember 42")
+            && child.contains("assistant: Noted.")
+            && child.contains("user: ask a helper")
+            && child.contains("EXTERNAL_UNTRUSTED_CONTENT"),
+        "{child}"
+    );
+    assert_eq!(runs(home.path())[0]["context_mode"], "fork");
+}
+
+/// TaskOutput and TaskStop take an agent's id as they take a background shell's: one id space.
+#[test]
+fn task_output_and_task_stop_work_on_agent_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let agent = |prompt: &str| json!({"name": "Agent", "arguments": {"description": "bg", "prompt": prompt, "run_in_background": true}});
+    let id = json!({"task_id": "{{last_run_id}}"});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-QUICK", "turns": [{"text": "quick agent result"}]},
+            {"when": "TASK-SLOW", "turns": [{"text": "never", "delay_ms": 60000}]},
+            {"when": "background agents", "turns": [
+                {"tool_calls": [agent("TASK-QUICK")]},
+                {"tool_calls": [{"name": "TaskOutput", "arguments": id}]},
+                {"tool_calls": [agent("TASK-SLOW")]},
+                {"tool_calls": [{"name": "TaskStop", "arguments": id}]},
+                {"tool_calls": [{"name": "TaskOutput", "arguments": {"task_id": "{{last_run_id}}", "timeout": 20000}}]},
+                {"text": "Got it."},
+                {"text": "Told."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "anthropic", "");
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "background agents"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Got it."), "{stdout}");
+    let parent = conversation(&mock, "background agents");
+    let output = parent[2]["messages"].to_string();
+    assert!(
+        output.contains("quick agent result"),
+        "TaskOutput waits for the agent: {output}"
+    );
+    let stopped = parent[4]["messages"].to_string();
+    assert!(stopped.contains("stopped successfully"), "{stopped}");
+    let after = parent[5]["messages"].to_string();
+    assert!(after.contains("cancelled"), "{after}");
+    let all = runs(home.path());
+    let slow = all
+        .iter()
+        .find(|r| r["task"].as_str().unwrap().contains("TASK-SLOW"))
+        .unwrap();
+    assert_eq!(slow["status"], "cancelled");
+}

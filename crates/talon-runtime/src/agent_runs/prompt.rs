@@ -1,0 +1,86 @@
+//! The system prompt of a turn: the configured one, then the agent's context files for the user
+//! in GoClaw's order (with DELEGATION.md generated for an agent with delegation targets).
+
+use super::{RunError, Runner};
+
+impl Runner {
+    /// The system prompt: the configured one, then the agent's context files for this user
+    /// (GoClaw's order: SOUL, IDENTITY, AGENTS, TOOLS, USER, BOOTSTRAP, then the rest by name).
+    pub(super) async fn system_prompt(
+        &self,
+        configured: Option<&str>,
+        agent: &str,
+        user: Option<&str>,
+    ) -> Result<Option<String>, RunError> {
+        let mut files = self
+            .store
+            .context_files(agent, user.unwrap_or_default(), &[])
+            .await
+            .map_err(|e| RunError::Store(format!("cannot read {agent}'s context files: {e}")))?;
+        // Generated for an agent with delegation targets, unless it (or the user) has its own.
+        if !files.iter().any(|(name, _)| name == "DELEGATION.md")
+            && let Some(delegation) = self.delegation_file(agent, user).await
+        {
+            files.push(("DELEGATION.md".to_string(), delegation));
+        }
+        Ok(compose_system_prompt(configured, files))
+    }
+}
+
+/// Context files in the order GoClaw puts them in the system prompt.
+const CONTEXT_ORDER: &[&str] = &[
+    "SOUL.md",
+    "IDENTITY.md",
+    "AGENTS.md",
+    "TOOLS.md",
+    "USER.md",
+    "BOOTSTRAP.md",
+];
+
+/// `configured`, then each non-empty context file under its name; `None` when all are empty.
+fn compose_system_prompt(
+    configured: Option<&str>,
+    mut files: Vec<(String, String)>,
+) -> Option<String> {
+    let rank = |name: &str| {
+        CONTEXT_ORDER
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or(CONTEXT_ORDER.len())
+    };
+    files.sort_by(|a, b| rank(&a.0).cmp(&rank(&b.0)).then_with(|| a.0.cmp(&b.0)));
+    let mut parts: Vec<String> = configured
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    for (name, content) in files {
+        if !content.trim().is_empty() {
+            parts.push(format!("# {name}\n\n{}", content.trim_end()));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_files_follow_the_configured_prompt_in_goclaw_order() {
+        let files = vec![
+            ("AGENTS.md".to_string(), "agents".to_string()),
+            ("NOTES.md".to_string(), "notes".to_string()),
+            ("SOUL.md".to_string(), "soul\n".to_string()),
+            ("EMPTY.md".to_string(), "  ".to_string()),
+            ("DELEGATION.md".to_string(), "delegation".to_string()),
+        ];
+        let prompt = compose_system_prompt(Some("Be brief."), files).unwrap_or_default();
+        assert_eq!(
+            prompt,
+            "Be brief.\n\n# SOUL.md\n\nsoul\n\n# AGENTS.md\n\nagents\n\n# DELEGATION.md\n\ndelegation\n\n# NOTES.md\n\nnotes"
+        );
+        assert_eq!(compose_system_prompt(None, Vec::new()), None);
+        assert_eq!(compose_system_prompt(Some(" "), Vec::new()), None);
+    }
+}

@@ -1,0 +1,75 @@
+//! The turns running in this process, by session: so a turn can be cancelled from elsewhere
+//! (`POST /v1/sessions/{key}/cancel`, a run's cancellation) and an announcement waits for the
+//! session's own turn to end.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio_util::sync::CancellationToken;
+
+use super::Runner;
+
+/// The turns running now: by session, a serial number (so a turn removes only its own entry)
+/// and its cancellation.
+#[derive(Default)]
+pub(super) struct RunningTurns {
+    next: u64,
+    by_session: HashMap<String, (u64, CancellationToken)>,
+}
+
+/// A running turn's entry in [`Runner`]'s registry; dropping it removes the entry.
+pub(super) struct RunningTurn {
+    running: Arc<Mutex<RunningTurns>>,
+    session: String,
+    serial: u64,
+}
+
+impl Drop for RunningTurn {
+    fn drop(&mut self) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if running
+            .by_session
+            .get(&self.session)
+            .is_some_and(|(serial, _)| *serial == self.serial)
+        {
+            running.by_session.remove(&self.session);
+        }
+    }
+}
+
+impl Runner {
+    /// Cancels the turn running in `session`; `false` when none is.
+    pub fn cancel(&self, session: &str) -> bool {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        match running.by_session.get(session) {
+            Some((_, cancel)) => {
+                cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a turn runs in `session` in this process now.
+    pub fn is_running(&self, session: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_session
+            .contains_key(session)
+    }
+
+    pub(super) fn register(&self, session: &str, cancel: &CancellationToken) -> RunningTurn {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.next += 1;
+        let serial = running.next;
+        running
+            .by_session
+            .insert(session.to_string(), (serial, cancel.clone()));
+        RunningTurn {
+            running: Arc::clone(&self.running),
+            session: session.to_string(),
+            serial,
+        }
+    }
+}
