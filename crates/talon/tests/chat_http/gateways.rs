@@ -231,3 +231,67 @@ fn a_cancel_sent_to_one_gateway_stops_a_run_on_another() {
     });
     drop((a, b));
 }
+
+/// A run whose gateway died twice — the first owner, then the gateway that resumed it — is
+/// ended `lost` by the third, and the parent is told (never left `running`).
+#[test]
+fn a_run_whose_resumption_died_too_ends_lost_and_the_parent_is_told() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "lost");
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "TASK-DOOMED", "turns": [{"text": "never", "delay_ms": 60000}]},
+            {"when": "start a doomed helper", "turns": [
+                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-DOOMED: wait"}}]},
+                {"text": "Spawned it."},
+                {"text": "The helper was lost."}
+            ]}
+        ]}),
+    );
+    let env = [
+        ("TALON_DATABASE_URL", url.as_str()),
+        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
+        ("TALON_ENCRYPTION_KEY", KEY),
+    ];
+    let child_requests = || {
+        requests(&mock)
+            .iter()
+            .filter(|r| {
+                r["messages"]
+                    .as_array()
+                    .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+                    .is_some_and(|m| m["content"].to_string().contains("TASK-DOOMED"))
+            })
+            .count()
+    };
+    let homes = [home(&mock), home(&mock), home(&mock)];
+    let mut a = support::serve_in(homes[0].path(), &env);
+    let reply = post(
+        &format!("http://{}/v1/sessions/doomed/messages", a.addr),
+        &json!({"text": "start a doomed helper", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Spawned it."), "{reply}");
+    until("the child asks its model on A", || child_requests() == 1);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let mut b = support::serve_in(homes[1].path(), &env);
+    until("B resumes the child", || child_requests() == 2);
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    let c = support::serve_in(homes[2].path(), &env);
+    let base_c = format!("http://{}", c.addr);
+    until("C ends the run lost", || {
+        only_run(&base_c).is_some_and(|r| r["status"] == "lost")
+    });
+    assert_eq!(child_requests(), 2, "not resumed a second time");
+    until("the parent is told", || {
+        let (_, shown) = status_json(&format!("{base_c}/v1/sessions/doomed?user=alice"), None);
+        shown.to_string().contains("The helper was lost.")
+    });
+    let (_, shown) = status_json(&format!("{base_c}/v1/sessions/doomed?user=alice"), None);
+    assert!(shown.to_string().contains("lost"), "{shown}");
+    drop(c);
+}
