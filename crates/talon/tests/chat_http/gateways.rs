@@ -295,3 +295,63 @@ fn a_run_whose_resumption_died_too_ends_lost_and_the_parent_is_told() {
     assert!(shown.to_string().contains("lost"), "{shown}");
     drop(c);
 }
+
+/// The tenant's limit on live runs (MaxConcurrent 8) holds across gateways: 5 children running
+/// on A and 3 on B fill it, and the 9th — asked on B — is refused in the seeds' words.
+#[test]
+fn the_ninth_concurrent_run_across_two_gateways_is_refused() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "ninth");
+    let scratch = tempfile::tempdir().unwrap();
+    let spawns = |n: usize| {
+        (0..n)
+            .map(|i| json!({"name": "spawn", "arguments": {"task": format!("TASK-HOLD {i}")}}))
+            .collect::<Vec<_>>()
+    };
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "TASK-HOLD", "turns": [{"text": "never", "delay_ms": 60000}]},
+            {"when": "five on A", "turns": [{"tool_calls": spawns(5)}, {"text": "A spawned."}]},
+            {"when": "four on B", "turns": [{"tool_calls": spawns(4)}, {"text": "B spawned."}]}
+        ]}),
+    );
+    let env = [
+        ("TALON_DATABASE_URL", url.as_str()),
+        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
+        ("TALON_ENCRYPTION_KEY", KEY),
+    ];
+    let (home_a, home_b) = (home(&mock), home(&mock));
+    let a = support::serve_in(home_a.path(), &env);
+    let b = support::serve_in(home_b.path(), &env);
+    let reply = post(
+        &format!("http://{}/v1/sessions/on-a/messages", a.addr),
+        &json!({"text": "five on A", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("A spawned."), "{reply}");
+    let reply = post(
+        &format!("http://{}/v1/sessions/on-b/messages", b.addr),
+        &json!({"text": "four on B", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("B spawned."), "{reply}");
+    assert_eq!(
+        reply
+            .matches(
+                "Too many agent runs at once (8/8). Wait for one to finish or handle it yourself."
+            )
+            .count(),
+        1,
+        "exactly one of B's four is refused: {reply}"
+    );
+    let (_, runs) = status_json(&format!("http://{}/v1/runs?user=alice", a.addr), None);
+    let live = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "running")
+        .count();
+    assert_eq!(live, 8, "{runs}");
+    drop((a, b));
+}
