@@ -20,6 +20,7 @@ mod crypto;
 mod exec_allow;
 mod fields;
 mod handoff;
+mod listen;
 mod mcp_grants;
 mod mcp_servers;
 mod memory;
@@ -58,7 +59,9 @@ pub use memory::{
     memory_search_slots,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
-pub use runs::{Delivery, NewRun, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage};
+pub use runs::{
+    Delivery, NewRun, RUNS_CHANNEL, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage,
+};
 pub use sessions::{SessionRecord, TurnStart};
 
 /// Why a store operation failed. Messages name what to fix.

@@ -438,36 +438,7 @@ impl Store {
     /// no-op on SQLite, where readers poll [`Store::mcp_revision`]. The listener stops when
     /// `wake` has no other owner.
     pub fn notify_mcp_changes(&self, wake: std::sync::Arc<tokio::sync::Notify>) {
-        let Some(url) = self.listen_url.clone() else {
-            return;
-        };
-        tokio::spawn(async move {
-            let mut backoff = std::time::Duration::from_secs(1);
-            while std::sync::Arc::strong_count(&wake) > 1 {
-                match sqlx::postgres::PgListener::connect(&url).await {
-                    Ok(mut listener) => {
-                        if let Err(e) = listener.listen(MCP_CHANNEL).await {
-                            tracing::warn!(error = %e, "cannot LISTEN for MCP changes");
-                        } else {
-                            backoff = std::time::Duration::from_secs(1);
-                            // A change may have landed while (re)connecting.
-                            wake.notify_one();
-                            while let Ok(Some(_)) = listener.try_recv().await {
-                                wake.notify_one();
-                                if std::sync::Arc::strong_count(&wake) == 1 {
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot connect to LISTEN for MCP changes")
-                    }
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(60));
-            }
-        });
+        self.listen(MCP_CHANNEL, wake);
     }
 
     /// Records a change made in `tx`, commits it, and tells the other processes: PostgreSQL's

@@ -61,6 +61,9 @@ pub struct RunState {
         Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<announce::Announcement>>>,
     /// Woken whenever a run this process runs ends.
     pub(crate) ended: tokio::sync::Notify,
+    /// Woken when another process announces run changes (PostgreSQL's LISTEN, started by the
+    /// supervisor): a cancel or an end elsewhere is seen at once, not at the next poll.
+    pub(crate) changed: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// A child run to start.
@@ -214,9 +217,13 @@ impl Runner {
         // on the run: watched while the child runs.
         let watch = {
             let (store, id, cancel) = (self.store().clone(), run.id.clone(), cancel.clone());
+            let changed = std::sync::Arc::clone(&self.runs.changed);
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(CANCEL_POLL).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(CANCEL_POLL) => {}
+                        () = changed.notified() => {}
+                    }
                     match store.run(&id).await {
                         // Ended elsewhere too (steered, or ended lost): stop here.
                         Ok(Some(run)) if run.cancel_requested || !run.status.is_live() => {
@@ -440,6 +447,7 @@ impl Runner {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let ended = self.runs.ended.notified();
+            let changed = self.runs.changed.notified();
             let run = self
                 .store()
                 .run(id)
@@ -452,7 +460,12 @@ impl Runner {
             // Woken by a local end; a run on another gateway is looked at again shortly.
             let _ = tokio::time::timeout_at(
                 deadline.min(tokio::time::Instant::now() + Duration::from_millis(250)),
-                ended,
+                async {
+                    tokio::select! {
+                        () = ended => {}
+                        () = changed => {}
+                    }
+                },
             )
             .await;
         }

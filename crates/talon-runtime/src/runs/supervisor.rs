@@ -37,6 +37,9 @@ impl Runner {
     /// Starts the supervisor (see the module docs); it runs until the guard is dropped.
     pub fn supervise(&self) -> Supervisor {
         let stop = CancellationToken::new();
+        // Cancels and ends announced by other gateways wake this one's waiters at once.
+        self.store()
+            .notify_run_changes(std::sync::Arc::clone(&self.runs.changed));
         let runner = self.clone();
         let stopped = stop.clone();
         tokio::spawn(async move {

@@ -44,6 +44,7 @@ impl Store {
             return Ok(false);
         }
         tx.commit().await?;
+        self.notify_runs().await;
         Ok(true)
     }
 

@@ -24,6 +24,8 @@ use sqlx::Row;
 mod delivery;
 mod ownership;
 
+pub use ownership::RUNS_CHANNEL;
+
 use crate::{Engine, Store, StoreError, now_ms};
 
 /// Where a run is in its life.

@@ -6,6 +6,9 @@ use sqlx::Row;
 use super::{LIVE, RunRecord};
 use crate::{Store, StoreError, now_ms};
 
+/// The PostgreSQL channel run changes are announced on.
+pub const RUNS_CHANNEL: &str = "talon_runs";
+
 impl Store {
     /// Renews `owner`'s lease on its live runs, and its claims on results it is announcing, until
     /// `until`; the runs it no longer holds (taken over, or ended) are not renewed.
@@ -102,7 +105,29 @@ impl Store {
             }
             level = next;
         }
+        if flagged > 0 {
+            self.notify_runs().await;
+        }
         Ok(flagged)
+    }
+
+    /// Tells the other processes on this database that runs changed (a cancel, an end), so
+    /// their waiters look at once instead of at their next poll (PostgreSQL's `NOTIFY`; a
+    /// no-op on SQLite, where one process runs everything). A notification that cannot be sent
+    /// only costs the poll's delay.
+    pub(crate) async fn notify_runs(&self) {
+        if self.engine() == crate::Engine::Postgres
+            && let Err(e) = sqlx::query(sqlx::AssertSqlSafe(format!("NOTIFY {RUNS_CHANNEL}")))
+                .execute(self.pool())
+                .await
+        {
+            tracing::debug!(error = %e, "cannot NOTIFY run changes");
+        }
+    }
+
+    /// Wakes `wake` whenever another process announces run changes (see [`Store::listen`]).
+    pub fn notify_run_changes(&self, wake: std::sync::Arc<tokio::sync::Notify>) {
+        self.listen(RUNS_CHANNEL, wake);
     }
 
     /// Marks a live run as waiting for a person's approval (`true`) or running again; `false`
