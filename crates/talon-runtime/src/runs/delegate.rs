@@ -18,8 +18,8 @@ use talon_core::visible::visible;
 use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::AgentLink;
 
-use super::tools::{NOWHERE_TO_ANNOUNCE, children, own_child};
-use super::{ChildSpec, one_line, result_output};
+use super::tools::{NOWHERE_TO_ANNOUNCE, children, own_child, run_started};
+use super::{ChildSpec, one_line};
 use crate::agent_runs::Runner;
 
 /// Targets listed inline in DELEGATION.md at most; past this the file points to
@@ -243,16 +243,14 @@ async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> 
         Ok(run) => run,
         Err(refused) => return refused,
     };
-    if background {
-        runner.launch(run.clone());
-        return ToolOutput::text(format!(
+    let launched = background.then(|| {
+        format!(
             "Delegated to {target} as {}; its answer will be announced to you when it ends \
              (delegate action cancel with this id stops it).",
             run.id
-        ));
-    }
-    let ending = runner.execute(&run, ctx.cancel.child_token(), true).await;
-    result_output(&run, ending.status, &ending.text)
+        )
+    });
+    run_started(runner, ctx, run, Default::default(), launched).await
 }
 
 /// Creates the run of a delegation from the caller to `target` (origin `delegation`, or

@@ -45,6 +45,52 @@ pub struct Gate {
     pub max_retries: u32,
 }
 
+/// The events a gate can be on.
+pub const EVENTS: [&str; 3] = ["subagent.completed", "delegation.completed", "agent.final"];
+
+/// Checks the parts of an agent's settings that the run layer reads — `quality_gates` and
+/// `max_delegation_load` — so a mistake is refused where the settings are written, not found
+/// (as a gate that never runs) when a run needs them.
+pub fn check_agent_settings(settings: &serde_json::Value) -> Result<(), String> {
+    if let Some(load) = settings.get("max_delegation_load")
+        && load.as_i64().is_none_or(|n| n < 1)
+    {
+        return Err(format!(
+            "max_delegation_load must be a whole number of at least 1, not {load}"
+        ));
+    }
+    let Some(gates) = settings.get("quality_gates") else {
+        return Ok(());
+    };
+    let gates: Vec<Gate> =
+        serde_json::from_value(gates.clone()).map_err(|e| format!("quality_gates: {e}"))?;
+    for (i, gate) in gates.iter().enumerate() {
+        if !EVENTS.contains(&gate.event.as_str()) {
+            return Err(format!(
+                "quality_gates[{i}].event {:?} is not one of {}",
+                gate.event,
+                EVENTS.join(", ")
+            ));
+        }
+        let named = match gate.kind.as_str() {
+            "command" => gate.command.as_deref(),
+            "agent" => gate.agent.as_deref(),
+            other => {
+                return Err(format!(
+                    "quality_gates[{i}].type {other:?} is not command or agent"
+                ));
+            }
+        };
+        if named.is_none_or(|n| n.trim().is_empty()) {
+            return Err(format!(
+                "quality_gates[{i}]: a {} gate needs \"{}\"",
+                gate.kind, gate.kind
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What a gate said of an output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Judgement {
@@ -346,5 +392,34 @@ mod tests {
         assert!(gates[0].block_on_failure);
         assert_eq!(gates[1].agent.as_deref(), Some("qa"));
         assert!(!gates[1].block_on_failure);
+    }
+
+    #[test]
+    fn settings_with_a_broken_gate_are_refused_with_the_reason() {
+        let check = |v: serde_json::Value| check_agent_settings(&v);
+        assert!(check(serde_json::json!({"name": "x"})).is_ok());
+        assert!(check(serde_json::json!({"max_delegation_load": 2})).is_ok());
+        assert!(
+            check(serde_json::json!({"max_delegation_load": 0}))
+                .unwrap_err()
+                .contains("at least 1")
+        );
+        assert!(
+            check(serde_json::json!({"quality_gates": [{"event": "done", "type": "agent", "agent": "qa"}]}))
+                .unwrap_err()
+                .contains("agent.final")
+        );
+        assert!(
+            check(
+                serde_json::json!({"quality_gates": [{"event": "agent.final", "type": "command"}]})
+            )
+            .unwrap_err()
+            .contains("needs \"command\"")
+        );
+        assert!(
+            check(serde_json::json!({"quality_gates": [{"event": "agent.final", "type": "agent", "agnet": "qa"}]}))
+                .unwrap_err()
+                .contains("agnet")
+        );
     }
 }

@@ -474,10 +474,9 @@ impl Runner {
     /// The live runs `session` started, as a note for its system prompt (`None`: none): the
     /// model keeps knowing what runs for it, whatever compaction dropped.
     pub(crate) async fn live_children_note(&self, session: &str) -> Option<String> {
-        let runs = self.store().child_runs(None, session).await.ok()?;
+        let runs = self.store().live_child_runs(session).await.ok()?;
         let live: Vec<String> = runs
             .iter()
-            .filter(|r| r.status.is_live())
             .map(|r| {
                 format!(
                     "- {} ({}, {}): {}",

@@ -11,8 +11,7 @@ use talon_tools::claude_code::task_output::{
 };
 use talon_tools::claude_code::task_stop::{TaskStop, TaskStopInput};
 
-use super::result_output;
-use super::tools::own_child;
+use super::tools::{own_child, take_result};
 use crate::agent_runs::Runner;
 
 /// The prefix of agent run ids.
@@ -80,19 +79,7 @@ async fn agent_output(runner: &Runner, ctx: &CallContext, id: &str, wait: Durati
             run.status.as_str()
         ));
     }
-    match runner
-        .store()
-        .take_delivery(&run.parent_session, &run.id)
-        .await
-    {
-        Ok(Some(delivery)) => result_output(&run, delivery.status, &delivery.result),
-        Ok(None) => ToolOutput::text(format!(
-            "Task {} (status: {}): its result was given to you already.",
-            run.id,
-            run.status.as_str()
-        )),
-        Err(e) => ToolOutput::error(format!("cannot read the result of {}: {e}", run.id)),
-    }
+    take_result(runner, &run).await
 }
 
 /// `TaskStop` for shells and agent runs.

@@ -19,7 +19,7 @@ use talon_core::visible::visible;
 use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::RunRecord;
 
-use super::{ChildSpec, one_line, result_output};
+use super::{ChildOverrides, ChildSpec, one_line, result_output};
 use crate::agent_runs::Runner;
 
 /// How long `wait` waits by default, and at most.
@@ -103,7 +103,11 @@ impl Tool for Subagents {
                     Ok(mode) => mode,
                     Err(e) => return ToolOutput::error(e),
                 };
-                let how = Start { background, mode };
+                let how = Start {
+                    background,
+                    mode,
+                    ..Start::default()
+                };
                 start(runner, ctx, &agent, task, how, |_| true).await
             }
             "list" => list(runner, ctx).await,
@@ -169,6 +173,7 @@ impl Tool for Spawn {
         let how = Start {
             background: true,
             mode,
+            ..Start::default()
         };
         start(&self.runner, ctx, &agent, task, how, |_| true).await
     }
@@ -190,11 +195,13 @@ fn context_mode(context: Option<&str>) -> Result<&'static str, String> {
     }
 }
 
-/// How a child starts: in the background or waited for, fresh or forked.
-#[derive(Debug, Clone, Copy)]
+/// How a child starts: in the background or waited for, fresh or forked, and what a custom
+/// agent definition narrows.
+#[derive(Debug, Clone, Default)]
 struct Start {
     background: bool,
     mode: &'static str,
+    overrides: ChildOverrides,
 }
 
 /// Starts a child of `agent` on `task` with the caller's tools that `keep` keeps: waited for
@@ -209,6 +216,9 @@ async fn start(
     keep: impl Fn(&ToolSpec) -> bool,
 ) -> ToolOutput {
     let background = how.background;
+    if background && !runner.is_stored_session(&ctx.session_key).await {
+        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
+    }
     let forked;
     let task = if how.mode == "fork" {
         let conversation = runner
@@ -219,9 +229,6 @@ async fn start(
     } else {
         task
     };
-    if background && !runner.is_stored_session(&ctx.session_key).await {
-        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
-    }
     let tools: Vec<String> = runner
         .tool_specs(ctx)
         .await
@@ -243,16 +250,57 @@ async fn start(
         Ok(run) => run,
         Err(refused) => return ToolOutput::error(refused),
     };
-    if background {
-        runner.launch(run.clone());
-        return ToolOutput::text(format!(
-            "Started subagent {} in the background. Its result will be announced to you when it \
-             ends; use subagents (wait, cancel, steer, list) with this id to manage it.",
-            run.id
-        ));
+    let launched = format!(
+        "Started subagent {} in the background. Its result will be announced to you when it \
+         ends; use subagents (wait, cancel, steer, list) or TaskOutput / TaskStop with this id \
+         to manage it.",
+        run.id
+    );
+    run_started(
+        runner,
+        ctx,
+        run,
+        how.overrides,
+        background.then_some(launched),
+    )
+    .await
+}
+
+/// Runs a child that was just created: in the background (`launched`: what the caller is told
+/// at once) or waited for (its result, fenced).
+pub(super) async fn run_started(
+    runner: &Runner,
+    ctx: &CallContext,
+    run: RunRecord,
+    overrides: ChildOverrides,
+    launched: Option<String>,
+) -> ToolOutput {
+    if let Some(launched) = launched {
+        runner.launch_with(run, overrides);
+        return ToolOutput::text(launched);
     }
-    let ending = runner.execute(&run, ctx.cancel.child_token(), true).await;
+    let ending = runner
+        .execute_with(&run, ctx.cancel.child_token(), true, &overrides)
+        .await;
     result_output(&run, ending.status, &ending.text)
+}
+
+/// The result of the caller's ended child `run`, taken from the outbox so it is not announced
+/// again (`wait`, `TaskOutput`), or why there is none to take.
+pub(super) async fn take_result(runner: &Runner, run: &RunRecord) -> ToolOutput {
+    match runner
+        .store()
+        .take_delivery(&run.parent_session, &run.id)
+        .await
+    {
+        Ok(Some(delivery)) => result_output(run, delivery.status, &delivery.result),
+        Ok(None) => ToolOutput::text(format!(
+            "{} ended ({}); its result was given to you already (or is being announced now).",
+            run.id,
+            run.status.as_str()
+        )),
+        Err(e) => ToolOutput::error(format!("cannot read the result of {}: {e}", run.id)),
+    }
 }
 
 /// The caller's children: those started by its run (or, for a person's turn, its session).
@@ -425,19 +473,7 @@ async fn wait(
             timeout.as_secs()
         ));
     }
-    match runner
-        .store()
-        .take_delivery(&run.parent_session, &run.id)
-        .await
-    {
-        Ok(Some(delivery)) => result_output(&run, delivery.status, &delivery.result),
-        Ok(None) => ToolOutput::text(format!(
-            "{} ended ({}); its result was announced to you already (or is being announced now).",
-            run.id,
-            run.status.as_str()
-        )),
-        Err(e) => ToolOutput::error(format!("cannot read the result of {}: {e}", run.id)),
-    }
+    take_result(runner, &run).await
 }
 
 /// Input of [`AgentTool`] (Claude Code's `Agent`, formerly `Task`).
@@ -506,6 +542,7 @@ impl Tool for AgentTool {
         let how = Start {
             background,
             mode: "fresh",
+            ..Start::default()
         };
         start(&self.runner, ctx, &agent, &task, how, |spec| {
             !read_only || spec.side_effect.is_read_only()
@@ -536,16 +573,6 @@ async fn custom(
             known.join(", ")
         ));
     };
-    if background && !runner.is_stored_session(&ctx.session_key).await {
-        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
-    }
-    let tools: Vec<String> = runner
-        .tool_specs(ctx)
-        .await
-        .into_iter()
-        .filter(|spec| definition.allows(&spec.name))
-        .map(|spec| spec.name)
-        .collect();
     let instructed = if definition.instructions.is_empty() {
         task.to_string()
     } else {
@@ -554,41 +581,24 @@ async fn custom(
             definition.name, definition.instructions
         )
     };
-    let spec = ChildSpec {
-        agent,
-        task: &instructed,
-        tools,
-        origin: "subagent",
+    let how = Start {
         background,
-        over_link: None,
-        target_load: None,
-        context_mode: "fresh",
+        mode: "fresh",
+        overrides: ChildOverrides {
+            // A definition in the workspace narrows, never widens.
+            permission_mode: Some(
+                definition
+                    .permission_mode
+                    .map_or(ctx.permission_mode, |m| m.stricter(ctx.permission_mode)),
+            ),
+            model: definition.model.clone(),
+            max_requests: definition.max_turns,
+        },
     };
-    let run = match runner.start_child(ctx, &spec, None).await {
-        Ok(run) => run,
-        Err(refused) => return ToolOutput::error(refused),
-    };
-    let overrides = super::ChildOverrides {
-        // A definition in the workspace narrows, never widens.
-        permission_mode: Some(
-            definition
-                .permission_mode
-                .map_or(ctx.permission_mode, |m| m.stricter(ctx.permission_mode)),
-        ),
-        model: definition.model.clone(),
-        max_requests: definition.max_turns,
-    };
-    if background {
-        runner.launch_with(run.clone(), overrides);
-        return ToolOutput::text(format!(
-            "Async agent {} launched as {}; its result will be announced to you when it ends.",
-            definition.name, run.id
-        ));
-    }
-    let ending = runner
-        .execute_with(&run, ctx.cancel.child_token(), true, &overrides)
-        .await;
-    result_output(&run, ending.status, &ending.text)
+    start(runner, ctx, agent, &instructed, how, |spec| {
+        definition.allows(&spec.name)
+    })
+    .await
 }
 
 impl Runner {

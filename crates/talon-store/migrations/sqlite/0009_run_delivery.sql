@@ -13,3 +13,6 @@ ALTER TABLE agent_runs ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE agent_runs ADD COLUMN model_requests BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE run_outbox ADD COLUMN claim_owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE run_outbox ADD COLUMN claim_until BIGINT NOT NULL DEFAULT 0;
+
+-- Runs are counted and listed per parent session (the limits, `subagents list`, the prompt).
+CREATE INDEX agent_runs_parent_session ON agent_runs (parent_session, status);

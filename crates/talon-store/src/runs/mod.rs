@@ -573,6 +573,21 @@ impl Store {
         ))
     }
 
+    /// The live runs a session's turns started, newest first: read on every turn of the session
+    /// (its prompt lists them), so only live rows, however many runs it started before.
+    pub async fn live_child_runs(
+        &self,
+        parent_session: &str,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM agent_runs WHERE parent_session = $1 AND parent_id = '' AND status IN {LIVE} ORDER BY created_at DESC, id"
+        )))
+        .bind(parent_session)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record).collect()
+    }
+
     /// The runs a parent run (or, for `None`, a parent session's turns) started, newest first.
     pub async fn child_runs(
         &self,

@@ -79,8 +79,13 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                 Ok(t) => t,
                 Err(e) => return usage_error(e),
             };
-            if let Err(e) = serde_json::from_str::<serde_json::Value>(&settings) {
-                return usage_error(format!("--settings is not valid JSON: {e}"));
+            match serde_json::from_str::<serde_json::Value>(&settings) {
+                Ok(parsed) => {
+                    if let Err(e) = crate::runs::gates::check_agent_settings(&parsed) {
+                        return usage_error(format!("--settings: {e}"));
+                    }
+                }
+                Err(e) => return usage_error(format!("--settings is not valid JSON: {e}")),
             }
             match store.upsert_agent(&key, agent_type, &settings).await {
                 Ok(()) => {

@@ -290,15 +290,18 @@ impl Chat {
     ) -> Option<Announcement> {
         loop {
             let session = self.session();
-            let waiting = match self.runner.store().child_runs(None, &session).await {
-                Ok(runs) => runs.iter().any(|r| r.status.is_live()),
-                Err(_) => false,
-            } || self
+            let waiting = self
                 .runner
                 .store()
-                .pending_deliveries(&session, 1)
+                .live_child_runs(&session)
                 .await
-                .is_ok_and(|p| !p.is_empty());
+                .is_ok_and(|runs| !runs.is_empty())
+                || self
+                    .runner
+                    .store()
+                    .pending_deliveries(&session, 1)
+                    .await
+                    .is_ok_and(|p| !p.is_empty());
             if !waiting {
                 return None;
             }

@@ -676,6 +676,23 @@ fn quality_gates_block_then_pass_on_retry_in(kind: &str) {
          "block_on_failure": true, "max_retries": 2},
         {"event": "agent.final", "type": "agent", "agent": "qa", "block_on_failure": true, "max_retries": 1}
     ]});
+    // A gate that could never run is refused where it is written.
+    let broken = json!({"quality_gates": [{"event": "agent.final", "type": "agent"}]});
+    let out = support::command(home.path())
+        .args([
+            "agents",
+            "create",
+            "default",
+            "--settings",
+            &broken.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs \"agent\""),
+        "{out:?}"
+    );
     for args in [
         &[
             "agents",
