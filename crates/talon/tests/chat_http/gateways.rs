@@ -28,6 +28,17 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// What a gateway on this schema needs: the database, the schema, the shared key.
+    fn env(&self) -> [(&'static str, &str); 3] {
+        [
+            ("TALON_DATABASE_URL", self.url.as_str()),
+            ("TALON_DATABASE__SCHEMA", self.name.as_str()),
+            ("TALON_ENCRYPTION_KEY", KEY),
+        ]
+    }
+}
+
 impl Drop for Schema {
     fn drop(&mut self) {
         let (url, name) = (self.url.clone(), self.name.clone());
@@ -105,11 +116,7 @@ fn a_child_of_a_killed_gateway_is_resumed_elsewhere_and_delivered_once() {
             ]}
         ]}),
     );
-    let env = [
-        ("TALON_DATABASE_URL", url.as_str()),
-        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
-        ("TALON_ENCRYPTION_KEY", KEY),
-    ];
+    let env = schema.env();
     let (home_a, home_b) = (home(&mock), home(&mock));
     let mut a = support::serve_in(home_a.path(), &env);
     let base_a = format!("http://{}", a.addr);
@@ -186,11 +193,7 @@ fn a_cancel_sent_to_one_gateway_stops_a_run_on_another() {
             ]}
         ]}),
     );
-    let env = [
-        ("TALON_DATABASE_URL", url.as_str()),
-        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
-        ("TALON_ENCRYPTION_KEY", KEY),
-    ];
+    let env = schema.env();
     let (home_a, home_b) = (home(&mock), home(&mock));
     let a = support::serve_in(home_a.path(), &env);
     let b = support::serve_in(home_b.path(), &env);
@@ -250,11 +253,7 @@ fn a_run_whose_resumption_died_too_ends_lost_and_the_parent_is_told() {
             ]}
         ]}),
     );
-    let env = [
-        ("TALON_DATABASE_URL", url.as_str()),
-        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
-        ("TALON_ENCRYPTION_KEY", KEY),
-    ];
+    let env = schema.env();
     let child_requests = || {
         requests(&mock)
             .iter()
@@ -316,11 +315,7 @@ fn the_ninth_concurrent_run_across_two_gateways_is_refused() {
             {"when": "four on B", "turns": [{"tool_calls": spawns(4)}, {"text": "B spawned."}]}
         ]}),
     );
-    let env = [
-        ("TALON_DATABASE_URL", url.as_str()),
-        ("TALON_DATABASE__SCHEMA", schema.name.as_str()),
-        ("TALON_ENCRYPTION_KEY", KEY),
-    ];
+    let env = schema.env();
     let (home_a, home_b) = (home(&mock), home(&mock));
     let a = support::serve_in(home_a.path(), &env);
     let b = support::serve_in(home_b.path(), &env);
