@@ -329,6 +329,15 @@ impl Store {
         self.engine
     }
 
+    /// The row-locking clause of a claim's `SELECT`: on PostgreSQL rows another transaction is
+    /// claiming are skipped, not waited for; SQLite has one writer and no such clause.
+    pub(crate) fn skip_locked(&self) -> &'static str {
+        match self.engine {
+            Engine::Postgres => " FOR UPDATE SKIP LOCKED",
+            Engine::Sqlite => "",
+        }
+    }
+
     /// The pool, for modules of this crate.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool

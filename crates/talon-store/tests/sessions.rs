@@ -23,6 +23,7 @@ suite!(
     cancelling_a_run_flags_its_whole_tree_and_nothing_else,
     steering_a_child_at_capacity_keeps_its_slot,
     a_result_is_announced_by_one_gateway_or_taken_once,
+    gateways_claiming_at_once_never_share_a_result,
     a_thousand_spawn_cycles_never_exhaust_a_slot,
 );
 
@@ -845,6 +846,49 @@ async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig
             .unwrap()
             .is_empty()
     );
+}
+
+/// Issue 24: four gateways claiming one session's results at the same moment (on PostgreSQL,
+/// `FOR UPDATE SKIP LOCKED`) never claim one result twice, and leave none unclaimable.
+async fn gateways_claiming_at_once_never_share_a_result(config: &StoreConfig) {
+    let store = open(config).await;
+    let mut run = new_run(None, "p", "");
+    run.parent_agent = "boss";
+    let limits = RunLimits {
+        max_children: 10,
+        ..RunLimits::default()
+    };
+    for _ in 0..6 {
+        let child = store.create_run(&run, limits).await.unwrap();
+        store
+            .finish_run(
+                &child.id,
+                None,
+                RunStatus::Completed,
+                "done",
+                RunUsage::default(),
+                false,
+            )
+            .await
+            .unwrap();
+    }
+    let far = i64::MAX / 2;
+    let claims = futures_join_all(
+        ["gw-a", "gw-b", "gw-c", "gw-d"]
+            .map(|gateway| store.claim_deliveries("p", gateway, far, 2)),
+    )
+    .await;
+    let mut claimed: Vec<String> = claims
+        .into_iter()
+        .flat_map(|c| c.unwrap())
+        .map(|d| d.child_id)
+        .collect();
+    let before = claimed.len();
+    claimed.sort();
+    claimed.dedup();
+    assert_eq!(claimed.len(), before, "a result claimed twice");
+    let rest = store.claim_deliveries("p", "gw-z", far, 20).await.unwrap();
+    assert_eq!(claimed.len() + rest.len(), 6);
 }
 
 /// Issue 24: 1,000 runs started and ended under a limit of 5 children: every one fits (a run

@@ -52,8 +52,9 @@ impl Store {
     /// that nobody else is announcing: the claimed ones, oldest first. The claimant shows them
     /// in a turn of the session and marks them delivered when it saves that turn
     /// ([`Store::finish_turn_delivering`]); if it dies first, the claim runs out and another
-    /// gateway announces them. Two gateways never claim the same row: each is moved by one
-    /// conditional update.
+    /// gateway announces them. One statement claims them: on PostgreSQL its rows are picked
+    /// `FOR UPDATE SKIP LOCKED`, so two gateways claiming at once take different rows instead of
+    /// queuing on each other (SQLite has one writer).
     pub async fn claim_deliveries(
         &self,
         parent_session: &str,
@@ -61,34 +62,32 @@ impl Store {
         until: i64,
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let now = now_ms();
-        let rows = sqlx::query(
-            "SELECT child_id, status, result, claim_owner, claim_until FROM run_outbox WHERE parent_session = $1 AND delivered_at = 0 AND claim_until < $2 ORDER BY created_at, child_id LIMIT $3",
-        )
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "WITH picked AS MATERIALIZED (\
+             SELECT child_id FROM run_outbox WHERE parent_session = $1 AND delivered_at = 0 AND claim_until < $2 \
+             ORDER BY created_at, child_id LIMIT $5{}) \
+             UPDATE run_outbox SET claim_owner = $3, claim_until = $4 \
+             WHERE parent_session = $1 AND delivered_at = 0 AND claim_until < $2 AND child_id IN (SELECT child_id FROM picked) \
+             RETURNING child_id, status, result, created_at",
+            self.skip_locked()
+        )))
         .bind(parent_session)
-        .bind(now)
+        .bind(now_ms())
+        .bind(owner)
+        .bind(until)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(self.pool())
         .await?;
-        let mut claimed = Vec::new();
-        for row in rows {
-            let child: String = row.try_get("child_id")?;
-            let moved = sqlx::query(
-                "UPDATE run_outbox SET claim_owner = $3, claim_until = $4 WHERE parent_session = $1 AND child_id = $2 AND delivered_at = 0 AND claim_owner = $5 AND claim_until = $6",
-            )
-            .bind(parent_session)
-            .bind(&child)
-            .bind(owner)
-            .bind(until)
-            .bind(row.try_get::<String, _>("claim_owner")?)
-            .bind(row.try_get::<i64, _>("claim_until")?)
-            .execute(self.pool())
-            .await?;
-            if moved.rows_affected() == 1 {
-                claimed.push(delivery(&row, parent_session, child)?);
-            }
-        }
-        Ok(claimed)
+        let mut claimed = rows
+            .iter()
+            .map(|row| {
+                let created: i64 = row.try_get("created_at")?;
+                let child: String = row.try_get("child_id")?;
+                Ok((created, delivery(row, parent_session, child)?))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        claimed.sort_by(|a, b| (a.0, &a.1.child_id).cmp(&(b.0, &b.1.child_id)));
+        Ok(claimed.into_iter().map(|(_, d)| d).collect())
     }
 
     /// Gives back `owner`'s claims on `parent_session`'s undelivered results (its announcing

@@ -88,7 +88,7 @@ impl RunStatus {
 }
 
 /// The live statuses, as SQL.
-const LIVE: &str = "('queued', 'running', 'waiting_approval')";
+pub(crate) const LIVE: &str = "('queued', 'running', 'waiting_approval')";
 
 /// The delegations (evaluate-loop rounds are delegations too) over one agent link, as SQL: from `$19` (the source, `parent_agent`) to `$7`
 /// (the target), and back when `$23` is 1 (a bidirectional link).
@@ -221,9 +221,9 @@ pub struct Delivery {
     pub result: String,
 }
 
-const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, model_requests, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
+pub(crate) const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, model_requests, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
 
-fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
+pub(crate) fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
         id: row.try_get("id")?,
         root_id: row.try_get("root_id")?,

@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use super::{LIVE, RunRecord};
+use super::{COLUMNS, LIVE, RunRecord};
 use crate::{Store, StoreError, now_ms};
 
 /// The PostgreSQL channel run changes are announced on.
@@ -33,8 +33,9 @@ impl Store {
     }
 
     /// Takes over, for `owner` until `until`, at most `limit` live runs whose lease ran out (their
-    /// gateway died); the runs taken. Two gateways never take the same run: each run is moved by
-    /// one conditional update.
+    /// gateway died); the runs taken, the longest expired first. One statement takes them: on
+    /// PostgreSQL its rows are picked `FOR UPDATE SKIP LOCKED`, so two gateways never take the
+    /// same run, nor wait for each other's takeover.
     pub async fn take_over_runs(
         &self,
         owner: &str,
@@ -42,36 +43,28 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<RunRecord>, StoreError> {
         let now = now_ms();
-        let expired = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT id, owner, lease_until FROM agent_runs WHERE status IN {LIVE} AND lease_until < $1 ORDER BY lease_until LIMIT $2"
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "WITH picked AS MATERIALIZED (\
+             SELECT id FROM agent_runs WHERE status IN {LIVE} AND lease_until < $1 \
+             ORDER BY lease_until, id LIMIT $4{}) \
+             UPDATE agent_runs SET owner = $2, lease_until = $3, updated_at = $1, takeovers = takeovers + 1 \
+             WHERE status IN {LIVE} AND lease_until < $1 AND id IN (SELECT id FROM picked) \
+             RETURNING {COLUMNS}",
+            self.skip_locked()
         )))
         .bind(now)
+        .bind(owner)
+        .bind(until)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(self.pool())
         .await?;
-        let mut taken = Vec::new();
-        for row in expired {
-            let id: String = row.try_get("id")?;
-            let (old_owner, old_lease): (String, i64) =
-                (row.try_get("owner")?, row.try_get("lease_until")?);
-            let moved = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE agent_runs SET owner = $2, lease_until = $3, updated_at = $4, takeovers = takeovers + 1 \
-                 WHERE id = $1 AND owner = $5 AND lease_until = $6 AND status IN {LIVE}"
-            )))
-            .bind(&id)
-            .bind(owner)
-            .bind(until)
-            .bind(now)
-            .bind(&old_owner)
-            .bind(old_lease)
-            .execute(self.pool())
-            .await?;
-            if moved.rows_affected() == 1
-                && let Some(run) = self.run(&id).await?
-            {
-                taken.push(run);
-            }
-        }
+        // RETURNING follows no order; the oldest takeover goes first. `created_at` stands in
+        // for the old lease, which the statement has overwritten.
+        let mut taken = rows
+            .iter()
+            .map(super::record)
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        taken.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(taken)
     }
 
