@@ -262,8 +262,32 @@ impl Registry {
         self.insert(spec, schema, Arc::new(Typed(tool)))
     }
 
+    /// Puts `tool` in place of the registered tool of its name, in one change: the layer that
+    /// owns a service a built-in tool needs (the agent runtime, for `sessions_send`) registers
+    /// the version that has it. `false`, registering nothing, when no tool of that name is
+    /// registered (a configuration left it out).
+    pub fn replace<T: Tool>(&self, tool: T) -> Result<bool, RegistryError> {
+        let spec = tool.spec();
+        let schema = crate::schema::normalize(tool.input_schema());
+        let mut state = self.write();
+        if state.tools.remove(&spec.name).is_none() {
+            return Ok(false);
+        }
+        Self::insert_into(&mut state, spec, schema, Arc::new(Typed(tool)))?;
+        Ok(true)
+    }
+
     fn insert(
         &self,
+        spec: ToolSpec,
+        schema: Value,
+        exec: Arc<dyn ErasedTool>,
+    ) -> Result<(), RegistryError> {
+        Self::insert_into(&mut self.write(), spec, schema, exec)
+    }
+
+    fn insert_into(
+        state: &mut State,
         spec: ToolSpec,
         schema: Value,
         exec: Arc<dyn ErasedTool>,
@@ -271,7 +295,6 @@ impl Registry {
         if !valid_name(&spec.name) {
             return Err(RegistryError::InvalidName(spec.name));
         }
-        let mut state = self.write();
         if state.tools.contains_key(&spec.name) {
             return Err(RegistryError::Duplicate(spec.name));
         }

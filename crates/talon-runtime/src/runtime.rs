@@ -153,10 +153,8 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         web,
         ..config.builtin(&data_dir)
     };
-    let session_sender = builtin.session_sender.clone();
-    let page_answerer = builtin.page_answerer.clone();
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
-    talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
+    let builtins = talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
     let bridge = connect_mcp_servers(&config, &store, &registry, overrides.one_shot).await?;
     let events = EventBus::default();
@@ -265,9 +263,16 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     runner
         .register_run_tools(pipeline.registry())
         .and_then(|()| runner.register_task_tools(pipeline.registry(), &shell))
+        .and_then(|()| {
+            builtins
+                .register_agent_services(
+                    pipeline.registry(),
+                    Arc::new(runner.clone()),
+                    Arc::new(runner.clone()),
+                )
+                .map_err(|e| e.to_string())
+        })
         .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
-    session_sender.set(Arc::new(runner.clone()));
-    page_answerer.set(Arc::new(runner.clone()));
     Ok(Runtime {
         pipeline,
         template,

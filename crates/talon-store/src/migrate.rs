@@ -85,6 +85,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0011_handoff_routes.sql"),
         postgres: include_str!("../migrations/postgres/0011_handoff_routes.sql"),
     },
+    Migration {
+        version: 12,
+        name: "run_overrides",
+        sqlite: include_str!("../migrations/sqlite/0012_run_overrides.sql"),
+        postgres: include_str!("../migrations/postgres/0012_run_overrides.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

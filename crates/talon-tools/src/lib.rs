@@ -24,7 +24,6 @@ pub mod memory;
 pub mod runtime;
 pub mod session_map;
 pub mod sessions;
-pub mod slot;
 pub mod web;
 
 use std::sync::Arc;
@@ -44,14 +43,46 @@ pub struct BuiltinConfig {
     pub shell: talon_exec::ShellConfig,
     /// What the web tools may reach, and their limits.
     pub web: web::WebConfig,
-    /// Where the agent runtime installs what `sessions_send` runs turns with.
-    pub session_sender: sessions::SenderSlot,
-    /// Where the agent runtime installs the small model that answers WebFetch's prompt.
-    pub page_answerer: claude_code::web_fetch::AnswererSlot,
+}
+
+/// What the built-in tools share, kept for the layer above that owns the agent runtime: it
+/// registers the versions of `sessions_send` and `WebFetch` that run on it
+/// ([`Builtins::register_agent_services`]). Without that layer, `sessions_send` says it needs
+/// the runtime and `WebFetch` returns the page for the calling model to read.
+#[derive(Debug, Clone)]
+pub struct Builtins {
+    web: Arc<web::Web>,
+    store: Option<talon_store::Store>,
+}
+
+impl Builtins {
+    /// Puts `sessions_send` (running turns with `sender`) and `WebFetch` (answering prompts with
+    /// `answerer`) in place of the runtime-less ones, where the configuration registered them.
+    pub fn register_agent_services(
+        &self,
+        registry: &Registry,
+        sender: Arc<dyn sessions::SessionSender>,
+        answerer: Arc<dyn claude_code::web_fetch::PageAnswerer>,
+    ) -> Result<(), RegistryError> {
+        if let Some(store) = &self.store {
+            registry.replace(sessions::sessions_send::SessionsSend {
+                store: store.clone(),
+                sender: Some(sender),
+            })?;
+        }
+        registry.replace(claude_code::web_fetch::WebFetch {
+            web: Arc::clone(&self.web),
+            answerer: Some(answerer),
+        })?;
+        Ok(())
+    }
 }
 
 /// Registers every built-in tool this build provides.
-pub fn register_builtin(registry: &Registry, config: &BuiltinConfig) -> Result<(), RegistryError> {
+pub fn register_builtin(
+    registry: &Registry,
+    config: &BuiltinConfig,
+) -> Result<Builtins, RegistryError> {
     let shell = Arc::new(talon_exec::Shell::new(config.shell.clone()));
     register_builtin_with(registry, config, shell)
 }
@@ -63,7 +94,7 @@ pub fn register_builtin_with(
     registry: &Registry,
     config: &BuiltinConfig,
     shell: Arc<talon_exec::Shell>,
-) -> Result<(), RegistryError> {
+) -> Result<Builtins, RegistryError> {
     let mut fs_config = config.fs.clone();
     fs_config.store = config.store.clone();
     let fs = Arc::new(fs_config);
@@ -146,7 +177,7 @@ pub fn register_builtin_with(
         })?;
         registry.register(sessions::sessions_send::SessionsSend {
             store: store.clone(),
-            sender: config.session_sender.clone(),
+            sender: None,
         })?;
     }
     registry.register(claude_code::todo_write::TodoWrite::default())?;
@@ -158,11 +189,16 @@ pub fn register_builtin_with(
     })?;
     registry.register(claude_code::web_fetch::WebFetch {
         web: Arc::clone(&web),
-        answerer: config.page_answerer.clone(),
+        answerer: None,
     })?;
     registry.register(web::web_search::WebSearch {
         web: Arc::clone(&web),
     })?;
-    registry.register(claude_code::web_search::WebSearch { web })?;
-    Ok(())
+    registry.register(claude_code::web_search::WebSearch {
+        web: Arc::clone(&web),
+    })?;
+    Ok(Builtins {
+        web,
+        store: config.store.clone(),
+    })
 }

@@ -154,6 +154,11 @@ pub struct SubagentPolicy {
     /// Seconds from a root run's start within which its runs must end; a run still running then
     /// ends `timed_out`.
     pub budget_seconds: Option<u64>,
+    /// Model names a child may ask for (the `Agent` tool's `model`, a custom agent's `model`)
+    /// and the provider model each runs on, e.g. `{ haiku = "gpt-4o-mini" }`. A child asking
+    /// for a name not here runs on its parent agent's model: neither a model nor a file in the
+    /// workspace picks an arbitrary (or costlier) model.
+    pub models: BTreeMap<String, String>,
 }
 
 impl Default for SubagentPolicy {
@@ -175,6 +180,7 @@ impl Default for SubagentPolicy {
             budget_tokens: None,
             budget_requests: None,
             budget_seconds: None,
+            models: BTreeMap::new(),
         }
     }
 }

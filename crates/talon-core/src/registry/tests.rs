@@ -24,6 +24,28 @@ fn register_get_unregister() {
 }
 
 #[test]
+fn replace_swaps_a_registered_tool_and_adds_none() {
+    let r = Registry::new();
+    r.register(Named::new("a_tool")).expect("register");
+    let before = r.generation();
+    let mut mutating = Named::new("a_tool");
+    mutating.side_effect = crate::tool::SideEffect::Mutating;
+    mutating.groups = &["reading"];
+    assert_eq!(r.replace(mutating), Ok(true));
+    assert!(r.generation() > before);
+    let tool = r.resolve("a_tool").expect("still registered");
+    assert_eq!(
+        tool.spec.side_effect,
+        crate::tool::SideEffect::Mutating,
+        "the new version runs"
+    );
+    assert_eq!(r.group("reading"), Some(vec!["a_tool".to_string()]));
+    assert_eq!(r.replace(Named::new("absent")), Ok(false));
+    assert!(r.resolve("absent").is_none(), "nothing added");
+    assert_eq!(r.len(), 1);
+}
+
+#[test]
 fn invalid_names_are_refused() {
     let r = Registry::new();
     assert!(matches!(

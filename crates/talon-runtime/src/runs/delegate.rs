@@ -19,7 +19,7 @@ use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput
 use talon_store::AgentLink;
 
 use super::tools::{NOWHERE_TO_ANNOUNCE, children, own_child, run_started};
-use super::{ChildSpec, one_line};
+use super::{ChildOverrides, ChildSpec, one_line};
 use crate::agent_runs::Runner;
 
 /// Targets listed inline in DELEGATION.md at most; past this the file points to
@@ -250,7 +250,7 @@ async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> 
             run.id
         )
     });
-    run_started(runner, ctx, run, Default::default(), launched).await
+    run_started(runner, ctx, run, launched).await
 }
 
 /// Creates the run of a delegation from the caller to `target` (origin `delegation`, or
@@ -312,6 +312,7 @@ pub(super) async fn start_delegation(
         )),
         target_load: load,
         context_mode: "fresh",
+        overrides: ChildOverrides::default(),
     };
     runner
         .start_child(ctx, &spec, None)

@@ -182,6 +182,7 @@ impl Runner {
             over_link: None,
             target_load: None,
             context_mode: "fresh",
+            overrides: ChildOverrides::default(),
         };
         let run = match self.start_child(ctx, &spec, None).await {
             Ok(run) => run,

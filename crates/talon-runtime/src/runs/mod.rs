@@ -84,16 +84,34 @@ pub struct ChildSpec<'a> {
     pub target_load: Option<i64>,
     /// `fresh` (its task only) or `fork` (the task carries the parent's conversation).
     pub context_mode: &'static str,
+    /// What it runs with beyond its tools; stored with it.
+    pub overrides: ChildOverrides,
 }
 
-/// What a custom agent definition sets for its run (each already no looser than the caller's:
-/// see [`custom_agents`]). Not stored with the run: a run resumed by another gateway runs with
-/// the defaults, its tools and instructions (stored) unchanged.
-#[derive(Debug, Clone, Default)]
+/// What a run is narrowed to beyond its tools: a permission mode no looser than its caller's,
+/// a custom agent definition's model and turns. Stored with the run (as JSON), so a run
+/// steered, or resumed by another gateway, runs as it was started.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ChildOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<talon_core::permission::PermissionMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_requests: Option<u32>,
+}
+
+impl ChildOverrides {
+    /// What `run` was started with. A row that cannot be read is an error, never the
+    /// (possibly looser) defaults.
+    pub fn of(run: &RunRecord) -> Result<Self, String> {
+        match run.overrides.trim() {
+            "" => Ok(Self::default()),
+            stored => serde_json::from_str(stored)
+                .map_err(|e| format!("its stored settings cannot be read ({e})")),
+        }
+    }
 }
 
 /// How a run ended: its status, what the caller is told, its usage.
@@ -137,6 +155,7 @@ impl Runner {
         ctx: &'a CallContext,
         spec: &'a ChildSpec<'a>,
         prefix: &'a str,
+        overrides: &'a str,
     ) -> NewRun<'a> {
         NewRun {
             parent: ctx.run.run_id.as_deref(),
@@ -150,6 +169,7 @@ impl Runner {
             context_mode: spec.context_mode,
             task: spec.task,
             tools: &spec.tools,
+            overrides,
             owner: self.instance(),
             lease_until: self.lease_until(),
         }
@@ -165,7 +185,9 @@ impl Runner {
     ) -> Result<RunRecord, String> {
         // The child's session is the user's, under the agent that runs it.
         let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
-        let new = self.new_run(ctx, spec, &prefix);
+        let overrides = serde_json::to_string(&spec.overrides)
+            .map_err(|e| format!("cannot record the run's settings: {e}"))?;
+        let new = self.new_run(ctx, spec, &prefix, &overrides);
         let created = match replacing {
             Some(old) => {
                 self.store()
@@ -196,18 +218,6 @@ impl Runner {
         cancel: CancellationToken,
         waited: bool,
     ) -> Ending {
-        self.execute_with(run, cancel, waited, &ChildOverrides::default())
-            .await
-    }
-
-    /// [`Runner::execute`] with what a custom agent definition narrows (see [`ChildOverrides`]).
-    pub(crate) async fn execute_with(
-        &self,
-        run: &RunRecord,
-        cancel: CancellationToken,
-        waited: bool,
-        overrides: &ChildOverrides,
-    ) -> Ending {
         self.runs
             .local
             .lock()
@@ -235,13 +245,23 @@ impl Runner {
                 }
             })
         };
-        let budget = match self.remaining_budget(run).await {
-            Ok(budget) => budget,
+        let started = match ChildOverrides::of(run) {
+            Ok(overrides) => self.remaining_budget(run).await.map(|b| (overrides, b)),
+            Err(e) => Err(Ending {
+                status: RunStatus::Failed,
+                text: e,
+                usage: RunUsage::default(),
+            }),
+        };
+        let (overrides, budget) = match started {
+            Ok(started) => started,
             Err(ending) => {
+                watch.abort();
                 self.end_run(run, &ending, waited).await;
                 return ending;
             }
         };
+        let overrides = &overrides;
         // The time left of the root's budget: then the run is stopped and ends `timed_out`.
         let timer = budget.time.map(|left| {
             let cancel = cancel.clone();
@@ -410,16 +430,9 @@ impl Runner {
 
     /// Starts `run` in the background (its result is announced); returns at once.
     pub(crate) fn launch(&self, run: RunRecord) {
-        self.launch_with(run, ChildOverrides::default());
-    }
-
-    /// [`Runner::launch`] with what a custom agent definition narrows.
-    pub(crate) fn launch_with(&self, run: RunRecord, overrides: ChildOverrides) {
         let runner = self.clone();
         tokio::spawn(async move {
-            runner
-                .execute_with(&run, CancellationToken::new(), false, &overrides)
-                .await;
+            runner.execute(&run, CancellationToken::new(), false).await;
         });
     }
 

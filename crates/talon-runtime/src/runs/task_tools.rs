@@ -136,26 +136,22 @@ impl Runner {
         shell: &std::sync::Arc<talon_exec::Shell>,
     ) -> Result<(), String> {
         // Only where the built-ins are (a configuration can leave them out).
-        if registry.resolve("TaskOutput").is_none() || registry.resolve("TaskStop").is_none() {
-            return Ok(());
-        }
-        registry.unregister("TaskOutput");
-        registry.unregister("TaskStop");
         registry
-            .register(AgentTaskOutput {
+            .replace(AgentTaskOutput {
                 shell: TaskOutput {
                     shell: std::sync::Arc::clone(shell),
                 },
                 runner: self.clone(),
             })
-            .map_err(|e| e.to_string())?;
-        registry
-            .register(AgentTaskStop {
-                shell: TaskStop {
-                    shell: std::sync::Arc::clone(shell),
-                },
-                runner: self.clone(),
+            .and_then(|_| {
+                registry.replace(AgentTaskStop {
+                    shell: TaskStop {
+                        shell: std::sync::Arc::clone(shell),
+                    },
+                    runner: self.clone(),
+                })
             })
+            .map(|_| ())
             .map_err(|e| e.to_string())
     }
 }

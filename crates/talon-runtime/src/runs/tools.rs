@@ -236,6 +236,13 @@ async fn start(
         .filter(|spec| keep(spec))
         .map(|spec| spec.name)
         .collect();
+    // A child is never looser than its caller: a definition's mode applies only where stricter.
+    let mut overrides = how.overrides;
+    overrides.permission_mode = Some(
+        overrides
+            .permission_mode
+            .map_or(ctx.permission_mode, |m| m.stricter(ctx.permission_mode)),
+    );
     let spec = ChildSpec {
         agent,
         task,
@@ -245,6 +252,7 @@ async fn start(
         over_link: None,
         target_load: None,
         context_mode: how.mode,
+        overrides,
     };
     let run = match runner.start_child(ctx, &spec, None).await {
         Ok(run) => run,
@@ -256,14 +264,7 @@ async fn start(
          to manage it.",
         run.id
     );
-    run_started(
-        runner,
-        ctx,
-        run,
-        how.overrides,
-        background.then_some(launched),
-    )
-    .await
+    run_started(runner, ctx, run, background.then_some(launched)).await
 }
 
 /// Runs a child that was just created: in the background (`launched`: what the caller is told
@@ -272,16 +273,13 @@ pub(super) async fn run_started(
     runner: &Runner,
     ctx: &CallContext,
     run: RunRecord,
-    overrides: ChildOverrides,
     launched: Option<String>,
 ) -> ToolOutput {
     if let Some(launched) = launched {
-        runner.launch_with(run, overrides);
+        runner.launch(run);
         return ToolOutput::text(launched);
     }
-    let ending = runner
-        .execute_with(&run, ctx.cancel.child_token(), true, &overrides)
-        .await;
+    let ending = runner.execute(&run, ctx.cancel.child_token(), true).await;
     result_output(&run, ending.status, &ending.text)
 }
 
@@ -424,6 +422,10 @@ async fn steer(
         "{}\n\nNew instruction from your parent: {message}",
         old.task
     );
+    let overrides = match ChildOverrides::of(&old) {
+        Ok(overrides) => overrides,
+        Err(e) => return ToolOutput::error(format!("{} cannot be steered: {e}", old.id)),
+    };
     let spec = ChildSpec {
         agent: &old.agent_key,
         task: &task,
@@ -433,6 +435,7 @@ async fn steer(
         over_link: None,
         target_load: None,
         context_mode: "fresh",
+        overrides,
     };
     // The replacement takes the old run's slot in the transaction that ends it.
     let new = match runner.start_child(ctx, &spec, Some(&old.id)).await {
@@ -489,7 +492,9 @@ pub struct AgentInput {
     /// custom agent defined in .claude/agents/.
     #[serde(default)]
     pub subagent_type: Option<String>,
-    /// Accepted for compatibility; the agent's own model is used.
+    /// The model to run the agent on: sonnet, opus or haiku (or another name the operator
+    /// configured) runs it on the model configured for that name; otherwise, or with inherit,
+    /// it runs on your own model.
     #[serde(default)]
     pub model: Option<String>,
     /// Run in the background: returns the agent's id at once, and its result is announced to
@@ -537,12 +542,27 @@ impl Tool for AgentTool {
         let read_only = match kind {
             "general-purpose" => false,
             "Explore" | "Plan" => true,
-            name => return custom(&self.runner, ctx, &agent, name, &task, background).await,
+            name => {
+                let requested = input.model.as_deref();
+                return custom(
+                    &self.runner,
+                    ctx,
+                    &agent,
+                    name,
+                    &task,
+                    background,
+                    requested,
+                )
+                .await;
+            }
         };
         let how = Start {
             background,
             mode: "fresh",
-            ..Start::default()
+            overrides: ChildOverrides {
+                model: self.runner.child_model(input.model.as_deref()),
+                ..ChildOverrides::default()
+            },
         };
         start(&self.runner, ctx, &agent, &task, how, |spec| {
             !read_only || spec.side_effect.is_read_only()
@@ -561,6 +581,7 @@ async fn custom(
     name: &str,
     task: &str,
     background: bool,
+    requested_model: Option<&str>,
 ) -> ToolOutput {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let defined = super::custom_agents::discover(ctx.workspace.as_deref(), home.as_deref());
@@ -585,13 +606,14 @@ async fn custom(
         background,
         mode: "fresh",
         overrides: ChildOverrides {
-            // A definition in the workspace narrows, never widens.
-            permission_mode: Some(
-                definition
-                    .permission_mode
-                    .map_or(ctx.permission_mode, |m| m.stricter(ctx.permission_mode)),
-            ),
-            model: definition.model.clone(),
+            // A definition in the workspace narrows, never widens (`start` keeps it no looser
+            // than the caller's).
+            permission_mode: definition.permission_mode,
+            // The call's model first, as Claude Code does, then the definition's; either only
+            // through the operator's names.
+            model: runner
+                .child_model(requested_model)
+                .or_else(|| runner.child_model(definition.model.as_deref())),
             max_requests: definition.max_turns,
         },
     };
@@ -602,6 +624,16 @@ async fn custom(
 }
 
 impl Runner {
+    /// The provider model a child asking for `requested` runs on: the one `[subagents] models`
+    /// maps that name to; `None` (its parent agent's model) for `inherit`, no name, or a name
+    /// the operator did not configure.
+    pub(crate) fn child_model(&self, requested: Option<&str>) -> Option<String> {
+        self.subagent_policy()
+            .models
+            .get(requested?.trim())
+            .cloned()
+    }
+
     /// Registers the tools that start runs on this runner (both dialects).
     pub fn register_run_tools(&self, registry: &Registry) -> Result<(), String> {
         let runner = || self.clone();

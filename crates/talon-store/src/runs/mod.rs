@@ -144,6 +144,9 @@ pub struct NewRun<'a> {
     pub task: &'a str,
     /// The tools it may use (never more than its parent's).
     pub tools: &'a [String],
+    /// What its definition narrows beyond the tools (the runtime's JSON; `{}`: nothing), kept
+    /// for whoever steers or resumes it.
+    pub overrides: &'a str,
     /// The gateway that will run it, and until when it holds it.
     pub owner: &'a str,
     pub lease_until: i64,
@@ -208,6 +211,8 @@ pub struct RunRecord {
     pub takeovers: i64,
     /// The tools it may use.
     pub tools: Vec<String>,
+    /// What its definition narrows beyond the tools (see [`NewRun::overrides`]).
+    pub overrides: String,
     /// Model requests it made.
     pub model_requests: i64,
 }
@@ -221,7 +226,7 @@ pub struct Delivery {
     pub result: String,
 }
 
-pub(crate) const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, model_requests, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
+pub(crate) const COLUMNS: &str = "id, root_id, parent_id, parent_session, parent_agent, takeovers, tools, overrides, model_requests, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, cancel_requested, task, result, input_tokens, output_tokens, created_at, updated_at, finished_at";
 
 pub(crate) fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
@@ -238,6 +243,7 @@ pub(crate) fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
                 reason: e.to_string(),
             }
         })?,
+        overrides: row.try_get("overrides")?,
         session_key: row.try_get("session_key")?,
         depth: row.try_get("depth")?,
         agent_key: row.try_get("agent_key")?,
@@ -411,8 +417,8 @@ impl Store {
             }
         }
         let insert = format!(
-            "INSERT INTO agent_runs (id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, task, created_at, updated_at, parent_agent, tools) \
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'running', $12, $13, $14, $15, $15, $19, $20 \
+            "INSERT INTO agent_runs (id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, task, created_at, updated_at, parent_agent, tools, overrides) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'running', $12, $13, $14, $15, $15, $19, $20, $24 \
              WHERE (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND status IN {LIVE}) < $16 \
              AND (SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $17 AND parent_id = $3 AND status IN {LIVE}) < $18 \
              AND ($21 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE {OVER_LINK} AND status IN {LIVE}) < $21) \
@@ -444,6 +450,7 @@ impl Store {
             .bind(i64::from(
                 limits.max_over_link.is_some_and(|(_, both)| both),
             ))
+            .bind(new.overrides)
             .execute(&mut *tx.conn)
             .await;
         let inserted = match inserted {

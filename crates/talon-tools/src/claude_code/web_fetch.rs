@@ -1,8 +1,8 @@
 //! `WebFetch` (Claude Code dialect): fetch a URL with a prompt about it.
 //!
 //! As Claude Code does, the prompt is answered by a small model over the page when the calling
-//! agent has one (`small_model` in its configuration; the agent runtime installs a
-//! [`PageAnswerer`]). Otherwise — no agent runtime (an MCP client), no small model, or the small
+//! agent has one (`small_model` in its configuration; the agent runtime registers this
+//! tool with a [`PageAnswerer`]). Otherwise — no agent runtime (an MCP client), no small model, or the small
 //! model failing — the page itself comes back (as Markdown, at most 100,000 characters) with the
 //! prompt restated, so the calling model answers it. Either way the result is marked as
 //! external, untrusted content: an answer derived from a page is no more trustworthy than it.
@@ -28,9 +28,6 @@ pub trait PageAnswerer: Send + Sync {
     ) -> BoxFuture<'a, Option<Result<String, String>>>;
 }
 
-/// Where the agent runtime installs its [`PageAnswerer`].
-pub type AnswererSlot = crate::slot::Slot<dyn PageAnswerer>;
-
 /// Characters of the page returned at most.
 pub const MAX_CHARS: usize = 100_000;
 
@@ -45,10 +42,11 @@ pub struct WebFetchInput {
 }
 
 /// The `WebFetch` tool.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WebFetch {
     pub web: Arc<Web>,
-    pub answerer: AnswererSlot,
+    /// The agent runtime's small models; `None` where no runtime runs.
+    pub answerer: Option<Arc<dyn PageAnswerer>>,
 }
 
 impl Tool for WebFetch {
@@ -82,7 +80,7 @@ impl Tool for WebFetch {
         let prompt = input.prompt.trim();
         let answerer = self
             .answerer
-            .get()
+            .as_ref()
             .filter(|_| page.status < 400 && page.image.is_none());
         let answered = match answerer {
             Some(answerer) => {

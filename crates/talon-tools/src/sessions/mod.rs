@@ -32,9 +32,6 @@ pub trait SessionSender: Send + Sync {
     ) -> BoxFuture<'a, Result<String, String>>;
 }
 
-/// Where the runtime puts its [`SessionSender`] once it is built.
-pub type SenderSlot = crate::slot::Slot<dyn SessionSender>;
-
 /// The agent whose sessions a call may see.
 fn agent(ctx: &CallContext) -> String {
     crate::memory::scope(ctx).0

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::Store;
 
-use super::SenderSlot;
+use super::SessionSender;
 
 /// Input of [`SessionsSend`].
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -22,7 +22,8 @@ pub struct SessionsSendInput {
 #[derive(Clone)]
 pub struct SessionsSend {
     pub store: Store,
-    pub sender: SenderSlot,
+    /// The agent runtime's turns; `None` where no runtime runs (the call says so).
+    pub sender: Option<std::sync::Arc<dyn SessionSender>>,
 }
 
 impl Tool for SessionsSend {
@@ -52,7 +53,7 @@ impl Tool for SessionsSend {
         if let Err(e) = super::visible(&self.store, ctx, &input.session_key).await {
             return ToolOutput::error(e);
         }
-        let Some(sender) = self.sender.get() else {
+        let Some(sender) = &self.sender else {
             return ToolOutput::error(
                 "sessions_send needs the agent runtime, which this entry point does not run (use talon serve or talon chat)",
             );

@@ -17,6 +17,11 @@ pub mod http;
 pub fn pipeline(config: &BuiltinConfig) -> Pipeline {
     let registry = Arc::new(Registry::new());
     talon_tools::register_builtin(&registry, config).unwrap();
+    pipeline_over(registry)
+}
+
+/// A pipeline over `registry`, without rate limits.
+pub fn pipeline_over(registry: Arc<Registry>) -> Pipeline {
     Pipeline::builder(registry)
         .rate_limiter(None)
         .script_analyzer(Arc::new(talon_tools::runtime::script::ShellAnalyzer))

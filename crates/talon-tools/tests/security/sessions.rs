@@ -32,6 +32,20 @@ impl SessionSender for Recorder {
     }
 }
 
+/// An agent runtime without small models: WebFetch returns pages.
+struct NoSmallModel;
+
+impl talon_tools::claude_code::web_fetch::PageAnswerer for NoSmallModel {
+    fn answer<'a>(
+        &'a self,
+        _ctx: &'a CallContext,
+        _prompt: &'a str,
+        _content: &'a str,
+    ) -> BoxFuture<'a, Option<Result<String, String>>> {
+        Box::pin(async { None })
+    }
+}
+
 struct Env {
     dir: tempfile::TempDir,
     pipeline: Pipeline,
@@ -78,8 +92,12 @@ async fn env() -> Env {
         ..BuiltinConfig::default()
     };
     let sent = Arc::new(Recorder::default());
-    config.session_sender.set(sent.clone());
-    let pipeline = common::pipeline(&config);
+    let registry = Arc::new(talon_core::Registry::new());
+    talon_tools::register_builtin(&registry, &config)
+        .unwrap()
+        .register_agent_services(&registry, sent.clone(), Arc::new(NoSmallModel))
+        .unwrap();
+    let pipeline = common::pipeline_over(registry);
     Env {
         dir,
         pipeline,

@@ -456,17 +456,19 @@ fn evaluate_loop_revises_until_approved_in(kind: &str) {
 
 /// Claude Code's custom agents: a `.claude/agents/*.md` definition in the workspace gives the
 /// child its instructions, only the tools it names (within the parent's), and at most its
-/// maxTurns; an unknown type is refused with the types there are.
+/// maxTurns; an unknown type is refused with the types there are. Its `model` runs it on the
+/// model the operator configured for that name (`[subagents.models]`); the call's own `model`,
+/// a name the operator did not configure, changes nothing.
 #[test]
 fn a_custom_agent_definition_confines_its_child() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".claude/agents")).unwrap();
     std::fs::write(
         home.path().join(".claude/agents/reviewer.md"),
-        "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep\npermissionMode: plan\nmaxTurns: 2\n---\nYou review code and report problems.\n",
+        "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep\npermissionMode: plan\nmaxTurns: 2\nmodel: sonnet\n---\nYou review code and report problems.\n",
     )
     .unwrap();
-    let agent = |kind: &str| json!({"name": "Agent", "arguments": {"description": "Review", "prompt": "TASK-REVIEW the code", "subagent_type": kind}});
+    let agent = |kind: &str| json!({"name": "Agent", "arguments": {"description": "Review", "prompt": "TASK-REVIEW the code", "subagent_type": kind, "model": "opus"}});
     let mock = mock_provider(
         home.path(),
         &json!({"conversations": [
@@ -482,7 +484,12 @@ fn a_custom_agent_definition_confines_its_child() {
             ]}
         ]}),
     );
-    config(home.path(), &mock, "anthropic", "");
+    config(
+        home.path(),
+        &mock,
+        "anthropic",
+        "[subagents.models]\nsonnet = \"m-big\"\n",
+    );
     let (stdout, stderr, code) = chat(home.path(), &["-p", "review please"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("Reviewed."), "{stdout}");
@@ -494,6 +501,11 @@ fn a_custom_agent_definition_confines_its_child() {
     );
     let child = conversation(&mock, "TASK-REVIEW");
     assert_eq!(child.len(), 2, "maxTurns caps the child's requests");
+    assert_eq!(
+        child[0]["model"], "m-big",
+        "the definition's model, as configured"
+    );
+    assert_eq!(parent[0]["model"], "m");
     let mut tools: Vec<String> = child[0]["tools"]
         .as_array()
         .unwrap()
@@ -822,4 +834,57 @@ fn task_output_and_task_stop_work_on_agent_runs() {
         .find(|r| r["task"].as_str().unwrap().contains("TASK-SLOW"))
         .unwrap();
     assert_eq!(slow["status"], "cancelled");
+}
+
+/// A custom agent's definition is stored with its run: steered, it is started again with the
+/// same model and turns (before, only its tools were kept, and a steered or resumed run ran with
+/// its agent's defaults).
+#[test]
+fn a_steered_custom_agent_keeps_its_definition() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".claude/agents")).unwrap();
+    std::fs::write(
+        home.path().join(".claude/agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep\nmaxTurns: 1\nmodel: sonnet\n---\nYou review code.\n",
+    )
+    .unwrap();
+    let subagents = |args: Value| json!({"name": "subagents", "arguments": args});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TASK-R", "turns": [
+                {"text": "never", "delay_ms": 60000},
+                {"tool_calls": [{"name": "Grep", "arguments": {"pattern": "fn"}}]},
+                {"text": "never reached: one turn"}
+            ]},
+            {"when": "steer the reviewer", "turns": [
+                {"tool_calls": [{"name": "Agent", "arguments": {"description": "Review", "prompt": "TASK-R the code", "subagent_type": "reviewer", "run_in_background": true}}]},
+                {"tool_calls": [subagents(json!({"action": "steer", "id": "last", "message": "be quick"}))]},
+                {"tool_calls": [subagents(json!({"action": "wait", "id": "last", "timeout_seconds": 30}))]},
+                {"text": "Steered."}
+            ]}
+        ]}),
+    );
+    config(home.path(), &mock, "openai", "");
+    let toml = std::fs::read_to_string(home.path().join("talon.toml")).unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        toml.replace("[tools]\n", "[tools]\ndialect = \"both\"\n")
+            + "[subagents.models]\nsonnet = \"m-big\"\n",
+    )
+    .unwrap();
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "steer the reviewer"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Steered."), "{stdout}");
+    let child = conversation(&mock, "TASK-R");
+    assert_eq!(
+        child.len(),
+        2,
+        "the first run and the steered one's one turn"
+    );
+    let steered = &child[1];
+    assert!(steered["messages"].to_string().contains("be quick"));
+    assert_eq!(steered["model"], "m-big", "the definition's model, kept");
+    let waited = conversation(&mock, "steer the reviewer")[3]["messages"].to_string();
+    assert!(waited.contains("limit_reached"), "maxTurns kept: {waited}");
 }
