@@ -24,6 +24,7 @@ suite!(
     steering_a_child_at_capacity_keeps_its_slot,
     a_result_is_announced_by_one_gateway_or_taken_once,
     gateways_claiming_at_once_never_share_a_result,
+    delegations_count_over_their_link_and_their_target,
     a_thousand_spawn_cycles_never_exhaust_a_slot,
 );
 
@@ -889,6 +890,61 @@ async fn gateways_claiming_at_once_never_share_a_result(config: &StoreConfig) {
     assert_eq!(claimed.len(), before, "a result claimed twice");
     let rest = store.claim_deliveries("p", "gw-z", far, 20).await.unwrap();
     assert_eq!(claimed.len() + rest.len(), 6);
+}
+
+/// Issue 24: a delegation counts against its agent link's `max_concurrent` (a bidirectional
+/// link counts delegations both ways) and its target's `max_delegation_load`, in the statement
+/// that creates it, with the seeds' words when refused.
+async fn delegations_count_over_their_link_and_their_target(config: &StoreConfig) {
+    let store = open(config).await;
+    let delegation = |from: &'static str, to: &'static str| {
+        let mut run = new_run(None, "p", "");
+        run.origin = "delegation";
+        run.parent_agent = from;
+        run.agent = to;
+        run
+    };
+    let link = |max, both| RunLimits {
+        max_over_link: Some((max, both)),
+        ..RunLimits::default()
+    };
+    store
+        .create_run(&delegation("a", "b"), link(1, true))
+        .await
+        .unwrap();
+    let refused = store
+        .create_run(&delegation("a", "b"), link(1, true))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "Agent at capacity (1/1). Try a different agent or handle it yourself."
+    );
+    let back = store
+        .create_run(&delegation("b", "a"), link(1, true))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(back, RunRefused::Children { live: 1, max: 1 }),
+        "{back}"
+    );
+    store
+        .create_run(&delegation("b", "a"), link(1, false))
+        .await
+        .expect("a one-way link does not count the other way");
+    let load = RunLimits {
+        max_target_load: Some(2),
+        ..RunLimits::default()
+    };
+    store.create_run(&delegation("c", "b"), load).await.unwrap();
+    let full = store
+        .create_run(&delegation("d", "b"), load)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(full, RunRefused::Children { live: 2, max: 2 }),
+        "{full}"
+    );
 }
 
 /// Issue 24: 1,000 runs started and ended under a limit of 5 children: every one fits (a run

@@ -483,7 +483,7 @@ impl Store {
                     count_live(
                         &mut tx,
                         sqlx::AssertSqlSafe(format!(
-                            "SELECT COUNT(*) FROM agent_runs WHERE origin IN ('delegation', 'evaluate') AND status IN {LIVE} AND ((parent_agent = $1 AND agent_key = $2) OR ($3 = 1 AND parent_agent = $2 AND agent_key = $1))"
+                            "SELECT COUNT(*) FROM agent_runs WHERE origin IN ('delegation', 'evaluate') AND status IN {LIVE} AND ((parent_agent = $1 AND agent_key = $2) OR ($3 = '1' AND parent_agent = $2 AND agent_key = $1))"
                         )),
                         &[new.parent_agent, new.agent, if both { "1" } else { "0" }],
                     )

@@ -8,7 +8,20 @@ use super::*;
 const KINDS: [&str; 2] = ["openai", "anthropic"];
 
 /// The config of a chat whose agent talks to `mock` in `kind`'s format, with `extra` appended.
-fn config(home: &std::path::Path, mock: &support::chat::Mock, kind: &str, extra: &str) {
+/// The scenarios run on both engines: in Anthropic's format on PostgreSQL (a fresh schema, kept
+/// while the value returned lives) where `TALON_TEST_DATABASE_URL` is set, in OpenAI's on SQLite.
+#[must_use]
+fn config(
+    home: &std::path::Path,
+    mock: &support::chat::Mock,
+    kind: &str,
+    extra: &str,
+) -> Option<support::pg::Schema> {
+    let schema = (kind == "anthropic")
+        .then(support::pg::database_url)
+        .flatten()
+        .map(|url| support::pg::Schema::new(&url, "runs"));
+    let database = schema.as_ref().map(support::pg::Schema::toml);
     let base = if kind == "openai" {
         format!("{}/v1", mock.url)
     } else {
@@ -17,10 +30,12 @@ fn config(home: &std::path::Path, mock: &support::chat::Mock, kind: &str, extra:
     std::fs::write(
         home.join("talon.toml"),
         format!(
-            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"m\"\n{extra}"
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"m\"\n{extra}\n{}",
+            database.unwrap_or_default()
         ),
     )
     .unwrap();
+    schema
 }
 
 /// The runs `talon runs list --json` shows.
@@ -75,7 +90,7 @@ fn a_parent_spawns_three_children_in_parallel_and_gets_each_result_once() {
                 ]}
             ]}),
         );
-        config(home.path(), &mock, kind, "");
+        let _db = config(home.path(), &mock, kind, "");
         let (stdout, stderr, code) = chat(home.path(), &["-p", "use three helpers"]);
         assert_eq!(code, 0, "{kind}: {stderr}");
         assert!(stdout.contains("Spawned three."), "{kind}: {stdout}");
@@ -155,7 +170,7 @@ fn subagents_are_managed_within_the_callers_own_runs() {
             ]}
         ]}),
     );
-    config(home.path(), &mock, "openai", "");
+    let _db = config(home.path(), &mock, "openai", "");
     // Another session of the same agent has a child running meanwhile.
     let other = std::thread::spawn({
         let home = home.path().to_path_buf();
@@ -235,7 +250,7 @@ fn a_child_at_its_iteration_cap_ends_limit_reached_in(kind: &str) {
             ]}
         ]}),
     );
-    config(
+    let _db = config(
         home.path(),
         &mock,
         kind,
@@ -276,7 +291,7 @@ fn a_root_runs_budget_stops_its_runs_in(kind: &str) {
             ]}
         ]}),
     );
-    config(
+    let _db = config(
         home.path(),
         &mock,
         kind,
@@ -332,7 +347,7 @@ fn delegation_goes_over_agent_links_within_their_capacity_in(kind: &str) {
             ]}
         ]}),
     );
-    config(home.path(), &mock, kind, "");
+    let _db = config(home.path(), &mock, kind, "");
     let admin = |args: &[&str]| {
         let out = support::command(home.path()).args(args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {out:?}");
@@ -422,7 +437,7 @@ fn evaluate_loop_revises_until_approved_in(kind: &str) {
             ]}
         ]}),
     );
-    config(home.path(), &mock, kind, "");
+    let _db = config(home.path(), &mock, kind, "");
     for args in [
         &["agents", "create", "default"][..],
         &["agents", "create", "writer"],
@@ -484,7 +499,7 @@ fn a_custom_agent_definition_confines_its_child() {
             ]}
         ]}),
     );
-    config(
+    let _db = config(
         home.path(),
         &mock,
         "anthropic",
@@ -555,7 +570,7 @@ fn subagent_hooks_see_and_steer_the_child_in(kind: &str) {
             ]}
         ]}),
     );
-    config(
+    let _db = config(
         home.path(),
         &mock,
         kind,
@@ -619,7 +634,7 @@ fn a_handoff_routes_the_chat_until_cleared_in(kind: &str) {
             ]}
         ]}),
     );
-    config(home.path(), &mock, kind, "");
+    let _db = config(home.path(), &mock, kind, "");
     for args in [
         &["agents", "create", "default"][..],
         &["agents", "create", "billing"],
@@ -682,7 +697,7 @@ fn quality_gates_block_then_pass_on_retry_in(kind: &str) {
             ]}
         ]}),
     );
-    config(home.path(), &mock, kind, "");
+    let _db = config(home.path(), &mock, kind, "");
     let gates = json!({"quality_gates": [
         {"event": "subagent.completed", "type": "command", "command": "grep SHIP-IT || { echo 'the draft must say SHIP-IT' >&2; exit 1; }",
          "block_on_failure": true, "max_retries": 2},
@@ -775,7 +790,7 @@ fn a_forked_child_sees_the_conversation_so_far_in(kind: &str) {
             ]}
         ]}),
     );
-    config(home.path(), &mock, kind, "");
+    let _db = config(home.path(), &mock, kind, "");
     let (_, stderr, code) = chat(home.path(), &["--session", "f", "-p", "remember 42"]);
     assert_eq!(code, 0, "{stderr}");
     let (stdout, stderr, code) = chat(home.path(), &["--session", "f", "-p", "ask a helper"]);
@@ -814,7 +829,7 @@ fn task_output_and_task_stop_work_on_agent_runs() {
             ]}
         ]}),
     );
-    config(home.path(), &mock, "anthropic", "");
+    let _db = config(home.path(), &mock, "anthropic", "");
     let (stdout, stderr, code) = chat(home.path(), &["-p", "background agents"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("Got it."), "{stdout}");
@@ -865,7 +880,7 @@ fn a_steered_custom_agent_keeps_its_definition() {
             ]}
         ]}),
     );
-    config(home.path(), &mock, "openai", "");
+    let _db = config(home.path(), &mock, "openai", "");
     let toml = std::fs::read_to_string(home.path().join("talon.toml")).unwrap();
     std::fs::write(
         home.path().join("talon.toml"),

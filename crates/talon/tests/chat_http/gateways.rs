@@ -6,67 +6,7 @@
 
 use super::*;
 
-/// The gateways share their secrets' key, as gateways on one database must.
-const KEY: &str = "2222222222222222222222222222222222222222222222222222222222222222";
-
-/// A fresh schema on the test database, dropped when the value is.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new(url: &str, tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        Self {
-            url: url.to_string(),
-            name: format!("t_{tag}_{nanos}"),
-        }
-    }
-}
-
-impl Schema {
-    /// What a gateway on this schema needs: the database, the schema, the shared key.
-    fn env(&self) -> [(&'static str, &str); 3] {
-        [
-            ("TALON_DATABASE_URL", self.url.as_str()),
-            ("TALON_DATABASE__SCHEMA", self.name.as_str()),
-            ("TALON_ENCRYPTION_KEY", KEY),
-        ]
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            if let Ok(store) =
-                talon_store::Store::connect(&talon_store::StoreConfig::url(url)).await
-            {
-                let _ = store
-                    .execute_admin(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await;
-            }
-        });
-    }
-}
-
-fn database_url() -> Option<String> {
-    let url = std::env::var("TALON_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty());
-    if url.is_none() {
-        eprintln!("TALON_TEST_DATABASE_URL is not set; PostgreSQL variant not run here");
-    }
-    url
-}
+use support::pg::{Schema, database_url};
 
 /// A gateway home whose agent talks to `mock`, with one-second leases.
 fn home(mock: &support::chat::Mock) -> tempfile::TempDir {

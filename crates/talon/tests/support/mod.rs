@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod chat;
+pub mod pg;
 pub mod terminal;
 
 use std::fs;

@@ -1,0 +1,73 @@
+//! PostgreSQL for the tests that run Talon on it: a fresh schema per test on the database
+//! `TALON_TEST_DATABASE_URL` names (`.ci/run` sets it; where it is unset the PostgreSQL variants
+//! are not run, and say so).
+
+/// The secrets' key of every Talon process on a test schema: gateways on one database share it.
+const KEY: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+
+/// A fresh schema on the test database, dropped when the value is.
+pub struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    pub fn new(url: &str, tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Self {
+            url: url.to_string(),
+            name: format!("t_{tag}_{nanos}"),
+        }
+    }
+
+    /// What a Talon process on this schema needs: the database, the schema, the shared key.
+    pub fn env(&self) -> [(&'static str, &str); 3] {
+        [
+            ("TALON_DATABASE_URL", self.url.as_str()),
+            ("TALON_DATABASE__SCHEMA", self.name.as_str()),
+            ("TALON_ENCRYPTION_KEY", KEY),
+        ]
+    }
+
+    /// The same as `talon.toml` lines (the key stays in the environment: commands without it
+    /// on this schema keep their own in the data directory, as a single process does).
+    pub fn toml(&self) -> String {
+        format!(
+            "[database]\nurl = \"{}\"\nschema = \"{}\"\n",
+            self.url, self.name
+        )
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            if let Ok(store) =
+                talon_store::Store::connect(&talon_store::StoreConfig::url(url)).await
+            {
+                let _ = store
+                    .execute_admin(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .await;
+            }
+        });
+    }
+}
+
+/// The test database, or `None` (said on stderr) where none is configured.
+pub fn database_url() -> Option<String> {
+    let url = std::env::var("TALON_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if url.is_none() {
+        eprintln!("TALON_TEST_DATABASE_URL is not set; PostgreSQL variant not run here");
+    }
+    url
+}
