@@ -779,15 +779,9 @@ async fn steering_a_child_at_capacity_keeps_its_slot(config: &StoreConfig) {
     assert_eq!(store.child_runs(None, "p").await.unwrap().len(), 3);
 }
 
-/// Issue 24: an undelivered result is claimed by one announcing gateway at a time; released, it
-/// can be claimed again; a caller that waited takes it once, and then nobody announces it.
-async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig) {
-    let store = open(config).await;
-    let mut run = new_run(None, "p", "");
-    run.parent_agent = "boss";
-    let a = store.create_run(&run, RunLimits::default()).await.unwrap();
-    let b = store.create_run(&run, RunLimits::default()).await.unwrap();
-    for id in [&a.id, &b.id] {
+/// Ends `id` `completed` with the result "done", for its parent to be told.
+async fn complete(store: &Store, id: &str) {
+    assert!(
         store
             .finish_run(
                 id,
@@ -798,7 +792,20 @@ async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig
                 false,
             )
             .await
-            .unwrap();
+            .unwrap()
+    );
+}
+
+/// Issue 24: an undelivered result is claimed by one announcing gateway at a time; released, it
+/// can be claimed again; a caller that waited takes it once, and then nobody announces it.
+async fn a_result_is_announced_by_one_gateway_or_taken_once(config: &StoreConfig) {
+    let store = open(config).await;
+    let mut run = new_run(None, "p", "");
+    run.parent_agent = "boss";
+    let a = store.create_run(&run, RunLimits::default()).await.unwrap();
+    let b = store.create_run(&run, RunLimits::default()).await.unwrap();
+    for id in [&a.id, &b.id] {
+        complete(&store, id).await;
     }
     assert_eq!(
         store.undelivered_sessions(10).await.unwrap(),
@@ -861,17 +868,7 @@ async fn gateways_claiming_at_once_never_share_a_result(config: &StoreConfig) {
     };
     for _ in 0..6 {
         let child = store.create_run(&run, limits).await.unwrap();
-        store
-            .finish_run(
-                &child.id,
-                None,
-                RunStatus::Completed,
-                "done",
-                RunUsage::default(),
-                false,
-            )
-            .await
-            .unwrap();
+        complete(&store, &child.id).await;
     }
     let far = i64::MAX / 2;
     let claims = futures_join_all(

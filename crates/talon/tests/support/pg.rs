@@ -8,7 +8,7 @@ const KEY: &str = "2222222222222222222222222222222222222222222222222222222222222
 /// A fresh schema on the test database, dropped when the value is.
 pub struct Schema {
     url: String,
-    name: String,
+    pub name: String,
 }
 
 impl Schema {
