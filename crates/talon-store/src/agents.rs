@@ -139,6 +139,25 @@ impl Store {
         row.map(|r| record(&r)).transpose()
     }
 
+    /// The agents among `keys` that exist, by key: one query however many (a turn's prompt
+    /// lists its delegation targets with it).
+    pub async fn agents_in(&self, keys: &[&str]) -> Result<Vec<AgentRecord>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=keys.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT key, agent_type, settings, created_at, updated_at FROM agents WHERE key IN ({}) ORDER BY key",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for key in keys {
+            query = query.bind(*key);
+        }
+        let rows = query.fetch_all(self.pool()).await?;
+        rows.iter().map(record).collect()
+    }
+
     /// Every agent, by key.
     pub async fn agents(&self) -> Result<Vec<AgentRecord>, StoreError> {
         let rows = sqlx::query(

@@ -21,6 +21,7 @@ mod exec_allow;
 mod fields;
 mod handoff;
 mod listen;
+mod locked;
 mod mcp_grants;
 mod mcp_servers;
 mod memory;

@@ -317,11 +317,29 @@ impl Runner {
             permission_mode: request.permission_mode,
             cancel: request.cancel.clone(),
         });
-        let ran = self.run_turn(request, events).await?;
-        match retry {
-            Some(retry) => self.gate_final(ran, retry, events).await,
-            None => Ok(ran),
+        let Some(retry) = retry else {
+            return self.run_turn(request, events).await;
+        };
+        // An answer a blocking gate judges is not shown before it passes: its text is held
+        // (tool activity still shows) and given once, judged; a rejected draft is never seen.
+        let agent = request.agent.unwrap_or(self.default_agent()).to_string();
+        if !self.blocking_final_gates(&agent).await {
+            let ran = self.run_turn(request, events).await?;
+            return self.gate_final(ran, retry, events).await;
         }
+        let holding = |event: RunEvent| {
+            if !matches!(event, RunEvent::Text { .. }) {
+                events(event);
+            }
+        };
+        let ran = self.run_turn(request, &holding).await?;
+        let ran = self.gate_final(ran, retry, &holding).await?;
+        if ran.outcome.stop == talon_agent::TurnStop::Final && !ran.outcome.text.is_empty() {
+            events(RunEvent::Text {
+                text: ran.outcome.text.clone(),
+            });
+        }
+        Ok(ran)
     }
 
     pub(crate) async fn run_turn(

@@ -48,26 +48,32 @@ impl Runner {
             .delegation_links(agent)
             .await
             .map_err(|e| format!("cannot read {agent}'s agent links: {e}"))?;
+        let admitted: Vec<(String, AgentLink)> = links
+            .into_iter()
+            .filter(|link| link.settings.admits(user))
+            .filter_map(|link| Some((link.target_for(agent)?.to_string(), link)))
+            .collect();
+        let keys: Vec<&str> = admitted.iter().map(|(key, _)| key.as_str()).collect();
+        let records = self
+            .store()
+            .agents_in(&keys)
+            .await
+            .map_err(|e| format!("cannot read {agent}'s delegation targets: {e}"))?;
         let mut targets = Vec::new();
-        for link in links {
-            let Some(key) = link.target_for(agent).map(str::to_string) else {
+        for (key, link) in admitted {
+            // A link to an agent since deleted names no target.
+            let Some(record) = records.iter().find(|r| r.key == key) else {
                 continue;
             };
-            if !link.settings.admits(user) {
-                continue;
-            }
-            let settings = match self.store().agent(&key).await {
-                Ok(Some(record)) => record.settings,
-                _ => continue,
-            };
-            let parsed: serde_json::Value = serde_json::from_str(&settings).unwrap_or_default();
+            let parsed: serde_json::Value =
+                serde_json::from_str(&record.settings).unwrap_or_default();
             let text = |field: &str| parsed[field].as_str().unwrap_or_default().to_string();
             targets.push((
                 Target {
                     name: text("name"),
                     description: text("description"),
                     key,
-                    settings,
+                    settings: record.settings.clone(),
                 },
                 link,
             ));

@@ -119,6 +119,14 @@ impl Runner {
         }
     }
 
+    /// Whether a gate on `agent`'s own answers blocks it (then the answer is held until judged).
+    pub(crate) async fn blocking_final_gates(&self, agent: &str) -> bool {
+        self.gates(agent, "agent.final")
+            .await
+            .iter()
+            .any(|gate| gate.block_on_failure)
+    }
+
     /// Judges `output` by `gate`, as the agent of `ctx`.
     pub(crate) async fn judge(&self, ctx: &CallContext, gate: &Gate, output: &str) -> Judgement {
         match gate.kind.as_str() {
@@ -305,8 +313,8 @@ pub(crate) struct Resend<'a> {
 impl Runner {
     /// Applies the agent's `agent.final` gates to the answer of a person's turn: the turn as it
     /// ran once its answer passes, after revisions in the same session; a blocking gate that
-    /// still rejects it ends the turn `failed` without the answer (it was streamed as it came,
-    /// but is not the turn's result).
+    /// still rejects it ends the turn `failed` without the answer (whose text
+    /// [`Runner::run`] held back: a person never sees a rejected draft).
     pub(crate) async fn gate_final(
         &self,
         mut ran: Ran,

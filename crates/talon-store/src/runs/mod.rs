@@ -26,7 +26,8 @@ mod ownership;
 
 pub use ownership::RUNS_CHANNEL;
 
-use crate::{Engine, Store, StoreError, now_ms};
+use crate::locked::Locked;
+use crate::{Store, StoreError, now_ms};
 
 /// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -263,58 +264,6 @@ pub(crate) fn record(row: &sqlx::any::AnyRow) -> Result<RunRecord, StoreError> {
         updated_at: row.try_get("updated_at")?,
         finished_at: row.try_get("finished_at")?,
     })
-}
-
-/// A transaction holding the write lock a limit check needs (see the module docs).
-struct Locked {
-    conn: sqlx::pool::PoolConnection<sqlx::Any>,
-    open: bool,
-}
-
-impl Locked {
-    /// Begins the transaction holding the locks named `keys` (taken in the order given: callers
-    /// name the tenant first, then any agent, so two transactions never wait on each other in
-    /// a cycle).
-    async fn begin(store: &Store, keys: &[String]) -> Result<Self, StoreError> {
-        let mut conn = store.pool().acquire().await?;
-        match store.engine() {
-            Engine::Sqlite => {
-                sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-            }
-            Engine::Postgres => {
-                sqlx::raw_sql("BEGIN").execute(&mut *conn).await?;
-                // The lock is taken before the counting statement starts, so that statement's
-                // snapshot sees every run a gateway that held the lock before has created.
-                for key in keys {
-                    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-                        .bind(key)
-                        .execute(&mut *conn)
-                        .await?;
-                }
-            }
-        }
-        Ok(Self { conn, open: true })
-    }
-
-    async fn commit(mut self) -> Result<(), StoreError> {
-        self.open = false;
-        sqlx::raw_sql("COMMIT").execute(&mut *self.conn).await?;
-        Ok(())
-    }
-
-    async fn rollback(mut self) {
-        self.open = false;
-        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *self.conn).await;
-    }
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        if self.open {
-            // A transaction left open would hold the lock: the connection is not returned.
-            self.conn.close_on_drop();
-        }
-    }
 }
 
 /// A count of `sql` (binding `keys` as `$1`, `$2`, …) inside `tx`.

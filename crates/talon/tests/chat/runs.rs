@@ -735,11 +735,19 @@ fn quality_gates_block_then_pass_on_retry_in(kind: &str) {
     }
     let (stdout, stderr, code) = chat(
         home.path(),
-        &["-p", "gated work", "--output-format", "json"],
+        &["-p", "gated work", "--output-format", "stream-json"],
     );
     assert_eq!(code, 0, "{stderr}");
     let result: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
     assert_eq!(result["text"], "Here it is, please.", "{stdout}");
+    // The rejected draft was held back: only the judged answer was streamed.
+    let streamed: String = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["type"] == "text")
+        .map(|event| event["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(streamed, "Here it is, please.", "{stdout}");
     let child = conversation(&mock, "TASK-G");
     assert_eq!(
         child.len(),
