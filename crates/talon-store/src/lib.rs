@@ -31,6 +31,7 @@ mod private_file;
 mod runs;
 mod secrets;
 mod sessions;
+mod teams;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -64,6 +65,9 @@ pub use runs::{
     Delivery, NewRun, RUNS_CHANNEL, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage,
 };
 pub use sessions::{SessionRecord, TurnStart};
+pub use teams::{
+    NewTask, TaskFilter, TaskOrder, TaskRecord, TaskStatus, TeamMember, TeamMessage, TeamRecord,
+};
 
 /// Why a store operation failed. Messages name what to fix.
 #[derive(Debug, thiserror::Error)]

@@ -91,6 +91,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0012_run_overrides.sql"),
         postgres: include_str!("../migrations/postgres/0012_run_overrides.sql"),
     },
+    Migration {
+        version: 13,
+        name: "teams",
+        sqlite: include_str!("../migrations/sqlite/0013_teams.sql"),
+        postgres: include_str!("../migrations/postgres/0013_teams.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).
