@@ -33,4 +33,5 @@ pub mod runtime;
 pub mod server_ips;
 pub mod spinner;
 pub mod store;
+pub mod teams;
 pub mod web_config;

@@ -108,6 +108,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::runs::RunsCommand,
     },
+    /// Agent teams: create, add and remove members, show their task boards.
+    Teams {
+        #[command(subcommand)]
+        command: commands::teams::TeamsCommand,
+    },
     /// Calls waiting for approval on a running `talon serve`: list, allow, deny.
     Approvals {
         #[command(flatten)]

@@ -670,3 +670,6 @@ fn claude_codes_agent_tool_runs_an_explore_agent_with_read_only_tools() {
 
 #[path = "chat/runs.rs"]
 mod runs;
+
+#[path = "chat/teams.rs"]
+mod teams;

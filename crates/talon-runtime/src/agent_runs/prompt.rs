@@ -23,6 +23,12 @@ impl Runner {
         {
             files.push(("DELEGATION.md".to_string(), delegation));
         }
+        // The lead of a team sees TEAM.md (members see it only in the runs of team work).
+        if !files.iter().any(|(name, _)| name == "TEAM.md")
+            && let Some(team) = self.team_file(agent).await
+        {
+            files.push(("TEAM.md".to_string(), team));
+        }
         Ok(compose_system_prompt(configured, files))
     }
 }

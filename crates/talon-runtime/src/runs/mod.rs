@@ -100,6 +100,12 @@ pub struct ChildOverrides {
     pub model: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_requests: Option<u32>,
+    /// The team a member's run works for (see [`crate::teams`]), and the task it was
+    /// dispatched for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team_task: Option<i64>,
 }
 
 impl ChildOverrides {
@@ -290,7 +296,12 @@ impl Runner {
             ending.status = RunStatus::TimedOut;
             ending.text = "stopped: its root run's time budget ran out".into();
         }
+        let ending = self.end_team_task(run, overrides, ending).await;
         self.end_run(run, &ending, waited).await;
+        if let Some(team) = &overrides.team {
+            // Tasks its end unblocked or gave back go to whoever is idle now.
+            self.dispatch_team(team).await;
+        }
         ending
     }
 
@@ -319,7 +330,15 @@ impl Runner {
                     cancel: cancel.clone(),
                     api: Default::default(),
                     child: Some(ChildTurn {
-                        spawn_depth: u32::try_from(run.depth).unwrap_or(u32::MAX),
+                        // A team member works as its own agent (GoClaw dispatches to its
+                        // session), not as a subagent: the subagent deny lists, which take the
+                        // board away, do not apply. Its run is still one level down in the
+                        // store, so it cannot start runs of its own.
+                        spawn_depth: if overrides.team.is_some() {
+                            0
+                        } else {
+                            u32::try_from(run.depth).unwrap_or(u32::MAX)
+                        },
                         tool_allow: run.tools.clone(),
                         run: run_ref(run),
                         max_requests: match (budget.requests, overrides.max_requests) {

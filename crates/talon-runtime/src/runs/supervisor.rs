@@ -87,6 +87,7 @@ impl Runner {
             }
             Err(e) => tracing::warn!(error = %e, "cannot take over runs"),
         }
+        self.supervise_teams().await;
         match store.undelivered_sessions(64).await {
             Ok(sessions) => {
                 for (session, agent, user) in sessions {

@@ -615,6 +615,7 @@ async fn custom(
                 .child_model(requested_model)
                 .or_else(|| runner.child_model(definition.model.as_deref())),
             max_requests: definition.max_turns,
+            ..ChildOverrides::default()
         },
     };
     start(runner, ctx, agent, &instructed, how, |spec| {

@@ -482,6 +482,17 @@ impl Store {
         })?)
     }
 
+    /// The live runs of `origin` (`team`, …), oldest first.
+    pub async fn live_runs_of_origin(&self, origin: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM agent_runs WHERE origin = $1 AND status IN {LIVE} ORDER BY created_at, id"
+        )))
+        .bind(origin)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record).collect()
+    }
+
     /// One run.
     pub async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(

@@ -303,7 +303,10 @@ impl Store {
         .bind(now_ms())
         .fetch_optional(self.pool())
         .await?;
-        row.as_ref().map(task).transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        Ok(self.with_blockers(vec![task(&row)?]).await?.pop())
     }
 
     /// Records `run` as the run working on task `id` (claimed for it).
@@ -313,6 +316,20 @@ impl Store {
             .bind(run)
             .execute(self.pool())
             .await?;
+        Ok(())
+    }
+
+    /// Puts task `id`, claimed for a run that could not be started, back on the board as it
+    /// was: `pending`, no owner, the dispatch not counted.
+    pub async fn return_task(&self, id: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE team_tasks SET status = 'pending', owner = '', lease_until = 0, dispatches = dispatches - 1, updated_at = $2 \
+             WHERE id = $1 AND status = 'in_progress' AND run_id = ''",
+        )
+        .bind(id)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
         Ok(())
     }
 

@@ -11,7 +11,7 @@ const KINDS: [&str; 2] = ["openai", "anthropic"];
 /// The scenarios run on both engines: in Anthropic's format on PostgreSQL (a fresh schema, kept
 /// while the value returned lives) where `TALON_TEST_DATABASE_URL` is set, in OpenAI's on SQLite.
 #[must_use]
-fn config(
+pub(super) fn config(
     home: &std::path::Path,
     mock: &support::chat::Mock,
     kind: &str,
@@ -52,7 +52,7 @@ fn runs(home: &std::path::Path) -> Vec<Value> {
 }
 
 /// The requests of the conversation whose first user message contains `marker`.
-fn conversation(mock: &support::chat::Mock, marker: &str) -> Vec<Value> {
+pub(super) fn conversation(mock: &support::chat::Mock, marker: &str) -> Vec<Value> {
     requests(mock)
         .into_iter()
         .filter(|r| {

@@ -1,0 +1,156 @@
+//! Issue 25: a team at work from `talon chat`, on both engines (see `runs::config`). The lead
+//! posts five tasks; members are given them by priority in parallel (never one task twice); a
+//! task waits for its prerequisites and is given their results; a member's failure keeps what
+//! it blocks waiting and the lead is told; each result reaches the lead's session once. The
+//! lead leads two teams, and the one its conversation named stays the one in play (GoClaw #490).
+
+use super::runs::{config, conversation};
+use super::*;
+
+/// `talon teams ARGS` in `home`, which must succeed.
+fn teams(home: &std::path::Path, args: &[&str]) -> String {
+    let out = support::command(home)
+        .arg("teams")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "teams {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_team_works_a_board_of_five_tasks() {
+    for kind in ["openai", "anthropic"] {
+        a_team_works_a_board_of_five_tasks_in(kind);
+    }
+}
+
+fn a_team_works_a_board_of_five_tasks_in(kind: &str) {
+    let home = tempfile::tempdir().unwrap();
+    let create = |args: Value| json!({"name": "team_tasks", "arguments": args});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "Runs you started in the background have ended", "last": true, "turns": [{"text": "Noted."}]},
+            {"when": "TASK-A", "turns": [{"text": "the market is big"}]},
+            {"when": "TASK-B", "turns": [{"text": "the copy is written"}]},
+            {"when": "TASK-C", "turns": [{"text": "published the launch"}]},
+            {"when": "TASK-D", "turns": [
+                {"tool_calls": [{"name": "team_tasks", "arguments": {"action": "fail", "task_id": 4, "reason": "no lawyer is available"}}]},
+                {"text": "I could not review the terms."}
+            ]},
+            {"when": "plan the launch", "turns": [
+                {"tool_calls": [create(json!({"action": "create", "team": "alpha", "subject": "research", "description": "TASK-A research the market", "priority": 3}))]},
+                {"tool_calls": [create(json!({"action": "create", "subject": "write", "description": "TASK-B write the copy", "priority": 2}))]},
+                {"tool_calls": [create(json!({"action": "create", "subject": "publish", "description": "TASK-C publish it", "blocked_by": [1, 2]}))]},
+                {"tool_calls": [create(json!({"action": "create", "subject": "legal review", "description": "TASK-D review the terms", "priority": 1}))]},
+                {"tool_calls": [create(json!({"action": "create", "subject": "sign", "description": "TASK-E sign the contract", "blocked_by": [4]}))]},
+                {"text": "Posted five tasks."}
+            ]}
+        ]}),
+    );
+    let _db = config(home.path(), &mock, kind, "");
+    for agent in ["default", "ann", "bob", "cy", "dee"] {
+        let out = support::command(home.path())
+            .args(["agents", "create", agent])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    teams(
+        home.path(),
+        &[
+            "create",
+            "alpha",
+            "--lead",
+            "default",
+            "--description",
+            "launches products",
+        ],
+    );
+    for member in ["ann", "bob", "cy"] {
+        teams(
+            home.path(),
+            &["add", "alpha", member, "--role", "generalist"],
+        );
+    }
+    // The lead leads a second team: the conversation's team must not change under it.
+    teams(home.path(), &["create", "beta", "--lead", "default"]);
+    teams(home.path(), &["add", "beta", "dee"]);
+
+    let (stdout, stderr, code) = chat(home.path(), &["-p", "plan the launch"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Posted five tasks."), "{stdout}");
+
+    let board: Value =
+        serde_json::from_str(&teams(home.path(), &["board", "alpha", "--all", "--json"])).unwrap();
+    let status = |id: i64| {
+        board
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .map(|t| {
+                (
+                    t["status"].as_str().unwrap().to_string(),
+                    t["result"].as_str().unwrap().to_string(),
+                    t["dispatches"].as_i64().unwrap(),
+                )
+            })
+            .unwrap()
+    };
+    assert_eq!(
+        board.as_array().unwrap().len(),
+        5,
+        "every task on alpha's board: {board}"
+    );
+    assert_eq!(status(1).0, "completed");
+    assert_eq!(status(1).1, "the market is big");
+    assert_eq!(status(2).0, "completed");
+    assert_eq!(
+        status(3),
+        ("completed".into(), "published the launch".into(), 1)
+    );
+    let review = conversation(&mock, "TASK-D");
+    assert_eq!(
+        status(4).0,
+        "failed",
+        "{}",
+        review.last().unwrap()["messages"]
+    );
+    assert_eq!(
+        status(5).0,
+        "blocked",
+        "a failed prerequisite keeps it waiting"
+    );
+    for id in 1..=4 {
+        assert_eq!(status(id).2, 1, "task #{id} was given out once");
+    }
+    let beta = teams(home.path(), &["board", "beta", "--all"]);
+    assert!(
+        beta.contains("no tasks"),
+        "nothing went to the other team: {beta}"
+    );
+
+    // The dependent task was given its prerequisites' results.
+    let publish = conversation(&mock, "TASK-C")[0]["messages"].to_string();
+    assert!(
+        publish.contains("the market is big") && publish.contains("the copy is written"),
+        "{publish}"
+    );
+    // Every result reached the lead's session once, as a teammate's; the failure was told.
+    let lead = conversation(&mock, "plan the launch");
+    let last = lead.last().unwrap().to_string();
+    for result in [
+        "the market is big",
+        "the copy is written",
+        "published the launch",
+    ] {
+        assert_eq!(last.matches(result).count(), 1, "{result} once: {last}");
+    }
+    assert!(last.contains("teammate: "), "{last}");
+    assert!(
+        last.contains("unread team message"),
+        "the lead is told: {last}"
+    );
+}
