@@ -14,6 +14,7 @@ suite!(
     an_expired_claim_returns_to_the_board_without_its_owner,
     only_the_owner_completes_and_the_board_lists_and_searches,
     messages_reach_teammates_once,
+    another_users_tasks_and_messages_are_not_there,
 );
 
 const FAR: i64 = i64::MAX / 2;
@@ -121,20 +122,20 @@ async fn prerequisites_are_checked_and_only_success_unblocks(config: &StoreConfi
 
     // Only A can be claimed; completing it unblocks B, not C (B has not completed).
     let claimed = store
-        .claim_task("alpha", "ann", None, FAR)
+        .claim_task("alpha", "ann", None, FAR, None)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(claimed.id, a.id);
     assert!(
         store
-            .claim_task("alpha", "bob", None, FAR)
+            .claim_task("alpha", "bob", None, FAR, None)
             .await
             .unwrap()
             .is_none()
     );
     let (done, unblocked) = store
-        .complete_task("alpha", a.id, "ann", "the design")
+        .complete_task("alpha", a.id, "ann", "", "the design")
         .await
         .unwrap();
     assert_eq!(done.status, TaskStatus::Completed);
@@ -142,7 +143,7 @@ async fn prerequisites_are_checked_and_only_success_unblocks(config: &StoreConfi
 
     // B fails: C stays blocked and is named for the lead; nothing depending on B can be posted.
     store
-        .claim_task("alpha", "bob", Some(b.id), FAR)
+        .claim_task("alpha", "bob", Some(b.id), FAR, None)
         .await
         .unwrap()
         .unwrap();
@@ -152,6 +153,7 @@ async fn prerequisites_are_checked_and_only_success_unblocks(config: &StoreConfi
             b.id,
             TaskStatus::Failed,
             Some("bob"),
+            "",
             "the build broke",
         )
         .await
@@ -175,7 +177,7 @@ async fn prerequisites_are_checked_and_only_success_unblocks(config: &StoreConfi
     );
     assert!(
         store
-            .claim_task("alpha", "cy", None, FAR)
+            .claim_task("alpha", "cy", None, FAR, None)
             .await
             .unwrap()
             .is_none()
@@ -189,7 +191,7 @@ async fn fifty_claimers_of_one_task_have_one_winner(config: &StoreConfig) {
     let claims = futures::future::join_all(
         owners
             .iter()
-            .map(|owner| store.claim_task("alpha", owner, Some(task.id), FAR)),
+            .map(|owner| store.claim_task("alpha", owner, Some(task.id), FAR, None)),
     )
     .await;
     let winners: Vec<_> = claims.into_iter().filter_map(|c| c.unwrap()).collect();
@@ -204,7 +206,7 @@ async fn an_expired_claim_returns_to_the_board_without_its_owner(config: &StoreC
     let task = store.create_task(&new_task("flaky", &[])).await.unwrap();
     for (round, member) in ["ann", "bob"].into_iter().enumerate() {
         let claimed = store
-            .claim_task("alpha", member, None, 0)
+            .claim_task("alpha", member, None, 0, None)
             .await
             .unwrap()
             .unwrap();
@@ -216,7 +218,7 @@ async fn an_expired_claim_returns_to_the_board_without_its_owner(config: &StoreC
     }
     // The third dispatch that does not finish fails the task, saying why.
     store
-        .claim_task("alpha", "cy", None, 0)
+        .claim_task("alpha", "cy", None, 0, None)
         .await
         .unwrap()
         .unwrap();
@@ -229,7 +231,7 @@ async fn an_expired_claim_returns_to_the_board_without_its_owner(config: &StoreC
     );
     assert!(
         store
-            .claim_task("alpha", "ann", Some(task.id), FAR)
+            .claim_task("alpha", "ann", Some(task.id), FAR, None)
             .await
             .unwrap()
             .is_none()
@@ -237,7 +239,7 @@ async fn an_expired_claim_returns_to_the_board_without_its_owner(config: &StoreC
     // A run's release is conditional on it still holding the task.
     let other = store.create_task(&new_task("steady", &[])).await.unwrap();
     store
-        .claim_task("alpha", "ann", Some(other.id), FAR)
+        .claim_task("alpha", "ann", Some(other.id), FAR, None)
         .await
         .unwrap()
         .unwrap();
@@ -270,13 +272,13 @@ async fn only_the_owner_completes_and_the_board_lists_and_searches(config: &Stor
     high.description = "users cannot sign in with long passwords";
     let high = store.create_task(&high).await.unwrap();
     let claimed = store
-        .claim_task("alpha", "ann", None, FAR)
+        .claim_task("alpha", "ann", None, FAR, None)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(claimed.id, high.id, "highest priority first");
     let not_yours = store
-        .complete_task("alpha", high.id, "bob", "done")
+        .complete_task("alpha", high.id, "bob", "", "done")
         .await
         .unwrap_err();
     assert!(
@@ -284,7 +286,7 @@ async fn only_the_owner_completes_and_the_board_lists_and_searches(config: &Stor
         "{not_yours}"
     );
     let not_claimed = store
-        .complete_task("alpha", low.id, "bob", "done")
+        .complete_task("alpha", low.id, "bob", "", "done")
         .await
         .unwrap_err();
     assert!(
@@ -292,56 +294,72 @@ async fn only_the_owner_completes_and_the_board_lists_and_searches(config: &Stor
         "{not_claimed}"
     );
     store
-        .complete_task("alpha", high.id, "ann", "fixed")
+        .complete_task("alpha", high.id, "ann", "", "fixed")
         .await
         .unwrap();
     let ids = |tasks: Vec<talon_store::TaskRecord>| tasks.iter().map(|t| t.id).collect::<Vec<_>>();
     assert_eq!(
         ids(store
-            .tasks("alpha", TaskFilter::Active, TaskOrder::Priority, 50)
+            .tasks("alpha", None, TaskFilter::Active, TaskOrder::Priority, 50)
             .await
             .unwrap()),
         [low.id]
     );
     assert_eq!(
         ids(store
-            .tasks("alpha", TaskFilter::Completed, TaskOrder::Priority, 50)
+            .tasks(
+                "alpha",
+                None,
+                TaskFilter::Completed,
+                TaskOrder::Priority,
+                50
+            )
             .await
             .unwrap()),
         [high.id]
     );
     assert_eq!(
         ids(store
-            .tasks("alpha", TaskFilter::All, TaskOrder::Newest, 50)
+            .tasks("alpha", None, TaskFilter::All, TaskOrder::Newest, 50)
             .await
             .unwrap()),
         [high.id, low.id]
     );
     assert_eq!(
-        ids(store.search_tasks("alpha", "grammar", 10).await.unwrap()),
+        ids(store
+            .search_tasks("alpha", "", "grammar", 10)
+            .await
+            .unwrap()),
         [low.id]
     );
     assert_eq!(
         ids(store
-            .search_tasks("alpha", "passwords login", 10)
+            .search_tasks("alpha", "", "passwords login", 10)
             .await
             .unwrap()),
         [high.id]
     );
     assert!(
         store
-            .search_tasks("beta", "grammar", 10)
+            .search_tasks("beta", "", "grammar", 10)
             .await
             .unwrap()
             .is_empty()
     );
     let (cancelled, _) = store
-        .end_task("alpha", low.id, TaskStatus::Cancelled, None, "not needed")
+        .end_task(
+            "alpha",
+            low.id,
+            TaskStatus::Cancelled,
+            None,
+            "",
+            "not needed",
+        )
         .await
         .unwrap();
     assert_eq!(cancelled.status, TaskStatus::Cancelled);
     let again = store
-        .end_task("alpha", low.id, TaskStatus::Cancelled, None, "again")
+        .end_task("alpha", low.id, TaskStatus::Cancelled, None, "", "again")
         .await
         .unwrap_err();
     assert!(again.to_string().contains("ended already"), "{again}");
@@ -350,7 +368,7 @@ async fn only_the_owner_completes_and_the_board_lists_and_searches(config: &Stor
 async fn messages_reach_teammates_once(config: &StoreConfig) {
     let store = team(config).await;
     let stranger = store
-        .send_team_message("alpha", "lead", "mallory", "hi")
+        .send_team_message("alpha", "lead", "mallory", "", "hi")
         .await
         .unwrap_err();
     assert!(
@@ -360,38 +378,144 @@ async fn messages_reach_teammates_once(config: &StoreConfig) {
         "{stranger}"
     );
     store
-        .send_team_message("alpha", "lead", "ann", "please claim a task from the board")
+        .send_team_message(
+            "alpha",
+            "lead",
+            "ann",
+            "",
+            "please claim a task from the board",
+        )
         .await
         .unwrap();
     assert_eq!(
         store
-            .broadcast_team_message("alpha", "ann", "I am on #1")
+            .broadcast_team_message("alpha", "ann", "", "I am on #1")
             .await
             .unwrap(),
         3,
         "the lead, bob and cy"
     );
-    assert_eq!(store.unread_team_messages("alpha", "ann").await.unwrap(), 1);
+    assert_eq!(
+        store
+            .unread_team_messages("alpha", "ann", "")
+            .await
+            .unwrap(),
+        1
+    );
     let reads =
-        futures::future::join_all((0..4).map(|_| store.read_team_messages("alpha", "bob", 10)))
+        futures::future::join_all((0..4).map(|_| store.read_team_messages("alpha", "bob", "", 10)))
             .await;
     let got: usize = reads.into_iter().map(|r| r.unwrap().len()).sum();
     assert_eq!(got, 1, "read once, however many readers");
-    let ann = store.read_team_messages("alpha", "ann", 10).await.unwrap();
+    let ann = store
+        .read_team_messages("alpha", "ann", "", 10)
+        .await
+        .unwrap();
     assert_eq!(ann.len(), 1);
     assert_eq!((ann[0].sender.as_str(), ann[0].broadcast), ("lead", false));
     assert!(
         store
-            .read_team_messages("alpha", "ann", 10)
+            .read_team_messages("alpha", "ann", "", 10)
             .await
             .unwrap()
             .is_empty()
     );
     // A member that left keeps its messages until read.
     store
-        .send_team_message("alpha", "lead", "cy", "wrap up")
+        .send_team_message("alpha", "lead", "cy", "", "wrap up")
         .await
         .unwrap();
     store.remove_team_member("alpha", "cy").await.unwrap();
-    assert_eq!(store.unread_team_messages("alpha", "cy").await.unwrap(), 2);
+    assert_eq!(
+        store.unread_team_messages("alpha", "cy", "").await.unwrap(),
+        2
+    );
+}
+
+/// A task and a message belong to the user whose conversation made them: in another user's
+/// calls they are not listed, found, claimed, ended or read.
+async fn another_users_tasks_and_messages_are_not_there(config: &StoreConfig) {
+    let store = team(config).await;
+    let mut secret = new_task("alice's launch", &[]);
+    secret.user = "alice";
+    secret.description = "confidential merger plans";
+    let task = store.create_task(&secret).await.unwrap();
+    let listed = store
+        .tasks("alpha", Some("bob"), TaskFilter::All, TaskOrder::Newest, 50)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+    assert!(
+        store
+            .search_tasks("alpha", "bob", "merger", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .search_tasks("alpha", "alice", "merger", 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .claim_task("alpha", "ann", Some(task.id), FAR, Some("bob"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let cancel = store
+        .end_task(
+            "alpha",
+            task.id,
+            TaskStatus::Cancelled,
+            None,
+            "bob",
+            "mine now",
+        )
+        .await
+        .unwrap_err();
+    assert!(cancel.to_string().contains("there is no task"), "{cancel}");
+    store
+        .claim_task("alpha", "ann", Some(task.id), FAR, Some("alice"))
+        .await
+        .unwrap()
+        .unwrap();
+    let complete = store
+        .complete_task("alpha", task.id, "ann", "bob", "done")
+        .await
+        .unwrap_err();
+    assert!(
+        complete.to_string().contains("there is no task"),
+        "{complete}"
+    );
+    store
+        .send_team_message("alpha", "lead", "ann", "alice", "the merger is on")
+        .await
+        .unwrap();
+    assert!(
+        store
+            .read_team_messages("alpha", "ann", "bob", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .unread_team_messages("alpha", "ann", "bob")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .read_team_messages("alpha", "ann", "alice", 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }

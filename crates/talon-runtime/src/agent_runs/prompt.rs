@@ -25,7 +25,7 @@ impl Runner {
         }
         // The lead of a team sees TEAM.md (members see it only in the runs of team work).
         if !files.iter().any(|(name, _)| name == "TEAM.md")
-            && let Some(team) = self.team_file(agent).await
+            && let Some(team) = self.team_file(agent, user.unwrap_or_default()).await
         {
             files.push(("TEAM.md".to_string(), team));
         }

@@ -102,9 +102,9 @@ impl Runner {
         ChildOverrides::of(&run).ok()?.team
     }
 
-    /// TEAM.md for `agent`'s prompt: the teams it leads, their members and how the board works,
-    /// and its unread team messages; `None` when it leads none.
-    pub(crate) async fn team_file(&self, agent: &str) -> Option<String> {
+    /// TEAM.md for `agent`'s prompt in `user`'s conversation: the teams it leads, their members
+    /// and how the board works, and its unread team messages; `None` when it leads none.
+    pub(crate) async fn team_file(&self, agent: &str, user: &str) -> Option<String> {
         let teams = self.store().teams_of(agent).await.ok()?;
         let led: Vec<&TeamRecord> = teams.iter().filter(|t| t.lead == agent).collect();
         if led.is_empty() {
@@ -115,7 +115,7 @@ impl Runner {
             file.push_str(&team_md(team, agent));
             let unread = self
                 .store()
-                .unread_team_messages(&team.name, agent)
+                .unread_team_messages(&team.name, agent, user)
                 .await
                 .unwrap_or(0);
             if unread > 0 {
@@ -138,7 +138,7 @@ impl Runner {
         for member in record.members.iter().filter(|m| !busy.contains(&m.agent)) {
             let claimed = self
                 .store()
-                .claim_task(team, &member.agent, None, self.lease_until())
+                .claim_task(team, &member.agent, None, self.lease_until(), None)
                 .await;
             let task = match claimed {
                 Ok(Some(task)) => task,
@@ -297,7 +297,7 @@ You have unread team messages. Read them with team_message action read and act \
         let store = self.store();
         if ending.status == talon_store::RunStatus::Completed {
             match store
-                .complete_task(team, id, &run.agent_key, &ending.text)
+                .complete_task(team, id, &run.agent_key, &run.user_id, &ending.text)
                 .await
             {
                 Ok(_) => {}
@@ -336,6 +336,7 @@ You have unread team messages. Read them with team_message action read and act \
             .store()
             .tasks(
                 team,
+                Some(&task.user_id),
                 talon_store::TaskFilter::Active,
                 talon_store::TaskOrder::Priority,
                 500,
@@ -364,7 +365,7 @@ You have unread team messages. Read them with team_message action read and act \
         }
         if let Err(e) = self
             .store()
-            .send_team_message(team, "talon", &record.lead, &body)
+            .send_team_message(team, "talon", &record.lead, &task.user_id, &body)
             .await
         {
             tracing::warn!(team, error = %e, "cannot tell the lead of a failed task");

@@ -90,6 +90,8 @@ impl Tool for TeamTasks {
             Err(e) => return ToolOutput::error(e),
         };
         let agent = ctx.agent_key.clone().unwrap_or_default();
+        // The board of the user this conversation is for: another user's tasks are not there.
+        let user = ctx.user.as_deref().unwrap_or_default();
         let lead = team.lead == agent;
         let store = self.runner.store();
         let id = || {
@@ -111,14 +113,14 @@ impl Tool for TeamTasks {
                     other => return bad_choice("order", other, "priority, newest"),
                 };
                 store
-                    .tasks(&team.name, filter, order, LIST_LIMIT)
+                    .tasks(&team.name, Some(user), filter, order, LIST_LIMIT)
                     .await
                     .map(|tasks| board(&team, &tasks))
             }
             "search" => {
                 let query = input.query.as_deref().unwrap_or_default();
                 store
-                    .search_tasks(&team.name, query, LIST_LIMIT)
+                    .search_tasks(&team.name, user, query, LIST_LIMIT)
                     .await
                     .map(|tasks| board(&team, &tasks))
             }
@@ -128,8 +130,8 @@ impl Tool for TeamTasks {
                     Err(e) => return ToolOutput::error(e),
                 };
                 match store.task(&team.name, id).await {
-                    Ok(Some(task)) => Ok(detail(&task)),
-                    Ok(None) => {
+                    Ok(Some(task)) if task.user_id == user => Ok(detail(&task)),
+                    Ok(_) => {
                         return ToolOutput::error(format!(
                             "there is no task #{id} on {}'s board; list the board for the ids",
                             team.name
@@ -179,7 +181,13 @@ impl Tool for TeamTasks {
                     );
                 }
                 match store
-                    .claim_task(&team.name, &agent, input.task_id, self.runner.lease_until())
+                    .claim_task(
+                        &team.name,
+                        &agent,
+                        input.task_id,
+                        self.runner.lease_until(),
+                        Some(user),
+                    )
                     .await
                 {
                     Ok(Some(task)) => {
@@ -206,7 +214,10 @@ impl Tool for TeamTasks {
                 if result.trim().is_empty() {
                     return ToolOutput::error("result is empty: give the task's result");
                 }
-                match store.complete_task(&team.name, id, &agent, result).await {
+                match store
+                    .complete_task(&team.name, id, &agent, user, result)
+                    .await
+                {
                     Ok((_, unblocked)) => {
                         if !unblocked.is_empty() {
                             self.runner.dispatch_team(&team.name).await;
@@ -242,7 +253,10 @@ impl Tool for TeamTasks {
                     return ToolOutput::error(format!("{} needs a reason", input.action));
                 }
                 let owner = (!lead).then_some(agent.as_str());
-                match store.end_task(&team.name, id, status, owner, reason).await {
+                match store
+                    .end_task(&team.name, id, status, owner, user, reason)
+                    .await
+                {
                     Ok((task, blocked)) => {
                         if !lead {
                             self.runner.tell_lead_of_failure(&team.name, &task).await;
@@ -324,6 +338,7 @@ impl Tool for TeamMessage {
             Err(e) => return ToolOutput::error(e),
         };
         let agent = ctx.agent_key.clone().unwrap_or_default();
+        let user = ctx.user.as_deref().unwrap_or_default();
         let store = self.runner.store();
         let text = input.text.as_deref().unwrap_or_default();
         // The message says who it is from and in which role (the recipient's model reads it).
@@ -341,7 +356,10 @@ impl Tool for TeamMessage {
                 if text.trim().is_empty() {
                     return ToolOutput::error("text is empty: write the message");
                 }
-                match store.send_team_message(&team.name, &agent, to, &body).await {
+                match store
+                    .send_team_message(&team.name, &agent, to, user, &body)
+                    .await
+                {
                     Ok(_) => {
                         let woke = self.runner.wake_member(ctx, &team, to).await;
                         Ok(format!(
@@ -361,12 +379,12 @@ impl Tool for TeamMessage {
                     return ToolOutput::error("text is empty: write the message");
                 }
                 store
-                    .broadcast_team_message(&team.name, &agent, &body)
+                    .broadcast_team_message(&team.name, &agent, user, &body)
                     .await
                     .map(|n| format!("Sent to {n} teammate(s)."))
             }
             "read" => store
-                .read_team_messages(&team.name, &agent, LIST_LIMIT)
+                .read_team_messages(&team.name, &agent, user, LIST_LIMIT)
                 .await
                 .map(|messages| {
                     if messages.is_empty() {

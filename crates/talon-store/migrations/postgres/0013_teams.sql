@@ -1,6 +1,7 @@
 -- Talon schema v13: agent teams (seed 000 §8, seed 002 §8). A team has a lead and members; its
 -- task board holds tasks with priorities and prerequisites (`team_task_deps`), claimed with a
--- lease by one member at a time; its mailbox holds messages per recipient, read once.
+-- lease by one member at a time; its mailbox holds messages per recipient, read once. Tasks and
+-- messages belong to the user whose conversation posted them: another user's never show.
 
 CREATE TABLE teams (
     name TEXT PRIMARY KEY,
@@ -39,7 +40,7 @@ CREATE TABLE team_tasks (
     finished_at BIGINT NOT NULL DEFAULT 0,
     search TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', subject || ' ' || description)) STORED
 );
-CREATE INDEX team_tasks_board ON team_tasks (team, status, priority);
+CREATE INDEX team_tasks_board ON team_tasks (team, user_id, status, priority);
 
 CREATE INDEX team_tasks_search ON team_tasks USING GIN (search);
 
@@ -55,9 +56,10 @@ CREATE TABLE team_messages (
     team TEXT NOT NULL REFERENCES teams (name) ON DELETE CASCADE,
     sender TEXT NOT NULL,
     recipient TEXT NOT NULL,
+    user_id TEXT NOT NULL DEFAULT '',
     body TEXT NOT NULL,
     broadcast BIGINT NOT NULL DEFAULT 0,
     created_at BIGINT NOT NULL,
     read_at BIGINT NOT NULL DEFAULT 0
 );
-CREATE INDEX team_messages_inbox ON team_messages (team, recipient, read_at);
+CREATE INDEX team_messages_inbox ON team_messages (team, recipient, user_id, read_at);

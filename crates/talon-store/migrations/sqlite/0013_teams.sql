@@ -1,6 +1,7 @@
 -- Talon schema v13: agent teams (seed 000 §8, seed 002 §8). A team has a lead and members; its
 -- task board holds tasks with priorities and prerequisites (`team_task_deps`), claimed with a
--- lease by one member at a time; its mailbox holds messages per recipient, read once.
+-- lease by one member at a time; its mailbox holds messages per recipient, read once. Tasks and
+-- messages belong to the user whose conversation posted them: another user's never show.
 
 CREATE TABLE teams (
     name TEXT PRIMARY KEY,
@@ -38,7 +39,7 @@ CREATE TABLE team_tasks (
     updated_at INTEGER NOT NULL,
     finished_at INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX team_tasks_board ON team_tasks (team, status, priority);
+CREATE INDEX team_tasks_board ON team_tasks (team, user_id, status, priority);
 
 CREATE VIRTUAL TABLE team_tasks_fts USING fts5 (subject, description, content = 'team_tasks', content_rowid = 'id');
 CREATE TRIGGER team_tasks_ai AFTER INSERT ON team_tasks BEGIN
@@ -64,9 +65,10 @@ CREATE TABLE team_messages (
     team TEXT NOT NULL REFERENCES teams (name) ON DELETE CASCADE,
     sender TEXT NOT NULL,
     recipient TEXT NOT NULL,
+    user_id TEXT NOT NULL DEFAULT '',
     body TEXT NOT NULL,
     broadcast INTEGER NOT NULL DEFAULT 0,
     created_at INTEGER NOT NULL,
     read_at INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX team_messages_inbox ON team_messages (team, recipient, read_at);
+CREATE INDEX team_messages_inbox ON team_messages (team, recipient, user_id, read_at);

@@ -1,7 +1,8 @@
 //! A team's mailbox: one row per recipient, read once. Reading marks what it returns read in the
 //! same statement, so two readers (two gateways running the same member) never both get a
 //! message. Messages to a member that left or whose run died stay until read: nothing is
-//! dropped.
+//! dropped. A message belongs to the user whose conversation sent it, and is read only in that
+//! user's conversations.
 
 use sqlx::Row;
 
@@ -57,18 +58,20 @@ const EVERYONE: &str =
     "SELECT agent FROM team_members WHERE team = $1 UNION SELECT lead FROM teams WHERE name = $1";
 
 impl Store {
-    /// Sends `body` from `sender` to `recipient` (the lead or a member of `team`).
+    /// Sends `body` from `sender` to `recipient` (the lead or a member of `team`), in `user`'s
+    /// conversations.
     pub async fn send_team_message(
         &self,
         team: &str,
         sender: &str,
         recipient: &str,
+        user: &str,
         body: &str,
     ) -> Result<TeamMessage, StoreError> {
         check_body(body)?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO team_messages (team, sender, recipient, body, broadcast, created_at) \
-             SELECT $1, $2, $3, $4, 0, $5 WHERE $3 IN ({EVERYONE}) \
+            "INSERT INTO team_messages (team, sender, recipient, body, broadcast, created_at, user_id) \
+             SELECT $1, $2, $3, $4, 0, $5, $6 WHERE $3 IN ({EVERYONE}) \
              RETURNING id, team, sender, recipient, body, broadcast, created_at"
         )))
         .bind(team)
@@ -76,6 +79,7 @@ impl Store {
         .bind(recipient)
         .bind(body)
         .bind(now_ms())
+        .bind(user)
         .fetch_optional(self.pool())
         .await?;
         match row {
@@ -94,17 +98,19 @@ impl Store {
         &self,
         team: &str,
         sender: &str,
+        user: &str,
         body: &str,
     ) -> Result<u64, StoreError> {
         check_body(body)?;
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO team_messages (team, sender, recipient, body, broadcast, created_at) \
-             SELECT $1, $2, everyone.agent, $3, 1, $4 FROM ({EVERYONE}) AS everyone WHERE everyone.agent <> $2"
+            "INSERT INTO team_messages (team, sender, recipient, body, broadcast, created_at, user_id) \
+             SELECT $1, $2, everyone.agent, $3, 1, $4, $5 FROM ({EVERYONE}) AS everyone WHERE everyone.agent <> $2"
         )))
         .bind(team)
         .bind(sender)
         .bind(body)
         .bind(now_ms())
+        .bind(user)
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected())
@@ -116,10 +122,11 @@ impl Store {
         &self,
         team: &str,
         recipient: &str,
+        user: &str,
         limit: i64,
     ) -> Result<Vec<TeamMessage>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "WITH picked AS MATERIALIZED (SELECT id FROM team_messages WHERE team = $1 AND recipient = $2 AND read_at = 0 \
+            "WITH picked AS MATERIALIZED (SELECT id FROM team_messages WHERE team = $1 AND recipient = $2 AND user_id = $5 AND read_at = 0 \
              ORDER BY id LIMIT $3{}) \
              UPDATE team_messages SET read_at = $4 WHERE read_at = 0 AND id IN (SELECT id FROM picked) \
              RETURNING id, team, sender, recipient, body, broadcast, created_at",
@@ -129,6 +136,7 @@ impl Store {
         .bind(recipient)
         .bind(limit)
         .bind(now_ms())
+        .bind(user)
         .fetch_all(self.pool())
         .await?;
         let mut messages = rows.iter().map(message).collect::<Result<Vec<_>, _>>()?;
@@ -141,12 +149,14 @@ impl Store {
         &self,
         team: &str,
         recipient: &str,
+        user: &str,
     ) -> Result<i64, StoreError> {
         let row = sqlx::query(
-            "SELECT COUNT(*) FROM team_messages WHERE team = $1 AND recipient = $2 AND read_at = 0",
+            "SELECT COUNT(*) FROM team_messages WHERE team = $1 AND recipient = $2 AND user_id = $3 AND read_at = 0",
         )
         .bind(team)
         .bind(recipient)
+        .bind(user)
         .fetch_one(self.pool())
         .await?;
         Ok(row.try_get::<i64, _>(0)?)

@@ -11,6 +11,10 @@
 //! - **complete** makes a dependent `pending` only when *all* its prerequisites completed; a
 //!   failed or cancelled prerequisite keeps its dependents blocked (GoClaw unblocked them as
 //!   though it had succeeded), and the caller is given them to tell the lead.
+//!
+//! A task belongs to the user whose conversation posted it: every call a model makes names its
+//! user, and another user's tasks are as absent to it as tasks of another team. Only the
+//! dispatcher (the server) claims across users, running each task as its own user.
 
 use sqlx::Row;
 
@@ -286,14 +290,16 @@ impl Store {
         owner: &str,
         id: Option<i64>,
         lease_until: i64,
+        user: Option<&str>,
     ) -> Result<Option<TaskRecord>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "WITH picked AS MATERIALIZED (\
-             SELECT id FROM team_tasks WHERE team = $1 AND status = 'pending' AND ($4 < 0 OR id = $4) \
+             SELECT id FROM team_tasks WHERE team = $1 AND status = 'pending' AND ($4 < 0 OR id = $4){} \
              ORDER BY priority DESC, id LIMIT 1{}) \
              UPDATE team_tasks SET status = 'in_progress', owner = $2, run_id = '', lease_until = $3, \
              dispatches = dispatches + 1, updated_at = $5 \
              WHERE status = 'pending' AND id IN (SELECT id FROM picked) RETURNING {TASK_COLUMNS}",
+            if user.is_some() { " AND user_id = $6" } else { "" },
             self.skip_locked()
         )))
         .bind(team)
@@ -301,6 +307,7 @@ impl Store {
         .bind(lease_until)
         .bind(id.unwrap_or(-1))
         .bind(now_ms())
+        .bind(user.unwrap_or_default())
         .fetch_optional(self.pool())
         .await?;
         let Some(row) = row else {
@@ -407,6 +414,7 @@ impl Store {
         team: &str,
         id: i64,
         owner: &str,
+        user: &str,
         result: &str,
     ) -> Result<(TaskRecord, Vec<TaskRecord>), StoreError> {
         let mut tx = Locked::begin(self, &[format!("talon-team:{team}")]).await?;
@@ -414,17 +422,18 @@ impl Store {
         let done = async {
             let row = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE team_tasks SET status = 'completed', result = $4, finished_at = $5, updated_at = $5, lease_until = 0 \
-                 WHERE id = $1 AND team = $2 AND status = 'in_progress' AND owner = $3 RETURNING {TASK_COLUMNS}"
+                 WHERE id = $1 AND team = $2 AND status = 'in_progress' AND owner = $3 AND user_id = $6 RETURNING {TASK_COLUMNS}"
             )))
             .bind(id)
             .bind(team)
             .bind(owner)
             .bind(result)
             .bind(now)
+            .bind(user)
             .fetch_optional(&mut *tx.conn)
             .await?;
             let Some(row) = row else {
-                return Err(self.why_not_yours(team, id, owner).await);
+                return Err(self.why_not_yours(team, id, owner, user).await);
             };
             let unblocked = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE team_tasks SET status = 'pending', updated_at = $2 WHERE status = 'blocked' \
@@ -464,6 +473,7 @@ impl Store {
         id: i64,
         status: TaskStatus,
         owner: Option<&str>,
+        user: &str,
         reason: &str,
     ) -> Result<(TaskRecord, Vec<TaskRecord>), StoreError> {
         if !matches!(status, TaskStatus::Failed | TaskStatus::Cancelled) {
@@ -475,7 +485,7 @@ impl Store {
         let now = now_ms();
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE team_tasks SET status = $3, result = $4, finished_at = $5, updated_at = $5, lease_until = 0, run_id = '' \
-             WHERE id = $1 AND team = $2 AND status IN ('pending', 'blocked', 'in_progress') \
+             WHERE id = $1 AND team = $2 AND user_id = $7 AND status IN ('pending', 'blocked', 'in_progress') \
              AND ($6 = '' OR (owner = $6 AND status = 'in_progress')) RETURNING {TASK_COLUMNS}"
         )))
         .bind(id)
@@ -484,12 +494,13 @@ impl Store {
         .bind(reason)
         .bind(now)
         .bind(owner.unwrap_or_default())
+        .bind(user)
         .fetch_optional(self.pool())
         .await?;
         let Some(row) = row else {
             return Err(match owner {
-                Some(owner) => self.why_not_yours(team, id, owner).await,
-                None => self.why_not_open(team, id).await,
+                Some(owner) => self.why_not_yours(team, id, owner, user).await,
+                None => self.why_not_open(team, id, user).await,
             });
         };
         let blocked = self.dependents(id).await?;
@@ -509,8 +520,12 @@ impl Store {
     }
 
     /// Why `owner` cannot finish task `id`, for the model.
-    async fn why_not_yours(&self, team: &str, id: i64, owner: &str) -> StoreError {
-        match self.task(team, id).await {
+    async fn why_not_yours(&self, team: &str, id: i64, owner: &str, user: &str) -> StoreError {
+        match self
+            .task(team, id)
+            .await
+            .map(|t| t.filter(|t| t.user_id == user))
+        {
             Ok(Some(t)) if t.status != TaskStatus::InProgress => invalid(format!(
                 "task #{id} is {}, not in progress; claim a pending task first",
                 t.status.as_str()
@@ -527,8 +542,12 @@ impl Store {
     }
 
     /// Why task `id` cannot be ended, for the model.
-    async fn why_not_open(&self, team: &str, id: i64) -> StoreError {
-        match self.task(team, id).await {
+    async fn why_not_open(&self, team: &str, id: i64, user: &str) -> StoreError {
+        match self
+            .task(team, id)
+            .await
+            .map(|t| t.filter(|t| t.user_id == user))
+        {
             Ok(Some(t)) => invalid(format!(
                 "task #{id} has ended already ({})",
                 t.status.as_str()
@@ -540,7 +559,8 @@ impl Store {
         }
     }
 
-    /// Task `id` of `team`, with its prerequisites.
+    /// Task `id` of `team`, with its prerequisites (whoever's it is: callers acting for a
+    /// user check [`TaskRecord::user_id`]).
     pub async fn task(&self, team: &str, id: i64) -> Result<Option<TaskRecord>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {TASK_COLUMNS} FROM team_tasks WHERE id = $1 AND team = $2"
@@ -556,10 +576,12 @@ impl Store {
         Ok(tasks.pop())
     }
 
-    /// `team`'s tasks that `filter` keeps, in `order`, at most `limit`.
+    /// `team`'s tasks that `filter` keeps, in `order`, at most `limit`; `user`: only that
+    /// user's (`None`: everyone's, for the operator).
     pub async fn tasks(
         &self,
         team: &str,
+        user: Option<&str>,
         filter: TaskFilter,
         order: TaskOrder,
         limit: i64,
@@ -574,10 +596,12 @@ impl Store {
             TaskOrder::Newest => "id DESC",
         };
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = $1{status} ORDER BY {order} LIMIT $2"
+            "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = $1{status}{} ORDER BY {order} LIMIT $2",
+            if user.is_some() { " AND user_id = $3" } else { "" }
         )))
         .bind(team)
         .bind(limit)
+        .bind(user.unwrap_or_default())
         .fetch_all(self.pool())
         .await?;
         self.with_blockers(rows.iter().map(task).collect::<Result<Vec<_>, _>>()?)
@@ -590,6 +614,7 @@ impl Store {
     pub async fn search_tasks(
         &self,
         team: &str,
+        user: &str,
         query: &str,
         limit: i64,
     ) -> Result<Vec<TaskRecord>, StoreError> {
@@ -607,24 +632,26 @@ impl Store {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "WITH m AS MATERIALIZED (SELECT rowid AS id, -bm25(team_tasks_fts) AS score FROM team_tasks_fts \
                      WHERE team_tasks_fts MATCH $1) \
-                     SELECT {} FROM m JOIN team_tasks t ON t.id = m.id WHERE t.team = $2 \
+                     SELECT {} FROM m JOIN team_tasks t ON t.id = m.id WHERE t.team = $2 AND t.user_id = $4 \
                      ORDER BY m.score DESC, t.id LIMIT $3",
                     qualified("t")
                 )))
                 .bind(fts)
                 .bind(team)
                 .bind(limit)
+                .bind(user)
                 .fetch_all(self.pool())
                 .await?
             }
             crate::Engine::Postgres => {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = $2 AND search @@ to_tsquery('simple', $1) \
+                    "SELECT {TASK_COLUMNS} FROM team_tasks WHERE team = $2 AND user_id = $4 AND search @@ to_tsquery('simple', $1) \
                      ORDER BY ts_rank(search, to_tsquery('simple', $1)) DESC, id LIMIT $3"
                 )))
                 .bind(terms.join(" | "))
                 .bind(team)
                 .bind(limit)
+                .bind(user)
                 .fetch_all(self.pool())
                 .await?
             }

@@ -61,7 +61,7 @@ pub enum TeamsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// A team's task board.
+    /// A team's task board (every user's tasks).
     Board {
         /// The team.
         name: String,
@@ -206,7 +206,10 @@ pub async fn run(config: Config, data_dir: &Path, command: TeamsCommand) -> Exit
             } else {
                 TaskFilter::Active
             };
-            match store.tasks(&name, filter, TaskOrder::Priority, 1000).await {
+            match store
+                .tasks(&name, None, filter, TaskOrder::Priority, 1000)
+                .await
+            {
                 Ok(tasks) if json => {
                     println!("{}", serde_json::json!(tasks));
                     ExitCode::SUCCESS
