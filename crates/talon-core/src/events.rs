@@ -147,6 +147,22 @@ pub enum ToolEvent {
         user: Option<Arc<str>>,
         reason: Arc<str>,
     },
+    /// A team's board or mailbox changed (`change`: `task_created`, `task_claimed`,
+    /// `task_completed`, `task_failed`, `task_cancelled`, `message_sent`).
+    Team {
+        /// The lead's conversation the task or message belongs to (for a message, the
+        /// sender's).
+        session_key: Arc<str>,
+        team: Arc<str>,
+        /// Who acted: the lead, a member, or `talon` (the server dispatching).
+        agent_key: Arc<str>,
+        user: Option<Arc<str>>,
+        change: &'static str,
+        /// The task (0 for a message).
+        task_id: i64,
+        /// The task's subject, or the message's recipient ("*" for everyone).
+        subject: Arc<str>,
+    },
 }
 
 /// The turn a run event is about: its session, agent, user and run.
@@ -171,8 +187,9 @@ pub struct RunRef {
 impl ToolEvent {
     /// Every [`kind`](Self::kind), for subscribers that filter by kind and must refuse an
     /// unknown one.
-    pub const KINDS: [&'static str; 12] = [
+    pub const KINDS: [&'static str; 13] = [
         "handoff",
+        "team",
         "run_started",
         "run_finished",
         "child_run_started",
@@ -201,6 +218,7 @@ impl ToolEvent {
             Self::ChildRunStarted { .. } => "child_run_started",
             Self::ChildRunFinished { .. } => "child_run_finished",
             Self::Handoff { .. } => "handoff",
+            Self::Team { .. } => "team",
         }
     }
 
@@ -216,7 +234,8 @@ impl ToolEvent {
             | Self::RunFinished { session_key, .. }
             | Self::ChildRunStarted { session_key, .. }
             | Self::ChildRunFinished { session_key, .. }
-            | Self::Handoff { session_key, .. } => session_key,
+            | Self::Handoff { session_key, .. }
+            | Self::Team { session_key, .. } => session_key,
             Self::ApprovalRequested { request } => &request.session,
             Self::QuestionAsked { request } => &request.session,
         }
@@ -234,7 +253,8 @@ impl ToolEvent {
             | Self::RunFinished { user, .. }
             | Self::ChildRunStarted { user, .. }
             | Self::ChildRunFinished { user, .. }
-            | Self::Handoff { user, .. } => user.as_deref(),
+            | Self::Handoff { user, .. }
+            | Self::Team { user, .. } => user.as_deref(),
             Self::ApprovalRequested { request } => request.user.as_deref(),
             Self::QuestionAsked { request } => request.user.as_deref(),
         }
@@ -251,7 +271,8 @@ impl ToolEvent {
             Self::RunStarted { agent_key, .. }
             | Self::RunFinished { agent_key, .. }
             | Self::ChildRunStarted { agent_key, .. }
-            | Self::ChildRunFinished { agent_key, .. } => Some(agent_key),
+            | Self::ChildRunFinished { agent_key, .. }
+            | Self::Team { agent_key, .. } => Some(agent_key),
             Self::Handoff { from_agent, .. } => Some(from_agent),
             Self::ApprovalRequested { request } => request.agent.as_deref(),
             Self::QuestionAsked { request } => request.agent.as_deref(),
@@ -356,6 +377,7 @@ impl EventBus {
             ToolEvent::ChildRunStarted { .. }
                 | ToolEvent::ChildRunFinished { .. }
                 | ToolEvent::Handoff { .. }
+                | ToolEvent::Team { .. }
         ) && self.has_subscribers()
         {
             self.publish(event);
@@ -550,6 +572,15 @@ mod tests {
                 to_agent: text("b"),
                 user: None,
                 reason: text("billing"),
+            },
+            ToolEvent::Team {
+                session_key: text("s"),
+                team: text("alpha"),
+                agent_key: text("lead"),
+                user: None,
+                change: "task_created",
+                task_id: 1,
+                subject: text("research"),
             },
         ]
     }

@@ -172,6 +172,13 @@ fn log_event(event: &ToolEvent) {
             to_agent,
             ..
         } => tracing::info!(session = %session_key, from = %from_agent, to = %to_agent, "handoff"),
+        ToolEvent::Team {
+            team,
+            agent_key,
+            change,
+            task_id,
+            ..
+        } => tracing::info!(%team, agent = %agent_key, change, task = task_id, "team"),
         ToolEvent::Progress { .. } => {}
     }
 }

@@ -34,4 +34,5 @@ pub mod server_ips;
 pub mod spinner;
 pub mod store;
 pub mod teams;
+pub mod teams_http;
 pub mod web_config;

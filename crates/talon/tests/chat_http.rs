@@ -794,3 +794,6 @@ fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
     let told = status_json(&format!("{base}/v1/sessions/approve?user=alice"), None).1;
     assert!(told.to_string().contains("child done"), "{told}");
 }
+
+#[path = "chat_http/teams.rs"]
+mod teams;

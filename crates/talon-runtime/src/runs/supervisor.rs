@@ -71,6 +71,12 @@ impl Runner {
         {
             Ok(taken) => {
                 for run in taken {
+                    // A team member's task goes back to the board for whoever is idle (the
+                    // lifecycle is the server's): its run is not resumed.
+                    if run.origin == "team" {
+                        self.end_lost_team_run(&run).await;
+                        continue;
+                    }
                     if run.takeovers <= RESUMES {
                         tracing::info!(run = %run.id, "resuming a run whose gateway stopped");
                         self.launch(run);

@@ -141,7 +141,10 @@ impl Runner {
                 .claim_task(team, &member.agent, None, self.lease_until(), None)
                 .await;
             let task = match claimed {
-                Ok(Some(task)) => task,
+                Ok(Some(task)) => {
+                    self.task_event(&task, &member.agent, "task_claimed");
+                    task
+                }
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(team, error = %e, "cannot claim a task to dispatch");
@@ -300,7 +303,7 @@ You have unread team messages. Read them with team_message action read and act \
                 .complete_task(team, id, &run.agent_key, &run.user_id, &ending.text)
                 .await
             {
-                Ok(_) => {}
+                Ok((task, _)) => self.task_event(&task, &run.agent_key, "task_completed"),
                 // The member ended the task itself (completed or failed it with team_tasks).
                 Err(e) => tracing::debug!(task = id, error = %e, "task not completed by its run"),
             }
@@ -309,6 +312,7 @@ You have unread team messages. Read them with team_message action read and act \
             if let Ok(Some(task)) = store.release_task(id, Some(&run.id), &why).await
                 && task.status == TaskStatus::Failed
             {
+                self.task_event(&task, "talon", "task_failed");
                 self.tell_lead_of_failure(team, &task).await;
             }
         }
@@ -325,6 +329,22 @@ You have unread team messages. Read them with team_message action read and act \
             run.agent_key, ending.text
         );
         ending
+    }
+
+    /// Ends `lost` the team run `run` whose gateway died (taken over by this one), giving its
+    /// task back to the board, where an idle member takes it.
+    pub(crate) async fn end_lost_team_run(&self, run: &talon_store::RunRecord) {
+        let ending = Ending {
+            status: talon_store::RunStatus::Lost,
+            text: "the gateway running it stopped; its task went back to the board".into(),
+            usage: talon_store::RunUsage::default(),
+        };
+        let overrides = ChildOverrides::of(run).unwrap_or_default();
+        let ending = self.end_team_task(run, &overrides, ending).await;
+        self.end_run(run, &ending, false).await;
+        if let Some(team) = &overrides.team {
+            self.dispatch_team(team).await;
+        }
     }
 
     /// Messages the lead of `team` that `task` failed and what it leaves blocked.
@@ -387,6 +407,7 @@ You have unread team messages. Read them with team_message action read and act \
                 let mut teams: Vec<String> = Vec::new();
                 for task in released {
                     if task.status == TaskStatus::Failed {
+                        self.task_event(&task, "talon", "task_failed");
                         self.tell_lead_of_failure(&task.team, &task).await;
                     }
                     if !teams.contains(&task.team) {
@@ -399,6 +420,45 @@ You have unread team messages. Read them with team_message action read and act \
             }
             Err(e) => tracing::warn!(error = %e, "cannot give back expired task claims"),
         }
+    }
+}
+
+impl Runner {
+    /// Tells watchers (`/v1/events`, `talon chat`) that `agent` changed `task` (`change`).
+    pub(crate) fn task_event(&self, task: &TaskRecord, agent: &str, change: &'static str) {
+        self.pipeline_events()
+            .run_event(talon_core::events::ToolEvent::Team {
+                session_key: task.lead_session.as_str().into(),
+                team: task.team.as_str().into(),
+                agent_key: agent.into(),
+                user: (!task.user_id.is_empty()).then(|| task.user_id.as_str().into()),
+                change,
+                task_id: task.id,
+                subject: task.subject.as_str().into(),
+            });
+    }
+
+    /// Tells watchers that `ctx`'s agent sent a message on `team` to `to` (`*`: everyone).
+    pub(crate) fn message_event(&self, ctx: &CallContext, team: &str, to: &str) {
+        self.pipeline_events()
+            .run_event(talon_core::events::ToolEvent::Team {
+                session_key: ctx.session_key.as_str().into(),
+                team: team.into(),
+                agent_key: ctx.agent_key.as_deref().unwrap_or_default().into(),
+                user: ctx.user.as_deref().map(Into::into),
+                change: "message_sent",
+                task_id: 0,
+                subject: to.into(),
+            });
+    }
+}
+
+/// The event change that ends a task with `status`.
+pub(crate) fn ended(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Completed => "task_completed",
+        TaskStatus::Cancelled => "task_cancelled",
+        _ => "task_failed",
     }
 }
 

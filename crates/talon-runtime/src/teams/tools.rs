@@ -159,6 +159,7 @@ impl Tool for TeamTasks {
                 };
                 match store.create_task(&new).await {
                     Ok(task) => {
+                        self.runner.task_event(&task, &agent, "task_created");
                         let started = self.runner.dispatch_team(&team.name).await;
                         Ok(format!(
                             "Posted task #{} ({}){}; {started} member run(s) started.",
@@ -191,6 +192,7 @@ impl Tool for TeamTasks {
                     .await
                 {
                     Ok(Some(task)) => {
+                        self.runner.task_event(&task, &agent, "task_claimed");
                         if let Some(run) = ctx.run.run_id.as_deref() {
                             let _ = store.set_task_run(task.id, run).await;
                         }
@@ -218,7 +220,8 @@ impl Tool for TeamTasks {
                     .complete_task(&team.name, id, &agent, user, result)
                     .await
                 {
-                    Ok((_, unblocked)) => {
+                    Ok((task, unblocked)) => {
+                        self.runner.task_event(&task, &agent, "task_completed");
                         if !unblocked.is_empty() {
                             self.runner.dispatch_team(&team.name).await;
                         }
@@ -258,6 +261,8 @@ impl Tool for TeamTasks {
                     .await
                 {
                     Ok((task, blocked)) => {
+                        self.runner
+                            .task_event(&task, &agent, super::ended(task.status));
                         if !lead {
                             self.runner.tell_lead_of_failure(&team.name, &task).await;
                         }
@@ -361,6 +366,7 @@ impl Tool for TeamMessage {
                     .await
                 {
                     Ok(_) => {
+                        self.runner.message_event(ctx, &team.name, to);
                         let woke = self.runner.wake_member(ctx, &team, to).await;
                         Ok(format!(
                             "Sent to {to}.{}",
@@ -378,10 +384,13 @@ impl Tool for TeamMessage {
                 if text.trim().is_empty() {
                     return ToolOutput::error("text is empty: write the message");
                 }
-                store
+                let sent = store
                     .broadcast_team_message(&team.name, &agent, user, &body)
-                    .await
-                    .map(|n| format!("Sent to {n} teammate(s)."))
+                    .await;
+                if sent.is_ok() {
+                    self.runner.message_event(ctx, &team.name, "*");
+                }
+                sent.map(|n| format!("Sent to {n} teammate(s)."))
             }
             "read" => store
                 .read_team_messages(&team.name, &agent, user, LIST_LIMIT)

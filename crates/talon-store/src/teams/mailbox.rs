@@ -144,6 +144,26 @@ impl Store {
         Ok(messages)
     }
 
+    /// `team`'s messages in `user`'s conversations, read or not, newest first (at most
+    /// `limit`): what an operator's view shows. Listing marks nothing read.
+    pub async fn team_messages(
+        &self,
+        team: &str,
+        user: &str,
+        limit: i64,
+    ) -> Result<Vec<TeamMessage>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, team, sender, recipient, body, broadcast, created_at FROM team_messages \
+             WHERE team = $1 AND user_id = $2 ORDER BY id DESC LIMIT $3",
+        )
+        .bind(team)
+        .bind(user)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(message).collect()
+    }
+
     /// How many unread messages `recipient` has on `team`.
     pub async fn unread_team_messages(
         &self,

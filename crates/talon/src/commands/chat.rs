@@ -521,7 +521,8 @@ fn exit_code(stop: &TurnStop) -> ExitCode {
 }
 
 /// Shows, on stderr, the child runs of the chat's session starting and ending and its handoffs
-/// (the bus's `child_run_*` and `handoff` events), until the process ends.
+/// and its team's board changes (the bus's `child_run_*`, `handoff` and `team` events), until
+/// the process ends.
 fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
     let mut events = runner.pipeline().events().subscribe();
     tokio::spawn(async move {
@@ -572,6 +573,24 @@ fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
                     visible(from_agent),
                     visible(to_agent),
                     visible(reason)
+                ),
+                talon_core::events::ToolEvent::Team {
+                    team,
+                    agent_key,
+                    change,
+                    task_id,
+                    subject,
+                    ..
+                } => eprintln!(
+                    "  ▣ {} {}: {} {}",
+                    visible(team),
+                    change.replace('_', " "),
+                    if *task_id > 0 {
+                        format!("#{task_id} {}", visible(subject))
+                    } else {
+                        format!("to {}", visible(subject))
+                    },
+                    visible(agent_key)
                 ),
                 _ => {}
             }

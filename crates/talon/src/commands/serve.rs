@@ -115,7 +115,8 @@ pub async fn run(
             )
             .merge(talon_runtime::runs_http::routes(runner.clone()))
             .merge(talon_runtime::chat_http::routes(runner))
-            .merge(talon_runtime::agents_http::routes(rt.store.clone())),
+            .merge(talon_runtime::agents_http::routes(rt.store.clone()))
+            .merge(talon_runtime::teams_http::routes(rt.store.clone())),
         ),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;

@@ -86,6 +86,29 @@ pub fn status_json(url: &str, body: Option<&Value>) -> (u16, Value) {
     )
 }
 
+/// One `method` request with a JSON `body` (PUT, DELETE, …): the status and the body as JSON.
+pub fn method_json(method: &str, url: &str, body: &Value) -> (u16, Value) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, text) = runtime.block_on(async {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = reqwest::Client::new()
+            .request(method, url)
+            .json(body)
+            .timeout(std::time::Duration::from_secs(60))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    });
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
 pub fn requests(mock: &Mock) -> Vec<Value> {
     serde_json::from_str(&http(&format!("{}/_mock/requests", mock.url), None, &[])).unwrap()
 }
