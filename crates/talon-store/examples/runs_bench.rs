@@ -8,6 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+mod support {
+    pub mod engines;
+}
+
 use talon_store::{NewRun, RunLimits, RunStatus, RunUsage, Store, StoreConfig};
 
 const CYCLES: usize = 2000;
@@ -76,8 +80,8 @@ async fn cycles(store: &Store, workers: usize) -> (f64, Duration, Duration) {
     (rate, creates, finishes)
 }
 
-async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
-    let store = Store::open(config).await.unwrap();
+async fn bench(name: &str, config: StoreConfig) -> Vec<String> {
+    let store = Store::open(&config).await.unwrap();
     let mut rows = Vec::new();
     for workers in [1, 8] {
         let (rate, creates, finishes) = cycles(&store, workers).await;
@@ -93,23 +97,10 @@ async fn bench(name: &str, config: &StoreConfig) -> Vec<String> {
 
 #[tokio::main]
 async fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rows = bench("SQLite", &StoreConfig::sqlite_in(dir.path())).await;
-    if let Ok(url) = std::env::var("TALON_BENCH_DATABASE_URL") {
-        let mut config = StoreConfig::url(url.clone());
-        config.schema = Some(format!("bench_runs_{}", std::process::id()));
-        rows.extend(bench("PostgreSQL", &config).await);
-        let admin = Store::connect(&StoreConfig::url(url)).await.unwrap();
-        admin
-            .execute_admin(&format!("DROP SCHEMA {} CASCADE", config.schema.unwrap()))
-            .await
-            .unwrap();
-    }
-    println!(
-        "| engine | callers | runs started and ended | create_run median | finish_run median |"
-    );
-    println!("| --- | --- | --- | --- | --- |");
-    for row in rows {
-        println!("{row}");
-    }
+    support::engines::on_each_engine(
+        "runs",
+        "| engine | callers | runs started and ended | create_run median | finish_run median |",
+        bench,
+    )
+    .await;
 }

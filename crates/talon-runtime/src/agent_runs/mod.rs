@@ -265,6 +265,22 @@ impl Runner {
             .collect()
     }
 
+    /// The tools `agent` has of its own for `user` at spawn depth `depth` (the policy engine
+    /// applies the subagent and leaf deny lists there), for a run of that agent: under both
+    /// dialects' names, since the run's own turn keeps its provider's (a list of GoClaw's names
+    /// would leave a Claude Code turn with none of them).
+    pub async fn own_tool_names(
+        &self,
+        agent: &str,
+        user: Option<&str>,
+        depth: u32,
+    ) -> Result<Vec<String>, RunError> {
+        let mut ctx = self.context(Some(agent), user, "run").await?;
+        ctx.spawn_depth = depth;
+        ctx.dialect = None;
+        Ok(self.tool_names(&ctx).await)
+    }
+
     /// The specs of the tools offered to `ctx`.
     pub async fn tool_specs(&self, ctx: &CallContext) -> Vec<talon_core::ToolSpec> {
         self.pipeline

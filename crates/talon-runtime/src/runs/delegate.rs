@@ -290,16 +290,10 @@ pub(super) async fn start_delegation(
     };
     // The target works with its own tools, at the next depth (the policy engine applies the
     // deny lists there).
-    let tools = match runner
-        .context(Some(target), ctx.user.as_deref(), "delegation")
+    let tools = runner
+        .own_tool_names(target, ctx.user.as_deref(), ctx.spawn_depth + 1)
         .await
-    {
-        Ok(mut target_ctx) => {
-            target_ctx.spawn_depth = ctx.spawn_depth + 1;
-            runner.tool_names(&target_ctx).await
-        }
-        Err(e) => return Err(ToolOutput::error(e.to_string())),
-    };
+        .map_err(|e| ToolOutput::error(e.to_string()))?;
     let load = match runner.store().agent(target).await {
         Ok(Some(record)) => serde_json::from_str::<serde_json::Value>(&record.settings)
             .ok()

@@ -172,13 +172,10 @@ impl Runner {
             talon_core::untrusted::wrap("quality_gate", reviewer, output)
         );
         let tools = match self
-            .context(Some(reviewer), ctx.user.as_deref(), "gate")
+            .own_tool_names(reviewer, ctx.user.as_deref(), ctx.spawn_depth + 1)
             .await
         {
-            Ok(mut reviewer_ctx) => {
-                reviewer_ctx.spawn_depth = ctx.spawn_depth + 1;
-                self.tool_names(&reviewer_ctx).await
-            }
+            Ok(tools) => tools,
             Err(e) => return Judgement::Fail(format!("the reviewer cannot run: {e}")),
         };
         let spec = ChildSpec {

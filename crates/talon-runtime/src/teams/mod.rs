@@ -27,6 +27,8 @@ use talon_store::{TaskRecord, TaskStatus, TeamRecord};
 use crate::agent_runs::Runner;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
+mod board;
+pub mod claude_code;
 pub mod tools;
 
 /// The session setting that holds a conversation's team.
@@ -235,11 +237,10 @@ You have unread team messages. Read them with team_message action read and act \
     ) -> Result<talon_store::RunRecord, String> {
         let user = parent.user.as_deref();
         // The member's own tools, as in its own conversations (see `Runner::child_turn`).
-        let member_ctx = self
-            .context(Some(member), user, "team")
+        let tools = self
+            .own_tool_names(member, user, 0)
             .await
             .map_err(|e| e.to_string())?;
-        let tools = self.tool_names(&member_ctx).await;
         let spec = ChildSpec {
             agent: member,
             task: prompt,
@@ -281,7 +282,8 @@ You have unread team messages. Read them with team_message action read and act \
         }
         prompt.push_str(
             "\nDo this task. Your final answer is its result and goes to the lead. If it cannot \
-             be done, say why with team_tasks action fail.",
+             be done, fail it with the reason (team_tasks action fail, or TaskUpdate status \
+             failed).",
         );
         prompt
     }
@@ -500,17 +502,19 @@ fn team_md(team: &TeamRecord, agent: &str) -> String {
     }
     if team.lead == agent {
         md.push_str(
-            "\nYou lead: split the work into tasks on the board with team_tasks action create \
-             (subject, description, priority, blocked_by for tasks that need others' results \
-             first). Idle members are given tasks by priority as runs; each result comes back to \
-             you, prefixed teammate:. A failed task keeps the tasks it blocks waiting and you are \
-             told. team_tasks list shows the board; team_message sends to a member or everyone. \
-             When every task is done, answer the user from the results.\n",
+            "\nYou lead: split the work into tasks on the board (team_tasks action create, or \
+             TaskCreate: subject, description, and blocked_by for tasks that need others' \
+             results first). Idle members are given tasks as runs; each result comes back to \
+             you, prefixed teammate:. A failed task keeps the tasks it blocks waiting and you \
+             are told. The board lists the tasks (team_tasks list, TaskList); team messages \
+             reach a member or everyone (team_message, SendMessage). When every task is done, \
+             answer the user from the results.\n",
         );
     } else {
         md.push_str(
-            "\nYou are a member: you work on the task you were given. team_tasks list shows the \
-             board, team_message reaches the lead or a teammate.\n",
+            "\nYou are a member: you work on the task you were given. The board lists the tasks \
+             (team_tasks list, TaskList); team messages reach the lead or a teammate \
+             (team_message, SendMessage).\n",
         );
     }
     md

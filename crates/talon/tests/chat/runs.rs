@@ -411,6 +411,18 @@ fn delegation_goes_over_agent_links_within_their_capacity_in(kind: &str) {
     // The target runs with its own tools, which do not include delegating onwards.
     let target = &conversation(&mock, "TASK-R")[0];
     assert!(!target["tools"].to_string().contains("\"delegate\""));
+    // In its provider's dialect: a Claude Code turn is offered Read, a GoClaw one read_file
+    // (a list of GoClaw's names once left a Claude Code target with neither).
+    let reader = if kind == "anthropic" {
+        "\"Read\""
+    } else {
+        "\"read_file\""
+    };
+    assert!(
+        target["tools"].to_string().contains(reader),
+        "{}",
+        target["tools"]
+    );
 }
 
 /// evaluate_loop: the generator drafts, the evaluator rejects with feedback, the generator

@@ -1,4 +1,6 @@
-//! Issue 25: a team at work from `talon chat`, on both engines (see `runs::config`). The lead
+//! Issue 25: a team at work from `talon chat`, on both engines (see `runs::config`) and in both
+//! dialects (GoClaw's `team_tasks` in OpenAI's format, Claude Code's `TaskCreate` and
+//! `TaskUpdate` in Anthropic's). The lead
 //! posts five tasks; members are given them by priority in parallel (never one task twice); a
 //! task waits for its prerequisites and is given their results; a member's failure keeps what
 //! it blocks waiting and the lead is told; each result reaches the lead's session once. The
@@ -27,7 +29,26 @@ fn a_team_works_a_board_of_five_tasks() {
 
 fn a_team_works_a_board_of_five_tasks_in(kind: &str) {
     let home = tempfile::tempdir().unwrap();
-    let create = |args: Value| json!({"name": "team_tasks", "arguments": args});
+    // Each format's dialect: GoClaw's team_tasks, Claude Code's TaskCreate / TaskUpdate.
+    let claude = kind == "anthropic";
+    let create = |args: Value| {
+        if !claude {
+            return json!({"name": "team_tasks", "arguments": args});
+        }
+        let mut cc = json!({"subject": args["subject"], "description": args["description"]});
+        if let Some(team) = args.get("team") {
+            cc["team"] = team.clone();
+        }
+        if let Some(blocked) = args.get("blocked_by") {
+            cc["blockedBy"] = blocked.clone();
+        }
+        json!({"name": "TaskCreate", "arguments": cc})
+    };
+    let fail = if claude {
+        json!({"name": "TaskUpdate", "arguments": {"taskId": "4", "status": "failed", "result": "no lawyer is available"}})
+    } else {
+        json!({"name": "team_tasks", "arguments": {"action": "fail", "task_id": 4, "reason": "no lawyer is available"}})
+    };
     let mock = mock_provider(
         home.path(),
         &json!({"conversations": [
@@ -36,7 +57,8 @@ fn a_team_works_a_board_of_five_tasks_in(kind: &str) {
             {"when": "TASK-B", "turns": [{"text": "the copy is written"}]},
             {"when": "TASK-C", "turns": [{"text": "published the launch"}]},
             {"when": "TASK-D", "turns": [
-                {"tool_calls": [{"name": "team_tasks", "arguments": {"action": "fail", "task_id": 4, "reason": "no lawyer is available"}}]},
+                // Slow enough that the lead has posted #5 (blocked by #4) by then.
+                {"tool_calls": [fail], "delay_ms": 1500},
                 {"text": "I could not review the terms."}
             ]},
             {"when": "plan the launch", "turns": [

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""A team at work (issue 25) against one agent doing the same work, on one `talon serve`
+(SQLite), `talon mock-provider` answering with fixed delays: every request that does a task's
+work takes WORK seconds, every other request (posting tasks, answering) STEP seconds.
+
+  - team: the lead posts four tasks (research, draft, legal review; publish after research and
+    draft), three members work them as the board allows, each result is announced to the lead;
+    timed from the request until every result is in the lead's conversation;
+  - one agent: the same four tasks done one after another in one turn (four work requests,
+    then its answer).
+
+Prints both wall times (median of --samples), their ratio, and the gateway's peak RSS.
+
+Usage: team.py [--samples 5] [--work 1.0] [--step 0.1]
+Needs `cargo build --release -p talon`.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import time
+
+from common import peak_rss_mib, start_gateway, start_mock, talon_binary, workdir
+
+TASKS = [
+    ("research", "WORK-A research the market", []),
+    ("draft", "WORK-B draft the copy", []),
+    ("legal review", "WORK-D review the terms", []),
+    ("publish", "WORK-C publish it", [1, 2]),
+]
+
+
+def script(work, step):
+    work_ms, step_ms = int(work * 1000), int(step * 1000)
+    lead_turns = [
+        {"tool_calls": [{"name": "team_tasks", "arguments": {
+            "action": "create", "subject": subject, "description": description,
+            "blocked_by": blocked}}], "delay_ms": step_ms}
+        for subject, description, blocked in TASKS
+    ]
+    lead_turns.append({"text": "Posted.", "delay_ms": step_ms})
+    solo_turns = [
+        {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "UTC"}}],
+         "delay_ms": work_ms}
+        for _ in TASKS
+    ]
+    solo_turns.append({"text": "All four done.", "delay_ms": step_ms})
+    return {
+        "conversations": [
+            {"when": "[Talon] Runs you started", "last": True,
+             "turns": [{"text": "noted", "delay_ms": step_ms}]},
+            {"when": "WORK-", "turns": [{"text": "result of the work", "delay_ms": work_ms}]},
+            {"when": "team plan", "turns": lead_turns},
+            {"when": "solo plan", "turns": solo_turns},
+        ],
+    }
+
+
+CONFIG = """
+[tools]
+permission_mode = "bypassPermissions"
+[providers.mock]
+kind = "openai"
+base_url = "{url}/v1"
+model = "mock"
+"""
+
+
+def talon_cli(talon, home, *args):
+    env = dict(os.environ, HOME=home, TALON_DATA_DIR=os.path.join(home, "data"))
+    env.pop("TALON_CONFIG", None)
+    subprocess.run([talon, *args], cwd=home, env=env, check=True, capture_output=True)
+
+
+def post(addr, session, text):
+    host, port = addr.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=300)
+    conn.request("POST", f"/v1/sessions/{session}/messages", json.dumps({"text": text}),
+                 {"content-type": "application/json"})
+    resp = conn.getresponse()
+    body = resp.read()
+    if resp.status != 200:
+        raise RuntimeError(f"{resp.status}: {body[:300]}")
+
+
+def get(addr, path):
+    host, port = addr.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("GET", path)
+    return json.loads(conn.getresponse().read())
+
+
+def run_once(talon, work, step):
+    home = workdir()
+    mock, url = start_mock(talon, home, script(work, step))
+    config = CONFIG.format(url=url)
+    os.makedirs(os.path.join(home, ".config", "talon"), exist_ok=True)
+    with open(os.path.join(home, ".config", "talon", "talon.toml"), "w") as f:
+        f.write(config)
+    for agent in ["default", "ann", "bob", "cy"]:
+        talon_cli(talon, home, "agents", "create", agent)
+    talon_cli(talon, home, "teams", "create", "alpha", "--lead", "default")
+    for member in ["ann", "bob", "cy"]:
+        talon_cli(talon, home, "teams", "add", "alpha", member)
+    gateway, addr = start_gateway(talon, home, config)
+
+    t0 = time.perf_counter()
+    post(addr, "lead", "team plan")
+    while True:
+        tasks = get(addr, "/v1/teams/alpha/tasks?filter=all")["tasks"]
+        done = len(tasks) == len(TASKS) and all(t["status"] == "completed" for t in tasks)
+        if done:
+            shown = json.dumps(get(addr, "/v1/sessions/lead"))
+            if shown.count("result of the work") >= len(TASKS):
+                break
+        time.sleep(0.02)
+    team = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    post(addr, "solo", "solo plan")
+    solo = time.perf_counter() - t0
+    rss = peak_rss_mib(gateway.pid)
+    gateway.terminate()
+    mock.terminate()
+    return team, solo, rss
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--work", type=float, default=1.0)
+    parser.add_argument("--step", type=float, default=0.1)
+    args = parser.parse_args()
+    talon = talon_binary()
+    results = [run_once(talon, args.work, args.step) for _ in range(args.samples)]
+    team = statistics.median(r[0] for r in results)
+    solo = statistics.median(r[1] for r in results)
+    rss = max(r[2] for r in results)
+    print(f"{args.samples} samples; work request {args.work:.1f} s, other requests "
+          f"{args.step:.1f} s\n")
+    print("| figure | median |\n| --- | --- |")
+    print(f"| team: lead posts 4 tasks, 3 members, every result announced | {team:.2f} s |")
+    print(f"| one agent: the same 4 tasks in one turn | {solo:.2f} s |")
+    print(f"| gateway peak RSS (VmHWM) | {rss:.0f} MiB |")
+    print(f"\nratio team / one agent: {team / solo:.2f}")
+
+
+if __name__ == "__main__":
+    main()
