@@ -27,6 +27,7 @@ pub mod exec_policy;
 pub mod mcp_admin_http;
 pub mod mcp_servers_config;
 pub mod mcp_store;
+pub mod offer;
 pub mod runs;
 pub mod runs_http;
 pub mod runtime;

@@ -194,12 +194,17 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     if let Some(auto) = &config.tools.auto_allow {
         builder = builder.auto_allow(auto.iter().cloned());
     }
+    let mut grants = None;
     if let Some(bridge) = &bridge {
         // Search mode: a call naming a deferred MCP tool activates it.
-        builder = builder
-            .deferred_activator(bridge.activator())
-            .offer_filter(bridge.offer_filter());
+        builder = builder.deferred_activator(bridge.activator());
+        grants = Some(bridge.offer_filter());
     }
+    // Team and delegation tools only for agents on a team or with links (`offer`).
+    builder = builder.offer_filter(Arc::new(crate::offer::Relevant {
+        store: store.clone(),
+        next: grants,
+    }));
     let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
     let mut ips = config.scrub.server_ips.clone();
     if config.scrub.detect_server_ips {

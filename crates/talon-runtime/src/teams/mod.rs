@@ -236,11 +236,14 @@ You have unread team messages. Read them with team_message action read and act \
         task: Option<i64>,
     ) -> Result<talon_store::RunRecord, String> {
         let user = parent.user.as_deref();
-        // The member's own tools, as in its own conversations (see `Runner::child_turn`).
-        let tools = self
+        // The member's own tools, as in its own conversations (see `Runner::child_turn`), but
+        // none that start runs: its run is one level down, where the store refuses them.
+        let leaf_deny = &self.subagent_policy().leaf_deny;
+        let mut tools = self
             .own_tool_names(member, user, 0)
             .await
             .map_err(|e| e.to_string())?;
+        tools.retain(|tool| !leaf_deny.contains(tool));
         let spec = ChildSpec {
             agent: member,
             task: prompt,

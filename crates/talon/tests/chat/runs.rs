@@ -192,6 +192,17 @@ fn subagents_are_managed_within_the_callers_own_runs() {
     assert!(stdout.contains("Managed."), "{stdout}");
     assert!(stdout.contains("Told of the cancel."), "{stdout}");
     let parent = conversation(&mock, "manage helpers");
+    // An agent on no team and with no agent links is not offered tools it could not use.
+    let offered = parent[0]["tools"].to_string();
+    assert!(offered.contains("\"subagents\""), "{offered}");
+    for useless in [
+        "\"team_tasks\"",
+        "\"team_message\"",
+        "\"delegate\"",
+        "\"handoff\"",
+    ] {
+        assert!(!offered.contains(useless), "{useless}: {offered}");
+    }
     let listed = parent[2]["messages"].to_string();
     assert!(
         listed.contains("TASK-X") && listed.contains("TASK-Y") && !listed.contains("TASK-OTHER"),

@@ -154,6 +154,25 @@ fn a_team_works_a_board_of_five_tasks_in(kind: &str) {
         "nothing went to the other team: {beta}"
     );
 
+    // The lead, on a team, is offered the board.
+    let lead_tools = conversation(&mock, "plan the launch")[0]["tools"].to_string();
+    let post_tool = if claude {
+        "\"TaskCreate\""
+    } else {
+        "\"team_tasks\""
+    };
+    assert!(lead_tools.contains(post_tool), "{lead_tools}");
+    // A member has the board, and no tool that starts runs (it is one level down).
+    let member_tools = conversation(&mock, "TASK-A")[0]["tools"].to_string();
+    let board_tool = if claude {
+        "\"TaskUpdate\""
+    } else {
+        "\"team_tasks\""
+    };
+    assert!(member_tools.contains(board_tool), "{member_tools}");
+    for spawner in ["\"spawn\"", "\"subagents\"", "\"Agent\"", "\"delegate\""] {
+        assert!(!member_tools.contains(spawner), "{spawner}: {member_tools}");
+    }
     // The dependent task was given its prerequisites' results.
     let publish = conversation(&mock, "TASK-C")[0]["messages"].to_string();
     assert!(
