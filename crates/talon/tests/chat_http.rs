@@ -575,8 +575,16 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let key = "agent:default:http:direct:dash";
+    // A team with a task whose subject a model wrote as markup.
+    let (status, team) = status_json_with(
+        &format!("{base}/v1/teams"),
+        &json!({"name": "alpha", "lead": "default"}),
+        &auth,
+    );
+    assert_eq!(status, 201, "{team}");
+    store_task(home.path(), "alpha", "ship <b>it</b>");
     let steps = json!({"session": key, "transcript_contains": "Hello", "approve": true,
-                       "expect_event": "tool_finished", "agent": "default"});
+                       "expect_event": "tool_finished", "agent": "default", "team": "alpha"});
     let chromium = support::chromium();
     let report = support::dashboard(&[
         &base,
@@ -612,16 +620,61 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
             .contains(&json!("default")),
         "{report}"
     );
+    assert_eq!(report["task_statuses"], json!(["pending"]), "{report}");
+    assert!(
+        report["board_text"]
+            .as_str()
+            .unwrap()
+            .contains("ship <b>it</b>"),
+        "shown as text: {report}"
+    );
     assert_eq!(report["console_errors"], json!([]), "{report}");
     let done: Value = serde_json::from_str(&waiting.join().unwrap()).unwrap();
     assert_eq!(done["choices"][0]["message"]["content"], "Done.", "{done}");
-    for page in ["login", "sessions", "approvals", "events", "agents"] {
+    for page in [
+        "login",
+        "sessions",
+        "approvals",
+        "events",
+        "agents",
+        "teams",
+    ] {
         assert!(shots.join(format!("{page}.png")).is_file(), "{page}.png");
     }
     // The page itself is served without the token (it holds no data), under a strict CSP.
     let (status, page) = support::chat::exchange(&format!("{base}/"), None, &[]);
     assert_eq!(status, 200);
     assert!(page.contains("/dashboard/app.js"));
+}
+
+/// A request with a JSON body and headers: the status and the body as JSON.
+fn status_json_with(url: &str, body: &Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    let (status, text) = support::chat::exchange(url, Some(body), headers);
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Posts a task on `team`'s board straight in the store of the gateway in `home` (for no user).
+fn store_task(home: &std::path::Path, team: &str, subject: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = talon_store::StoreConfig::sqlite_in(&support::data_dir(home));
+        let store = talon_store::Store::open(&config).await.unwrap();
+        store
+            .create_task(&talon_store::NewTask {
+                team,
+                subject,
+                created_by: "default",
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    });
 }
 
 /// Issue 24: a running child is listed by `GET /v1/runs` and stopped by

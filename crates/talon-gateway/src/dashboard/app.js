@@ -389,6 +389,7 @@
       case 'question_answered': return d.action;
       case 'run_started': return 'via ' + d.channel;
       case 'run_finished': return d.stop + ' after ' + d.iterations + ' iteration(s), ' + T.fmtDuration(d.elapsed);
+      case 'team': return d.team + ' ' + String(d.change || '').replace(/_/g, ' ') + (d.task_id ? ' #' + d.task_id + ' ' + one(d.subject) : ' to ' + d.subject);
       case 'lagged': return one(d.error || d.missed + ' events dropped');
       default: return one(JSON.stringify(d));
     }
@@ -657,6 +658,86 @@
         h('span', { class: 'muted' }, T.oneLine(String(t.description || '').split('\n')[0], 140))),
       block(t.description || '', 'block prose'), h('div', { class: 'label' }, 'Input schema'),
       block(pretty(t.inputSchema || {}), 'block args'));
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Teams: each team's lead and members, and the viewed user's board, redrawn on `team` events.
+
+  page({ name: 'teams', title: 'Teams', render: renderTeams });
+
+  function renderTeams(root) {
+    const listBox = h('div', { id: 'team-list', class: 'list', 'aria-busy': 'true' });
+    const detail = h('section', { id: 'team-detail', class: 'detail' },
+      h('p', { class: 'muted' }, 'Select a team to see its members and its board.'));
+    root.append(h('div', { class: 'split' }, listBox, detail));
+    let selected = null;
+    let board = null;
+
+    async function load() {
+      try {
+        const data = await api('GET', '/v1/teams');
+        const teams = list(data && data.teams);
+        listBox.replaceChildren(...teams.map((t) => button([
+          h('span', { class: 'row-title' }, t.name),
+          h('span', { class: 'row-meta' }, 'lead ', t.lead, ' · ', list(t.members).length + ' member(s)'),
+        ], () => select(t), { class: 'row', data: { 'team-name': t.name } })));
+        if (!teams.length) listBox.append(h('p', { class: 'muted' }, 'No teams: `talon teams create` makes one.'));
+      } catch (e) {
+        listBox.replaceChildren(e.status === 404
+          ? h('p', { class: 'muted' }, 'Not enabled on this gateway (/v1/teams answers 404).')
+          : errorBox(e));
+      }
+      listBox.setAttribute('aria-busy', 'false');
+    }
+
+    function select(team) {
+      selected = team.name;
+      for (const row of listBox.querySelectorAll('[data-team-name]')) {
+        row.classList.toggle('selected', row.getAttribute('data-team-name') === team.name);
+      }
+      board = h('div', { id: 'team-board', 'aria-busy': 'true' });
+      detail.replaceChildren(h('h2', {}, team.name),
+        team.description ? h('p', {}, team.description) : '',
+        h('p', { class: 'muted' }, 'Lead: ', team.lead),
+        h('h3', {}, 'Members'),
+        table(['Agent', 'Role'], list(team.members).map((m) => h('tr', {}, h('td', {}, m.agent), h('td', {}, m.role)))),
+        h('h3', {}, 'Board'), board);
+      loadBoard();
+    }
+
+    async function loadBoard() {
+      const name = selected;
+      const box = board;
+      if (!name || !box) return;
+      try {
+        const data = await api('GET', '/v1/teams/' + enc(name) + '/tasks', { query: { user: state.user, filter: 'all' } });
+        if (selected !== name) return;
+        const tasks = list(data && data.tasks);
+        box.replaceChildren(tasks.length
+          ? table(['#', 'Status', 'Priority', 'Subject', 'Owner', 'After', 'Result'], tasks.map(taskRow))
+          : h('p', { class: 'muted' }, 'No tasks on this board for this user.'));
+      } catch (e) {
+        box.replaceChildren(errorBox(e));
+      }
+      box.setAttribute('aria-busy', 'false');
+    }
+
+    const refresh = debounce(loadBoard, 200);
+    load();
+    return {
+      onEvent(ev) {
+        if (ev.type === 'team' && ev.data && ev.data.team === selected) refresh();
+      },
+    };
+  }
+
+  function taskRow(t) {
+    const kind = t.status === 'completed' ? 'good' : (t.status === 'failed' || t.status === 'cancelled') ? 'bad' : '';
+    return h('tr', { data: { 'task-id': String(t.id), 'task-status': t.status } },
+      h('td', {}, '#' + t.id), h('td', {}, badge(t.status, kind)), h('td', {}, String(t.priority)),
+      h('td', {}, t.subject), h('td', {}, t.owner || ''),
+      h('td', {}, list(t.blocked_by).map((id) => '#' + id).join(', ')),
+      h('td', {}, T.oneLine(t.result || '', 200)));
   }
 
   // ---------------------------------------------------------------------------------------

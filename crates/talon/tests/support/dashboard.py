@@ -193,6 +193,20 @@ def main():
             report["agents"] = attrs(page, "[data-agent-key]", "data-agent-key")
             shot(page, "agents.png")
 
+            # Teams: a team's members and board.
+            team = steps.get("team")
+            if team:
+                page.click('a[data-page="teams"]')
+                wait("for the team list", lambda: page.wait_for_selector('#team-list[aria-busy="false"]'))
+                row = attr_selector("data-team-name", team)
+                wait("for team %r in the list" % team, lambda: page.wait_for_selector(row))
+                page.click(row)
+                wait("for the board of team %r" % team,
+                     lambda: page.wait_for_selector('#team-board[aria-busy="false"]'))
+                report["task_statuses"] = attrs(page, "#team-board [data-task-id]", "data-task-status")
+                report["board_text"] = page.text_content("#team-board") or ""
+                shot(page, "teams.png")
+
             # MCP (each section shows data, "not enabled" or an error).
             page.click('a[data-page="mcp"]')
             wait("for the MCP page", lambda: page.wait_for_function(
