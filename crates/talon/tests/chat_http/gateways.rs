@@ -6,30 +6,7 @@
 
 use super::*;
 
-use support::pg::{Schema, database_url};
-
-/// A gateway home whose agent talks to `mock`, with one-second leases.
-fn home(mock: &support::chat::Mock) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("talon.toml"),
-        format!(
-            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[subagents]\nlease_seconds = 1\n",
-            mock.url
-        ),
-    )
-    .unwrap();
-    home
-}
-
-/// Waits (at most a minute) until `done` holds.
-fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
+use support::pg::{Schema, database_url, gateway_home as home, until};
 
 /// The one run alice has, as gateway `base` shows it.
 fn only_run(base: &str) -> Option<Value> {

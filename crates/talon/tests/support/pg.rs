@@ -71,3 +71,27 @@ pub fn database_url() -> Option<String> {
     }
     url
 }
+
+/// A gateway home whose agents talk to `mock` (OpenAI's format), with one-second leases so a
+/// gateway that dies is taken over quickly.
+pub fn gateway_home(mock: &super::chat::Mock) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[subagents]\nlease_seconds = 1\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    home
+}
+
+/// Waits (at most a minute) until `done` holds.
+pub fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
