@@ -275,10 +275,25 @@ impl Runner {
         user: Option<&str>,
         depth: u32,
     ) -> Result<Vec<String>, RunError> {
+        Ok(self
+            .own_tool_specs(agent, user, depth)
+            .await?
+            .into_iter()
+            .map(|spec| spec.name)
+            .collect())
+    }
+
+    /// The specs of [`Runner::own_tool_names`].
+    pub async fn own_tool_specs(
+        &self,
+        agent: &str,
+        user: Option<&str>,
+        depth: u32,
+    ) -> Result<Vec<talon_core::ToolSpec>, RunError> {
         let mut ctx = self.context(Some(agent), user, "run").await?;
         ctx.spawn_depth = depth;
         ctx.dialect = None;
-        Ok(self.tool_names(&ctx).await)
+        Ok(self.tool_specs(&ctx).await)
     }
 
     /// The specs of the tools offered to `ctx`.

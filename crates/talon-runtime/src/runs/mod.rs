@@ -330,10 +330,10 @@ impl Runner {
                     cancel: cancel.clone(),
                     api: Default::default(),
                     child: Some(ChildTurn {
-                        // A team member works as its own agent (GoClaw dispatches to its
-                        // session), not as a subagent: the subagent deny lists, which take the
-                        // board away, do not apply. Its run is still one level down in the
-                        // store, so it cannot start runs of its own.
+                        // A team member's turn is not refused its team's board by the
+                        // subagent deny list; the tools stored on its run (chosen one level
+                        // down, see `teams`) narrow it as a delegation's. Its run is still one
+                        // level down in the store, so it cannot start runs of its own.
                         spawn_depth: if overrides.team.is_some() {
                             0
                         } else {

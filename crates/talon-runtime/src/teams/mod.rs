@@ -236,14 +236,18 @@ You have unread team messages. Read them with team_message action read and act \
         task: Option<i64>,
     ) -> Result<talon_store::RunRecord, String> {
         let user = parent.user.as_deref();
-        // The member's own tools, as in its own conversations (see `Runner::child_turn`), but
-        // none that start runs: its run is one level down, where the store refuses them.
-        let leaf_deny = &self.subagent_policy().leaf_deny;
-        let mut tools = self
-            .own_tool_names(member, user, 0)
-            .await
-            .map_err(|e| e.to_string())?;
-        tools.retain(|tool| !leaf_deny.contains(tool));
+        // A member works on another model's instructions, as a delegation's target does: its
+        // own tools one level down (the subagent and leaf deny lists apply), plus the team's
+        // board, which the subagent deny list takes from subagents. Its turn runs at depth 0
+        // (see `Runner::child_turn`), so the board is not refused there; this stored list is
+        // what narrows it.
+        let fail = |e: crate::agent_runs::RunError| e.to_string();
+        let mut tools = self.own_tool_names(member, user, 1).await.map_err(fail)?;
+        for spec in self.own_tool_specs(member, user, 0).await.map_err(fail)? {
+            if spec.groups.iter().any(|g| g == "teams") && !tools.contains(&spec.name) {
+                tools.push(spec.name);
+            }
+        }
         let spec = ChildSpec {
             agent: member,
             task: prompt,

@@ -173,6 +173,15 @@ fn a_team_works_a_board_of_five_tasks_in(kind: &str) {
     for spawner in ["\"spawn\"", "\"subagents\"", "\"Agent\"", "\"delegate\""] {
         assert!(!member_tools.contains(spawner), "{spawner}: {member_tools}");
     }
+    // It works on another model's instructions: what the subagent deny list withholds from a
+    // delegation's target (memory, which the lead has) it does not get either.
+    assert!(lead_tools.contains("\"memory_search\""), "{lead_tools}");
+    for withheld in ["\"memory_search\"", "\"sessions_send\""] {
+        assert!(
+            !member_tools.contains(withheld),
+            "{withheld}: {member_tools}"
+        );
+    }
     // The dependent task was given its prerequisites' results.
     let publish = conversation(&mock, "TASK-C")[0]["messages"].to_string();
     assert!(
