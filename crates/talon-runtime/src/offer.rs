@@ -37,12 +37,7 @@ impl OfferFilter for Relevant {
             let agent = ctx.agent_key.as_deref().unwrap_or_default();
             let offers = |group: &str| tools.iter().any(|t| in_group(t, group));
             // A store that cannot answer keeps the tools offered (they check for themselves).
-            let on_team = !offers("teams")
-                || self
-                    .store
-                    .teams_of(agent)
-                    .await
-                    .map_or(true, |teams| !teams.is_empty());
+            let on_team = !offers("teams") || self.store.on_a_team(agent).await.unwrap_or(true);
             let linked = !offers("delegation")
                 || self
                     .store

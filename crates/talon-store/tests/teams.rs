@@ -75,6 +75,8 @@ async fn teams_have_a_lead_and_members_and_an_agent_may_be_in_several(config: &S
     let of_ann = store.teams_of("ann").await.unwrap();
     assert_eq!(of_ann.len(), 2);
     assert!(of_ann[1].has_member("ann") && !of_ann[1].has_member("bob"));
+    assert!(store.on_a_team("lead").await.unwrap() && store.on_a_team("ann").await.unwrap());
+    assert!(!store.on_a_team("mallory").await.unwrap());
     assert!(store.remove_team_member("beta", "ann").await.unwrap());
     assert_eq!(store.teams_of("ann").await.unwrap().len(), 1);
     assert!(store.delete_team("beta").await.unwrap());

@@ -361,22 +361,8 @@ You have unread team messages. Read them with team_message action read and act \
         let Ok(Some(record)) = self.store().team(team).await else {
             return;
         };
-        let blocked = match self
-            .store()
-            .tasks(
-                team,
-                Some(&task.user_id),
-                talon_store::TaskFilter::Active,
-                talon_store::TaskOrder::Priority,
-                500,
-            )
-            .await
-        {
-            Ok(tasks) => tasks
-                .into_iter()
-                .filter(|t| t.status == TaskStatus::Blocked && t.blocked_by.contains(&task.id))
-                .map(|t| format!("#{}", t.id))
-                .collect::<Vec<_>>(),
+        let blocked: Vec<String> = match self.store().blocked_dependents(task.id).await {
+            Ok(tasks) => tasks.iter().map(|t| format!("#{}", t.id)).collect(),
             Err(_) => Vec::new(),
         };
         let mut body = format!(

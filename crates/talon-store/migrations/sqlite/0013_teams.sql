@@ -11,6 +11,8 @@ CREATE TABLE teams (
     updated_at INTEGER NOT NULL
 );
 
+CREATE INDEX teams_lead ON teams (lead);
+
 CREATE TABLE team_members (
     team TEXT NOT NULL REFERENCES teams (name) ON DELETE CASCADE,
     agent TEXT NOT NULL,

@@ -189,6 +189,19 @@ impl Store {
         self.with_members(rows).await
     }
 
+    /// Whether `agent` leads or belongs to any team: one indexed lookup, for what is asked on
+    /// every model request (which tools to offer).
+    pub async fn on_a_team(&self, agent: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 FROM teams WHERE lead = $1 UNION ALL \
+             SELECT 1 FROM team_members WHERE agent = $1 LIMIT 1",
+        )
+        .bind(agent)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.is_some())
+    }
+
     async fn with_members(
         &self,
         rows: Vec<sqlx::any::AnyRow>,

@@ -503,12 +503,12 @@ impl Store {
                 None => self.why_not_open(team, id, user).await,
             });
         };
-        let blocked = self.dependents(id).await?;
+        let blocked = self.blocked_dependents(id).await?;
         Ok((task(&row)?, blocked))
     }
 
-    /// The tasks blocked by `id` that have not ended.
-    async fn dependents(&self, id: i64) -> Result<Vec<TaskRecord>, StoreError> {
+    /// The tasks blocked by `id` that have not ended (they wait until it is posted again).
+    pub async fn blocked_dependents(&self, id: i64) -> Result<Vec<TaskRecord>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {TASK_COLUMNS} FROM team_tasks WHERE status = 'blocked' AND id IN \
              (SELECT task FROM team_task_deps WHERE blocked_by = $1) ORDER BY id"
