@@ -16,6 +16,8 @@ use axum::{Json, Router};
 use serde_json::json;
 use talon_store::Store;
 
+use crate::http_reply::{error, store_error};
+
 /// The routes over `store`.
 pub fn routes(store: Store) -> Router {
     Router::new()
@@ -24,14 +26,6 @@ pub fn routes(store: Store) -> Router {
         .route("/v1/agent-links", get(links).post(link))
         .route("/v1/agent-links/{source}/{target}", delete(unlink))
         .with_state(store)
-}
-
-fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (
-        status,
-        Json(json!({"ok": false, "error": message.to_string()})),
-    )
-        .into_response()
 }
 
 async fn list(State(store): State<Store>) -> Response {
@@ -109,9 +103,7 @@ async fn link(State(store): State<Store>, body: axum::body::Bytes) -> Response {
         .await
     {
         Ok(link) => (StatusCode::CREATED, Json(json!({"link": link}))).into_response(),
-        Err(e @ talon_store::StoreError::Invalid { .. }) => error(StatusCode::BAD_REQUEST, e),
-        Err(e @ talon_store::StoreError::NotFound { .. }) => error(StatusCode::NOT_FOUND, e),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => store_error(e),
     }
 }
 

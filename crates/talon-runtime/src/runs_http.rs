@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::agent_runs::Runner;
+use crate::http_reply::error;
 
 /// The routes over `runner`.
 pub fn routes(runner: Runner) -> Router {
@@ -39,14 +40,6 @@ impl RunsQuery {
     fn user(&self) -> Option<&str> {
         self.user.as_deref().filter(|u| !u.is_empty())
     }
-}
-
-fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (
-        status,
-        Json(json!({"ok": false, "error": message.to_string()})),
-    )
-        .into_response()
 }
 
 fn not_found(id: &str) -> Response {

@@ -23,7 +23,9 @@ use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use talon_store::{Store, StoreError, TaskFilter, TaskOrder};
+use talon_store::{Store, TaskFilter, TaskOrder};
+
+use crate::http_reply::{error, store_error};
 
 /// The routes over `store`.
 pub fn routes(store: Store) -> Router {
@@ -36,22 +38,6 @@ pub fn routes(store: Store) -> Router {
         .with_state(store)
 }
 
-fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
-    (
-        status,
-        Json(json!({"ok": false, "error": message.to_string()})),
-    )
-        .into_response()
-}
-
-fn failed(e: StoreError) -> Response {
-    match e {
-        StoreError::Invalid { .. } => error(StatusCode::BAD_REQUEST, e),
-        StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e),
-        e => error(StatusCode::INTERNAL_SERVER_ERROR, e),
-    }
-}
-
 fn no_team(name: &str) -> Response {
     error(
         StatusCode::NOT_FOUND,
@@ -62,7 +48,7 @@ fn no_team(name: &str) -> Response {
 async fn list(State(store): State<Store>) -> Response {
     match store.teams().await {
         Ok(teams) => Json(json!({"teams": teams})).into_response(),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -88,14 +74,14 @@ async fn create(State(store): State<Store>, body: axum::body::Bytes) -> Response
                 format!("there is no agent {:?} to lead the team", new.lead),
             );
         }
-        Err(e) => return failed(e),
+        Err(e) => return store_error(e),
     }
     match store
         .create_team(&new.name, &new.lead, &new.description)
         .await
     {
         Ok(team) => (StatusCode::CREATED, Json(json!({"team": team}))).into_response(),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -103,7 +89,7 @@ async fn show(State(store): State<Store>, Path(name): Path<String>) -> Response 
     match store.team(&name).await {
         Ok(Some(team)) => Json(json!({"team": team})).into_response(),
         Ok(None) => no_team(&name),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -111,7 +97,7 @@ async fn delete(State(store): State<Store>, Path(name): Path<String>) -> Respons
     match store.delete_team(&name).await {
         Ok(true) => Json(json!({"ok": true})).into_response(),
         Ok(false) => no_team(&name),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -142,15 +128,15 @@ async fn add(
                 format!("there is no agent {agent:?}"),
             );
         }
-        Err(e) => return failed(e),
+        Err(e) => return store_error(e),
     }
     match store.add_team_member(&name, &agent, &membership.role).await {
         Ok(()) => match store.team(&name).await {
             Ok(Some(team)) => Json(json!({"team": team})).into_response(),
             Ok(None) => no_team(&name),
-            Err(e) => failed(e),
+            Err(e) => store_error(e),
         },
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -164,7 +150,7 @@ async fn remove(
             StatusCode::NOT_FOUND,
             format!("{agent:?} is not a member of {name:?}"),
         ),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -195,7 +181,7 @@ async fn tasks(
     match store.team(&name).await {
         Ok(Some(_)) => {}
         Ok(None) => return no_team(&name),
-        Err(e) => return failed(e),
+        Err(e) => return store_error(e),
     }
     let limit = q.limit.unwrap_or(200).clamp(1, 1000);
     match store
@@ -203,7 +189,7 @@ async fn tasks(
         .await
     {
         Ok(tasks) => Json(json!({"tasks": tasks})).into_response(),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -215,11 +201,11 @@ async fn messages(
     match store.team(&name).await {
         Ok(Some(_)) => {}
         Ok(None) => return no_team(&name),
-        Err(e) => return failed(e),
+        Err(e) => return store_error(e),
     }
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     match store.team_messages(&name, &q.user, limit).await {
         Ok(messages) => Json(json!({"messages": messages})).into_response(),
-        Err(e) => failed(e),
+        Err(e) => store_error(e),
     }
 }
