@@ -10,6 +10,7 @@ use sqlx::Row;
 use crate::agents::valid_key;
 use crate::{Store, StoreError, now_ms};
 
+mod listing;
 mod mailbox;
 mod tasks;
 
