@@ -56,8 +56,8 @@ pub use mcp_servers::{
     check_headers, mcp_oauth_secret, mcp_server_secret, valid_server_name,
 };
 pub use memory::{
-    CHUNK_CHARS, CHUNK_OVERLAP, Chunk, MAX_MEMORY_QUERY_BYTES, MAX_MEMORY_QUERY_TERMS,
-    MEMORY_SEARCH_TIMEOUT, MemoryDocument, MemoryHit, UpdateError, chunk, memory_query_terms,
+    CHUNK_CHARS, CHUNK_OVERLAP, Chunk, ChunkVector, EmbeddingProgress, MAX_MEMORY_QUERY_BYTES,
+    MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, MemoryDocument, MemoryHit, UpdateError, chunk, memory_query_terms,
     memory_search_slots,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
@@ -182,6 +182,8 @@ pub struct Store {
     binary_names: cli_credentials::NamesCache,
     /// Memory searches in flight and their deadline, shared by the store's clones.
     memory_search: memory::SearchLimits,
+    /// Signalled when this process writes a memory document (see [`Store::memory_written`]).
+    memory_written: std::sync::Arc<tokio::sync::Notify>,
 }
 
 fn valid_identifier(s: &str) -> bool {
@@ -271,6 +273,7 @@ impl Store {
         }
         if engine == Engine::Sqlite {
             private_file::prepare(&config.url)?;
+            memory::register_sqlite_vec();
         }
         let schema = config.schema.clone();
         let pool = AnyPoolOptions::new()
@@ -326,6 +329,7 @@ impl Store {
             key: None,
             binary_names: cli_credentials::NamesCache::default(),
             memory_search: memory::SearchLimits::new(config.max_connections.max(1)),
+            memory_written: std::sync::Arc::default(),
         })
     }
 
@@ -346,6 +350,13 @@ impl Store {
     /// The pool, for modules of this crate.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Resolves after this process (through any clone of this store) wrote a memory document
+    /// since the last wait returned: the embedding indexer waits here between passes. Writes
+    /// by other processes on the same database are not signalled; poll for those.
+    pub async fn memory_written(&self) {
+        self.memory_written.notified().await;
     }
 
     /// Closes the pool.

@@ -7,10 +7,13 @@
 //! conflict, so concurrent edits never lose one another.
 
 mod search;
+mod vectors;
 
 use sqlx::Row;
 
 pub(crate) use search::SearchLimits;
+pub(crate) use vectors::register_sqlite_vec;
+pub use vectors::{ChunkVector, EmbeddingProgress};
 pub use search::{
     MAX_MEMORY_QUERY_BYTES, MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, memory_query_terms,
     memory_search_slots,
@@ -181,10 +184,16 @@ impl Store {
         };
         let id: i64 = row.try_get("id")?;
         let version: i64 = row.try_get("version")?;
-        sqlx::query("DELETE FROM memory_chunks WHERE document_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        // The new chunks go in beside the old ones; a chunk whose text did not change keeps
+        // its vector (an edit to one paragraph re-embeds that paragraph, not the document);
+        // then the old chunks go, with their vectors and full-text entries.
+        let last_old: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(id), 0) AS last FROM memory_chunks WHERE document_id = $1",
+        )
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("last")?;
         for c in chunk(content) {
             sqlx::query("INSERT INTO memory_chunks (document_id, chunk_index, start_line, end_line, content) VALUES ($1, $2, $3, $4, $5)")
                 .bind(id)
@@ -195,6 +204,23 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
+        sqlx::query(
+            "INSERT INTO memory_vectors (chunk_id, model, dims, vector, embedded_at) \
+             SELECT n.id, v.model, v.dims, v.vector, v.embedded_at FROM memory_chunks n \
+             JOIN memory_chunks o ON o.document_id = n.document_id AND o.id <= $2 AND o.content = n.content \
+             JOIN memory_vectors v ON v.chunk_id = o.id \
+             WHERE n.document_id = $1 AND n.id > $2 ON CONFLICT (chunk_id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(last_old)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM memory_chunks WHERE document_id = $1 AND id <= $2")
+            .bind(id)
+            .bind(last_old)
+            .execute(&mut *tx)
+            .await?;
+        self.memory_written.notify_one();
         tx.commit().await?;
         Ok(Some(version))
     }

@@ -97,6 +97,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0013_teams.sql"),
         postgres: include_str!("../migrations/postgres/0013_teams.sql"),
     },
+    Migration {
+        version: 14,
+        name: "memory_vectors",
+        sqlite: include_str!("../migrations/sqlite/0014_memory_vectors.sql"),
+        postgres: include_str!("../migrations/postgres/0014_memory_vectors.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -30,6 +30,26 @@ pub const MAX_MEMORY_QUERY_TERMS: usize = 32;
 /// How long a search may wait for its turn and run.
 pub const MEMORY_SEARCH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What a bounded search runs.
+pub(crate) type SearchFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<MemoryHit>, StoreError>> + Send>>;
+
+/// The hits of rows with `path`, `user_id`, `start_line`, `end_line`, `content` and `score`.
+pub(crate) fn hits(rows: &[sqlx::any::AnyRow]) -> Result<Vec<MemoryHit>, StoreError> {
+    rows.iter()
+        .map(|r| {
+            Ok(MemoryHit {
+                path: r.try_get("path")?,
+                user: r.try_get("user_id")?,
+                start_line: r.try_get("start_line")?,
+                end_line: r.try_get("end_line")?,
+                content: r.try_get("content")?,
+                score: r.try_get("score")?,
+            })
+        })
+        .collect()
+}
+
 /// The SQLSTATE PostgreSQL reports for a statement cancelled by `statement_timeout`.
 const PG_QUERY_CANCELED: &str = "57014";
 
@@ -99,14 +119,36 @@ impl Store {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
+        let (agent, user) = (agent.to_string(), user.to_string());
+        self.bounded_search("memory search", move |store, deadline| {
+            Box::pin(async move {
+                store
+                    .run_search(&agent, &user, &terms, limit, deadline)
+                    .await
+            })
+        })
+        .await
+    }
+
+    /// Runs `search` within the searches' bounds: one of the [`memory_search_slots`], and the
+    /// time limit for waiting and running together (the search is given its deadline, for
+    /// PostgreSQL's `statement_timeout`). `what` names it in the timeout's message.
+    pub(crate) async fn bounded_search<F>(
+        &self,
+        what: &'static str,
+        search: F,
+    ) -> Result<Vec<MemoryHit>, StoreError>
+    where
+        F: FnOnce(Store, tokio::time::Instant) -> SearchFuture + Send + 'static,
+    {
         let limits = self.memory_search.clone();
         let deadline = tokio::time::Instant::now() + limits.timeout;
         let timed_out = || StoreError::TimedOut {
-            what: "memory search",
+            what,
             limit: limits.timeout,
             hint: "the store is busy with other searches or the query matches too much; try again with fewer, more distinctive words",
         };
-        let search = async {
+        let bounded = async {
             let slot = Arc::clone(&limits.slots)
                 .acquire_owned()
                 .await
@@ -117,14 +159,11 @@ impl Store {
                 return Err(timed_out());
             }
             let store = self.clone();
-            let (agent, user) = (agent.to_string(), user.to_string());
             // Its own task, holding the slot until the database is done even when the caller
             // stops waiting: searches never hold more connections than their slots.
             let running = tokio::spawn(async move {
                 let _slot = slot;
-                store
-                    .run_search(&agent, &user, &terms, limit, deadline)
-                    .await
+                search(store, deadline).await
             });
             match running.await {
                 Ok(result) => result,
@@ -133,7 +172,7 @@ impl Store {
                 Err(_) => Err(timed_out()),
             }
         };
-        match tokio::time::timeout_at(deadline, search).await {
+        match tokio::time::timeout_at(deadline, bounded).await {
             Ok(Err(StoreError::Database(sqlx::Error::Database(e))))
                 if e.code().as_deref() == Some(PG_QUERY_CANCELED) =>
             {
@@ -142,6 +181,21 @@ impl Store {
             Ok(result) => result,
             Err(_) => Err(timed_out()),
         }
+    }
+
+    /// Has PostgreSQL cancel the transaction's statements at `deadline` (0 would mean no limit).
+    pub(crate) async fn statement_deadline(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), StoreError> {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let left_ms = left.as_millis().clamp(1, u128::from(u32::MAX));
+        sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+            .bind(format!("{left_ms}ms"))
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// The search statement itself, on one connection.
@@ -180,13 +234,7 @@ impl Store {
             }
             Engine::Postgres => {
                 let mut tx = self.pool().begin().await?;
-                // The server cancels the statement at the deadline (0 would mean no limit).
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let left_ms = left.as_millis().clamp(1, u128::from(u32::MAX));
-                sqlx::query("SELECT set_config('statement_timeout', $1, true)")
-                    .bind(format!("{left_ms}ms"))
-                    .execute(&mut *tx)
-                    .await?;
+                self.statement_deadline(&mut tx, deadline).await?;
                 let tsquery = terms.join(" | ");
                 // As on SQLite: match first (the GIN index), then scope, so a planner working from
                 // stale statistics cannot start from the documents and probe the index per row.
@@ -208,18 +256,7 @@ impl Store {
                 rows
             }
         };
-        rows.iter()
-            .map(|r| {
-                Ok(MemoryHit {
-                    path: r.try_get("path")?,
-                    user: r.try_get("user_id")?,
-                    start_line: r.try_get("start_line")?,
-                    end_line: r.try_get("end_line")?,
-                    content: r.try_get("content")?,
-                    score: r.try_get("score")?,
-                })
-            })
-            .collect()
+        hits(&rows)
     }
 
     /// The same store with searches bounded by `timeout` instead of [`MEMORY_SEARCH_TIMEOUT`] (the

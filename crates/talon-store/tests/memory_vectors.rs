@@ -1,0 +1,161 @@
+//! Issue 26: memory chunks' vectors on both engines (sqlite-vec on SQLite, exact cosine in SQL
+//! on PostgreSQL): which chunks wait for a model's vectors, the nearest chunks a user may see,
+//! a rewrite that keeps the vectors of unchanged chunks, a changed model re-embedding everything.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use talon_store::{ChunkVector, Engine, Store, StoreConfig};
+
+mod common;
+
+suite!(
+    vectors_are_searched_by_model_and_scope,
+    a_rewrite_keeps_the_vectors_of_unchanged_chunks,
+);
+
+/// A unit vector along axis `i` of 4, leaning a little towards axis `lean`.
+fn axis(i: usize, lean: usize) -> Vec<f32> {
+    let mut v = vec![0.0f32; 4];
+    v[i] = 1.0;
+    v[lean] += 0.3;
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / norm).collect()
+}
+
+/// Gives every chunk waiting for `model` a vector: `pick(content)`.
+async fn embed_all(store: &Store, model: &str, pick: impl Fn(&str) -> Vec<f32>) -> usize {
+    let waiting = store.chunks_to_embed(model, 100).await.unwrap();
+    let vectors: Vec<ChunkVector> = waiting
+        .iter()
+        .map(|(chunk, content)| ChunkVector {
+            chunk: *chunk,
+            vector: pick(content),
+        })
+        .collect();
+    store.put_chunk_vectors(model, &vectors).await.unwrap();
+    waiting.len()
+}
+
+fn by_topic(content: &str) -> Vec<f32> {
+    if content.contains("refund") {
+        axis(0, 1)
+    } else if content.contains("puppy") {
+        axis(1, 2)
+    } else {
+        axis(2, 3)
+    }
+}
+
+async fn vectors_are_searched_by_model_and_scope(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    let backend = store.vector_backend().await.unwrap();
+    match store.engine() {
+        Engine::Sqlite => assert!(backend.starts_with("sqlite-vec v0.1.9"), "{backend}"),
+        Engine::Postgres => assert!(backend.contains("exact cosine in SQL"), "{backend}"),
+    }
+    store
+        .put_memory("helper", "", "memory/policy.md", "refunds take two weeks")
+        .await
+        .unwrap();
+    store
+        .put_memory("helper", "alice", "memory/pets.md", "the puppy eats at six")
+        .await
+        .unwrap();
+    store
+        .put_memory("helper", "bob", "memory/pets.md", "the puppy of bob sleeps")
+        .await
+        .unwrap();
+    store
+        .put_memory("other", "", "MEMORY.md", "refunds are never given")
+        .await
+        .unwrap();
+    assert_eq!(embed_all(&store, "m1", by_topic).await, 4);
+    assert_eq!(embed_all(&store, "m1", by_topic).await, 0, "nothing left");
+    let progress = store.embedding_progress("m1").await.unwrap();
+    assert_eq!((progress.embedded, progress.chunks), (4, 4));
+
+    // Near the refund axis: the agent's global policy first, alice's puppy second; bob's
+    // document and the other agent's never.
+    let hits = store
+        .search_memory_vectors("helper", "alice", "m1", &axis(0, 1), 10)
+        .await
+        .unwrap();
+    let found: Vec<(&str, &str)> = hits
+        .iter()
+        .map(|h| (h.user.as_str(), h.content.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("", "refunds take two weeks"),
+            ("alice", "the puppy eats at six")
+        ],
+        "{hits:?}"
+    );
+    assert!((hits[0].score - 1.0).abs() < 1e-4, "cosine of equal vectors");
+    assert!(hits[1].score < hits[0].score);
+    // Another model's vectors are not compared with these.
+    let none = store
+        .search_memory_vectors("helper", "alice", "m2", &axis(0, 1), 10)
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "{none:?}");
+    // A changed model: every chunk waits for it, the old vectors keep serving the old model.
+    assert_eq!(store.chunks_to_embed("m2", 100).await.unwrap().len(), 4);
+    assert_eq!(embed_all(&store, "m2", |_| axis(3, 0)).await, 4);
+    assert_eq!(store.embedding_progress("m1").await.unwrap().embedded, 0);
+    let after = store
+        .search_memory_vectors("helper", "alice", "m2", &axis(3, 0), 10)
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 2, "{after:?}");
+    // A vector for a chunk that is gone (rewritten meanwhile) is skipped, not an error.
+    store
+        .put_chunk_vectors(
+            "m2",
+            &[ChunkVector {
+                chunk: 999_999,
+                vector: axis(0, 1),
+            }],
+        )
+        .await
+        .unwrap();
+}
+
+async fn a_rewrite_keeps_the_vectors_of_unchanged_chunks(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    // Three chunks' worth of lines.
+    let paragraph = |tag: &str| -> String {
+        (0..12)
+            .map(|i| format!("{tag} line {i:02} with enough words to fill a chunk of memory\n"))
+            .collect()
+    };
+    let text = format!("{}{}{}", paragraph("alpha"), paragraph("beta"), paragraph("gamma"));
+    store
+        .put_memory("helper", "", "MEMORY.md", &text)
+        .await
+        .unwrap();
+    let first = embed_all(&store, "m1", by_topic).await;
+    assert!(first >= 3, "{first} chunks");
+    // Only the last paragraph changes: only the chunks holding it wait for vectors.
+    let edited = text.replace("gamma line 11", "delta line 11");
+    store
+        .put_memory("helper", "", "MEMORY.md", &edited)
+        .await
+        .unwrap();
+    let waiting = store.chunks_to_embed("m1", 100).await.unwrap();
+    assert!(
+        !waiting.is_empty() && waiting.len() < first,
+        "{} of {first} chunks re-embedded",
+        waiting.len()
+    );
+    assert!(waiting.iter().all(|(_, c)| c.contains("delta line 11")));
+    let progress = store.embedding_progress("m1").await.unwrap();
+    assert_eq!(progress.embedded + waiting.len() as i64, progress.chunks);
+    // Deleting the document's content removes its vectors with its chunks.
+    store
+        .put_memory("helper", "", "MEMORY.md", "")
+        .await
+        .unwrap();
+    let progress = store.embedding_progress("m1").await.unwrap();
+    assert_eq!((progress.embedded, progress.chunks), (0, 0));
+}
