@@ -592,9 +592,14 @@ async fn serve_stops_when_shutdown_completes() {
     let addr = listener.local_addr().unwrap();
     let script = Script::from_json(r#"{"turns": [{"text": "from serve"}]}"#).unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(talon_agent::mock::serve(script, listener, async move {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(talon_agent::mock::serve(
+        script,
+        None,
+        listener,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     let body: Value = reqwest::Client::new()
         .post(format!("http://{addr}/v1/messages"))
         .json(&messages(false))

@@ -206,17 +206,6 @@ async fn api_key(
     section: &ProviderSection,
     store: &Store,
 ) -> Result<Option<String>, ConfigError> {
-    if let Some(secret) = &section.api_key_secret {
-        return match store.secret(secret).await {
-            Ok(Some(key)) => Ok(Some(key)),
-            Ok(None) => Err(ConfigError(format!(
-                "providers.{name}.api_key_secret: the store has no secret {secret:?}; set it with `talon secrets set {secret}`"
-            ))),
-            Err(e) => Err(ConfigError(format!(
-                "providers.{name}.api_key_secret: cannot read {secret:?}: {e}"
-            ))),
-        };
-    }
     let var = section.api_key_env.clone().unwrap_or_else(|| {
         match section.kind {
             ProviderKind::Openai => "OPENAI_API_KEY",
@@ -224,5 +213,35 @@ async fn api_key(
         }
         .to_string()
     });
-    Ok(std::env::var(&var).ok().filter(|k| !k.is_empty()))
+    key_from(
+        &format!("providers.{name}"),
+        section.api_key_secret.as_deref(),
+        Some(&var),
+        store,
+    )
+    .await
+}
+
+/// A key from the store secret `secret` (which must exist) if named, else from the environment
+/// variable `env`; `None` when neither gives one. `section` names the setting in errors.
+pub(crate) async fn key_from(
+    section: &str,
+    secret: Option<&str>,
+    env: Option<&str>,
+    store: &Store,
+) -> Result<Option<String>, ConfigError> {
+    if let Some(secret) = secret {
+        return match store.secret(secret).await {
+            Ok(Some(key)) => Ok(Some(key)),
+            Ok(None) => Err(ConfigError(format!(
+                "{section}.api_key_secret: the store has no secret {secret:?}; set it with `talon secrets set {secret}`"
+            ))),
+            Err(e) => Err(ConfigError(format!(
+                "{section}.api_key_secret: cannot read {secret:?}: {e}"
+            ))),
+        };
+    }
+    Ok(env
+        .and_then(|var| std::env::var(var).ok())
+        .filter(|k| !k.is_empty()))
 }

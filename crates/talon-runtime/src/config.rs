@@ -36,6 +36,8 @@ pub struct Config {
     pub mcp_servers:
         std::collections::BTreeMap<String, crate::mcp_servers_config::McpServerSection>,
     pub database: DatabaseSection,
+    /// `[memory]`: the embedding model of hybrid memory search.
+    pub memory: crate::memory_config::MemorySection,
     /// `[providers.<name>]`: the model providers agents talk to.
     pub providers: BTreeMap<String, crate::chat_config::ProviderSection>,
     /// `[chat]`: the agent loop's defaults.

@@ -28,6 +28,8 @@ mod http_reply;
 pub mod mcp_admin_http;
 pub mod mcp_servers_config;
 pub mod mcp_store;
+pub mod memory_config;
+pub mod memory_index;
 pub mod offer;
 pub mod runs;
 pub mod runs_http;

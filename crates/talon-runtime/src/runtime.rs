@@ -147,8 +147,16 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let registry = Arc::new(Registry::new());
     let keys = crate::web_config::search_keys(&store).await;
     let web = config.web.to_config(&keys).map_err(ConfigError)?;
+    let embedder = match &config.memory.embeddings {
+        Some(section) => Some(section.embedder(&store).await?),
+        None => None,
+    };
+    if let Some(embedder) = &embedder {
+        crate::memory_index::spawn(store.clone(), Arc::clone(embedder));
+    }
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
+        embedder,
         shell,
         web,
         ..config.builtin(&data_dir)
@@ -381,6 +389,9 @@ fn validate(
     }
     if let Err(e) = config.mcp.dialect() {
         problems.push(e);
+    }
+    if let Some(Err(e)) = config.memory.embeddings.as_ref().map(|e| e.check()) {
+        problems.push(e.0);
     }
     if let Err(e) = crate::mcp_servers_config::specs(&config.mcp_servers) {
         problems.push(e);

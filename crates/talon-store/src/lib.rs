@@ -57,8 +57,8 @@ pub use mcp_servers::{
 };
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, ChunkVector, EmbeddingProgress, MAX_MEMORY_QUERY_BYTES,
-    MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, MemoryDocument, MemoryHit, UpdateError, chunk, memory_query_terms,
-    memory_search_slots,
+    MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, MemoryDocument, MemoryHit, UpdateError, chunk,
+    memory_query_terms, memory_search_slots,
 };
 pub use migrate::{MIGRATIONS, MigrationStatus};
 pub use runs::{

@@ -12,12 +12,12 @@ mod vectors;
 use sqlx::Row;
 
 pub(crate) use search::SearchLimits;
-pub(crate) use vectors::register_sqlite_vec;
-pub use vectors::{ChunkVector, EmbeddingProgress};
 pub use search::{
     MAX_MEMORY_QUERY_BYTES, MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, memory_query_terms,
     memory_search_slots,
 };
+pub(crate) use vectors::register_sqlite_vec;
+pub use vectors::{ChunkVector, EmbeddingProgress};
 
 use crate::{Store, StoreError, now_ms};
 

@@ -14,7 +14,7 @@ suite!(
 
 /// A unit vector along axis `i` of 4, leaning a little towards axis `lean`.
 fn axis(i: usize, lean: usize) -> Vec<f32> {
-    let mut v = vec![0.0f32; 4];
+    let mut v = [0.0f32; 4];
     v[i] = 1.0;
     v[lean] += 0.3;
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -91,7 +91,10 @@ async fn vectors_are_searched_by_model_and_scope(config: &StoreConfig) {
         ],
         "{hits:?}"
     );
-    assert!((hits[0].score - 1.0).abs() < 1e-4, "cosine of equal vectors");
+    assert!(
+        (hits[0].score - 1.0).abs() < 1e-4,
+        "cosine of equal vectors"
+    );
     assert!(hits[1].score < hits[0].score);
     // Another model's vectors are not compared with these.
     let none = store
@@ -129,7 +132,12 @@ async fn a_rewrite_keeps_the_vectors_of_unchanged_chunks(config: &StoreConfig) {
             .map(|i| format!("{tag} line {i:02} with enough words to fill a chunk of memory\n"))
             .collect()
     };
-    let text = format!("{}{}{}", paragraph("alpha"), paragraph("beta"), paragraph("gamma"));
+    let text = format!(
+        "{}{}{}",
+        paragraph("alpha"),
+        paragraph("beta"),
+        paragraph("gamma")
+    );
     store
         .put_memory("helper", "", "MEMORY.md", &text)
         .await

@@ -43,6 +43,8 @@ pub struct BuiltinConfig {
     pub shell: talon_exec::ShellConfig,
     /// What the web tools may reach, and their limits.
     pub web: web::WebConfig,
+    /// The embedding model of hybrid memory search; `None`: full-text search only.
+    pub embedder: Option<Arc<dyn talon_embed::Embedder>>,
 }
 
 /// What the built-in tools share, kept for the layer above that owns the agent runtime: it
@@ -162,6 +164,7 @@ pub fn register_builtin_with(
         })?;
         registry.register(memory::memory_search::MemorySearch {
             store: store.clone(),
+            embedder: config.embedder.clone(),
         })?;
         registry.register(sessions::sessions_list::SessionsList {
             store: store.clone(),

@@ -158,6 +158,10 @@ enum Command {
         /// Listen address.
         #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
         listen: String,
+        /// Answer `/v1/embeddings` with this local sentence model (a directory with
+        /// config.json, tokenizer.json, model.safetensors) instead of hashed words.
+        #[arg(long, value_name = "DIR")]
+        embedding_model: Option<PathBuf>,
     },
     /// Write a commented talon.toml (default: $TALON_CONFIG, else ~/.config/talon/talon.toml).
     Init {

@@ -11,6 +11,7 @@
 //! - `GET /_mock/requests`: the JSON array of every request body received, in order.
 
 mod anthropic;
+mod embeddings;
 mod openai;
 mod script;
 
@@ -158,13 +159,17 @@ impl std::fmt::Debug for MockServer {
     }
 }
 
-/// Serves `script` on `listener` until `shutdown` completes (used by `talon mock-provider`).
+/// Serves `script` on `listener` until `shutdown` completes (used by `talon mock-provider`);
+/// `/v1/embeddings` answers with `embedder`'s vectors, or hashed words without one.
 pub async fn serve(
     script: Script,
+    embedder: Option<Arc<dyn talon_embed::Embedder>>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), MockError> {
-    serve_state(Arc::new(MockState::new(script)), listener, shutdown).await
+    let mut state = MockState::new(script);
+    state.embedder = embedder;
+    serve_state(Arc::new(state), listener, shutdown).await
 }
 
 async fn serve_state(
@@ -176,6 +181,8 @@ async fn serve_state(
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
         .route("/_mock/requests", get(recorded_requests))
+        .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/_mock/embeddings", get(embeddings::embedded))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -187,6 +194,10 @@ async fn serve_state(
 struct MockState {
     script: Script,
     log: Mutex<Log>,
+    /// What `/v1/embeddings` answers with; hashed words without one.
+    embedder: Option<Arc<dyn talon_embed::Embedder>>,
+    /// Texts embedded so far.
+    embedded: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -225,6 +236,8 @@ impl MockState {
         MockState {
             script,
             log: Mutex::new(Log::default()),
+            embedder: None,
+            embedded: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

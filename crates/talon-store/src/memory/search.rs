@@ -75,9 +75,23 @@ impl SearchLimits {
     }
 }
 
-/// The words of `query` to search for: lowercase, each once, in order of first appearance.
-/// Refuses a query longer than [`MAX_MEMORY_QUERY_BYTES`] or with more than [`MAX_MEMORY_QUERY_TERMS`]
-/// different words, saying how to fix it.
+/// English function words, left out of a query that has other words: matched with OR, "the"
+/// or "when" make every passage a match (a question worded as a person asks it found
+/// passages by its "the" and "is" before its subject).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+    "been", "before", "but", "by", "can", "could", "did", "do", "does", "for", "from", "get",
+    "got", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "just", "me", "my", "of", "on", "or", "our", "she", "should", "so", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "was",
+    "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would",
+    "you", "your",
+];
+
+/// The words of `query` to search for: lowercase, each once, in order of first appearance,
+/// without English function words unless the query has nothing else. Refuses a query longer
+/// than [`MAX_MEMORY_QUERY_BYTES`] or with more than [`MAX_MEMORY_QUERY_TERMS`] different
+/// words, saying how to fix it.
 pub fn memory_query_terms(query: &str) -> Result<Vec<String>, StoreError> {
     let invalid = |reason: String| StoreError::Invalid {
         what: "memory search query",
@@ -102,7 +116,12 @@ pub fn memory_query_terms(query: &str) -> Result<Vec<String>, StoreError> {
             terms.len()
         )));
     }
-    Ok(terms)
+    let content: Vec<String> = terms
+        .iter()
+        .filter(|t| !STOP_WORDS.contains(&t.as_str()))
+        .cloned()
+        .collect();
+    Ok(if content.is_empty() { terms } else { content })
 }
 
 impl Store {
@@ -287,6 +306,17 @@ mod tests {
             memory_query_terms("Cat cat, CAT tuna!").unwrap(),
             ["cat", "tuna"],
             "repeats count once"
+        );
+        assert_eq!(
+            memory_query_terms("When does the cat eat?").unwrap(),
+            ["cat", "eat"],
+            "function words go"
+        );
+        assert_eq!(memory_query_terms("to be or not").unwrap(), ["not"],);
+        assert_eq!(
+            memory_query_terms("the who").unwrap(),
+            ["the", "who"],
+            "unless nothing else is left"
         );
         assert_eq!(
             memory_query_terms(&"cat ".repeat(200)).unwrap(),

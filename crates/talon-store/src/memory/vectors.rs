@@ -53,7 +53,8 @@ pub(crate) fn register_sqlite_vec() {
                 *mut libsqlite3_sys::sqlite3,
                 *mut *mut std::os::raw::c_char,
                 *const libsqlite3_sys::sqlite3_api_routines,
-            ) -> std::os::raw::c_int = std::mem::transmute(sqlite_vec::sqlite3_vec_init as *const ());
+            ) -> std::os::raw::c_int =
+                std::mem::transmute(sqlite_vec::sqlite3_vec_init as *const ());
             libsqlite3_sys::sqlite3_auto_extension(Some(init));
         }
     });
@@ -82,8 +83,13 @@ fn pg_array(v: &[f32]) -> String {
         if i > 0 {
             out.push(',');
         }
-        // Non-finite values cannot be stored; an embedder never makes them, but be total.
-        let x = if x.is_finite() { *x } else { 0.0 };
+        // Non-finite values cannot be stored, and PostgreSQL refuses the text of a subnormal
+        // REAL ("value out of range: underflow"); both are zero for a cosine.
+        let x = if x.is_finite() && x.abs() >= f32::MIN_POSITIVE {
+            *x
+        } else {
+            0.0
+        };
         let _ = write!(out, "{x}");
     }
     out.push('}');
@@ -107,10 +113,12 @@ impl Store {
                 Ok(format!("sqlite-vec {version} (exact cosine)"))
             }
             Engine::Postgres => {
-                let pgvector = sqlx::query("SELECT 1 AS one FROM pg_available_extensions WHERE name = 'vector'")
-                    .fetch_optional(self.pool())
-                    .await?
-                    .is_some();
+                let pgvector = sqlx::query(
+                    "SELECT 1 AS one FROM pg_available_extensions WHERE name = 'vector'",
+                )
+                .fetch_optional(self.pool())
+                .await?
+                .is_some();
                 Ok(if pgvector {
                     "exact cosine in SQL (pgvector is available on this server but not used)".into()
                 } else {
@@ -251,8 +259,9 @@ impl Store {
                 self.statement_deadline(&mut tx, deadline).await?;
                 let rows = sqlx::query(concat!(
                     scoped_vector_search!(select),
-                    "CAST((SELECT SUM(a * b) FROM unnest(v.vector, CAST($1 AS REAL[])) AS t(a, b)) \
-                     AS DOUBLE PRECISION) AS score ",
+                    // In double precision: a product of two small REALs underflows REAL.
+                    "(SELECT SUM(CAST(a AS DOUBLE PRECISION) * b) \
+                     FROM unnest(v.vector, CAST($1 AS REAL[])) AS t(a, b)) AS score ",
                     scoped_vector_search!(scope)
                 ))
                 .bind(pg_array(query))
@@ -276,7 +285,7 @@ mod tests {
 
     #[test]
     fn vectors_have_a_text_form_for_postgresql() {
-        assert_eq!(pg_array(&[0.5, -1.0, f32::NAN]), "{0.5,-1,0}");
+        assert_eq!(pg_array(&[0.5, -1.0, f32::NAN, 1e-45]), "{0.5,-1,0,0}");
         assert_eq!(pg_array(&[]), "{}");
         assert_eq!(le_bytes(&[1.0]), 1.0f32.to_le_bytes());
     }

@@ -1,9 +1,14 @@
-//! `memory_search`: full-text search over memory documents, best matches first.
+//! `memory_search`: hybrid search over memory documents (words and meaning, see
+//! [`super::hybrid`]), best matches first, each with its score and the matched chunk.
+
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::{Store, StoreError};
+
+use super::hybrid::{Found, Mode};
 
 /// Default and maximum number of hits.
 pub const DEFAULT_LIMIT: i64 = 5;
@@ -13,7 +18,8 @@ pub const MAX_LIMIT: i64 = 50;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchInput {
-    /// A few distinctive words to look for (at most 32 different words, 1024 bytes).
+    /// What to look for, in the words of the memory or your own: a question or a few words
+    /// (at most 32 different words, 1024 bytes).
     pub query: String,
     /// Maximum results (default 5, at most 50).
     #[serde(default)]
@@ -24,6 +30,8 @@ pub struct MemorySearchInput {
 #[derive(Debug, Clone)]
 pub struct MemorySearch {
     pub store: Store,
+    /// The embedding model; `None`: full-text search only.
+    pub embedder: Option<Arc<dyn talon_embed::Embedder>>,
 }
 
 impl Tool for MemorySearch {
@@ -32,8 +40,9 @@ impl Tool for MemorySearch {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "memory_search",
-            "Search your memory documents (MEMORY.md, memory/*.md) by words. Returns the best matching \
-             passages with their paths and line ranges; read more with memory_get.",
+            "Search your memory documents (MEMORY.md, memory/*.md) by words and by meaning. Returns \
+             the best matching passages with their paths, line ranges and scores; read more with \
+             memory_get.",
             SideEffect::ReadOnly,
         )
         .in_group("memory")
@@ -46,25 +55,18 @@ impl Tool for MemorySearch {
         }
         let (agent, user) = super::scope(call.ctx());
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-        match self
-            .store
-            .search_memory(&agent, &user, &input.query, limit)
-            .await
+        let limit = usize::try_from(limit).unwrap_or(5);
+        match super::hybrid::search(
+            &self.store,
+            self.embedder.as_deref(),
+            &agent,
+            &user,
+            &input.query,
+            limit,
+        )
+        .await
         {
-            Ok(hits) if hits.is_empty() => {
-                ToolOutput::text(format!("No memory matches {:?}.", input.query))
-            }
-            Ok(hits) => ToolOutput::text(
-                hits.iter()
-                    .map(|h| {
-                        format!(
-                            "{}:{}-{} (score {:.2})\n{}",
-                            h.path, h.start_line, h.end_line, h.score, h.content
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n\n"),
-            ),
+            Ok((found, mode)) => ToolOutput::text(render(&input.query, &found, &mode)),
             // The store bounds the query and the search's time; its message says how to fix it.
             Err(e @ (StoreError::Invalid { .. } | StoreError::TimedOut { .. })) => {
                 ToolOutput::error(e.to_string())
@@ -72,4 +74,44 @@ impl Tool for MemorySearch {
             Err(e) => ToolOutput::error(format!("memory is unavailable: {e}")),
         }
     }
+}
+
+/// The result as the model reads it: how it was ranked, then each hit with its evidence.
+fn render(query: &str, found: &[Found], mode: &Mode) -> String {
+    let how = match mode {
+        Mode::Hybrid { model } => format!(
+            "Hybrid search (words and meaning, embedding model {model}; scores fuse both ranks)"
+        ),
+        Mode::FullText { why } => {
+            format!(
+                "Full-text search only ({why}): only passages sharing words with the query are found"
+            )
+        }
+    };
+    if found.is_empty() {
+        return format!("{how}.\nNo memory matches {query:?}.");
+    }
+    let hits: Vec<String> = found
+        .iter()
+        .map(|f| {
+            let mut why = Vec::new();
+            if let Some(rank) = f.words_rank {
+                why.push(format!("words #{rank}"));
+            }
+            if let Some(similarity) = f.similarity {
+                why.push(format!("meaning {similarity:.2}"));
+            }
+            let whose = if f.hit.user.is_empty() { "" } else { ", yours" };
+            format!(
+                "{}:{}-{} (score {:.4}: {}{whose})\n{}",
+                f.hit.path,
+                f.hit.start_line,
+                f.hit.end_line,
+                f.score,
+                why.join(", "),
+                f.hit.content
+            )
+        })
+        .collect();
+    format!("{how}:\n\n{}", hits.join("\n\n"))
 }

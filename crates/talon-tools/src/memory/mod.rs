@@ -2,6 +2,7 @@
 //! documents. Scope: the call's agent ([`talon_core::DEFAULT_AGENT`] when none) and user (global memory when none);
 //! a user sees their own documents and the agent's global ones.
 
+pub mod hybrid;
 pub mod memory_get;
 pub mod memory_search;
 

@@ -1,6 +1,7 @@
-//! `talon mock-provider --script FILE`: the scripted OpenAI- and Anthropic-compatible server, for
-//! offline demos and tests. Prints the URL to use as a provider's `base_url` and serves until
-//! Ctrl-C.
+//! `talon mock-provider --script FILE [--embedding-model DIR]`: the scripted OpenAI- and
+//! Anthropic-compatible server, for offline demos and tests, with an OpenAI-compatible
+//! `/v1/embeddings` (the local sentence model in DIR, else hashed words). Prints the URL to use
+//! as a provider's `base_url` and serves until Ctrl-C.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,10 +11,15 @@ use talon_agent::mock::{Script, serve};
 
 use super::usage_error;
 
-pub async fn run(script: &Path, listen: &str) -> ExitCode {
+pub async fn run(script: &Path, listen: &str, embedding_model: Option<&Path>) -> ExitCode {
     let script = match Script::from_file(script) {
         Ok(s) => s,
         Err(e) => return usage_error(e),
+    };
+    let embedder = match embedding_model.map(load) {
+        Some(Ok(e)) => Some(e),
+        Some(Err(e)) => return usage_error(format!("--embedding-model: {e}")),
+        None => None,
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
@@ -34,11 +40,23 @@ pub async fn run(script: &Path, listen: &str) -> ExitCode {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    match serve(script, listener, shutdown).await {
+    match serve(script, embedder, listener, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("talon mock-provider: {e}");
             ExitCode::from(1)
         }
     }
+}
+
+#[cfg(feature = "local-embeddings")]
+fn load(dir: &Path) -> Result<std::sync::Arc<dyn talon_embed::Embedder>, String> {
+    talon_embed::LocalEmbedder::load(dir, None)
+        .map(|e| std::sync::Arc::new(e) as std::sync::Arc<dyn talon_embed::Embedder>)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "local-embeddings"))]
+fn load(_dir: &Path) -> Result<std::sync::Arc<dyn talon_embed::Embedder>, String> {
+    Err("this talon was built without the local-embeddings feature".into())
 }

@@ -165,7 +165,11 @@ pub async fn run(cli: Cli) -> ExitCode {
             )
             .await
         }
-        Command::MockProvider { script, listen } => mock_provider::run(&script, &listen).await,
+        Command::MockProvider {
+            script,
+            listen,
+            embedding_model,
+        } => mock_provider::run(&script, &listen, embedding_model.as_deref()).await,
     }
 }
 

@@ -156,7 +156,10 @@ fn a_team_on_two_gateways_survives_a_killed_gateway() {
     });
     let survey = task(1);
     assert_eq!(survey["status"], "completed", "{survey}");
-    assert_ne!(survey["owner"], "ann", "another member finished it: {survey}");
+    assert_ne!(
+        survey["owner"], "ann",
+        "another member finished it: {survey}"
+    );
     assert_eq!(survey["dispatches"], 2, "{survey}");
     assert_eq!(survey["result"], "the survey is done");
     let legal = task(2);

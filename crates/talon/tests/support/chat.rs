@@ -23,11 +23,17 @@ impl Drop for Mock {
 }
 
 pub fn mock_provider(home: &Path, script: &Value) -> Mock {
+    mock_provider_with(home, script, &[])
+}
+
+/// [`mock_provider`] with more arguments (`--embedding-model DIR`).
+pub fn mock_provider_with(home: &Path, script: &Value, args: &[&std::ffi::OsStr]) -> Mock {
     let path = home.join("script.json");
     std::fs::write(&path, script.to_string()).unwrap();
     let mut child = super::command(home)
         .args(["mock-provider", "--script"])
         .arg(&path)
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

