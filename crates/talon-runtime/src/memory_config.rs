@@ -35,6 +35,35 @@ pub struct MemorySection {
     pub embeddings: Option<EmbeddingsSection>,
 }
 
+impl MemorySection {
+    /// How memory is searched with this configuration on `store`, in a line (`talon doctor`):
+    /// hybrid or full text and why, what compares vectors, and how many chunks are embedded.
+    pub async fn status(&self, store: &Store) -> String {
+        let backend = match store.vector_backend().await {
+            Ok(b) => b,
+            Err(e) => return format!("unavailable: {e}"),
+        };
+        let Some(section) = &self.embeddings else {
+            return format!(
+                "full text only: no [memory.embeddings] is configured (vectors would be compared by {backend})"
+            );
+        };
+        match section.embedder(store).await {
+            Ok(embedder) => {
+                let model = embedder.model().to_string();
+                match store.embedding_progress(&model).await {
+                    Ok(p) => format!(
+                        "hybrid: words and meaning, embedding model {model} ({}); vectors compared by {backend}; {} of {} chunks embedded",
+                        section.provider, p.embedded, p.chunks
+                    ),
+                    Err(e) => format!("hybrid, embedding model {model}; progress unavailable: {e}"),
+                }
+            }
+            Err(e) => format!("full text only: {}", e.0),
+        }
+    }
+}
+
 /// `[memory.embeddings]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -47,9 +47,12 @@ fn crates_depend_only_on_lower_layers() {
             &["talon-core", "talon-net", "talon-jsonrpc"],
         ),
         ("talon-store", &[]),
+        // Embeddings: a leaf (HTTP and the local model), below what searches with them.
+        ("talon-embed", &[]),
         (
             "talon-tools",
             &[
+                "talon-embed",
                 "talon-core",
                 "talon-fs",
                 "talon-exec",
@@ -59,12 +62,14 @@ fn crates_depend_only_on_lower_layers() {
             ],
         ),
         ("talon-mcp", &["talon-core", "talon-jsonrpc"]),
-        ("talon-agent", &["talon-core", "talon-net"]),
+        // The mock provider answers /v1/embeddings with an embedder.
+        ("talon-agent", &["talon-core", "talon-net", "talon-embed"]),
         ("talon-gateway", &["talon-core", "talon-mcp"]),
         // The runtime as a library: everything the binary runs, for an embedder.
         (
             "talon-runtime",
             &[
+                "talon-embed",
                 "talon-core",
                 "talon-exec",
                 "talon-web",
@@ -79,6 +84,7 @@ fn crates_depend_only_on_lower_layers() {
         (
             "talon",
             &[
+                "talon-embed",
                 "talon-core",
                 "talon-exec",
                 "talon-web",

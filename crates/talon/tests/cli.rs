@@ -559,6 +559,12 @@ fn the_operators_cli_is_complete() {
         "{doctor}"
     );
     assert!(doctor["test_command"]["ran"].is_boolean(), "{doctor}");
+    let memory = doctor["memory_search"].as_str().unwrap();
+    assert!(
+        memory.starts_with("full text only: no [memory.embeddings]")
+            && memory.contains("sqlite-vec v0.1.9"),
+        "{memory}"
+    );
 }
 
 /// The README's fenced blocks of `language`, in order.

@@ -1,6 +1,7 @@
 //! `talon doctor`: which sandbox backends work on this host, which one the configuration makes
-//! active and why, the network mode, what to do about the backends that do not work, and the
-//! Landlock backend's limits. Exit 0 when the configured backend works (or the sandbox is off
+//! active and why, the network mode, what to do about the backends that do not work, the
+//! Landlock backend's limits, and how memory is searched (hybrid or full text, what compares
+//! vectors, how many chunks are embedded). Exit 0 when the configured backend works (or the sandbox is off
 //! by the operator's choice) and a test command ran, 1 otherwise.
 //!
 //! It runs the same probes the shell runs before a sandboxed command (bubblewrap creating its
@@ -276,13 +277,21 @@ pub async fn run(config: &Config, data_dir: &Path, as_json: bool) -> ExitCode {
     shell.helper = std::env::current_exe().ok();
     let report = gather(&shell);
     let (ran, line) = trial(&shell).await;
+    let memory = match talon_runtime::store::open(config, data_dir).await {
+        Ok(store) => config.memory.status(&store).await,
+        Err(e) => format!("unavailable: {e}"),
+    };
     if as_json {
         let mut json = report.json();
         json["test_command"] = serde_json::json!({"ran": ran, "result": line});
+        json["memory_search"] = serde_json::json!(memory);
         json["ok"] = serde_json::json!(report.ok && ran);
         println!("{json}");
     } else {
-        print!("{}\nTest command: {line}\n", report.text());
+        print!(
+            "{}\nTest command: {line}\n\nMemory search: {memory}\n",
+            report.text()
+        );
     }
     ExitCode::from(u8::from(!(report.ok && ran)))
 }

@@ -368,4 +368,17 @@ fn a_memory_file_the_model_writes_is_found_by_meaning_in_a_later_turn() {
         "the paraphrase found the note by meaning: {result}"
     );
     assert!(result.contains("meaning 0."), "{result}");
+    // `talon doctor` says how memory is searched here.
+    let out = support::command(home.path())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let doctor: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let memory = doctor["memory_search"].as_str().unwrap();
+    assert!(
+        memory.starts_with("hybrid: words and meaning, embedding model all-MiniLM-L6-v2 (openai)")
+            && memory.contains("sqlite-vec v0.1.9")
+            && memory.contains("1 of 1 chunks embedded"),
+        "{memory}"
+    );
 }
