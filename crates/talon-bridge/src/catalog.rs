@@ -1,14 +1,14 @@
 //! Every bridged tool, and which of them are registered: all of them while there are few, only
 //! the activated ones above the search threshold ("search mode", as GoClaw does above 40).
 //!
-//! In search mode the model finds tools with `mcp_tool_search` (BM25 over names and
-//! descriptions); the tools it finds are activated, so they are offered from the next turn on,
+//! In search mode the model finds tools with `mcp_tool_search` (BM25, [`talon_embed::bm25`], over names and
+//! descriptions, fused with their meaning when an embedding model is configured); the tools it finds are activated, so they are offered from the next turn on,
 //! and a call by name activates a tool too (the pipeline's deferred activator). Activation is
 //! per bridge (per process), and survives re-listing and reconnection. The search finds only
 //! tools the caller may call (the grants check of a call, `access::Permits`): a grant-only
 //! server's names, descriptions and schemas are not shown to a caller without a grant.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use schemars::JsonSchema;
@@ -100,80 +100,6 @@ impl Catalog {
     }
 }
 
-/// Splits names and text into lowercase words (`get-sum`, `getSum`, `get_sum` → get, sum),
-/// plurals folded (`issues` → issue).
-fn words(text: &str) -> Vec<String> {
-    split(text).into_iter().map(singular).collect()
-}
-
-fn singular(mut word: String) -> String {
-    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
-        word.pop();
-    }
-    word
-}
-
-fn split(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut previous_lower = false;
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            if c.is_uppercase() && previous_lower && !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-            previous_lower = c.is_lowercase() || c.is_numeric();
-            current.extend(c.to_lowercase());
-        } else {
-            previous_lower = false;
-            if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
-/// Ranks `documents` (id, text) for `query` with Okapi BM25 (k1 = 1.2, b = 0.75); only
-/// documents sharing a word with the query, best first, ties by id.
-pub fn bm25<'a>(query: &str, documents: &[(&'a str, String)], limit: usize) -> Vec<&'a str> {
-    let docs: Vec<(&str, Vec<String>)> = documents
-        .iter()
-        .map(|(id, text)| (*id, words(text)))
-        .collect();
-    if docs.is_empty() {
-        return Vec::new();
-    }
-    let n = docs.len() as f64;
-    let average = docs.iter().map(|(_, w)| w.len()).sum::<usize>() as f64 / n;
-    let terms: BTreeSet<String> = words(query).into_iter().collect();
-    let mut scored: Vec<(f64, &str)> = docs
-        .iter()
-        .filter_map(|(id, doc)| {
-            let mut counts: HashMap<&str, f64> = HashMap::new();
-            for w in doc {
-                *counts.entry(w.as_str()).or_default() += 1.0;
-            }
-            let score: f64 = terms
-                .iter()
-                .filter_map(|t| counts.get(t.as_str()).map(|tf| (t, *tf)))
-                .map(|(t, tf)| {
-                    let containing = docs.iter().filter(|(_, d)| d.contains(t)).count() as f64;
-                    let idf = ((n - containing + 0.5) / (containing + 0.5) + 1.0).ln();
-                    let norm = 1.2 * (0.25 + 0.75 * doc.len() as f64 / average.max(1.0));
-                    idf * tf * 2.2 / (tf + norm)
-                })
-                .sum();
-            (score > 0.0).then_some((score, *id))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    scored.into_iter().take(limit).map(|(_, id)| id).collect()
-}
-
 /// Input of `mcp_tool_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -195,6 +121,8 @@ pub struct SearchTool {
     pub(crate) activate: Activate,
     /// The bridge's grants: a caller finds only the tools it may call (`access::Permits`).
     pub(crate) access: Option<Arc<dyn Access>>,
+    /// Ranks by meaning too; `None`: by words only.
+    pub(crate) embedder: Option<talon_embed::CachedEmbedder>,
 }
 
 impl std::fmt::Debug for SearchTool {
@@ -251,9 +179,31 @@ impl Tool for SearchTool {
                 )
             })
             .collect();
-        let found: Vec<serde_json::Value> = bm25(&input.query, &documents, limit)
+        let words: Vec<(String, f64)> =
+            talon_embed::bm25(&input.query, &documents, documents.len())
+                .into_iter()
+                .map(|(name, score)| (name.to_string(), score))
+                .collect();
+        let near = match &self.embedder {
+            Some(embedder) => {
+                let candidates: Vec<(String, String)> = documents
+                    .iter()
+                    .map(|(name, text)| (name.to_string(), text.clone()))
+                    .collect();
+                // A failing embedder leaves the words' ranking.
+                talon_embed::nearest(embedder, &input.query, &candidates)
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "mcp_tool_search ranks by words only");
+                        Vec::new()
+                    })
+            }
+            None => Vec::new(),
+        };
+        let found: Vec<serde_json::Value> = talon_embed::fuse(&words, &near)
             .into_iter()
-            .filter_map(|name| visible.iter().find(|t| t.name == name))
+            .take(limit)
+            .filter_map(|f| visible.iter().find(|t| t.name == f.key))
             .map(|t| {
                 json!({"name": t.name, "server": t.link.name(),
                     "description": t.listed.description, "input_schema": t.listed.input_schema})
@@ -277,44 +227,5 @@ impl Tool for SearchTool {
             text
         ))
         .with_origin("tool search")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_names_and_case() {
-        assert_eq!(words("getSum"), ["get", "sum"]);
-        assert_eq!(
-            words("mcp__gh__create-issue"),
-            ["mcp", "gh", "create", "issue"]
-        );
-        assert_eq!(words("HTTPServer v2"), ["httpserver", "v2"]);
-    }
-
-    #[test]
-    fn bm25_ranks_rare_matching_words_first() {
-        let docs = vec![
-            (
-                "create_issue",
-                "create_issue Create a new issue in a repository".to_string(),
-            ),
-            (
-                "list_issues",
-                "list_issues List issues of a repository".to_string(),
-            ),
-            ("send_mail", "send_mail Send an email message".to_string()),
-            (
-                "create_file",
-                "create_file Create a file in a repository".to_string(),
-            ),
-        ];
-        let hits = bm25("create issue", &docs, 3);
-        assert_eq!(hits[0], "create_issue");
-        assert!(hits.contains(&"create_file") && hits.contains(&"list_issues"));
-        assert_eq!(bm25("email", &docs, 5), ["send_mail"]);
-        assert!(bm25("weather", &docs, 5).is_empty());
     }
 }

@@ -124,6 +124,8 @@ pub struct Bridge {
     me: Weak<Bridge>,
     /// Servers still connecting in the background, by name.
     connecting: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
+    /// The embedding model `mcp_tool_search` ranks by meaning with; none: by words only.
+    embedder: Mutex<Option<talon_embed::CachedEmbedder>>,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -159,7 +161,15 @@ impl Bridge {
             links,
             access,
             connecting: Mutex::default(),
+            embedder: Mutex::default(),
         })
+    }
+
+    /// Has `mcp_tool_search` rank by meaning as well as words, with `embedder` (set it before
+    /// [`Bridge::connect`]: the search tool is made when servers connect).
+    pub fn set_embedder(&self, embedder: Arc<dyn talon_embed::Embedder>) {
+        *self.embedder.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(talon_embed::CachedEmbedder::new(embedder));
     }
 
     /// Connects `configs` in parallel. A `required` server that fails fails the whole call;
@@ -433,9 +443,15 @@ impl Bridge {
         let weak = Arc::downgrade(&self.catalog);
         let me = self.me.clone();
         let access = self.access.clone();
+        let embedder = self
+            .embedder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         catalog.apply(&self.registry, threshold, changed, || catalog::SearchTool {
             catalog: weak,
             access,
+            embedder,
             activate: Arc::new(move |names: &[String]| {
                 if let Some(bridge) = me.upgrade() {
                     bridge.activate(names);

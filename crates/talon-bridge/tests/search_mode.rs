@@ -114,3 +114,50 @@ async fn above_the_threshold_tools_are_found_activated_and_called() {
     assert!(registry.resolve("mcp_tool_search").is_none());
     assert_eq!(registry.group("mcp:everything").unwrap().len(), all.len());
 }
+
+/// Issue 26: with an embedding model, `mcp_tool_search` ranks by meaning as well as words: a
+/// request worded unlike the tool's description still finds it first (a concept table stands
+/// in for the model here; `talon`'s knowledge tests run the real one).
+#[tokio::test]
+async fn with_an_embedder_a_request_in_other_words_finds_the_tool() {
+    let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
+    let config = ServerConfig::stdio(
+        "everything",
+        StdioConfig {
+            command: "node".into(),
+            args: vec![entry.to_str().unwrap().into(), "stdio".into()],
+            env: HashMap::new(),
+            cwd: None,
+        },
+    );
+    let registry = Arc::new(Registry::new());
+    let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
+    bridge.set_search_threshold(3);
+    bridge.set_embedder(Arc::new(talon_embed::ConceptEmbedder::new(&[
+        &["sum", "sums", "total", "add", "adds", "addition", "plus"],
+        &["echo", "echoes", "parrot", "repeat"],
+    ])));
+    bridge.connect(&[config], Startup::Wait).await.unwrap();
+    let pipeline = Pipeline::builder(Arc::clone(&registry))
+        .rate_limiter(None)
+        .deferred_activator(bridge.activator())
+        .build()
+        .unwrap();
+    let mut ctx = CallContext::new("search-mode");
+    ctx.permission_mode = PermissionMode::BypassPermissions;
+    let out = pipeline
+        .call(
+            Arc::new(ctx),
+            ToolCall::new(
+                "mcp_tool_search",
+                json!({"query": "compute a total", "limit": 1}),
+            ),
+        )
+        .await
+        .output;
+    assert!(
+        out.for_llm.contains("mcp__everything__get-sum"),
+        "found by meaning: {}",
+        out.for_llm
+    );
+}

@@ -13,17 +13,28 @@
 //! vectors of the same [`Embedder::model`]: the name is stored with each one, and a changed model
 //! means re-embedding, never mixing.
 //!
-//! [`fuse`] combines a full-text ranking and a vector ranking; its docs say how and why.
+//! Ranking: [`fuse`] combines a full-text ranking and a vector ranking (its docs say how and
+//! why); [`bm25`] ranks short in-memory documents by words and [`nearest`] by meaning (tools,
+//! skills, agents); [`CachedEmbedder`] remembers candidates' vectors between searches;
+//! [`ConceptEmbedder`] is a fixed table of synonyms for tests.
 
+mod bm25;
+mod cache;
+mod concepts;
 mod fuse;
 #[cfg(feature = "local")]
 mod local;
+mod nearest;
 mod openai;
 mod vector;
 
+pub use bm25::{bm25, words};
+pub use cache::{CACHE_ENTRIES, CachedEmbedder};
+pub use concepts::ConceptEmbedder;
 pub use fuse::{Fused, WORDS_WEIGHT, fuse};
 #[cfg(feature = "local")]
 pub use local::LocalEmbedder;
+pub use nearest::{MIN_SIMILARITY, nearest};
 pub use openai::{MAX_BATCH, OpenAiEmbedder};
 pub use vector::{dot, normalize};
 

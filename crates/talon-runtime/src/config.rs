@@ -470,6 +470,12 @@ impl Config {
         fs.allow_hard_links = self.fs.allow_hard_links;
         talon_tools::BuiltinConfig {
             fs,
+            skills: talon_tools::skills::catalog::SkillsConfig {
+                home: std::env::var_os("HOME")
+                    .filter(|h| !h.is_empty())
+                    .map(|h| PathBuf::from(h).join(".claude").join("skills")),
+                global: Some(data_dir.join("skills")),
+            },
             ..talon_tools::BuiltinConfig::default()
         }
     }

@@ -156,7 +156,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     }
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
-        embedder,
+        embedder: embedder.clone(),
         shell,
         web,
         ..config.builtin(&data_dir)
@@ -164,7 +164,14 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
     let builtins = talon_tools::register_builtin_with(&registry, &builtin, Arc::clone(&shell))
         .map_err(|e| ConfigError(format!("registering built-in tools: {e}")))?;
-    let bridge = connect_mcp_servers(&config, &store, &registry, overrides.one_shot).await?;
+    let bridge = connect_mcp_servers(
+        &config,
+        &store,
+        &registry,
+        embedder.as_ref(),
+        overrides.one_shot,
+    )
+    .await?;
     let events = EventBus::default();
     let mut approvals = Approvals::new(events.clone());
     let prompter = overrides.prompter.clone();
@@ -273,6 +280,10 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     if overrides.http_questions {
         runner = runner.with_questions(Arc::clone(&questions));
     }
+    if let Some(embedder) = &embedder {
+        runner = runner.with_embedder(Arc::clone(embedder));
+    }
+    runner = runner.with_skills(builtins.skills.clone());
     runner
         .register_run_tools(pipeline.registry())
         .and_then(|()| runner.register_task_tools(pipeline.registry(), &shell))
@@ -310,6 +321,7 @@ async fn connect_mcp_servers(
     config: &Config,
     store: &Store,
     registry: &Arc<Registry>,
+    embedder: Option<&Arc<dyn talon_embed::Embedder>>,
     one_shot: bool,
 ) -> Result<Option<Arc<talon_bridge::Bridge>>, BuildError> {
     let vault = crate::mcp_store::vault(store);
@@ -335,6 +347,9 @@ async fn connect_mcp_servers(
     );
     if let Some(threshold) = config.mcp.search_threshold {
         bridge.set_search_threshold(threshold);
+    }
+    if let Some(embedder) = embedder {
+        bridge.set_embedder(Arc::clone(embedder));
     }
     let startup = if one_shot {
         talon_bridge::Startup::Wait

@@ -31,6 +31,7 @@ mod private_file;
 mod runs;
 mod secrets;
 mod sessions;
+mod skills;
 mod teams;
 
 use std::path::Path;
@@ -65,6 +66,7 @@ pub use runs::{
     Delivery, NewRun, RUNS_CHANNEL, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage,
 };
 pub use sessions::{SessionRecord, TurnStart};
+pub use skills::{NewSkill, StoredSkill};
 pub use teams::{
     NewTask, TaskFilter, TaskOrder, TaskRecord, TaskStatus, TeamMember, TeamMessage, TeamRecord,
 };

@@ -103,6 +103,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0014_memory_vectors.sql"),
         postgres: include_str!("../migrations/postgres/0014_memory_vectors.sql"),
     },
+    Migration {
+        version: 15,
+        name: "skills",
+        sqlite: include_str!("../migrations/sqlite/0015_skills.sql"),
+        postgres: include_str!("../migrations/postgres/0015_skills.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -24,6 +24,7 @@ pub mod memory;
 pub mod runtime;
 pub mod session_map;
 pub mod sessions;
+pub mod skills;
 pub mod web;
 
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct BuiltinConfig {
     pub web: web::WebConfig,
     /// The embedding model of hybrid memory search; `None`: full-text search only.
     pub embedder: Option<Arc<dyn talon_embed::Embedder>>,
+    /// Where skills are found besides the workspace and the store.
+    pub skills: skills::catalog::SkillsConfig,
 }
 
 /// What the built-in tools share, kept for the layer above that owns the agent runtime: it
@@ -55,6 +58,8 @@ pub struct BuiltinConfig {
 pub struct Builtins {
     web: Arc<web::Web>,
     store: Option<talon_store::Store>,
+    /// The skills catalogue the skill tools use.
+    pub skills: skills::catalog::Skills,
 }
 
 impl Builtins {
@@ -157,7 +162,10 @@ pub fn register_builtin_with(
         fs: Arc::clone(&fs),
         state: Arc::clone(&state),
     })?;
-    registry.register(claude_code::edit::Edit { fs, state })?;
+    registry.register(claude_code::edit::Edit {
+        fs: Arc::clone(&fs),
+        state,
+    })?;
     if let Some(store) = &config.store {
         registry.register(memory::memory_get::MemoryGet {
             store: store.clone(),
@@ -183,6 +191,27 @@ pub fn register_builtin_with(
             sender: None,
         })?;
     }
+    let skills = skills::catalog::Skills {
+        config: config.skills.clone(),
+        fs: Arc::clone(&fs),
+        store: config.store.clone(),
+    };
+    registry.register(skills::skill_search::SkillSearch {
+        skills: skills.clone(),
+        embedder: config
+            .embedder
+            .clone()
+            .map(talon_embed::CachedEmbedder::new),
+    })?;
+    registry.register(skills::use_skill::UseSkill {
+        skills: skills.clone(),
+    })?;
+    registry.register(skills::publish_skill::PublishSkill {
+        skills: skills.clone(),
+    })?;
+    registry.register(claude_code::skill::Skill {
+        skills: skills.clone(),
+    })?;
     registry.register(claude_code::todo_write::TodoWrite::default())?;
     registry.register(claude_code::ask_user_question::AskUserQuestion)?;
     registry.register(claude_code::exit_plan_mode::ExitPlanMode)?;
@@ -203,5 +232,6 @@ pub fn register_builtin_with(
     Ok(Builtins {
         web,
         store: config.store.clone(),
+        skills,
     })
 }

@@ -113,6 +113,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::teams::TeamsCommand,
     },
+    /// Skills: list and show what every source offers, publish and remove the store's.
+    Skills {
+        #[command(subcommand)]
+        command: commands::skills::SkillsCommand,
+    },
     /// Calls waiting for approval on a running `talon serve`: list, allow, deny.
     Approvals {
         #[command(flatten)]

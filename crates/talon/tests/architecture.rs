@@ -44,7 +44,7 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-jsonrpc", &[]),
         (
             "talon-bridge",
-            &["talon-core", "talon-net", "talon-jsonrpc"],
+            &["talon-core", "talon-net", "talon-jsonrpc", "talon-embed"],
         ),
         ("talon-store", &[]),
         // Embeddings: a leaf (HTTP and the local model), below what searches with them.

@@ -1,7 +1,10 @@
-//! Issue 26, knowledge: hybrid memory search (this file's `memory` module).
+//! Issue 26, knowledge: hybrid memory search (`memory`), skills (`skills`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 #[path = "knowledge/memory.rs"]
 mod memory;
+
+#[path = "knowledge/skills.rs"]
+mod skills;

@@ -127,6 +127,11 @@ pub struct Runner {
     instance: Arc<str>,
     /// The child runs this process runs and announces (see [`crate::runs`]).
     pub(crate) runs: Arc<crate::runs::RunState>,
+    /// The embedding model (remembering its candidates' vectors), for ranking delegation
+    /// targets by meaning; `None`: by words only.
+    pub(crate) embedder: Option<talon_embed::CachedEmbedder>,
+    /// The skills catalogue, listed in the system prompt (SKILLS.md).
+    pub(crate) skills: Option<talon_tools::skills::catalog::Skills>,
 }
 
 /// An agent's loop and the API key to scrub from what it shows.
@@ -151,6 +156,8 @@ impl Runner {
             store,
             agents: Arc::default(),
             questions: None,
+            embedder: None,
+            skills: None,
             running: Arc::default(),
             instance: Arc::from(format!("talon-{}", uuid::Uuid::new_v4().simple())),
             runs: Arc::default(),
@@ -161,6 +168,18 @@ impl Runner {
     /// `questions` (answered over `/v1/questions`).
     pub fn with_questions(mut self, questions: Arc<Questions>) -> Self {
         self.questions = Some(questions);
+        self
+    }
+
+    /// Lists `skills` (name and description) in every turn's system prompt.
+    pub fn with_skills(mut self, skills: talon_tools::skills::catalog::Skills) -> Self {
+        self.skills = Some(skills);
+        self
+    }
+
+    /// Ranks delegation targets by meaning as well as words, with `embedder`.
+    pub fn with_embedder(mut self, embedder: Arc<dyn talon_embed::Embedder>) -> Self {
+        self.embedder = Some(talon_embed::CachedEmbedder::new(embedder));
         self
     }
 
@@ -502,11 +521,7 @@ impl Runner {
             prompt = format!("{context}\n\n{prompt}");
         }
         let mut system = self
-            .system_prompt(
-                agent.config().system.as_deref(),
-                &agent_key,
-                ctx.user.as_deref(),
-            )
+            .system_prompt(agent.config().system.as_deref(), &agent_key, &ctx)
             .await?;
         if let Some(client) = request.api.system.filter(|s| !s.trim().is_empty()) {
             system = Some(match system {

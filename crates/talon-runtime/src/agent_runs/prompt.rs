@@ -1,5 +1,6 @@
 //! The system prompt of a turn: the configured one, then the agent's context files for the user
-//! in GoClaw's order (with DELEGATION.md generated for an agent with delegation targets).
+//! in GoClaw's order (with DELEGATION.md generated for an agent with delegation targets, TEAM.md
+//! for a team's lead, SKILLS.md listing the skills by name and description).
 
 use super::{RunError, Runner};
 
@@ -10,8 +11,9 @@ impl Runner {
         &self,
         configured: Option<&str>,
         agent: &str,
-        user: Option<&str>,
+        ctx: &talon_core::CallContext,
     ) -> Result<Option<String>, RunError> {
+        let user = ctx.user.as_deref();
         let mut files = self
             .store
             .context_files(agent, user.unwrap_or_default(), &[])
@@ -29,9 +31,49 @@ impl Runner {
         {
             files.push(("TEAM.md".to_string(), team));
         }
+        if !files.iter().any(|(name, _)| name == "SKILLS.md")
+            && let Some(skills) = self.skills_file(ctx).await
+        {
+            files.push(("SKILLS.md".to_string(), skills));
+        }
         Ok(compose_system_prompt(configured, files))
     }
+
+    /// SKILLS.md: the skills the turn can load, by name and description (their instructions
+    /// are loaded on use); `None` without any.
+    async fn skills_file(&self, ctx: &talon_core::CallContext) -> Option<String> {
+        let found = self.skills.as_ref()?.all(ctx).await;
+        if found.skills.is_empty() {
+            return None;
+        }
+        let mut text = String::from(
+            "Skills are packaged instructions for kinds of tasks. When a task matches a skill's \
+             description, load it (use_skill with its name, or Skill) and follow what it says.\n",
+        );
+        for skill in found.skills.iter().take(SKILLS_LISTED) {
+            text.push_str(&format!(
+                "\n- {}: {}",
+                skill.md.name,
+                skill
+                    .md
+                    .description
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        if found.skills.len() > SKILLS_LISTED {
+            text.push_str(&format!(
+                "\n\n{} more: skill_search finds them by what you need.",
+                found.skills.len() - SKILLS_LISTED
+            ));
+        }
+        Some(text)
+    }
 }
+
+/// Skills listed by name in SKILLS.md at most; skill_search finds the rest.
+const SKILLS_LISTED: usize = 30;
 
 /// Context files in the order GoClaw puts them in the system prompt.
 const CONTEXT_ORDER: &[&str] = &[

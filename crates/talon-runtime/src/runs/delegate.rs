@@ -343,8 +343,9 @@ impl Tool for DelegateSearch {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "delegate_search",
-            "Find agents you can delegate to: matches your query's words against their keys, \
-             names, descriptions and settings; best first.",
+            "Find agents you can delegate to: matches your query's words (and, with an \
+             embedding model, its meaning) against their keys, names, descriptions and \
+             settings; best first.",
             SideEffect::ReadOnly,
         )
         .in_group("delegation")
@@ -358,11 +359,19 @@ impl Tool for DelegateSearch {
             Ok(targets) => targets,
             Err(e) => return ToolOutput::error(e),
         };
-        let found = search(
-            targets.into_iter().map(|(t, _)| t).collect(),
+        let targets: Vec<Target> = targets.into_iter().map(|(t, _)| t).collect();
+        let embedder = self
+            .runner
+            .embedder
+            .as_ref()
+            .map(|e| e as &dyn talon_embed::Embedder);
+        let found = rank(
+            &targets,
             &input.query,
+            embedder,
             input.limit.unwrap_or(5).clamp(1, 20),
-        );
+        )
+        .await;
         if found.is_empty() {
             return ToolOutput::text("No agent you can delegate to matches; do the task yourself.");
         }
@@ -374,16 +383,47 @@ impl Tool for DelegateSearch {
     }
 }
 
-/// The targets matching `query`'s words best (a key match counts most, then the name, the
-/// description, the settings), at most `limit`; none when no word matches.
-fn search(targets: Vec<Target>, query: &str, limit: usize) -> Vec<Target> {
+/// The targets best matching `query`, at most `limit`: by words and, with `embedder`, by
+/// meaning (`talon_embed::fuse`). A failing embedder leaves the words' ranking.
+async fn rank<'t>(
+    targets: &'t [Target],
+    query: &str,
+    embedder: Option<&dyn talon_embed::Embedder>,
+    limit: usize,
+) -> Vec<&'t Target> {
+    let words = by_words(targets, query);
+    let near = match embedder {
+        Some(embedder) => {
+            let candidates: Vec<(String, String)> = targets
+                .iter()
+                .map(|t| (t.key.clone(), format!("{}: {}", t.name, t.description)))
+                .collect();
+            talon_embed::nearest(embedder, query, &candidates)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "delegate_search ranks by words only");
+                    Vec::new()
+                })
+        }
+        None => Vec::new(),
+    };
+    talon_embed::fuse(&words, &near)
+        .into_iter()
+        .filter_map(|f| targets.iter().find(|t| t.key == f.key))
+        .take(limit)
+        .collect()
+}
+
+/// The keys of the targets matching `query`'s words, with their scores (a key match counts
+/// most, then the name, the description, the settings), best first; none when no word matches.
+fn by_words(targets: &[Target], query: &str) -> Vec<(String, f64)> {
     let words: Vec<String> = query
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.len() > 1)
         .map(str::to_lowercase)
         .collect();
-    let mut scored: Vec<(usize, Target)> = targets
-        .into_iter()
+    let mut scored: Vec<(usize, &Target)> = targets
+        .iter()
         .map(|t| {
             let fields = [
                 (t.key.to_lowercase(), 4),
@@ -406,7 +446,10 @@ fn search(targets: Vec<Target>, query: &str, limit: usize) -> Vec<Target> {
         .filter(|(score, _)| *score > 0)
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.key.cmp(&b.1.key)));
-    scored.into_iter().take(limit).map(|(_, t)| t).collect()
+    scored
+        .into_iter()
+        .map(|(score, t)| (t.key.clone(), score as f64))
+        .collect()
 }
 
 impl Runner {
@@ -455,9 +498,36 @@ mod tests {
             target("support", "Support", "answers billing questions too"),
             target("research", "Research", "reads papers"),
         ];
-        let found = search(targets.clone(), "billing refunds", 5);
-        let keys: Vec<&str> = found.iter().map(|t| t.key.as_str()).collect();
+        let found = by_words(&targets, "billing refunds");
+        let keys: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["billing", "support"]);
-        assert!(search(targets, "astronomy", 5).is_empty());
+        assert!(by_words(&targets, "astronomy").is_empty());
+    }
+
+    #[tokio::test]
+    async fn with_an_embedder_a_task_in_other_words_finds_its_agent() {
+        let targets = vec![
+            target("billing", "Billing", "invoices and refunds"),
+            target("research", "Research", "reads papers"),
+        ];
+        let embedder = talon_embed::ConceptEmbedder::new(&[
+            &["refunds", "reimburse", "money", "invoices", "charge"],
+            &["papers", "literature", "studies"],
+        ]);
+        let keys =
+            |found: Vec<&Target>| -> Vec<String> { found.iter().map(|t| t.key.clone()).collect() };
+        assert!(
+            rank(&targets, "reimburse a charge", None, 5)
+                .await
+                .is_empty()
+        );
+        assert_eq!(
+            keys(rank(&targets, "reimburse a charge", Some(&embedder), 5).await),
+            ["billing"]
+        );
+        assert_eq!(
+            keys(rank(&targets, "survey the literature", Some(&embedder), 1).await),
+            ["research"]
+        );
     }
 }

@@ -76,6 +76,15 @@ impl Tool for MemorySearch {
     }
 }
 
+/// A score with four significant figures (full-text scores of a small memory are tiny).
+fn score(value: f64) -> String {
+    if value == 0.0 || value.abs() >= 0.001 {
+        format!("{value:.4}")
+    } else {
+        format!("{value:.3e}")
+    }
+}
+
 /// The result as the model reads it: how it was ranked, then each hit with its evidence.
 fn render(query: &str, found: &[Found], mode: &Mode) -> String {
     let how = match mode {
@@ -103,11 +112,11 @@ fn render(query: &str, found: &[Found], mode: &Mode) -> String {
             }
             let whose = if f.hit.user.is_empty() { "" } else { ", yours" };
             format!(
-                "{}:{}-{} (score {:.4}: {}{whose})\n{}",
+                "{}:{}-{} (score {}: {}{whose})\n{}",
                 f.hit.path,
                 f.hit.start_line,
                 f.hit.end_line,
-                f.score,
+                score(f.score),
                 why.join(", "),
                 f.hit.content
             )

@@ -12,6 +12,7 @@ pub mod runs;
 pub mod sandbox_landlock;
 mod serve;
 pub mod setup;
+pub mod skills;
 pub mod teams;
 mod tool;
 mod tools;
@@ -136,6 +137,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::Runs { command } => runs::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Teams { command } => teams::run(config, &data_dir(&cli.data_dir), command).await,
+        Command::Skills { command } => skills::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Doctor { json } => doctor::run(&config, &data_dir(&cli.data_dir), json).await,
         Command::Approvals { target, command } => {
             waiting::approvals(&config, target, command).await

@@ -1,16 +1,103 @@
-//! Issue 26: memory chunks' vectors on both engines (sqlite-vec on SQLite, exact cosine in SQL
+//! Issue 26 on both engines: memory chunks' vectors (sqlite-vec on SQLite, exact cosine in SQL
 //! on PostgreSQL): which chunks wait for a model's vectors, the nearest chunks a user may see,
-//! a rewrite that keeps the vectors of unchanged chunks, a changed model re-embedding everything.
+//! a rewrite that keeps the vectors of unchanged chunks, a changed model re-embedding
+//! everything; and published skills, each user's own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use talon_store::{ChunkVector, Engine, Store, StoreConfig};
+use talon_store::{ChunkVector, Engine, NewSkill, Store, StoreConfig};
 
 mod common;
 
 suite!(
     vectors_are_searched_by_model_and_scope,
     a_rewrite_keeps_the_vectors_of_unchanged_chunks,
+    published_skills_are_their_users_own,
 );
+
+async fn published_skills_are_their_users_own(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    let files = vec![("scripts/fill.py".to_string(), b"print(1)".to_vec())];
+    let skill = |user: &'static str, description: &'static str| NewSkill {
+        name: "pdf-forms",
+        user,
+        description,
+        frontmatter: r#"{"name":"pdf-forms","tags":["pdf"]}"#,
+        instructions: "Run scripts/fill.py.",
+        files: &files,
+    };
+    assert_eq!(
+        store
+            .publish_skill(&skill("", "for everyone"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .publish_skill(&skill("alice", "alice's"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .publish_skill(&skill("alice", "alice's, again"))
+            .await
+            .unwrap(),
+        2,
+        "republishing is a new version"
+    );
+    let alice = store.published_skills("alice").await.unwrap();
+    assert_eq!(alice.len(), 1, "her own replaces everyone's: {alice:?}");
+    assert_eq!(
+        (alice[0].user.as_str(), alice[0].description.as_str()),
+        ("alice", "alice's, again")
+    );
+    assert_eq!(alice[0].files, ["scripts/fill.py"]);
+    let bob = store.published_skills("bob").await.unwrap();
+    assert_eq!(bob.len(), 1);
+    assert_eq!(bob[0].description, "for everyone", "never alice's");
+    assert_eq!(
+        store
+            .skill_file("alice", "pdf-forms", "scripts/fill.py")
+            .await
+            .unwrap(),
+        Some(b"print(1)".to_vec())
+    );
+    assert_eq!(
+        store
+            .skill_file("bob", "pdf-forms", "scripts/fill.py")
+            .await
+            .unwrap(),
+        None
+    );
+    store
+        .record_skill_use("pdf-forms", "published", "helper", "alice")
+        .await
+        .unwrap();
+    store
+        .record_skill_use("pdf-forms", "published", "helper", "bob")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.skill_use_counts().await.unwrap(),
+        [("pdf-forms".to_string(), 2)]
+    );
+    assert!(store.remove_skill("alice", "pdf-forms").await.unwrap());
+    assert!(!store.remove_skill("alice", "pdf-forms").await.unwrap());
+    assert_eq!(
+        store.published_skills("alice").await.unwrap()[0].description,
+        "for everyone"
+    );
+    assert_eq!(
+        store
+            .skill_file("alice", "pdf-forms", "scripts/fill.py")
+            .await
+            .unwrap(),
+        None,
+        "its files went with it"
+    );
+}
 
 /// A unit vector along axis `i` of 4, leaning a little towards axis `lean`.
 fn axis(i: usize, lean: usize) -> Vec<f32> {
