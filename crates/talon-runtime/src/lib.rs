@@ -25,6 +25,7 @@ pub mod config;
 pub mod config_location;
 pub mod exec_policy;
 mod http_reply;
+pub mod knowledge_index;
 pub mod mcp_admin_http;
 pub mod mcp_servers_config;
 pub mod mcp_store;

@@ -17,6 +17,9 @@
 //!
 //! Changing the model (or its dimensions) re-embeds every chunk in the background; searches go
 //! on meanwhile, ranking the chunks not yet embedded by their words alone.
+//!
+//! `[memory] knowledge_graph = true` has each agent's model extract entities and relations from
+//! its memory documents as they are written (in the background; `knowledge_graph_search`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,12 +36,39 @@ use crate::config::ConfigError;
 pub struct MemorySection {
     /// `[memory.embeddings]`; none: full-text search only.
     pub embeddings: Option<EmbeddingsSection>,
+    /// Extract a knowledge graph from memory documents with each agent's model (off by
+    /// default: every memory write then costs a model request, in the background).
+    pub knowledge_graph: bool,
 }
 
 impl MemorySection {
     /// How memory is searched with this configuration on `store`, in a line (`talon doctor`):
     /// hybrid or full text and why, what compares vectors, and how many chunks are embedded.
     pub async fn status(&self, store: &Store) -> String {
+        let search = self.search_status(store).await;
+        if !self.knowledge_graph {
+            return format!("{search}; knowledge graph off");
+        }
+        match store.extraction_backlog().await {
+            Ok((waiting, failed)) if failed.is_empty() => {
+                format!(
+                    "{search}; knowledge graph on, {waiting} document(s) waiting for extraction"
+                )
+            }
+            Ok((waiting, failed)) => format!(
+                "{search}; knowledge graph on, {waiting} document(s) waiting, {} given up ({})",
+                failed.len(),
+                failed
+                    .iter()
+                    .map(|(path, error)| format!("{path}: {error}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Err(e) => format!("{search}; knowledge graph unavailable: {e}"),
+        }
+    }
+
+    async fn search_status(&self, store: &Store) -> String {
         let backend = match store.vector_backend().await {
             Ok(b) => b,
             Err(e) => return format!("unavailable: {e}"),

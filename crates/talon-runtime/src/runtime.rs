@@ -266,6 +266,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     // names, one tool per job; a turn chooses by its provider (see agent_runs).
     template.dialect = Some(talon_core::policy::Dialect::Goclaw);
     let pipeline = Arc::new(pipeline);
+    let config_knowledge_graph = config.memory.knowledge_graph;
     // The tools that start agent runs belong to the runner that runs them.
     let mut runner = crate::agent_runs::Runner::new(
         config,
@@ -284,6 +285,9 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         runner = runner.with_embedder(Arc::clone(embedder));
     }
     runner = runner.with_skills(builtins.skills.clone());
+    if config_knowledge_graph && !overrides.one_shot {
+        crate::knowledge_index::spawn(runner.clone());
+    }
     runner
         .register_run_tools(pipeline.registry())
         .and_then(|()| runner.register_task_tools(pipeline.registry(), &shell))

@@ -20,6 +20,7 @@ mod crypto;
 mod exec_allow;
 mod fields;
 mod handoff;
+mod knowledge_graph;
 mod listen;
 mod locked;
 mod mcp_grants;
@@ -51,6 +52,10 @@ pub use cli_credentials::{
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use exec_allow::MAX_ALLOWED_COMMAND;
 pub use handoff::HandoffRoute;
+pub use knowledge_graph::{
+    ExtractionJob, GraphEntity, GraphHits, GraphRelation, MAX_EXTRACTION_ATTEMPTS, MAX_HOPS,
+    NewEntity, NewRelation,
+};
 pub use mcp_grants::{GrantSpec, McpAccessRequest, McpGrant, RequestStatus, SubjectKind};
 pub use mcp_servers::{
     MCP_CHANNEL, MCP_SERVER_SECRET_PREFIX, McpServerSecrets, McpServerSpec, StoredMcpServer,

@@ -220,6 +220,17 @@ impl Store {
             .bind(last_old)
             .execute(&mut *tx)
             .await?;
+        // Queued for the knowledge graph at this version (see `knowledge_graph`).
+        sqlx::query(
+            "INSERT INTO kg_jobs (document_id, version, attempts, next_at, last_error) VALUES ($1, $2, 0, $3, '') \
+             ON CONFLICT (document_id) DO UPDATE SET version = excluded.version, attempts = 0, \
+             next_at = excluded.next_at, last_error = ''",
+        )
+        .bind(id)
+        .bind(version)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
         self.memory_written.notify_one();
         tx.commit().await?;
         Ok(Some(version))

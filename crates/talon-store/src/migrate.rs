@@ -109,6 +109,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0015_skills.sql"),
         postgres: include_str!("../migrations/postgres/0015_skills.sql"),
     },
+    Migration {
+        version: 16,
+        name: "knowledge_graph",
+        sqlite: include_str!("../migrations/sqlite/0016_knowledge_graph.sql"),
+        postgres: include_str!("../migrations/postgres/0016_knowledge_graph.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -4,7 +4,10 @@
 //! everything; and published skills, each user's own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use talon_store::{ChunkVector, Engine, NewSkill, Store, StoreConfig};
+use talon_store::{
+    ChunkVector, Engine, MAX_EXTRACTION_ATTEMPTS, NewEntity, NewRelation, NewSkill, Store,
+    StoreConfig,
+};
 
 mod common;
 
@@ -12,7 +15,199 @@ suite!(
     vectors_are_searched_by_model_and_scope,
     a_rewrite_keeps_the_vectors_of_unchanged_chunks,
     published_skills_are_their_users_own,
+    the_graph_is_extracted_per_document_and_searched_by_hops,
 );
+
+fn entity(name: &str, kind: &str, aliases: &[&str]) -> NewEntity {
+    NewEntity {
+        name: name.into(),
+        kind: kind.into(),
+        description: format!("{name} as the note says"),
+        aliases: aliases.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+fn relation(source: &str, relation: &str, target: &str) -> NewRelation {
+    NewRelation {
+        source: source.into(),
+        relation: relation.into(),
+        target: target.into(),
+    }
+}
+
+async fn the_graph_is_extracted_per_document_and_searched_by_hops(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .put_memory("helper", "", "memory/team.md", "Ann works on Falcon.")
+        .await
+        .unwrap();
+    store
+        .put_memory(
+            "helper",
+            "",
+            "memory/funding.md",
+            "Falcon is funded by Acme.",
+        )
+        .await
+        .unwrap();
+    store
+        .put_memory("helper", "bob", "memory/bob.md", "Bob knows Ann.")
+        .await
+        .unwrap();
+    let jobs = store.claim_extractions(10).await.unwrap();
+    assert_eq!(jobs.len(), 3);
+    assert!(
+        store.claim_extractions(10).await.unwrap().is_empty(),
+        "claimed jobs are leased"
+    );
+    let job = |path: &str| jobs.iter().find(|j| j.path == path).unwrap().clone();
+    assert!(
+        store
+            .store_extraction(
+                &job("memory/team.md"),
+                &[
+                    entity("Ann", "person", &["Annie"]),
+                    entity("Falcon", "project", &[])
+                ],
+                &[relation("annie", "works_on", "Falcon")],
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .store_extraction(
+                &job("memory/funding.md"),
+                &[
+                    entity("falcon", "", &[]),
+                    entity("Acme", "organization", &[])
+                ],
+                &[relation("Falcon", "funded_by", "Acme")],
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .store_extraction(
+                &job("memory/bob.md"),
+                &[entity("Bob", "person", &[]), entity("Ann", "person", &[])],
+                &[relation("Bob", "knows", "Ann")],
+            )
+            .await
+            .unwrap()
+    );
+
+    // By alias, no hops.
+    let hits = store
+        .search_graph("helper", "alice", "ANNIE", None, 0, 10)
+        .await
+        .unwrap();
+    let names: Vec<&str> = hits.entities.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["Ann"], "{hits:?}");
+    assert_eq!(hits.entities[0].aliases, ["annie"]);
+    assert_eq!(hits.entities[0].documents, ["memory/team.md"]);
+    // Two hops: Ann, the project she works on, who funds it; each citing its document; never
+    // bob's graph.
+    let hits = store
+        .search_graph("helper", "alice", "ann", None, 2, 10)
+        .await
+        .unwrap();
+    let found: Vec<(&str, usize)> = hits
+        .entities
+        .iter()
+        .map(|e| (e.name.as_str(), e.hops))
+        .collect();
+    assert_eq!(found, [("Ann", 0), ("Falcon", 1), ("Acme", 2)], "{hits:?}");
+    let falcon = &hits.entities[1];
+    assert_eq!(falcon.documents, ["memory/funding.md", "memory/team.md"]);
+    assert_eq!(falcon.kind, "project", "an empty kind keeps the known one");
+    let relations: Vec<(&str, &str, &str, &[String])> = hits
+        .relations
+        .iter()
+        .map(|r| {
+            (
+                r.source.as_str(),
+                r.relation.as_str(),
+                r.target.as_str(),
+                r.documents.as_slice(),
+            )
+        })
+        .collect();
+    assert_eq!(relations.len(), 2, "{relations:?}");
+    assert!(relations.contains(&(
+        "Ann",
+        "works_on",
+        "Falcon",
+        &["memory/team.md".to_string()][..]
+    )));
+    // One relation only.
+    let hits = store
+        .search_graph("helper", "alice", "ann", Some("WORKS_ON"), 3, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.entities.len(), 2, "{hits:?}");
+    // Bob sees his own entity too.
+    let hits = store
+        .search_graph("helper", "bob", "bob", None, 1, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.entities.len(), 2, "{hits:?}");
+
+    // A rewrite: the old claim is stale, the new extraction replaces what the note said.
+    store
+        .put_memory("helper", "", "memory/team.md", "Falcon has no staff yet.")
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .store_extraction(&job("memory/team.md"), &[entity("Zed", "person", &[])], &[])
+            .await
+            .unwrap(),
+        "an extraction of an older version is not stored"
+    );
+    let again = store.claim_extractions(10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert!(
+        store
+            .store_extraction(&again[0], &[entity("Falcon", "project", &[])], &[])
+            .await
+            .unwrap()
+    );
+    let hits = store
+        .search_graph("helper", "alice", "ann", None, 2, 10)
+        .await
+        .unwrap();
+    assert!(
+        hits.entities.is_empty(),
+        "no document mentions Ann any more: {hits:?}"
+    );
+
+    // Failures are retried, then given up with the error kept.
+    store
+        .put_memory("helper", "", "memory/bad.md", "x")
+        .await
+        .unwrap();
+    for attempt in 1..=MAX_EXTRACTION_ATTEMPTS {
+        let claimed = store.claim_extractions(10).await.unwrap();
+        assert_eq!(claimed.len(), 1, "attempt {attempt}");
+        assert_eq!(claimed[0].attempt, attempt);
+        store
+            .extraction_failed(claimed[0].document_id, "not JSON", 0)
+            .await
+            .unwrap();
+    }
+    assert!(
+        store.claim_extractions(10).await.unwrap().is_empty(),
+        "given up"
+    );
+    let (waiting, failed) = store.extraction_backlog().await.unwrap();
+    assert_eq!(waiting, 0);
+    assert_eq!(
+        failed,
+        [("memory/bad.md".to_string(), "not JSON".to_string())]
+    );
+}
 
 async fn published_skills_are_their_users_own(config: &StoreConfig) {
     let store = Store::open(config).await.unwrap();

@@ -20,6 +20,7 @@ macro_rules! or_error {
 pub mod automation;
 pub mod claude_code;
 pub mod fs;
+pub mod knowledge;
 pub mod memory;
 pub mod runtime;
 pub mod session_map;
@@ -168,6 +169,9 @@ pub fn register_builtin_with(
     })?;
     if let Some(store) = &config.store {
         registry.register(memory::memory_get::MemoryGet {
+            store: store.clone(),
+        })?;
+        registry.register(knowledge::knowledge_graph_search::KnowledgeGraphSearch {
             store: store.clone(),
         })?;
         registry.register(memory::memory_search::MemorySearch {

@@ -1,4 +1,5 @@
-//! Issue 26, knowledge: hybrid memory search (`memory`), skills (`skills`).
+//! Issue 26, knowledge: hybrid memory search (`memory`), skills (`skills`), the knowledge graph
+//! (`graph`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -8,3 +9,6 @@ mod memory;
 
 #[path = "knowledge/skills.rs"]
 mod skills;
+
+#[path = "knowledge/graph.rs"]
+mod graph;

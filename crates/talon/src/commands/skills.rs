@@ -32,9 +32,12 @@ pub enum SkillsCommand {
     },
     /// One skill: where it is from, its frontmatter, files, uses and instructions.
     Show {
+        /// The skill's name.
         name: String,
+        /// The workspace whose `.claude/skills` counts (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
+        /// Include this user's published skills.
         #[arg(long)]
         user: Option<String>,
     },
@@ -48,6 +51,7 @@ pub enum SkillsCommand {
     },
     /// Remove a published skill.
     Remove {
+        /// The skill's name.
         name: String,
         /// The user it was published for (default: everyone's).
         #[arg(long)]
