@@ -17,6 +17,7 @@ use talon_core::CallContext;
 use talon_fs::{EntryKind, Jail};
 
 use super::skill_md::{self, MAX_SKILL_MD_BYTES, SkillMd};
+use crate::fs::files::View;
 use crate::fs::workspace::FsConfig;
 
 /// The most files of one skill listed or published.
@@ -105,8 +106,9 @@ impl Skills {
     /// Every skill the call may use, by source then name.
     pub async fn all(&self, ctx: &CallContext) -> Found {
         let mut found = Found::default();
-        if let Ok(jail) = self.fs.files(ctx).disk() {
-            let (skills, problems) = workspace_skills(&jail);
+        let files = self.fs.files(ctx);
+        if let (Ok(jail), Ok(view)) = (files.disk(), files.view(Some(WORKSPACE_SKILLS)).await) {
+            let (skills, problems) = workspace_skills(&view, &jail);
             skills.into_iter().for_each(|s| found.add(s));
             found.problems.extend(problems);
         }
@@ -299,13 +301,11 @@ fn walk_disk(dir: &Path, rel: &Path, depth: usize, files: &mut Vec<String>) {
     }
 }
 
-/// The skills in the workspace's `.claude/skills/`, read through the jail.
-fn workspace_skills(jail: &Jail) -> (Vec<Skill>, Vec<String>) {
+/// The skills in the workspace's `.claude/skills/`, listed through the call's file façade and
+/// read through its jail.
+fn workspace_skills(view: &View, jail: &Jail) -> (Vec<Skill>, Vec<String>) {
     let (mut skills, mut problems) = (Vec::new(), Vec::new());
-    let Ok(located) = jail.locate(WORKSPACE_SKILLS) else {
-        return (skills, problems);
-    };
-    let Ok(entries) = jail.list(&located) else {
+    let Ok(entries) = view.list(WORKSPACE_SKILLS) else {
         return (skills, problems);
     };
     for entry in entries.iter().filter(|e| e.kind == EntryKind::Dir) {
@@ -320,20 +320,20 @@ fn workspace_skills(jail: &Jail) -> (Vec<Skill>, Vec<String>) {
                 continue;
             }
         };
-        let mut files = Vec::new();
-        walk_jail(jail, &dir, "", 0, &mut files);
-        files.retain(|f| f != "SKILL.md");
+        let mut paths = Vec::new();
+        walk_listed(view, &dir, "", 0, &mut paths);
+        paths.retain(|f| f != "SKILL.md");
         skills.push(Skill {
             md,
             source: Source::Workspace,
-            files,
+            files: paths,
         });
     }
     (skills, problems)
 }
 
-/// The regular files under `dir/rel` in the jail (links and other kinds skipped).
-pub(crate) fn walk_jail(jail: &Jail, dir: &str, rel: &str, depth: usize, files: &mut Vec<String>) {
+/// The regular files under `dir/rel` in the workspace (links and other kinds skipped).
+fn walk_listed(listing: &View, dir: &str, rel: &str, depth: usize, files: &mut Vec<String>) {
     if depth > MAX_DEPTH || files.len() >= MAX_FILES {
         return;
     }
@@ -342,10 +342,7 @@ pub(crate) fn walk_jail(jail: &Jail, dir: &str, rel: &str, depth: usize, files: 
     } else {
         format!("{dir}/{rel}")
     };
-    let Ok(located) = jail.locate(&here) else {
-        return;
-    };
-    let Ok(entries) = jail.list(&located) else {
+    let Ok(entries) = listing.list(&here) else {
         return;
     };
     for entry in entries {
@@ -355,7 +352,7 @@ pub(crate) fn walk_jail(jail: &Jail, dir: &str, rel: &str, depth: usize, files: 
             format!("{rel}/{}", entry.name)
         };
         match entry.kind {
-            EntryKind::Dir => walk_jail(jail, dir, &path, depth + 1, files),
+            EntryKind::Dir => walk_listed(listing, dir, &path, depth + 1, files),
             EntryKind::File if files.len() < MAX_FILES => files.push(path),
             _ => {}
         }

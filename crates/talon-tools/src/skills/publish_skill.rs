@@ -14,6 +14,7 @@ use talon_fs::{EntryKind, Jail};
 
 use super::catalog::{MAX_FILES, Skills, read_in_jail};
 use super::skill_md;
+use crate::fs::files::View;
 
 /// The most a published skill may hold, all files together (GoClaw's limit).
 pub const MAX_SKILL_BYTES: u64 = 20 * 1024 * 1024;
@@ -56,15 +57,15 @@ impl Tool for PublishSkill {
         let Some(store) = &self.skills.store else {
             return ToolOutput::error("skills cannot be published without a store");
         };
-        let jail = match self.skills.fs.files(ctx).disk() {
-            Ok(jail) => jail,
-            Err(e) => return ToolOutput::error(e),
-        };
         let dir = call.input().path.trim_end_matches('/').to_string();
+        let files = self.skills.fs.files(ctx);
+        let (jail, view) = match (files.disk(), files.view(Some(&dir)).await) {
+            (Ok(jail), Ok(view)) => (jail, view),
+            (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
+        };
         let read = {
-            let jail = std::sync::Arc::clone(&jail);
             let dir = dir.clone();
-            tokio::task::spawn_blocking(move || read_skill_dir(&jail, &dir)).await
+            tokio::task::spawn_blocking(move || read_skill_dir(&view, &jail, &dir)).await
         };
         let (md, files) = match read {
             Ok(Ok(read)) => read,
@@ -100,19 +101,24 @@ impl Tool for PublishSkill {
 }
 
 /// A skill directory anywhere on disk (the operator's `talon skills publish`), read as the
-/// tool reads one, through a jail on its parent: nothing outside the directory is read.
-pub fn read_skill_dir_on_disk(dir: &std::path::Path) -> Result<SkillDir, String> {
+/// tool reads one, with its parent as the workspace: nothing outside the directory is read.
+pub async fn read_skill_dir_on_disk(dir: &std::path::Path) -> Result<SkillDir, String> {
     let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
         return Err("give the skill's directory, not /".into());
     };
-    let jail = Jail::new(parent, &[] as &[&str]).map_err(|e| e.to_string())?;
-    read_skill_dir(&jail, &name.to_string_lossy())
+    let mut ctx = talon_core::CallContext::new("cli:skills-publish");
+    ctx.workspace = Some(parent.to_path_buf());
+    let fs = crate::fs::workspace::FsConfig::new(Vec::new(), Vec::new());
+    let files = fs.files(&ctx);
+    let name = name.to_string_lossy();
+    let (jail, view) = (files.disk()?, files.view(Some(&name)).await?);
+    read_skill_dir(&view, &jail, &name)
 }
 
-/// `SKILL.md` and every other file of the skill directory `dir` (relative to the jail's
-/// roots), validated.
-pub fn read_skill_dir(jail: &Jail, dir: &str) -> Result<SkillDir, String> {
+/// `SKILL.md` and every other file of the skill directory `dir` (in the call's workspace,
+/// listed through its file façade and read through its jail), validated.
+pub fn read_skill_dir(view: &View, jail: &Jail, dir: &str) -> Result<SkillDir, String> {
     let located = jail.locate(dir).map_err(|e| e.to_string())?;
     let name = located
         .rel()
@@ -129,8 +135,8 @@ pub fn read_skill_dir(jail: &Jail, dir: &str) -> Result<SkillDir, String> {
         ));
     }
     let mut paths = Vec::new();
-    walk(jail, dir, "", 0, &mut paths)?;
-    let mut files = Vec::new();
+    walk(view, dir, "", 0, &mut paths)?;
+    let mut read = Vec::new();
     let mut total = text.len() as u64;
     for path in paths.into_iter().filter(|p| p != "SKILL.md") {
         let located = jail
@@ -150,15 +156,15 @@ pub fn read_skill_dir(jail: &Jail, dir: &str) -> Result<SkillDir, String> {
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         std::io::Read::read_to_end(&mut std::io::Read::take(opened.file, size + 1), &mut bytes)
             .map_err(|e| format!("{path}: {e}"))?;
-        files.push((path, bytes));
+        read.push((path, bytes));
     }
-    Ok((md, files))
+    Ok((md, read))
 }
 
 /// Every file under `dir/rel`; a link or special file is an error (a skill's files must be
 /// inside its directory).
 fn walk(
-    jail: &Jail,
+    listing: &View,
     dir: &str,
     rel: &str,
     depth: usize,
@@ -172,15 +178,14 @@ fn walk(
     } else {
         format!("{dir}/{rel}")
     };
-    let located = jail.locate(&here).map_err(|e| format!("{here}: {e}"))?;
-    for entry in jail.list(&located).map_err(|e| format!("{here}: {e}"))? {
+    for entry in listing.list(&here).map_err(|e| format!("{here}: {e}"))? {
         let path = if rel.is_empty() {
             entry.name.clone()
         } else {
             format!("{rel}/{}", entry.name)
         };
         match entry.kind {
-            EntryKind::Dir => walk(jail, dir, &path, depth + 1, files)?,
+            EntryKind::Dir => walk(listing, dir, &path, depth + 1, files)?,
             EntryKind::File => {
                 if files.len() >= MAX_FILES {
                     return Err(format!("the skill has more than {MAX_FILES} files"));

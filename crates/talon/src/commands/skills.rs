@@ -163,7 +163,7 @@ pub async fn run(config: Config, data_dir: &Path, command: SkillsCommand) -> Exi
 }
 
 async fn publish(store: &talon_store::Store, dir: &Path, user: Option<&str>) -> ExitCode {
-    let (md, files) = match talon_tools::skills::publish_skill::read_skill_dir_on_disk(dir) {
+    let (md, files) = match talon_tools::skills::publish_skill::read_skill_dir_on_disk(dir).await {
         Ok(read) => read,
         Err(e) => return usage_error(format!("{}: {}", dir.display(), visible(&e))),
     };
