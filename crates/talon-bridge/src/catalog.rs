@@ -184,22 +184,19 @@ impl Tool for SearchTool {
                 .into_iter()
                 .map(|(name, score)| (name.to_string(), score))
                 .collect();
-        let near = match &self.embedder {
-            Some(embedder) => {
-                let candidates: Vec<(String, String)> = documents
-                    .iter()
-                    .map(|(name, text)| (name.to_string(), text.clone()))
-                    .collect();
-                // A failing embedder leaves the words' ranking.
-                talon_embed::nearest(embedder, &input.query, &candidates)
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "mcp_tool_search ranks by words only");
-                        Vec::new()
-                    })
-            }
-            None => Vec::new(),
-        };
+        let candidates: Vec<(String, String)> = documents
+            .iter()
+            .map(|(name, text)| (name.to_string(), text.clone()))
+            .collect();
+        let near = talon_embed::nearest_if(
+            self.embedder
+                .as_ref()
+                .map(|e| e as &dyn talon_embed::Embedder),
+            "mcp_tool_search",
+            &input.query,
+            &candidates,
+        )
+        .await;
         let found: Vec<serde_json::Value> = talon_embed::fuse(&words, &near)
             .into_iter()
             .take(limit)

@@ -14,10 +14,10 @@ use talon_bridge::{Bridge, Dialect, ServerConfig, Startup, StdioConfig};
 use talon_core::permission::PermissionMode;
 use talon_core::{CallContext, Pipeline, Registry, ToolCall};
 
-#[tokio::test]
-async fn above_the_threshold_tools_are_found_activated_and_called() {
+/// server-everything over stdio.
+fn everything() -> ServerConfig {
     let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
-    let config = ServerConfig::stdio(
+    ServerConfig::stdio(
         "everything",
         StdioConfig {
             command: "node".into(),
@@ -25,7 +25,12 @@ async fn above_the_threshold_tools_are_found_activated_and_called() {
             env: HashMap::new(),
             cwd: None,
         },
-    );
+    )
+}
+
+#[tokio::test]
+async fn above_the_threshold_tools_are_found_activated_and_called() {
+    let config = everything();
     let registry = Arc::new(Registry::new());
     let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
     bridge.set_search_threshold(3);
@@ -120,16 +125,7 @@ async fn above_the_threshold_tools_are_found_activated_and_called() {
 /// in for the model here; `talon`'s knowledge tests run the real one).
 #[tokio::test]
 async fn with_an_embedder_a_request_in_other_words_finds_the_tool() {
-    let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
-    let config = ServerConfig::stdio(
-        "everything",
-        StdioConfig {
-            command: "node".into(),
-            args: vec![entry.to_str().unwrap().into(), "stdio".into()],
-            env: HashMap::new(),
-            cwd: None,
-        },
-    );
+    let config = everything();
     let registry = Arc::new(Registry::new());
     let bridge = Bridge::new(&registry, Dialect::ClaudeCode, None);
     bridge.set_search_threshold(3);

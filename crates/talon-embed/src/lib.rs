@@ -34,7 +34,7 @@ pub use concepts::ConceptEmbedder;
 pub use fuse::{Fused, WORDS_WEIGHT, fuse};
 #[cfg(feature = "local")]
 pub use local::LocalEmbedder;
-pub use nearest::{MIN_SIMILARITY, nearest};
+pub use nearest::{MIN_SIMILARITY, nearest, nearest_if};
 pub use openai::{MAX_BATCH, OpenAiEmbedder};
 pub use vector::{dot, normalize};
 

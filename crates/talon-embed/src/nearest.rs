@@ -9,6 +9,25 @@ use crate::{EmbedError, Embedder, dot};
 /// short texts near 0 and paraphrases above 0.4).
 pub const MIN_SIMILARITY: f64 = 0.3;
 
+/// [`nearest`] with `embedder` if there is one; none without, or when it fails (logged, naming
+/// `search`): the caller ranks by words alone then, as memory search does.
+pub async fn nearest_if<K: Clone>(
+    embedder: Option<&dyn Embedder>,
+    search: &str,
+    query: &str,
+    candidates: &[(K, String)],
+) -> Vec<(K, f64)> {
+    let Some(embedder) = embedder else {
+        return Vec::new();
+    };
+    nearest(embedder, query, candidates)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(search, error = %e, "ranking by words only");
+            Vec::new()
+        })
+}
+
 /// `candidates` (key and text) at least [`MIN_SIMILARITY`] similar to `query`, with their
 /// cosine, most similar first.
 pub async fn nearest<K: Clone>(

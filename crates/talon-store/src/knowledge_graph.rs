@@ -384,26 +384,18 @@ impl Store {
                 .bind(id)
                 .fetch_one(self.pool())
                 .await?;
-            let aliases = sqlx::query(
-                "SELECT alias_key FROM kg_aliases WHERE entity_id = $1 ORDER BY alias_key",
-            )
-            .bind(id)
-            .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(|r| {
-                r.try_get::<String, _>("alias_key")
-                    .map_err(StoreError::from)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-            let documents =
-                sqlx::query("SELECT path FROM kg_entity_docs WHERE entity_id = $1 ORDER BY path")
-                    .bind(id)
-                    .fetch_all(self.pool())
-                    .await?
-                    .iter()
-                    .map(|r| r.try_get::<String, _>("path").map_err(StoreError::from))
-                    .collect::<Result<Vec<_>, _>>()?;
+            let aliases = self
+                .texts(
+                    "SELECT alias_key AS text FROM kg_aliases WHERE entity_id = $1 ORDER BY alias_key",
+                    *id,
+                )
+                .await?;
+            let documents = self
+                .texts(
+                    "SELECT path AS text FROM kg_entity_docs WHERE entity_id = $1 ORDER BY path",
+                    *id,
+                )
+                .await?;
             let name: String = row.try_get("name")?;
             names.insert(*id, name.clone());
             hits.entities.push(GraphEntity {
@@ -427,15 +419,12 @@ impl Store {
             let (Some(source), Some(target)) = (names.get(&source), names.get(&target)) else {
                 continue;
             };
-            let documents = sqlx::query(
-                "SELECT path FROM kg_relation_docs WHERE relation_id = $1 ORDER BY path",
-            )
-            .bind(id)
-            .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(|r| r.try_get::<String, _>("path").map_err(StoreError::from))
-            .collect::<Result<Vec<_>, _>>()?;
+            let documents = self
+                .texts(
+                    "SELECT path AS text FROM kg_relation_docs WHERE relation_id = $1 ORDER BY path",
+                    id,
+                )
+                .await?;
             hits.relations.push(GraphRelation {
                 source: source.clone(),
                 relation: r.try_get("relation")?,
@@ -444,5 +433,16 @@ impl Store {
             });
         }
         Ok(hits)
+    }
+
+    /// The `text` column of `sql`'s rows for the id `id`.
+    async fn texts(&self, sql: &'static str, id: i64) -> Result<Vec<String>, StoreError> {
+        sqlx::query(sql)
+            .bind(id)
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|r| r.try_get::<String, _>("text").map_err(StoreError::from))
+            .collect()
     }
 }

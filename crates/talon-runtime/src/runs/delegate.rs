@@ -392,21 +392,11 @@ async fn rank<'t>(
     limit: usize,
 ) -> Vec<&'t Target> {
     let words = by_words(targets, query);
-    let near = match embedder {
-        Some(embedder) => {
-            let candidates: Vec<(String, String)> = targets
-                .iter()
-                .map(|t| (t.key.clone(), format!("{}: {}", t.name, t.description)))
-                .collect();
-            talon_embed::nearest(embedder, query, &candidates)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "delegate_search ranks by words only");
-                    Vec::new()
-                })
-        }
-        None => Vec::new(),
-    };
+    let candidates: Vec<(String, String)> = targets
+        .iter()
+        .map(|t| (t.key.clone(), format!("{}: {}", t.name, t.description)))
+        .collect();
+    let near = talon_embed::nearest_if(embedder, "delegate_search", query, &candidates).await;
     talon_embed::fuse(&words, &near)
         .into_iter()
         .filter_map(|f| targets.iter().find(|t| t.key == f.key))

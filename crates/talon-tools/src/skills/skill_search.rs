@@ -65,27 +65,25 @@ impl Tool for SkillSearch {
                 .into_iter()
                 .map(|(name, score)| (name.to_string(), score))
                 .collect();
-        let near = match &self.embedder {
-            Some(embedder) => {
-                let candidates: Vec<(String, String)> = found
-                    .skills
-                    .iter()
-                    .map(|s| {
-                        (
-                            s.md.name.clone(),
-                            format!("{}: {}", s.md.name, s.md.description),
-                        )
-                    })
-                    .collect();
-                talon_embed::nearest(embedder, &input.query, &candidates)
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "skill_search ranks by words only");
-                        Vec::new()
-                    })
-            }
-            None => Vec::new(),
-        };
+        let candidates: Vec<(String, String)> = found
+            .skills
+            .iter()
+            .map(|s| {
+                (
+                    s.md.name.clone(),
+                    format!("{}: {}", s.md.name, s.md.description),
+                )
+            })
+            .collect();
+        let near = talon_embed::nearest_if(
+            self.embedder
+                .as_ref()
+                .map(|e| e as &dyn talon_embed::Embedder),
+            "skill_search",
+            &input.query,
+            &candidates,
+        )
+        .await;
         let lines: Vec<String> = talon_embed::fuse(&words, &near)
             .into_iter()
             .take(limit)
