@@ -12,8 +12,9 @@ work takes WORK seconds, every other request (posting tasks, answering) STEP sec
 Prints both wall times (median of --samples), their ratio, and the gateway's peak RSS.
 
 With --database-url (PostgreSQL), two gateways share a fresh schema on it and each leads a team
-at once (alpha from gateway A, beta from gateway B, three members each): the figures are the
-time until both teams' results are in, and each gateway's peak RSS.
+at once (alpha from gateway A with the dependency above, beta from gateway B with four
+independent tasks, three members each): the figures are the time until both teams' results are
+in, and each gateway's peak RSS.
 
 Usage: team.py [--samples 5] [--work 1.0] [--step 0.1] [--database-url postgres://...]
 Needs `cargo build --release -p talon`.
@@ -25,7 +26,6 @@ import json
 import os
 import statistics
 import subprocess
-import threading
 import time
 
 from common import peak_rss_mib, start_gateway, start_mock, talon_binary, workdir
@@ -41,11 +41,14 @@ TASKS = [
 def script(work, step):
     work_ms, step_ms = int(work * 1000), int(step * 1000)
 
-    def lead_turns(team):
+    def lead_turns(team, dependencies=True):
+        # Task ids are the store's, shared by every team: the second team's lead cannot know
+        # its ids in advance, so its four tasks are independent.
         return [
             {"tool_calls": [{"name": "team_tasks", "arguments": {
                 "action": "create", "team": team, "subject": subject,
-                "description": description, "blocked_by": blocked}}], "delay_ms": step_ms}
+                "description": description,
+                "blocked_by": blocked if dependencies else []}}], "delay_ms": step_ms}
             for subject, description, blocked in TASKS
         ] + [{"text": "Posted.", "delay_ms": step_ms}]
     solo_turns = [
@@ -60,7 +63,7 @@ def script(work, step):
              "turns": [{"text": "noted", "delay_ms": step_ms}]},
             {"when": "WORK-", "turns": [{"text": "result of the work", "delay_ms": work_ms}]},
             {"when": "alpha plan", "turns": lead_turns("alpha")},
-            {"when": "beta plan", "turns": lead_turns("beta")},
+            {"when": "beta plan", "turns": lead_turns("beta", dependencies=False)},
             {"when": "solo plan", "turns": solo_turns},
         ],
     }
@@ -144,15 +147,10 @@ def run_once(talon, work, step, database_url=None):
 
     t0 = time.perf_counter()
     if database_url:
-        # Each gateway leads its team at once (beta's lead is agent lead2).
-        threads = [
-            threading.Thread(target=post, args=(gateways[0][1], "lead-alpha", "alpha plan")),
-            threading.Thread(target=post, args=(gateways[1][1], "lead-beta", "beta plan", "lead2")),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # Alpha's lead posts first (so its tasks get the ids its dependency names), then beta's
+        # on the other gateway while alpha's members work (beta's lead is agent lead2).
+        post(gateways[0][1], "lead-alpha", "alpha plan")
+        post(gateways[1][1], "lead-beta", "beta plan", "lead2")
         wait_for_team(gateways[0][1], "alpha", "lead-alpha")
         wait_for_team(gateways[1][1], "beta", "lead-beta")
         team = time.perf_counter() - t0

@@ -75,9 +75,22 @@ pub async fn search(
         }
     };
     let model = embedder.model().to_string();
-    let near = store
+    // A vector search that outruns the search deadline (an exact scan of a large memory on
+    // PostgreSQL without pgvector) leaves the words' ranking, said, rather than no answer.
+    let near = match store
         .search_memory_vectors(agent, user, &model, &vector, pool_i64)
-        .await?;
+        .await
+    {
+        Ok(near) => near,
+        Err(e @ StoreError::TimedOut { .. }) => {
+            return Ok(degraded(
+                words,
+                limit,
+                &format!("the vector search was cut off: {e}"),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
     let key = |h: &MemoryHit| (h.user.clone(), h.path.clone(), h.start_line);
     let word_keys: Vec<_> = words.iter().map(|h| (key(h), h.score)).collect();
     let near_keys: Vec<_> = near.iter().map(|h| (key(h), h.score)).collect();
@@ -126,7 +139,7 @@ fn degraded(words: Vec<MemoryHit>, limit: usize, why: &str) -> (Vec<Found>, Mode
     (
         full_text(words, limit),
         Mode::FullText {
-            why: format!("the embedding model failed for this query: {why}"),
+            why: why.to_string(),
         },
     )
 }
