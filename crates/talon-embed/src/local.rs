@@ -6,7 +6,7 @@
 //! operator's to supply.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -25,8 +25,15 @@ const BATCH: usize = 16;
 /// A sentence model in memory.
 #[derive(Clone)]
 pub struct LocalEmbedder {
-    inner: Arc<Loaded>,
+    inner: Arc<Lazy>,
     name: String,
+}
+
+/// The model's directory and configuration, and the model once loaded (or why it cannot be).
+struct Lazy {
+    dir: PathBuf,
+    config: Config,
+    loaded: OnceLock<Result<Loaded, String>>,
 }
 
 struct Loaded {
@@ -61,29 +68,14 @@ fn file(dir: &Path, name: &str) -> Result<PathBuf, EmbedError> {
 }
 
 impl LocalEmbedder {
-    /// Loads the model in `dir`; its name (what [`Embedder::model`] says) is `local:` and the
-    /// directory's name, or `name` when given.
+    /// The model in `dir`, checked (its three files exist, `config.json` is a BERT
+    /// configuration) but loaded on first use: a start that never embeds (a one-shot command,
+    /// `talon doctor`) does not read ~90 MB of weights. Its name (what [`Embedder::model`]
+    /// says) is `local:` and the directory's name, or `name` when given.
     pub fn load(dir: &Path, name: Option<&str>) -> Result<Self, EmbedError> {
-        let config_text = std::fs::read_to_string(file(dir, "config.json")?)
-            .map_err(|e| model_error(format!("config.json: {e}")))?;
-        let config: Config = serde_json::from_str(&config_text)
-            .map_err(|e| model_error(format!("config.json is not a BERT configuration: {e}")))?;
-        let mut tokenizer = Tokenizer::from_file(file(dir, "tokenizer.json")?)
-            .map_err(|e| model_error(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(Some(PaddingParams::default()));
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
-                ..TruncationParams::default()
-            }))
-            .map_err(|e| model_error(format!("tokenizer.json: {e}")))?;
-        let weights = std::fs::read(file(dir, "model.safetensors")?)
-            .map_err(|e| model_error(format!("model.safetensors: {e}")))?;
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| model_error(format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config)
-            .map_err(|e| model_error(format!("model.safetensors does not fit config.json: {e}")))?;
+        let config = read_config(dir)?;
+        file(dir, "tokenizer.json")?;
+        file(dir, "model.safetensors")?;
         let name = match name {
             Some(n) => n.to_string(),
             None => format!(
@@ -94,26 +86,65 @@ impl LocalEmbedder {
             ),
         };
         Ok(Self {
-            inner: Arc::new(Loaded {
-                model,
-                tokenizer,
-                device,
+            inner: Arc::new(Lazy {
+                dir: dir.to_path_buf(),
+                config,
+                loaded: OnceLock::new(),
             }),
             name,
         })
     }
 
-    /// The vectors of `texts`, computed on this thread (a blocking call).
+    /// The vectors of `texts`, computed on this thread (a blocking call; the first loads the
+    /// model, and a model that cannot be loaded says why at every call).
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let loaded = self
+            .inner
+            .loaded
+            .get_or_init(|| Loaded::read(&self.inner.dir, &self.inner.config))
+            .as_ref()
+            .map_err(model_error)?;
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
-            out.extend(self.inner.batch(batch).map_err(model_error)?);
+            out.extend(loaded.batch(batch).map_err(model_error)?);
         }
         Ok(out)
     }
 }
 
+fn read_config(dir: &Path) -> Result<Config, EmbedError> {
+    let text = std::fs::read_to_string(file(dir, "config.json")?)
+        .map_err(|e| model_error(format!("config.json: {e}")))?;
+    serde_json::from_str(&text)
+        .map_err(|e| model_error(format!("config.json is not a BERT configuration: {e}")))
+}
+
 impl Loaded {
+    /// The tokenizer and the weights in `dir`.
+    fn read(dir: &Path, config: &Config) -> Result<Self, String> {
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| format!("tokenizer.json: {e}"))?;
+        tokenizer.with_padding(Some(PaddingParams::default()));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| format!("tokenizer.json: {e}"))?;
+        let weights = std::fs::read(dir.join("model.safetensors"))
+            .map_err(|e| format!("model.safetensors: {e}"))?;
+        let device = Device::Cpu;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| format!("model.safetensors: {e}"))?;
+        let model = BertModel::load(vb, config)
+            .map_err(|e| format!("model.safetensors does not fit config.json: {e}"))?;
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+        })
+    }
+
     fn batch(
         &self,
         texts: &[String],

@@ -156,7 +156,7 @@ impl EmbeddingsSection {
         }
     }
 
-    /// The embedder (the local model is loaded here, once).
+    /// The embedder (the local model's files are checked here, its weights read on first use).
     pub async fn embedder(&self, store: &Store) -> Result<Arc<dyn Embedder>, ConfigError> {
         self.check()?;
         match self.provider.as_str() {

@@ -75,6 +75,20 @@ macro_rules! scoped_vector_search {
     };
 }
 
+/// The upsert of one chunk's vector, `$4` written as `$vector`: `$1` chunk, `$2` model,
+/// `$3` dimensions, `$5` time. Only while the chunk exists.
+macro_rules! upsert_vector {
+    ($vector:literal) => {
+        concat!(
+            "INSERT INTO memory_vectors (chunk_id, model, dims, vector, embedded_at) SELECT $1, $2, $3, ",
+            $vector,
+            ", $5 WHERE EXISTS (SELECT 1 FROM memory_chunks WHERE id = $1) \
+             ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, \
+             vector = excluded.vector, embedded_at = excluded.embedded_at"
+        )
+    };
+}
+
 /// `v` as PostgreSQL's text form of a `REAL[]`.
 fn pg_array(v: &[f32]) -> String {
     let mut out = String::with_capacity(v.len() * 10 + 2);
@@ -160,27 +174,15 @@ impl Store {
         let now = now_ms();
         for v in vectors {
             let dims = i64::try_from(v.vector.len()).unwrap_or(i64::MAX);
+            // The vector's parameter: a blob on SQLite, the text of a REAL[] on PostgreSQL.
+            let sql = match self.engine() {
+                Engine::Sqlite => upsert_vector!("$4"),
+                Engine::Postgres => upsert_vector!("CAST($4 AS REAL[])"),
+            };
+            let query = sqlx::query(sql).bind(v.chunk).bind(model).bind(dims);
             let query = match self.engine() {
-                Engine::Sqlite => sqlx::query(
-                    "INSERT INTO memory_vectors (chunk_id, model, dims, vector, embedded_at) \
-                     SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM memory_chunks WHERE id = $1) \
-                     ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, \
-                     vector = excluded.vector, embedded_at = excluded.embedded_at",
-                )
-                .bind(v.chunk)
-                .bind(model)
-                .bind(dims)
-                .bind(le_bytes(&v.vector)),
-                Engine::Postgres => sqlx::query(
-                    "INSERT INTO memory_vectors (chunk_id, model, dims, vector, embedded_at) \
-                     SELECT $1, $2, $3, CAST($4 AS REAL[]), $5 WHERE EXISTS (SELECT 1 FROM memory_chunks WHERE id = $1) \
-                     ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, \
-                     vector = excluded.vector, embedded_at = excluded.embedded_at",
-                )
-                .bind(v.chunk)
-                .bind(model)
-                .bind(dims)
-                .bind(pg_array(&v.vector)),
+                Engine::Sqlite => query.bind(le_bytes(&v.vector)),
+                Engine::Postgres => query.bind(pg_array(&v.vector)),
             };
             query.bind(now).execute(&mut *tx).await?;
         }
