@@ -202,19 +202,27 @@ impl Store {
         }
     }
 
-    /// Has PostgreSQL cancel the transaction's statements at `deadline` (0 would mean no limit).
-    pub(crate) async fn statement_deadline(
+    /// `query`'s rows, cancelled by PostgreSQL at `deadline` (`statement_timeout` in a
+    /// transaction of its own; 0 would mean no limit); on SQLite the caller's deadline is the
+    /// bound ([`Store::bounded_search`]).
+    pub(crate) async fn fetch_bounded<'q>(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
         deadline: tokio::time::Instant,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
+        if self.engine() == Engine::Sqlite {
+            return Ok(query.fetch_all(self.pool()).await?);
+        }
+        let mut tx = self.pool().begin().await?;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let left_ms = left.as_millis().clamp(1, u128::from(u32::MAX));
         sqlx::query("SELECT set_config('statement_timeout', $1, true)")
             .bind(format!("{left_ms}ms"))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
     }
 
     /// The search statement itself, on one connection.
@@ -226,7 +234,7 @@ impl Store {
         limit: i64,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<MemoryHit>, StoreError> {
-        let rows = match self.engine() {
+        let query = match self.engine() {
             Engine::Sqlite => {
                 // Quote each term: FTS5 syntax characters in a query are data, not operators.
                 let fts = terms
@@ -248,16 +256,12 @@ impl Store {
                 .bind(agent)
                 .bind(user)
                 .bind(limit)
-                .fetch_all(self.pool())
-                .await?
             }
             Engine::Postgres => {
-                let mut tx = self.pool().begin().await?;
-                self.statement_deadline(&mut tx, deadline).await?;
                 let tsquery = terms.join(" | ");
                 // As on SQLite: match first (the GIN index), then scope, so a planner working from
                 // stale statistics cannot start from the documents and probe the index per row.
-                let rows = sqlx::query(
+                sqlx::query(
                     "WITH m AS MATERIALIZED (SELECT id, document_id, start_line, end_line, content, \
                      CAST(ts_rank(tsv, to_tsquery('simple', $1)) AS DOUBLE PRECISION) AS score FROM memory_chunks \
                      WHERE tsv @@ to_tsquery('simple', $1)) \
@@ -269,12 +273,9 @@ impl Store {
                 .bind(agent)
                 .bind(user)
                 .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                rows
             }
         };
+        let rows = self.fetch_bounded(query, deadline).await?;
         hits(&rows)
     }
 

@@ -241,42 +241,26 @@ impl Store {
         limit: i64,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<MemoryHit>, StoreError> {
-        let rows = match self.engine() {
-            Engine::Sqlite => {
-                sqlx::query(concat!(
-                    scoped_vector_search!(select),
-                    "1.0 - vec_distance_cosine(v.vector, $1) AS score ",
-                    scoped_vector_search!(scope)
-                ))
-                .bind(le_bytes(query))
-                .bind(model)
-                .bind(agent)
-                .bind(user)
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await?
-            }
-            Engine::Postgres => {
-                let mut tx = self.pool().begin().await?;
-                self.statement_deadline(&mut tx, deadline).await?;
-                let rows = sqlx::query(concat!(
-                    scoped_vector_search!(select),
-                    // In double precision: a product of two small REALs underflows REAL.
-                    "(SELECT SUM(CAST(a AS DOUBLE PRECISION) * b) \
-                     FROM unnest(v.vector, CAST($1 AS REAL[])) AS t(a, b)) AS score ",
-                    scoped_vector_search!(scope)
-                ))
-                .bind(pg_array(query))
-                .bind(model)
-                .bind(agent)
-                .bind(user)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                rows
-            }
+        let sql = match self.engine() {
+            Engine::Sqlite => concat!(
+                scoped_vector_search!(select),
+                "1.0 - vec_distance_cosine(v.vector, $1) AS score ",
+                scoped_vector_search!(scope)
+            ),
+            Engine::Postgres => concat!(
+                scoped_vector_search!(select),
+                // In double precision: a product of two small REALs underflows REAL.
+                "(SELECT SUM(CAST(a AS DOUBLE PRECISION) * b) \
+                 FROM unnest(v.vector, CAST($1 AS REAL[])) AS t(a, b)) AS score ",
+                scoped_vector_search!(scope)
+            ),
         };
+        let query = match self.engine() {
+            Engine::Sqlite => sqlx::query(sql).bind(le_bytes(query)),
+            Engine::Postgres => sqlx::query(sql).bind(pg_array(query)),
+        };
+        let query = query.bind(model).bind(agent).bind(user).bind(limit);
+        let rows = self.fetch_bounded(query, deadline).await?;
         super::search::hits(&rows)
     }
 }
