@@ -33,6 +33,7 @@ pub mod rate_limit;
 pub mod registry;
 pub mod schema;
 pub mod script;
+pub mod script_template;
 pub mod scrub;
 pub mod tool;
 pub mod untrusted;

@@ -127,13 +127,7 @@ impl RegisteredTool {
     /// process (`talon tool call`).
     pub(crate) fn validator(&self) -> Result<&jsonschema::Validator, String> {
         self.validator
-            .get_or_init(|| {
-                let mut options = jsonschema::options();
-                if !uses_newer_keywords(&self.schema) {
-                    options = options.with_draft(jsonschema::Draft::Draft7);
-                }
-                options.build(&self.schema).map_err(|e| e.to_string())
-            })
+            .get_or_init(|| crate::schema::validator(&self.schema))
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -530,7 +524,7 @@ const NEWER_KEYWORDS: &[&str] = &[
 ];
 
 /// Whether `schema` uses a keyword (anywhere) that draft 7 would ignore, or names its draft.
-fn uses_newer_keywords(schema: &Value) -> bool {
+pub(crate) fn uses_newer_keywords(schema: &Value) -> bool {
     match schema {
         Value::Object(map) => map.iter().any(|(key, value)| {
             NEWER_KEYWORDS.contains(&key.as_str()) || key == "$schema" || uses_newer_keywords(value)

@@ -170,6 +170,17 @@ pub struct ToolSpec {
     /// model never sees two tools for one job. Declared by the Claude Code dialect's tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same_as: Option<String>,
+    /// The shell command the tool runs, with `{{.name}}` placeholders for its arguments (custom
+    /// tools). The pipeline renders it with each value shell-quoted
+    /// ([`crate::script_template::render`]) and analyses the rendered script as it analyses a
+    /// [`ToolSpec::shell_script_arg`]: the permission checker judges, and the tool runs, exactly
+    /// the command the arguments make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_template: Option<String>,
+    /// The one agent this tool exists for (a custom tool defined for an agent); `None` for every
+    /// agent. The policy leaves it out of every other agent's tool set, in one place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_agent: Option<String>,
 }
 
 impl ToolSpec {
@@ -194,7 +205,21 @@ impl ToolSpec {
             reaches_mcp_servers: false,
             mcp_server_arg: None,
             same_as: None,
+            script_template: None,
+            for_agent: None,
         }
+    }
+
+    /// Declares the command the tool runs (see [`ToolSpec::script_template`]).
+    pub fn with_script_template(mut self, template: impl Into<String>) -> Self {
+        self.script_template = Some(template.into());
+        self
+    }
+
+    /// Limits the tool to one agent (see [`ToolSpec::for_agent`]).
+    pub fn only_for_agent(mut self, agent: impl Into<String>) -> Self {
+        self.for_agent = Some(agent.into());
+        self
     }
 
     /// Declares the other dialect's tool that does the same thing (see [`ToolSpec::same_as`]).

@@ -82,6 +82,10 @@ pub struct Request<'a> {
     /// The calling session: its commands share one sandbox (see [`session`]).
     pub session: Option<&'a str>,
     pub timeout: Duration,
+    /// Variables added to the allowlisted environment (a custom tool's own, decrypted from the
+    /// store), over an allowlisted variable of the same name. Talon's own environment is never
+    /// the source of these.
+    pub env: &'a [(String, String)],
 }
 
 /// Why a command did not run.
@@ -190,8 +194,22 @@ impl Shell {
         if on_host {
             job.limits = None;
         }
-        job.env = self.config.env.vars();
+        job.env = self.env_for(request);
         Ok((job, placeholders))
+    }
+
+    /// The environment of `request`'s command: the allowlist ([`env::ChildEnv`]), then the
+    /// request's own variables over it.
+    fn env_for(&self, request: &Request<'_>) -> Vec<(String, OsString)> {
+        let mut vars = self.config.env.vars();
+        vars.retain(|(name, _)| !request.env.iter().any(|(n, _)| n == name));
+        vars.extend(
+            request
+                .env
+                .iter()
+                .map(|(n, v)| (n.clone(), OsString::from(v))),
+        );
+        vars
     }
 
     /// The job that runs `argv` directly (no shell) at `at`, wrapped in the sandbox when it
@@ -260,9 +278,7 @@ impl Shell {
             Err(e) => return Some(Err(e.into())),
         };
         let env: Option<Vec<(String, String)>> = self
-            .config
-            .env
-            .vars()
+            .env_for(request)
             .into_iter()
             .map(|(k, v)| v.into_string().ok().map(|v| (k, v)))
             .collect();

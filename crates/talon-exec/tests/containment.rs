@@ -69,6 +69,7 @@ impl Env {
             agent: None,
             session: None,
             timeout,
+            env: &[],
         };
         self.shell
             .run(&request, &CancellationToken::new())

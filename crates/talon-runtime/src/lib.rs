@@ -23,6 +23,8 @@ pub mod chat_config;
 pub mod chat_http;
 pub mod config;
 pub mod config_location;
+pub mod custom_tools;
+pub mod custom_tools_http;
 pub mod exec_policy;
 mod http_reply;
 pub mod knowledge_index;

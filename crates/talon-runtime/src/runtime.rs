@@ -302,6 +302,20 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
                 .map_err(|e| e.to_string())
         })
         .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
+    // Custom tools last: every built-in name is taken by then, so none can be shadowed.
+    let custom = crate::custom_tools::CustomTools::new(
+        store.clone(),
+        pipeline.registry(),
+        Arc::clone(&builtins.fs),
+        Arc::clone(&shell),
+    );
+    let revision = store.custom_tools_revision().await.ok();
+    if let Err(e) = custom.sync().await {
+        tracing::error!(error = %e, "cannot load the custom tools");
+    }
+    if !overrides.one_shot {
+        tokio::spawn(custom.follow(revision));
+    }
     Ok(Runtime {
         pipeline,
         template,

@@ -17,6 +17,7 @@ mod agents;
 mod audit;
 mod cli_credentials;
 mod crypto;
+mod custom_tools;
 mod exec_allow;
 mod fields;
 mod handoff;
@@ -50,6 +51,11 @@ pub use cli_credentials::{
     GrantedCredential, MAX_CLI_TIMEOUT_SECS, cli_credential_secret,
 };
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
+pub use custom_tools::{
+    CUSTOM_TOOL_SECRET_PREFIX, CUSTOM_TOOLS_CHANNEL, CustomToolSpec, MAX_CUSTOM_COMMAND,
+    MAX_CUSTOM_DESCRIPTION, MAX_CUSTOM_TIMEOUT_SECS, StoredCustomTool, check_custom_tool_name,
+    custom_tool_secret,
+};
 pub use exec_allow::MAX_ALLOWED_COMMAND;
 pub use handoff::HandoffRoute;
 pub use knowledge_graph::{

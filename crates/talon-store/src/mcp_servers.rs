@@ -380,20 +380,11 @@ impl Store {
         &self,
         server: &StoredMcpServer,
     ) -> Result<McpServerSecrets, StoreError> {
-        let secret = mcp_server_secret(&server.spec.name);
-        match self.secret(&secret).await? {
-            Some(text) => serde_json::from_str(&text).map_err(|e| StoreError::Decrypt {
-                name: secret,
-                reason: format!("not the expected JSON: {e}"),
-            }),
-            None if server.env_names.is_empty() && server.header_names.is_empty() => {
-                Ok(McpServerSecrets::default())
-            }
-            None => Err(StoreError::NotFound {
-                what: "secret",
-                key: secret,
-            }),
-        }
+        self.json_secret(
+            mcp_server_secret(&server.spec.name),
+            !server.env_names.is_empty() || !server.header_names.is_empty(),
+        )
+        .await
     }
 
     /// Removes a stored server, its secret values and its grants; returns whether it existed.

@@ -115,6 +115,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0016_knowledge_graph.sql"),
         postgres: include_str!("../migrations/postgres/0016_knowledge_graph.sql"),
     },
+    Migration {
+        version: 17,
+        name: "custom_tools",
+        sqlite: include_str!("../migrations/sqlite/0017_custom_tools.sql"),
+        postgres: include_str!("../migrations/postgres/0017_custom_tools.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

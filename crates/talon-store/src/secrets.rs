@@ -117,6 +117,28 @@ impl Store {
             })
     }
 
+    /// The JSON value in secret `name`, decrypted; its default when there is none and none is
+    /// `expected` (a definition listing no variable names). A secret that is expected and
+    /// missing, or does not hold the expected JSON, is an error naming it, never an empty
+    /// value: what it configures must not run half-configured.
+    pub(crate) async fn json_secret<T: serde::de::DeserializeOwned + Default>(
+        &self,
+        name: String,
+        expected: bool,
+    ) -> Result<T, StoreError> {
+        match self.secret(&name).await? {
+            Some(text) => serde_json::from_str(&text).map_err(|e| StoreError::Decrypt {
+                name,
+                reason: format!("not the expected JSON: {e}"),
+            }),
+            None if !expected => Ok(T::default()),
+            None => Err(StoreError::NotFound {
+                what: "secret",
+                key: name,
+            }),
+        }
+    }
+
     /// Names of all secrets, sorted.
     pub async fn secret_names(&self) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT name FROM secrets ORDER BY name")
@@ -154,7 +176,8 @@ impl Store {
                 }
                 Ok(Some(v))
                     if crate::cli_credentials::is_env_secret(&name)
-                        || crate::mcp_servers::is_server_secret(&name) =>
+                        || crate::mcp_servers::is_server_secret(&name)
+                        || crate::custom_tools::is_custom_tool_secret(&name) =>
                 {
                     values.extend(crate::fields::json_strings(&v));
                     values.push(v);

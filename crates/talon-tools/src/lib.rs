@@ -61,6 +61,9 @@ pub struct Builtins {
     store: Option<talon_store::Store>,
     /// The skills catalogue the skill tools use.
     pub skills: skills::catalog::Skills,
+    /// The file tools' configuration (the jail's roots), for tools registered later that run
+    /// in the workspace (custom tools).
+    pub fs: Arc<FsConfig>,
 }
 
 impl Builtins {
@@ -237,5 +240,6 @@ pub fn register_builtin_with(
         web,
         store: config.store.clone(),
         skills,
+        fs,
     })
 }

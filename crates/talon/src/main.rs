@@ -113,6 +113,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::teams::TeamsCommand,
     },
+    /// Custom tools: shell commands defined at run time, loaded by running gateways.
+    CustomTools {
+        #[command(subcommand)]
+        command: commands::custom_tools::CustomToolsCommand,
+    },
     /// Skills: list and show what every source offers, publish and remove the store's.
     Skills {
         #[command(subcommand)]

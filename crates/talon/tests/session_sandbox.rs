@@ -39,6 +39,7 @@ impl Env {
             agent: None,
             session: Some(session),
             timeout,
+            env: &[],
         };
         self.shell
             .run(&request, &CancellationToken::new())

@@ -537,7 +537,7 @@ impl Pipeline {
         }
 
         // Step 6: permission, on the one analysis of a shell script argument.
-        let script = self.analyze_script(spec, &progress.args);
+        let script = self.analyze_script(spec, &progress.args)?;
         self.authorize_permission(ctx, &tool, &progress.args, script.as_ref(), hook_permission)
             .await?;
 
@@ -578,12 +578,33 @@ impl Pipeline {
         Ok(output)
     }
 
-    /// The analysis of the call's shell script argument, when the tool declares one
-    /// ([`crate::ToolSpec::shell_script_arg`]), it holds a string, and an analyzer is set.
-    fn analyze_script(&self, spec: &crate::ToolSpec, args: &Value) -> Option<ScriptAnalysis> {
-        let analyzer = self.script_analyzer.as_deref()?;
-        let script = args.get(spec.shell_script_arg.as_deref()?)?.as_str()?;
-        Some(ScriptAnalysis::new(analyzer, script))
+    /// The analysis of the call's shell script, when an analyzer is set and the tool declares
+    /// one: the command its template makes of the arguments
+    /// ([`crate::ToolSpec::script_template`]; a value that cannot be passed to a shell fails the
+    /// call here), or its script argument ([`crate::ToolSpec::shell_script_arg`]) when that holds
+    /// a string.
+    fn analyze_script(
+        &self,
+        spec: &crate::ToolSpec,
+        args: &Value,
+    ) -> Result<Option<ScriptAnalysis>, (FailedStage, String)> {
+        let rendered;
+        let script = match (&spec.script_template, spec.shell_script_arg.as_deref()) {
+            (Some(template), _) => {
+                rendered = crate::script_template::render(template, args)
+                    .map_err(|m| (FailedStage::Validation, m))?;
+                rendered.as_str()
+            }
+            (None, Some(arg)) => match args.get(arg).and_then(Value::as_str) {
+                Some(script) => script,
+                None => return Ok(None),
+            },
+            (None, None) => return Ok(None),
+        };
+        Ok(self
+            .script_analyzer
+            .as_deref()
+            .map(|analyzer| ScriptAnalysis::new(analyzer, script)))
     }
 
     async fn authorize_permission(

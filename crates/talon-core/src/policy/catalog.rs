@@ -164,6 +164,9 @@ pub const BUILTIN_GROUPS: &[(&str, &[&str])] = &[
     // AskUserQuestion, ExitPlanMode, Config); members declare it in their specs.
     ("interaction", &[]),
     ("mcp", &[]),
+    // Talon: custom tools defined at run time (`talon custom-tools`); each is in `runtime`
+    // too, since it runs a shell command.
+    ("custom", &[]),
 ];
 
 /// The groups that say what a tool can do, whatever its dialect; every registered tool
@@ -188,6 +191,7 @@ pub const CAPABILITY_GROUPS: &[&str] = &[
     "vault",
     "interaction",
     "mcp",
+    "custom",
 ];
 
 /// True if `group` is a capability group ([`CAPABILITY_GROUPS`], or `mcp:<server>`).
@@ -285,6 +289,17 @@ pub const LEAF_DENY: &[&str] = &[
 
 /// Default maximum nesting depth of subagents.
 pub const DEFAULT_MAX_SPAWN_DEPTH: u32 = 1;
+
+/// True if `name` is a tool name the built-in vocabulary uses (a member of a built-in group in
+/// either dialect, or a legacy alias), compared without case: a tool defined at run time must
+/// never take one, even where this build does not register that tool (yet).
+pub fn is_builtin_tool_name(name: &str) -> bool {
+    BUILTIN_GROUPS
+        .iter()
+        .flat_map(|(_, members)| members.iter())
+        .chain(LEGACY_ALIASES.iter().map(|(alias, _)| alias))
+        .any(|known| known.eq_ignore_ascii_case(name))
+}
 
 /// True if `group` names a built-in group or a dynamic MCP group (`mcp`, `mcp:<server>`).
 pub fn is_known_group(group: &str) -> bool {

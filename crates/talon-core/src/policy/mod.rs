@@ -470,6 +470,15 @@ impl PolicyEngine {
             let allowed = expand(list);
             set.retain(|t| allowed.contains(t));
         }
+
+        // A tool that exists for one agent ([`crate::ToolSpec::for_agent`]) is in no other's
+        // set, whatever the lists above said.
+        let agent = req.agent.unwrap_or(crate::DEFAULT_AGENT);
+        for tool in registry.tools() {
+            if tool.spec().for_agent.as_deref().is_some_and(|a| a != agent) {
+                set.remove(tool.spec().name.as_str());
+            }
+        }
         set
     }
 }

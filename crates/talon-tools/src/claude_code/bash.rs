@@ -222,6 +222,7 @@ impl Tool for Bash {
             agent: ctx.agent_key.as_deref(),
             session: Some(&ctx.session_key),
             timeout,
+            env: &[],
         };
         if input.run_in_background == Some(true) {
             let request = request(&input.command, DEFAULT_LIFETIME);

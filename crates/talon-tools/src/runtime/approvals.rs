@@ -95,13 +95,24 @@ impl ExecApprovals {
         self.agents.get(agent_key(agent)).unwrap_or(&self.defaults)
     }
 
-    /// The analysed script of a call of a tool with a shell script argument (its spec says
-    /// which: [`talon_core::ToolSpec::shell_script_arg`]), if this is one: the pipeline's
-    /// analysis, the one the tool receives.
-    fn analysis<'a>(request: &PermissionRequest<'a>) -> Option<Cow<'a, Analysis>> {
-        let arg = request.spec.shell_script_arg.as_deref()?;
-        let command = request.input.get(arg)?.as_str()?;
-        Some(super::script::analysis_of(request.script, command))
+    /// The analysed script of a call of a tool that runs one (its spec says how:
+    /// [`talon_core::ToolSpec::shell_script_arg`] or
+    /// [`talon_core::ToolSpec::script_template`]), if this is one: the pipeline's analysis, the
+    /// one the tool receives. `Err` when a template cannot be rendered (the pipeline refused
+    /// such a call before; refused here too, so the checker fails closed on its own).
+    fn analysis<'a>(request: &PermissionRequest<'a>) -> Result<Option<Cow<'a, Analysis>>, String> {
+        if let Some(template) = &request.spec.script_template {
+            let command = talon_core::script_template::render(template, request.input)?;
+            return Ok(Some(super::script::analysis_of(request.script, &command)));
+        }
+        let Some(arg) = request.spec.shell_script_arg.as_deref() else {
+            return Ok(None);
+        };
+        Ok(request
+            .input
+            .get(arg)
+            .and_then(|v| v.as_str())
+            .map(|command| super::script::analysis_of(request.script, command)))
     }
 
     /// The verdict for `command` run by `agent` (also used by tests and `talon` diagnostics).
@@ -132,10 +143,11 @@ impl PermissionChecker for ExecApprovals {
     fn check(&self, request: &PermissionRequest<'_>) -> Option<Decision> {
         let agent = request.ctx.agent_key.as_deref();
         match Self::analysis(request) {
-            Some(analysis) => Some(self.verdict(agent, &analysis)),
+            Err(reason) => Some(Decision::Deny(reason)),
+            Ok(Some(analysis)) => Some(self.verdict(agent, &analysis)),
             // Another tool: allowed when a person said "always" to it for this agent; else the
             // permission mode decides.
-            None => self
+            Ok(None) => self
                 .tools_allowed
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -149,8 +161,9 @@ impl PermissionChecker for ExecApprovals {
 impl Remember for ExecApprovals {
     fn always_key(&self, request: &PermissionRequest<'_>) -> Option<String> {
         match Self::analysis(request) {
-            Some(analysis) => always_allow_key(&analysis),
-            None => Some(format!("{TOOL_KEY}{}", request.spec.name)),
+            Ok(Some(analysis)) => always_allow_key(&analysis),
+            Ok(None) => Some(format!("{TOOL_KEY}{}", request.spec.name)),
+            Err(_) => None,
         }
     }
 

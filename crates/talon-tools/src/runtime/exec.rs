@@ -133,6 +133,7 @@ impl Tool for Exec {
             agent: ctx.agent_key.as_deref(),
             session: Some(&ctx.session_key),
             timeout,
+            env: &[],
         };
         if in_background {
             let info = or_error!(background::start(&self.fs, &self.shell, ctx, &request));
@@ -144,19 +145,30 @@ impl Tool for Exec {
                 log = background::shown_log(&info, Some(&workspace)),
             ));
         }
-        let outcome = or_error!(self.shell.run(&request, &ctx.cancel).await);
-        let ending = ending_line(&outcome, timeout);
-        let text = render(
-            &outcome.stdout.text(),
-            &outcome.stderr.text(),
-            ending.as_deref(),
-        );
-        let text = with_network_footer(text, outcome.network.as_ref());
-        if outcome.success() {
-            ToolOutput::text(text)
-        } else {
-            ToolOutput::error(text)
-        }
+        run_to_end(&self.shell, &request, ctx).await
+    }
+}
+
+/// Runs `request` to its end (or its timeout, or the caller's cancel) and gives the result in
+/// GoClaw's shape ([`render`]), with the network footer; an error result unless it succeeded.
+/// `exec` and the custom tools end their calls here.
+pub(crate) async fn run_to_end(
+    shell: &Shell,
+    request: &Request<'_>,
+    ctx: &talon_core::CallContext,
+) -> ToolOutput {
+    let outcome = or_error!(shell.run(request, &ctx.cancel).await);
+    let ending = ending_line(&outcome, request.timeout);
+    let text = render(
+        &outcome.stdout.text(),
+        &outcome.stderr.text(),
+        ending.as_deref(),
+    );
+    let text = with_network_footer(text, outcome.network.as_ref());
+    if outcome.success() {
+        ToolOutput::text(text)
+    } else {
+        ToolOutput::error(text)
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod approvals;
 pub mod background;
 pub mod credentialed_exec;
+pub mod custom_tool;
 pub mod exec;
 pub mod process;
 pub mod script;

@@ -232,6 +232,7 @@ async fn trial(config: &talon_exec::ShellConfig) -> (bool, String) {
         agent: Some("talon-doctor"),
         session: Some("talon-doctor"),
         timeout: std::time::Duration::from_secs(30),
+        env: &[],
     };
     let cancel = tokio_util::sync::CancellationToken::new();
     let result = shell.run(&request, &cancel).await;

@@ -4,6 +4,7 @@ mod admin;
 mod chat;
 mod chat_repl;
 pub mod cli_credentials;
+pub mod custom_tools;
 mod doctor;
 mod mcp;
 pub mod mcp_servers;
@@ -138,6 +139,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Runs { command } => runs::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Teams { command } => teams::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Skills { command } => skills::run(config, &data_dir(&cli.data_dir), command).await,
+        Command::CustomTools { command } => {
+            custom_tools::run(config, &data_dir(&cli.data_dir), command).await
+        }
         Command::Doctor { json } => doctor::run(&config, &data_dir(&cli.data_dir), json).await,
         Command::Approvals { target, command } => {
             waiting::approvals(&config, target, command).await

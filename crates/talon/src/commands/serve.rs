@@ -113,6 +113,11 @@ pub async fn run(
                 config_names,
                 gateway.token.is_some(),
             )
+            .merge(talon_runtime::custom_tools_http::routes(
+                rt.store.clone(),
+                Arc::clone(rt.pipeline.registry()),
+                gateway.token.is_some(),
+            ))
             .merge(talon_runtime::runs_http::routes(runner.clone()))
             .merge(talon_runtime::chat_http::routes(runner))
             .merge(talon_runtime::agents_http::routes(rt.store.clone()))

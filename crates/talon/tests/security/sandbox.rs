@@ -48,6 +48,7 @@ async fn sh(shell: &Shell, ws: &Path, session: Option<&str>, command: &str) -> O
         agent: None,
         session,
         timeout: Duration::from_secs(20),
+        env: &[],
     };
     shell
         .run(&request, &CancellationToken::new())
@@ -214,6 +215,7 @@ async fn h21_07_commands_cannot_reach_the_session_init() {
         agent: None,
         session: Some("s"),
         timeout: Duration::from_secs(20),
+        env: &[],
     };
     let begin = std::time::Instant::now();
     let killed = shell.run(&request, &CancellationToken::new()).await;
