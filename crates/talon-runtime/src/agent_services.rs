@@ -48,6 +48,7 @@ impl talon_tools::sessions::SessionSender for Runner {
                         api: Default::default(),
                         child: None,
                         delivering: Vec::new(),
+                        origin: None,
                     },
                     &|_| {},
                 )

@@ -215,6 +215,7 @@ async fn api_key(
     });
     key_from(
         &format!("providers.{name}"),
+        "api_key",
         section.api_key_secret.as_deref(),
         Some(&var),
         store,
@@ -226,6 +227,7 @@ async fn api_key(
 /// variable `env`; `None` when neither gives one. `section` names the setting in errors.
 pub(crate) async fn key_from(
     section: &str,
+    field: &str,
     secret: Option<&str>,
     env: Option<&str>,
     store: &Store,
@@ -234,10 +236,10 @@ pub(crate) async fn key_from(
         return match store.secret(secret).await {
             Ok(Some(key)) => Ok(Some(key)),
             Ok(None) => Err(ConfigError(format!(
-                "{section}.api_key_secret: the store has no secret {secret:?}; set it with `talon secrets set {secret}`"
+                "{section}.{field}_secret: the store has no secret {secret:?}; set it with `talon secrets set {secret}`"
             ))),
             Err(e) => Err(ConfigError(format!(
-                "{section}.api_key_secret: cannot read {secret:?}: {e}"
+                "{section}.{field}_secret: cannot read {secret:?}: {e}"
             ))),
         };
     }

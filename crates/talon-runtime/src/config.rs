@@ -42,6 +42,8 @@ pub struct Config {
     pub providers: BTreeMap<String, crate::chat_config::ProviderSection>,
     /// `[chat]`: the agent loop's defaults.
     pub chat: crate::chat_config::ChatSection,
+    /// `[channels.<name>]`: the chat platforms the gateway sends through (and reads).
+    pub channels: BTreeMap<String, crate::channels::ChannelSection>,
     /// The file this configuration came from (hidden from sandboxed commands).
     #[serde(skip)]
     pub source: Option<PathBuf>,

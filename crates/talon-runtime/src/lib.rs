@@ -19,6 +19,7 @@ pub mod agent_runs;
 pub mod agent_services;
 pub mod agents_http;
 pub mod audit;
+pub mod channels;
 pub mod chat_config;
 pub mod chat_http;
 pub mod config;

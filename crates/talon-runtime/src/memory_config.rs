@@ -194,6 +194,7 @@ impl EmbeddingsSection {
     async fn api_key(&self, store: &Store) -> Result<Option<String>, ConfigError> {
         crate::chat_config::key_from(
             "memory.embeddings",
+            "api_key",
             self.api_key_secret.as_deref(),
             self.api_key_env.as_deref(),
             store,

@@ -36,6 +36,8 @@ pub struct Runtime {
     pub runner: crate::agent_runs::Runner,
     /// Where tools' questions wait when `Overrides::http_questions` asked for it.
     pub questions: Arc<talon_core::questions::Questions>,
+    /// The configured chat channels (`talon serve` reads the inbound ones).
+    pub channels: crate::channels::Channels,
 }
 
 impl Runtime {
@@ -267,6 +269,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     template.dialect = Some(talon_core::policy::Dialect::Goclaw);
     let pipeline = Arc::new(pipeline);
     let config_knowledge_graph = config.memory.knowledge_graph;
+    let channels = crate::channels::Channels::open(&config.channels, &store).await?;
     // The tools that start agent runs belong to the runner that runs them.
     let mut runner = crate::agent_runs::Runner::new(
         config,
@@ -302,6 +305,20 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
                 .map_err(|e| e.to_string())
         })
         .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
+    if !channels.is_empty() {
+        let registry = pipeline.registry();
+        registry
+            .register(crate::channels::tools::Message {
+                channels: channels.clone(),
+                fs: Arc::clone(&builtins.fs),
+            })
+            .and_then(|()| {
+                registry.register(crate::channels::tools::CreateForumTopic {
+                    channels: channels.clone(),
+                })
+            })
+            .map_err(|e| ConfigError(format!("registering the channel tools: {e}")))?;
+    }
     // Custom tools last: every built-in name is taken by then, so none can be shadowed.
     let custom = crate::custom_tools::CustomTools::new(
         store.clone(),
@@ -328,6 +345,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         bridge,
         runner,
         questions,
+        channels,
     })
 }
 
@@ -428,6 +446,11 @@ fn validate(
     }
     if let Err(e) = crate::mcp_servers_config::specs(&config.mcp_servers) {
         problems.push(e);
+    }
+    for (name, section) in &config.channels {
+        if let Err(e) = section.check(name) {
+            problems.push(e.0);
+        }
     }
     let exec_policies =
         match crate::exec_policy::policies(&config.exec.approvals, &config.exec.agents) {

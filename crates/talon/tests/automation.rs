@@ -5,5 +5,6 @@
 mod support;
 
 mod automation {
+    mod channels;
     mod custom_tools;
 }

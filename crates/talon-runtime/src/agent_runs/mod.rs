@@ -67,6 +67,22 @@ pub struct TurnRequest<'a> {
     /// The runs whose results the prompt shows (an announcement): marked delivered in the
     /// transaction that saves the turn, so they reach the session exactly once.
     pub delivering: Vec<String>,
+    /// The chat a channel brought this turn from (the inbound loop), if one did.
+    pub origin: Option<ChannelOrigin>,
+}
+
+/// Where a channel's message came from: put in the turn's context, where `message` reads it
+/// (replies are pinned to it) and the policy reads the allow list (the final intersection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelOrigin {
+    /// The channel's name (`[channels.<name>]`).
+    pub channel: String,
+    /// The chat, then `/` and the forum topic when there is one.
+    pub chat: String,
+    /// `direct` or `group`.
+    pub peer_kind: String,
+    /// The only tools the chat's or topic's configuration allows, if it sets any.
+    pub tool_allow: Option<Vec<String>>,
 }
 
 /// A child run's turn (see [`crate::run_tools`]).
@@ -404,6 +420,14 @@ impl Runner {
         if let Some(session) = &request.session {
             self.check_session(session, &agent_key, ctx.user.as_deref())
                 .await?;
+        }
+        if let Some(origin) = &request.origin {
+            ctx.channel = Some(origin.channel.clone());
+            ctx.chat_id = Some(origin.chat.clone());
+            ctx.peer_kind = Some(origin.peer_kind.clone());
+            if let Some(tools) = &origin.tool_allow {
+                ctx.tool_allow = Some(tools.clone().into());
+            }
         }
         let built = self.agent(&agent_key).await?;
         // The session's own settings (the Config tool's): a model of its own, a permission

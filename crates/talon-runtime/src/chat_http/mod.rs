@@ -301,6 +301,7 @@ fn spawn_turn(
                     api: turn.api,
                     child: None,
                     delivering: Vec::new(),
+                    origin: None,
                 },
                 &events,
             )

@@ -70,6 +70,7 @@ impl Announcement {
             api: Default::default(),
             child: None,
             delivering: self.ids(),
+            origin: None,
         }
     }
 }

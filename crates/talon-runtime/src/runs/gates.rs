@@ -364,6 +364,7 @@ impl Runner {
                         api: Default::default(),
                         child: None,
                         delivering: Vec::new(),
+                        origin: None,
                     },
                     events,
                 )

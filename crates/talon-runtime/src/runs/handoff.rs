@@ -136,6 +136,7 @@ async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> T
                 api: Default::default(),
                 child: None,
                 delivering: Vec::new(),
+                origin: None,
             },
             &|_| {},
         )

@@ -349,6 +349,7 @@ impl Runner {
                         model: overrides.model.clone(),
                     }),
                     delivering: Vec::new(),
+                    origin: None,
                 },
                 &|_| {},
             )

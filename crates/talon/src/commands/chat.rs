@@ -215,6 +215,7 @@ impl Chat {
                     api: Default::default(),
                     child: None,
                     delivering,
+                    origin: None,
                 },
                 events,
             )

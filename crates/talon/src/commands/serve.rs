@@ -99,6 +99,8 @@ pub async fn run(
     let runner = rt.runner.clone();
     // Leases renewed, runs of dead gateways taken over, results announced: while serving.
     let _supervisor = runner.supervise();
+    // Telegram channels with inbound = true: their messages become turns, answered there.
+    talon_runtime::channels::inbound::spawn(&runner, &rt.channels, &shutdown);
     let questions = Arc::clone(&rt.questions);
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),

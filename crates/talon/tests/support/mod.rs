@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod pg;
+pub mod platforms;
 pub mod terminal;
 
 use std::fs;

@@ -1,0 +1,171 @@
+//! Inbound Telegram messages: each becomes a turn of its chat's session and the answer goes back.
+//!
+//! A channel with `inbound = true` is read by long polling (`getUpdates`, offset after the
+//! last update handled, so each message is answered once by this gateway). A message starts or
+//! continues the session GoClaw keys it as — `agent:<agent>:<channel>:direct:<chat>` for a private
+//! chat, `agent:<agent>:<channel>:group:<chat>` for a group and `…:topic:<topic>` for a forum
+//! topic — through [`Runner::run`], so handoff routes and gates hold as for any turn. The turn's
+//! context carries its origin ([`crate::agent_runs::ChannelOrigin`]): `message` replies only
+//! there, and the chat's or topic's tool list (`[channels.<name>.topics]`) is the turn's final
+//! allow list. Messages are handled one at a time, in order, so a chat's turns never overlap.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::platforms::{Channel, Inbound};
+use super::{Channels, Kind};
+use crate::agent_runs::{ChannelOrigin, Runner, TurnRequest};
+
+/// How long a failed poll waits before the next, at most.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Starts a poller for every Telegram channel with `inbound = true`; they stop with `cancel`.
+pub fn spawn(runner: &Runner, channels: &Channels, cancel: &CancellationToken) {
+    for channel in channels.all() {
+        if channel.kind == Kind::Telegram && channel.section.inbound {
+            tokio::spawn(poll(runner.clone(), Arc::clone(channel), cancel.clone()));
+        }
+    }
+}
+
+/// The session a message in `chat` (forum topic `topic`) of `channel` belongs to.
+pub fn session_key(agent: &str, channel: &str, message: &Inbound) -> String {
+    let peer = peer_kind(message);
+    let mut key = format!("agent:{agent}:{channel}:{peer}:{}", message.chat);
+    if let Some(topic) = &message.topic {
+        key.push_str(&format!(":topic:{topic}"));
+    }
+    key
+}
+
+fn peer_kind(message: &Inbound) -> &'static str {
+    if message.chat_type == "private" {
+        "direct"
+    } else {
+        "group"
+    }
+}
+
+async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) {
+    let wait = Duration::from_secs(channel.section.poll_timeout_secs.unwrap_or(25).min(50));
+    let mut offset = 0i64;
+    let mut backoff = Duration::from_secs(1);
+    tracing::info!(channel = %channel.name, "reading Telegram messages");
+    loop {
+        let updates = tokio::select! {
+            () = cancel.cancelled() => return,
+            updates = channel.updates(offset, wait) => updates,
+        };
+        match updates {
+            Ok(messages) => {
+                backoff = Duration::from_secs(1);
+                for message in messages {
+                    offset = offset.max(message.update_id + 1);
+                    if cancel.is_cancelled() {
+                        return;
+                    }
+                    answer(&runner, &channel, &message, &cancel).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(channel = %channel.name, error = %e, "cannot read Telegram messages; retrying");
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Runs the turn `message` starts and sends its answer (or what went wrong) back.
+async fn answer(runner: &Runner, channel: &Channel, message: &Inbound, cancel: &CancellationToken) {
+    if message.text.trim().is_empty() {
+        return;
+    }
+    let agent = channel
+        .section
+        .agent
+        .clone()
+        .unwrap_or_else(|| runner.default_agent().to_string());
+    // A private chat is its person's: their memory and workspace. A group's members share.
+    let user = (peer_kind(message) == "direct")
+        .then(|| {
+            message
+                .from
+                .as_ref()
+                .map(|id| format!("{}-{id}", channel.name))
+        })
+        .flatten();
+    let chat = match &message.topic {
+        Some(topic) => format!("{}/{topic}", message.chat),
+        None => message.chat.clone(),
+    };
+    let request = TurnRequest {
+        agent: Some(&agent),
+        user: user.as_deref(),
+        session: Some(session_key(&agent, &channel.name, message)),
+        history: Vec::new(),
+        prompt: message.text.clone(),
+        channel: "telegram",
+        client: None,
+        permission_mode: None,
+        cancel: cancel.child_token(),
+        api: Default::default(),
+        child: None,
+        delivering: Vec::new(),
+        origin: Some(ChannelOrigin {
+            channel: channel.name.clone(),
+            chat,
+            peer_kind: peer_kind(message).into(),
+            tool_allow: channel
+                .section
+                .allow_list(&message.chat, message.topic.as_deref()),
+        }),
+    };
+    let reply = match runner.run(request, &|_| {}).await {
+        Ok(ran) if !ran.outcome.text.trim().is_empty() => ran.outcome.text,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!(channel = %channel.name, chat = %message.chat, error = %e, "a channel turn failed");
+            format!("Sorry, that could not be answered: {e}")
+        }
+    };
+    if let Err(e) = channel
+        .send(&message.chat, message.topic.as_deref(), &reply, None)
+        .await
+    {
+        tracing::warn!(channel = %channel.name, chat = %message.chat, error = %e, "cannot send the answer");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inbound(chat_type: &str, topic: Option<&str>) -> Inbound {
+        Inbound {
+            update_id: 1,
+            chat: "-1001".into(),
+            topic: topic.map(str::to_string),
+            chat_type: chat_type.into(),
+            from: Some("42".into()),
+            text: "hi".into(),
+        }
+    }
+
+    #[test]
+    fn sessions_are_keyed_as_goclaw_keys_them() {
+        assert_eq!(
+            session_key("main", "tg", &inbound("private", None)),
+            "agent:main:tg:direct:-1001"
+        );
+        assert_eq!(
+            session_key("main", "tg", &inbound("supergroup", Some("5"))),
+            "agent:main:tg:group:-1001:topic:5"
+        );
+    }
+}

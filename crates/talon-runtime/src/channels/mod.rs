@@ -1,0 +1,164 @@
+//! Channels: the chat platforms a gateway talks through (`[channels.<name>]`): Telegram's Bot
+//! API (messages, media, forum topics, and long polling for inbound messages), Slack's and
+//! Discord's bot APIs, and a generic HTTP webhook.
+//!
+//! Outbound, the `message` and `create_forum_topic` tools ([`tools`]) send through a configured
+//! channel, pinned to where the conversation came from; inbound, a Telegram channel with
+//! `inbound = true` turns each message into a turn of the session GoClaw would key it as
+//! ([`inbound`]), with the tool allow list its forum topic sets, and sends the answer back to
+//! that chat and topic. Tokens are secrets: a stored secret (`token_secret`) or an environment
+//! variable (`token_env`), never the configuration file. The platforms' URLs are the operator's
+//! configuration (a model names a channel, never a URL).
+
+pub mod inbound;
+pub mod platforms;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use talon_store::Store;
+
+use crate::config::ConfigError;
+pub use platforms::{Channel, ChannelError, Kind};
+
+/// `[channels.<name>]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelSection {
+    /// `telegram`, `slack`, `discord` or `webhook`.
+    pub kind: String,
+    /// The platform's API root (default: the platform's own; a local server in tests).
+    pub base_url: Option<String>,
+    /// `webhook`: where messages are POSTed.
+    pub url: Option<String>,
+    /// The stored secret holding the bot token (`talon secrets set NAME`).
+    pub token_secret: Option<String>,
+    /// The environment variable holding the bot token.
+    pub token_env: Option<String>,
+    /// The tenant the channel belongs to: only its sessions may send through it.
+    pub tenant: Option<String>,
+    /// `telegram`: answer inbound messages (long polling). One gateway per bot.
+    pub inbound: bool,
+    /// The agent that answers inbound messages (default: the default agent).
+    pub agent: Option<String>,
+    /// Seconds a long poll waits for messages (default 25).
+    pub poll_timeout_secs: Option<u64>,
+    /// Per chat (`"<chat id>"`) or forum topic (`"<chat id>/<topic id>"`): the only tools a turn
+    /// there may use (seed 002 §5: the per-request allow list, the final intersection).
+    pub topics: BTreeMap<String, TopicSection>,
+}
+
+/// `[channels.<name>.topics."<chat>[/<topic>]"]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TopicSection {
+    /// Tool names and `group:` specs; a turn in the chat or topic gets no other tool.
+    pub tools: Vec<String>,
+}
+
+impl ChannelSection {
+    /// The tool allow list of a turn in `chat` (and forum topic `topic`): the topic's own, else
+    /// the chat's, else none (the agent's policy alone).
+    pub fn allow_list(&self, chat: &str, topic: Option<&str>) -> Option<Vec<String>> {
+        topic
+            .and_then(|t| self.topics.get(&format!("{chat}/{t}")))
+            .or_else(|| self.topics.get(chat))
+            .map(|t| t.tools.clone())
+    }
+
+    /// Checks what needs no I/O; the error says what to fix.
+    pub fn check(&self, name: &str) -> Result<Kind, ConfigError> {
+        let at = format!("channels.{name}");
+        if !talon_store::valid_server_name(name) {
+            return Err(ConfigError(format!(
+                "{at}: use 1-64 letters, digits, _ and - in channel names"
+            )));
+        }
+        let kind: Kind = self
+            .kind
+            .parse()
+            .map_err(|e: String| ConfigError(format!("{at}.kind: {e}")))?;
+        for (field, url) in [("base_url", &self.base_url), ("url", &self.url)] {
+            if let Some(url) = url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                return Err(ConfigError(format!(
+                    "{at}.{field}: {url:?} is not an http:// or https:// URL"
+                )));
+            }
+        }
+        if kind == Kind::Webhook && self.url.is_none() {
+            return Err(ConfigError(format!("{at}: a webhook needs url")));
+        }
+        if kind != Kind::Webhook && self.token_secret.is_none() && self.token_env.is_none() {
+            return Err(ConfigError(format!(
+                "{at}: give the bot token as token_secret (a stored secret) or token_env"
+            )));
+        }
+        if self.inbound && kind != Kind::Telegram {
+            return Err(ConfigError(format!(
+                "{at}.inbound: inbound messages are read from Telegram (long polling); {kind} channels send only"
+            )));
+        }
+        Ok(kind)
+    }
+}
+
+/// The configured channels, by name.
+#[derive(Debug, Clone, Default)]
+pub struct Channels {
+    channels: Arc<BTreeMap<String, Arc<Channel>>>,
+}
+
+impl Channels {
+    /// The channels of `sections`, with their tokens read from the store or the environment.
+    pub async fn open(
+        sections: &BTreeMap<String, ChannelSection>,
+        store: &Store,
+    ) -> Result<Self, ConfigError> {
+        let mut channels = BTreeMap::new();
+        for (name, section) in sections {
+            let kind = section.check(name)?;
+            let token = crate::chat_config::key_from(
+                &format!("channels.{name}"),
+                "token",
+                section.token_secret.as_deref(),
+                section.token_env.as_deref(),
+                store,
+            )
+            .await?;
+            if kind != Kind::Webhook && token.is_none() {
+                return Err(ConfigError(format!(
+                    "channels.{name}: the bot token is not set (token_env names an empty or missing variable)"
+                )));
+            }
+            let channel = Channel::new(name, kind, section.clone(), token)
+                .map_err(|e| ConfigError(format!("channels.{name}: {e}")))?;
+            channels.insert(name.clone(), Arc::new(channel));
+        }
+        Ok(Self {
+            channels: Arc::new(channels),
+        })
+    }
+
+    /// The channel called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Channel>> {
+        self.channels.get(name)
+    }
+
+    /// Every channel, by name.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Channel>> {
+        self.channels.values()
+    }
+
+    /// The configured channel names, for messages that list them.
+    pub fn names(&self) -> Vec<String> {
+        self.channels.keys().cloned().collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.channels.is_empty()
+    }
+}

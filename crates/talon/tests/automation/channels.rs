@@ -1,0 +1,279 @@
+//! Channels against a local server speaking the platforms' documented APIs: a Telegram group
+//! with forum topics read by long polling, each topic its own session with the tools its
+//! configuration allows, answers and `message` pinned to where the conversation came from,
+//! `create_forum_topic`; and a subagent (which has no chat of its own) posting to Slack, Discord
+//! and a webhook while a terminal session may not send at all.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::chat::mock_provider;
+use crate::support::platforms::{
+    DISCORD_TOKEN, Platforms, SLACK_TOKEN, TELEGRAM_TOKEN, telegram_message,
+};
+use crate::support::{self};
+
+/// The requests of the conversation whose first user message contains `marker`.
+async fn conversation(mock: &support::chat::Mock, marker: &str) -> Vec<Value> {
+    let all: Vec<Value> = reqwest::get(format!("{}/_mock/requests", mock.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    all.into_iter()
+        .filter(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["role"] == "user")
+                .is_some_and(|m| m["content"].to_string().contains(marker))
+        })
+        .collect()
+}
+
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_telegram_forum_topic_is_a_session_with_its_tools_and_answers_go_back_there() {
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let send = |args: Value| json!({"name": "message", "arguments": args});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "TOPIC-FIVE", "turns": [
+                {"tool_calls": [{"name": "exec", "arguments": {"command": "echo hi"}}]},
+                {"tool_calls": [
+                    send(json!({"action": "send", "message": "a note for the topic"})),
+                    send(json!({"action": "send", "channel": "tg", "chat_id": "-999", "message": "elsewhere"}))
+                ]},
+                {"tool_calls": [{"name": "create_forum_topic", "arguments": {"name": "Release"}}]},
+                {"text": "Answer for topic five."}
+            ]},
+            {"when": "DIRECT-HELLO", "turns": [{"text": "Hello Ada."}]}
+        ]}),
+    );
+    let config = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\napi_key_env = \"MOCK_KEY\"\n\
+         [tools]\nrate_limit_per_hour = 0\n\
+         [channels.tg]\nkind = \"telegram\"\nbase_url = \"{base}\"\ntoken_env = \"TG_TOKEN\"\ninbound = true\npoll_timeout_secs = 1\n\
+         [channels.tg.topics.\"-1001/5\"]\ntools = [\"message\", \"create_forum_topic\", \"datetime\"]\n",
+        mock = mock.url,
+        base = platforms.url,
+    );
+    std::fs::write(home.path().join("talon.toml"), config).unwrap();
+    let _server = support::serve_in(
+        home.path(),
+        &[
+            ("TG_TOKEN", TELEGRAM_TOKEN),
+            ("MOCK_KEY", "sk-mock-secret-123456"),
+        ],
+    );
+
+    platforms.push_update(telegram_message(
+        1,
+        -1001,
+        Some(5),
+        "TOPIC-FIVE: please check",
+    ));
+    let answers = platforms.wait_for("/sendMessage", 2).await;
+    let answer = answers
+        .iter()
+        .find(|c| c.body["text"] == "Answer for topic five.")
+        .unwrap_or_else(|| panic!("no answer in {answers:?}"));
+    assert_eq!(answer.body["chat_id"], "-1001");
+    assert_eq!(answer.body["message_thread_id"], 5);
+    let note = answers
+        .iter()
+        .find(|c| c.body["text"] == "a note for the topic")
+        .unwrap();
+    assert_eq!(
+        note.body["message_thread_id"], 5,
+        "message replies in the topic"
+    );
+    assert!(
+        !platforms
+            .calls()
+            .iter()
+            .any(|c| c.body["chat_id"] == "-999"),
+        "message cannot leave the chat the conversation came from"
+    );
+    let topics = platforms.calls_to("/createForumTopic");
+    assert_eq!(topics.len(), 1);
+    assert_eq!(topics[0].body["chat_id"], "-1001");
+    assert_eq!(topics[0].body["name"], "Release");
+
+    // The topic's allow list is the turn's final one: the model is offered those tools only,
+    // and a call of another is refused.
+    let turn = conversation(&mock, "TOPIC-FIVE").await;
+    let mut tools = offered(&turn[0]);
+    tools.sort();
+    assert_eq!(
+        tools,
+        ["create_forum_topic", "datetime", "message"],
+        "{tools:?}"
+    );
+    let refused = turn[1]["messages"].to_string();
+    assert!(refused.contains("exec"), "{refused}");
+    assert!(!refused.contains("hi\\n"), "exec did not run: {refused}");
+    let pinned = turn[2]["messages"].to_string();
+    assert!(
+        pinned.contains("goes back there only") || pinned.contains("messages go back there only"),
+        "{pinned}"
+    );
+    assert!(
+        turn[3]["messages"].to_string().contains("77"),
+        "the new topic's id"
+    );
+
+    // A private chat is a session of its own (GoClaw's direct key), with the agent's tools.
+    platforms.push_update(telegram_message(2, 4242, None, "DIRECT-HELLO"));
+    let answers = platforms.wait_for("/sendMessage", 3).await;
+    let direct = answers.last().unwrap();
+    assert_eq!(direct.body["chat_id"], "4242");
+    assert_eq!(direct.body["text"], "Hello Ada.");
+    assert!(direct.body.get("message_thread_id").is_none());
+    let direct_turn = conversation(&mock, "DIRECT-HELLO").await;
+    assert!(offered(&direct_turn[0]).iter().any(|t| t == "exec"));
+    // Both are stored sessions under GoClaw's keys; the private chat is its person's.
+    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(&support::data_dir(
+        home.path(),
+    )))
+    .await
+    .unwrap();
+    let topic = store
+        .session("agent:default:tg:group:-1001:topic:5")
+        .await
+        .unwrap()
+        .expect("the topic's session");
+    assert_eq!(topic.owner, "");
+    let direct = store
+        .session("agent:default:tg:direct:4242")
+        .await
+        .unwrap()
+        .expect("the private chat's session");
+    assert_eq!(direct.owner, "tg-4242");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subagent_posts_to_slack_discord_and_a_webhook_and_a_terminal_session_cannot() {
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("report.txt"), "quarterly numbers\n").unwrap();
+    let send = |args: Value| json!({"name": "message", "arguments": args});
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "CHILD-POSTS", "turns": [
+                {"tool_calls": [
+                    send(json!({"action": "send", "channel": "slack", "chat_id": "C1", "message": "hello slack", "thread_id": "1699.0001"})),
+                    send(json!({"action": "send", "channel": "discord", "chat_id": "555", "message": "hello discord"})),
+                    send(json!({"action": "send", "channel": "discord", "chat_id": "555", "message": "", "media": "report.txt"})),
+                    send(json!({"action": "send", "channel": "hook", "chat_id": "ops", "message": "hello hook"})),
+                    send(json!({"action": "send", "channel": "slack", "chat_id": "C404", "message": "lost"}))
+                ]},
+                {"text": "Child posted."}
+            ]},
+            {"when": "POST-EVERYWHERE", "turns": [
+                {"tool_calls": [send(json!({"action": "send", "channel": "slack", "chat_id": "C1", "message": "from the terminal"}))]},
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "CHILD-POSTS"}}]},
+                {"text": "Parent done."}
+            ]}
+        ]}),
+    );
+    let config = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\napi_key_env = \"MOCK_KEY\"\n\
+         [tools]\nrate_limit_per_hour = 0\n\
+         [channels.slack]\nkind = \"slack\"\nbase_url = \"{base}\"\ntoken_env = \"SLACK_BOT_TOKEN\"\n\
+         [channels.discord]\nkind = \"discord\"\nbase_url = \"{base}\"\ntoken_env = \"DISCORD_BOT_TOKEN\"\n\
+         [channels.hook]\nkind = \"webhook\"\nurl = \"{base}/hook\"\n",
+        mock = mock.url,
+        base = platforms.url,
+    );
+    std::fs::write(home.path().join("talon.toml"), config).unwrap();
+    let home_path = home.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        support::command(&home_path)
+            .env("MOCK_KEY", "sk-mock-secret-123456")
+            .env("SLACK_BOT_TOKEN", SLACK_TOKEN)
+            .env("DISCORD_BOT_TOKEN", DISCORD_TOKEN)
+            .args([
+                "chat",
+                "--permission-mode",
+                "bypassPermissions",
+                "-p",
+                "POST-EVERYWHERE",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Parent done."), "{stdout}");
+
+    // The terminal session has no chat: refused, saying why.
+    let parent = conversation(&mock, "POST-EVERYWHERE").await;
+    let refused = parent[1]["messages"].to_string();
+    assert!(refused.contains("did not come from a channel"), "{refused}");
+    assert!(
+        !platforms
+            .calls()
+            .iter()
+            .any(|c| c.body.to_string().contains("from the terminal"))
+    );
+
+    let slack = platforms.calls_to("/api/chat.postMessage");
+    let posted = slack.iter().find(|c| c.body["channel"] == "C1").unwrap();
+    assert_eq!(posted.body["text"], "hello slack");
+    assert_eq!(posted.body["thread_ts"], "1699.0001");
+    assert_eq!(
+        posted.authorization.as_deref(),
+        Some(&*format!("Bearer {SLACK_TOKEN}"))
+    );
+    let discord = platforms.calls_to("/api/v10/channels/555/messages");
+    assert_eq!(discord.len(), 2, "{discord:?}");
+    assert!(discord.iter().any(|c| c.body["content"] == "hello discord"));
+    let upload = discord
+        .iter()
+        .find(|c| c.body.get("multipart").is_some())
+        .unwrap();
+    let form = upload.body["multipart"].as_str().unwrap();
+    assert!(
+        form.contains("name=\"files[0]\"; filename=\"report.txt\""),
+        "{form}"
+    );
+    assert!(form.contains("quarterly numbers"), "{form}");
+    assert_eq!(
+        discord[0].authorization.as_deref(),
+        Some(&*format!("Bot {DISCORD_TOKEN}"))
+    );
+    let hook = platforms.calls_to("/hook");
+    assert_eq!(hook[0].body["text"], "hello hook");
+    assert_eq!(hook[0].body["chat"], "ops");
+    assert_eq!(hook[0].body["channel"], "hook");
+
+    // A platform's refusal reaches the model in the platform's words.
+    let child = conversation(&mock, "CHILD-POSTS").await;
+    let results = child[1]["messages"].to_string();
+    assert!(results.contains("channel_not_found"), "{results}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
