@@ -86,27 +86,28 @@ async fn answer(runner: &Runner, channel: &Channel, message: &Inbound, cancel: &
     if message.text.trim().is_empty() {
         return;
     }
+    if !channel.section.answers(&message.chat) {
+        tracing::warn!(channel = %channel.name, chat = %message.chat, "a message from a chat not in chats was left unanswered");
+        return;
+    }
     let agent = channel
         .section
         .agent
         .clone()
         .unwrap_or_else(|| runner.default_agent().to_string());
-    // A private chat is its person's: their memory and workspace. A group's members share.
-    let user = (peer_kind(message) == "direct")
-        .then(|| {
-            message
-                .from
-                .as_ref()
-                .map(|id| format!("{}-{id}", channel.name))
-        })
-        .flatten();
+    // A private chat is its person's: their memory and workspace. A group's members share the
+    // group's own, apart from every other chat and from callers that name no user.
+    let user = match (peer_kind(message), &message.from) {
+        ("direct", Some(id)) => format!("{}-{id}", channel.name),
+        _ => format!("{}-chat{}", channel.name, message.chat),
+    };
     let chat = match &message.topic {
         Some(topic) => format!("{}/{topic}", message.chat),
         None => message.chat.clone(),
     };
     let request = TurnRequest {
         agent: Some(&agent),
-        user: user.as_deref(),
+        user: Some(&user),
         session: Some(session_key(&agent, &channel.name, message)),
         history: Vec::new(),
         prompt: message.text.clone(),

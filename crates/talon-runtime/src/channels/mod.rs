@@ -41,6 +41,10 @@ pub struct ChannelSection {
     pub tenant: Option<String>,
     /// `telegram`: answer inbound messages (long polling). One gateway per bot.
     pub inbound: bool,
+    /// Inbound: the chats whose messages are answered (chat ids as Telegram writes them; `"*"`
+    /// for any chat). Required with `inbound`: an agent with tools is not for whoever finds
+    /// the bot. Messages from other chats are logged and left unanswered.
+    pub chats: Vec<String>,
     /// The agent that answers inbound messages (default: the default agent).
     pub agent: Option<String>,
     /// Seconds a long poll waits for messages (default 25).
@@ -59,6 +63,11 @@ pub struct TopicSection {
 }
 
 impl ChannelSection {
+    /// Whether inbound messages from `chat` are answered.
+    pub fn answers(&self, chat: &str) -> bool {
+        self.chats.iter().any(|c| c == "*" || c == chat)
+    }
+
     /// The tool allow list of a turn in `chat` (and forum topic `topic`): the topic's own, else
     /// the chat's, else none (the agent's policy alone).
     pub fn allow_list(&self, chat: &str, topic: Option<&str>) -> Option<Vec<String>> {
@@ -100,6 +109,11 @@ impl ChannelSection {
         if self.inbound && kind != Kind::Telegram {
             return Err(ConfigError(format!(
                 "{at}.inbound: inbound messages are read from Telegram (long polling); {kind} channels send only"
+            )));
+        }
+        if self.inbound && self.chats.is_empty() {
+            return Err(ConfigError(format!(
+                "{at}.chats: list the chats whose messages the agent answers (their ids, or \"*\" for anyone who finds the bot)"
             )));
         }
         Ok(kind)

@@ -69,7 +69,7 @@ async fn a_telegram_forum_topic_is_a_session_with_its_tools_and_answers_go_back_
     let config = format!(
         "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\napi_key_env = \"MOCK_KEY\"\n\
          [tools]\nrate_limit_per_hour = 0\n\
-         [channels.tg]\nkind = \"telegram\"\nbase_url = \"{base}\"\ntoken_env = \"TG_TOKEN\"\ninbound = true\npoll_timeout_secs = 1\n\
+         [channels.tg]\nkind = \"telegram\"\nbase_url = \"{base}\"\ntoken_env = \"TG_TOKEN\"\ninbound = true\npoll_timeout_secs = 1\nchats = [\"-1001\", \"4242\"]\n\
          [channels.tg.topics.\"-1001/5\"]\ntools = [\"message\", \"create_forum_topic\", \"datetime\"]\n",
         mock = mock.url,
         base = platforms.url,
@@ -140,12 +140,17 @@ async fn a_telegram_forum_topic_is_a_session_with_its_tools_and_answers_go_back_
     );
 
     // A private chat is a session of its own (GoClaw's direct key), with the agent's tools.
-    platforms.push_update(telegram_message(2, 4242, None, "DIRECT-HELLO"));
+    // A chat not in `chats` is not answered (and its message never reaches the model); the
+    // messages after it still are.
+    platforms.push_update(telegram_message(2, 999, None, "STRANGER-DANGER"));
+    platforms.push_update(telegram_message(3, 4242, None, "DIRECT-HELLO"));
     let answers = platforms.wait_for("/sendMessage", 3).await;
     let direct = answers.last().unwrap();
     assert_eq!(direct.body["chat_id"], "4242");
     assert_eq!(direct.body["text"], "Hello Ada.");
     assert!(direct.body.get("message_thread_id").is_none());
+    assert!(conversation(&mock, "STRANGER-DANGER").await.is_empty());
+    assert!(!platforms.calls().iter().any(|c| c.body["chat_id"] == "999"));
     let direct_turn = conversation(&mock, "DIRECT-HELLO").await;
     assert!(offered(&direct_turn[0]).iter().any(|t| t == "exec"));
     // Both are stored sessions under GoClaw's keys; the private chat is its person's.
@@ -159,7 +164,10 @@ async fn a_telegram_forum_topic_is_a_session_with_its_tools_and_answers_go_back_
         .await
         .unwrap()
         .expect("the topic's session");
-    assert_eq!(topic.owner, "");
+    assert_eq!(
+        topic.owner, "tg-chat-1001",
+        "a group's own, apart from other callers"
+    );
     let direct = store
         .session("agent:default:tg:direct:4242")
         .await
