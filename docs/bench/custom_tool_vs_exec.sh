@@ -2,7 +2,7 @@
 # A custom tool's call against exec running the same command, through one running gateway
 # (POST /v1/tools/invoke, the sandbox on, SQLite): the custom tool renders `wc -l < 'notes.txt'`,
 # exec is given `wc -l < notes.txt`.
-# Usage: docs/bench/custom_tool_vs_exec.sh [path to a release talon]  (needs curl, hyperfine)
+# Usage: docs/bench/custom_tool_vs_exec.sh [path to a release talon]  (needs curl, python3)
 set -euo pipefail
 talon="${1:-${CARGO_TARGET_DIR:-target}/release/talon}"
 home="$(mktemp -d)"
@@ -25,4 +25,22 @@ for c in "$custom" "$exec_"; do
   out=$(bash -c "$c")
   case "$out" in *'"for_llm":"1000\n"'*) ;; *) echo "unexpected: $out" >&2; exit 1 ;; esac
 done
-hyperfine -N --warmup 20 --runs 300 -n custom_tool "$custom" -n exec "$exec_"
+# Interleaved (one of each per round, 400 rounds) so drift on a busy machine hits both alike;
+# each call timed by curl (time_total, the whole HTTP round trip). Medians and their ratio.
+for _ in $(seq 1 400); do
+  for name in custom_tool exec; do
+    if [ "$name" = custom_tool ]; then c="$custom"; else c="$exec_"; fi
+    printf '%s %s\n' "$name" "$(bash -c "$c -o /dev/null -w '%{time_total}'")"
+  done
+done | python3 -c '
+import collections, statistics, sys
+times = collections.defaultdict(list)
+for line in sys.stdin:
+    name, secs = line.split()
+    times[name].append(float(secs) * 1000)
+for name, v in times.items():
+    v.sort()
+    print(f"{name}: median {statistics.median(v):.2f} ms, p90 {v[int(len(v) * 0.9)]:.2f} ms, n={len(v)}")
+ratio = statistics.median(times["custom_tool"]) / statistics.median(times["exec"])
+print(f"ratio custom_tool/exec (medians): {ratio:.2f}")
+'

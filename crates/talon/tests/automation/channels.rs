@@ -22,16 +22,7 @@ async fn conversation(mock: &support::chat::Mock, marker: &str) -> Vec<Value> {
         .json()
         .await
         .unwrap();
-    all.into_iter()
-        .filter(|r| {
-            r["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["role"] == "user")
-                .is_some_and(|m| m["content"].to_string().contains(marker))
-        })
-        .collect()
+    support::chat::of_conversation(all, marker)
 }
 
 fn offered(request: &Value) -> Vec<String> {

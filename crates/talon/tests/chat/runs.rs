@@ -53,17 +53,7 @@ fn runs(home: &std::path::Path) -> Vec<Value> {
 
 /// The requests of the conversation whose first user message contains `marker`.
 pub(super) fn conversation(mock: &support::chat::Mock, marker: &str) -> Vec<Value> {
-    requests(mock)
-        .into_iter()
-        .filter(|r| {
-            r["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["role"] == "user")
-                .is_some_and(|m| m["content"].to_string().contains(marker))
-        })
-        .collect()
+    support::chat::of_conversation(requests(mock), marker)
 }
 
 #[test]

@@ -330,3 +330,19 @@ pub fn story_home(kind: &str, independent: bool) -> (tempfile::TempDir, ModelSer
     .unwrap();
     (home, server, label)
 }
+
+/// Of `requests` to a model server, those of the conversation whose first user message
+/// contains `marker`.
+pub fn of_conversation(requests: Vec<Value>, marker: &str) -> Vec<Value> {
+    requests
+        .into_iter()
+        .filter(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["role"] == "user")
+                .is_some_and(|m| m["content"].to_string().contains(marker))
+        })
+        .collect()
+}
