@@ -115,6 +115,13 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0016_knowledge_graph.sql"),
         postgres: include_str!("../migrations/postgres/0016_knowledge_graph.sql"),
     },
+    // 17 is main's (custom tools), landing beside this branch; the merge fills the gap.
+    Migration {
+        version: 18,
+        name: "cron",
+        sqlite: include_str!("../migrations/sqlite/0018_cron.sql"),
+        postgres: include_str!("../migrations/postgres/0018_cron.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -64,6 +64,9 @@ pub struct RunState {
     /// Woken when another process announces run changes (PostgreSQL's LISTEN, started by the
     /// supervisor): a cancel or an end elsewhere is seen at once, not at the next poll.
     pub(crate) changed: std::sync::Arc<tokio::sync::Notify>,
+    /// Woken when a scheduled job changes (here, or announced by another process): the job
+    /// scheduler looks again at once instead of at its next due time (see [`crate::cron`]).
+    pub(crate) cron_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// A child run to start.

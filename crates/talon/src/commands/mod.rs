@@ -4,6 +4,7 @@ mod admin;
 mod chat;
 mod chat_repl;
 pub mod cli_credentials;
+pub mod cron;
 mod doctor;
 mod mcp;
 pub mod mcp_servers;
@@ -136,6 +137,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Runs { command } => runs::run(config, &data_dir(&cli.data_dir), command).await,
+        Command::Cron { command } => cron::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Teams { command } => teams::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Skills { command } => skills::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Doctor { json } => doctor::run(&config, &data_dir(&cli.data_dir), json).await,

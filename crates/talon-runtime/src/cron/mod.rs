@@ -1,0 +1,296 @@
+//! Scheduled jobs at work: the scheduler of a gateway (`talon serve`) claims due jobs and runs
+//! each as an agent run (origin `cron`), whose result is delivered to the session the job names
+//! as every background run's is, and recorded in the job's history.
+//!
+//! - **One gateway per run.** Jobs are claimed with this process's owner id and a lease, renewed
+//!   while the run goes ([`talon_store::Store::claim_due_cron_jobs`]). A gateway that dies
+//!   stops renewing; another claims the job after the lease and, finding the run its
+//!   predecessor started (which the run supervisor resumes), waits for that run instead of
+//!   starting a second. Nothing happens "on start-up" (GoClaw's sweep ran jobs twice).
+//! - **Idle costs nothing.** The scheduler sleeps until the earliest due time (one indexed
+//!   query), at most [`POLL`], and wakes at once when a job changes here or, on PostgreSQL,
+//!   anywhere (`NOTIFY talon_cron`). No job list is re-read on a timer.
+//! - **Missed runs** (the gateways were down past a job's time by more than [`MISSED_AFTER`]):
+//!   `run_once` runs it once now, `skip` records a `skipped` run; either way the next time is
+//!   the first one after now, never one run per missed time.
+//! - **What a job's run may use**: its agent's own tools one level down, so the subagent deny
+//!   list applies (no `cron`, no `sessions_send`, no further runs at the maximum depth).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use talon_store::{CronJob, CronOutcome, CronRunStatus, MissedPolicy, RunRecord, RunStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_runs::Runner;
+use crate::runs::{ChildOverrides, ChildSpec, Ending};
+
+pub mod request;
+pub mod tool;
+
+/// The longest the scheduler sleeps without looking (jobs another process added on SQLite,
+/// a lease of a dead gateway running out).
+pub const POLL: Duration = Duration::from_secs(5);
+
+/// How late a run may start before it counts as missed (its policy applies), in ms.
+pub const MISSED_AFTER: i64 = 60_000;
+
+/// Jobs claimed in one statement at most (the rest in the next).
+const BATCH: usize = 16;
+
+/// The channel a job's run, and its session, are named with.
+pub const CHANNEL: &str = "cron";
+
+/// Stops the scheduler when dropped.
+pub struct Scheduler {
+    stop: CancellationToken,
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(talon_core::waiting::unix_ms(std::time::SystemTime::now())).unwrap_or(i64::MAX)
+}
+
+impl Runner {
+    /// Starts the scheduler (see the module docs); it runs until the guard is dropped.
+    pub fn schedule_jobs(&self) -> Scheduler {
+        let stop = CancellationToken::new();
+        let wake = Arc::clone(&self.runs.cron_wake);
+        self.store().notify_cron_changes(Arc::clone(&wake));
+        let runner = self.clone();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                // Registered before looking, so a change made while looking is not missed.
+                let woken = wake.notified();
+                runner.claim_and_start().await;
+                let wait = match runner.store().next_cron_due().await {
+                    Ok(Some(due)) => {
+                        let ms = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+                        // A floor, so a job that cannot be claimed never spins the loop.
+                        Duration::from_millis(ms).clamp(Duration::from_millis(20), POLL)
+                    }
+                    Ok(None) => POLL,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read when the next job is due");
+                        POLL
+                    }
+                };
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                    () = woken => {}
+                }
+            }
+        });
+        Scheduler { stop }
+    }
+
+    /// Has the scheduler look at once (a job was added, changed or asked to run here).
+    pub fn wake_scheduler(&self) {
+        self.runs.cron_wake.notify_one();
+    }
+
+    /// Claims the due jobs and starts each in the background.
+    async fn claim_and_start(&self) {
+        loop {
+            let claimed = self
+                .store()
+                .claim_due_cron_jobs(self.instance(), self.lease_until(), BATCH)
+                .await;
+            let jobs = match claimed {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim due jobs");
+                    return;
+                }
+            };
+            let full = jobs.len() == BATCH;
+            for job in jobs {
+                let runner = self.clone();
+                tokio::spawn(async move { runner.run_job(job).await });
+            }
+            if !full {
+                return;
+            }
+        }
+    }
+
+    /// Runs one claimed job to its end and records it (see the module docs).
+    async fn run_job(&self, job: CronJob) {
+        let started = now_ms();
+        let (status, text, run_id) = if !job.run_id.is_empty() {
+            // Claimed again after its gateway died: that gateway's run is resumed by the run
+            // supervisor (or has ended); its end is this claim's.
+            let ending = self.await_run(&job, &job.run_id).await;
+            (ending.0, ending.1, job.run_id.clone())
+        } else if job.claim_due > 0
+            && started.saturating_sub(job.claim_due) > MISSED_AFTER
+            && job.missed == MissedPolicy::Skip
+        {
+            (
+                CronRunStatus::Skipped,
+                format!(
+                    "missed: it was due {} s earlier, while no gateway ran, and its policy is skip",
+                    (started - job.claim_due) / 1000
+                ),
+                String::new(),
+            )
+        } else {
+            match self.start_job_run(&job).await {
+                Ok(run) => {
+                    let id = run.id.clone();
+                    let _ = self
+                        .store()
+                        .set_cron_run(&job.id, self.instance(), &id)
+                        .await;
+                    let ending = self.execute_renewing(&run).await;
+                    (job_status(ending.status), ending.text, id)
+                }
+                Err(e) => (
+                    CronRunStatus::Error,
+                    format!("the run could not start: {e}"),
+                    String::new(),
+                ),
+            }
+        };
+        let outcome = CronOutcome {
+            status,
+            result: &text,
+            run_id: &run_id,
+            started_at: started,
+        };
+        match self
+            .store()
+            .finish_cron_job(&job.id, self.instance(), &outcome)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                job = %job.id,
+                "the job was removed, or another gateway holds it now: its end is not recorded here"
+            ),
+            Err(e) => tracing::warn!(job = %job.id, error = %e, "cannot record a job's end"),
+        }
+        self.wake_scheduler();
+    }
+
+    /// Runs `run` here, renewing this gateway's job leases while it goes.
+    async fn execute_renewing(&self, run: &RunRecord) -> Ending {
+        let execute = self.execute(run, CancellationToken::new(), false);
+        tokio::pin!(execute);
+        loop {
+            tokio::select! {
+                ending = &mut execute => return ending,
+                () = tokio::time::sleep(self.lease() / 3) => self.renew_job_leases().await,
+            }
+        }
+    }
+
+    /// Waits for the run `run_id` a dead gateway started for `job`, renewing the claim.
+    async fn await_run(&self, job: &CronJob, run_id: &str) -> (CronRunStatus, String) {
+        loop {
+            match self.wait_run(run_id, self.lease() / 3).await {
+                Ok(run) if !run.status.is_live() => {
+                    return (job_status(run.status), run.result);
+                }
+                Ok(_) => self.renew_job_leases().await,
+                Err(e) => {
+                    tracing::warn!(job = %job.id, error = %e, "the run of a job whose gateway stopped is gone");
+                    return (
+                        CronRunStatus::Interrupted,
+                        "the gateway running it stopped and its run is gone".into(),
+                    );
+                }
+            }
+        }
+    }
+
+    async fn renew_job_leases(&self) {
+        if let Err(e) = self
+            .store()
+            .renew_cron_leases(self.instance(), self.lease_until())
+            .await
+        {
+            tracing::warn!(error = %e, "cannot renew job leases");
+        }
+    }
+
+    /// The session a job's results go to: the one it names, else one of its own.
+    pub fn job_session(job: &CronJob) -> String {
+        if job.session_key.is_empty() {
+            let user = (!job.user.is_empty()).then_some(job.user.as_str());
+            Runner::session_key(&job.agent, CHANNEL, user, &job.id)
+        } else {
+            job.session_key.clone()
+        }
+    }
+
+    /// Creates `job`'s agent run: its agent, its user, its message; a child of the session its
+    /// results go to, with the agent's own tools one level down (never `cron`).
+    async fn start_job_run(&self, job: &CronJob) -> Result<RunRecord, String> {
+        let user = (!job.user.is_empty()).then_some(job.user.as_str());
+        let mut ctx = self
+            .context(Some(&job.agent), user, CHANNEL)
+            .await
+            .map_err(|e| e.to_string())?;
+        ctx.session_key = Self::job_session(job);
+        let tools: Vec<String> = self
+            .own_tool_names(&job.agent, user, 1)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|t| t != "cron")
+            .collect();
+        let task = format!(
+            "[Scheduled job {:?} ({}), {}]\n{}",
+            job.name,
+            job.id,
+            job.schedule.describe(),
+            job.message
+        );
+        let spec = ChildSpec {
+            agent: &job.agent,
+            task: &task,
+            tools,
+            origin: "cron",
+            background: true,
+            over_link: None,
+            target_load: None,
+            context_mode: "fresh",
+            overrides: ChildOverrides::default(),
+        };
+        self.start_child(&ctx, &spec, None).await
+    }
+
+    /// Refuses a job whose results would go to a session `agent` and `user` do not own.
+    pub async fn check_job_session(
+        &self,
+        session: &str,
+        agent: &str,
+        user: &str,
+    ) -> Result<(), String> {
+        if session.is_empty() {
+            return Ok(());
+        }
+        let user = (!user.is_empty()).then_some(user);
+        self.store()
+            .check_session_owner(session, agent, user)
+            .await
+            .map_err(|e| format!("the job cannot deliver to session {session:?}: {e}"))
+    }
+}
+
+/// A run's end as a job's history records it.
+fn job_status(status: RunStatus) -> CronRunStatus {
+    match status {
+        RunStatus::Completed => CronRunStatus::Ok,
+        RunStatus::Lost => CronRunStatus::Interrupted,
+        _ => CronRunStatus::Error,
+    }
+}
