@@ -83,7 +83,10 @@ async fn add(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let user = (!q.user().is_empty()).then_some(q.user());
-    if let Err(e) = runner.context(Some(new.agent), user, crate::cron::CHANNEL).await {
+    if let Err(e) = runner
+        .context(Some(new.agent), user, crate::cron::CHANNEL)
+        .await
+    {
         return error(StatusCode::BAD_REQUEST, e);
     }
     if let Err(e) = runner
@@ -135,7 +138,11 @@ async fn update(
     {
         return error(StatusCode::BAD_REQUEST, e);
     }
-    match runner.store().update_cron_job(q.user(), &job.id, &patch).await {
+    match runner
+        .store()
+        .update_cron_job(q.user(), &job.id, &patch)
+        .await
+    {
         Ok(job) => {
             runner.wake_scheduler();
             Json(json!({"job": shown(&job)})).into_response()

@@ -91,7 +91,13 @@ async fn bench(name: &str, config: StoreConfig) -> Vec<String> {
         wake.push(t.elapsed());
         assert!(due.unwrap() > now(), "nothing due");
         let t = Instant::now();
-        assert!(store.claim_due_cron_jobs("bench", now() + 60_000, BATCH).await.unwrap().is_empty());
+        assert!(
+            store
+                .claim_due_cron_jobs("bench", now() + 60_000, BATCH)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         idle_claims.push(t.elapsed());
         // 16 jobs fall due: one claim takes them.
         let batch: Vec<String> = (0..BATCH)
@@ -106,7 +112,10 @@ async fn bench(name: &str, config: StoreConfig) -> Vec<String> {
             .await
             .unwrap();
         let t = Instant::now();
-        let claimed = store.claim_due_cron_jobs("bench", now() + 60_000, BATCH).await.unwrap();
+        let claimed = store
+            .claim_due_cron_jobs("bench", now() + 60_000, BATCH)
+            .await
+            .unwrap();
         claims.push(t.elapsed());
         assert_eq!(claimed.len(), BATCH);
         store

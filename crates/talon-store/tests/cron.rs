@@ -113,7 +113,12 @@ async fn two_gateways_never_claim_one_job(config: &StoreConfig) {
     for i in 0..60 {
         let name = format!("job {i}");
         let user = format!("user{}", i % 3);
-        ids.insert(a.add_cron_job(&new_job(&user, &name, past())).await.unwrap().id);
+        ids.insert(
+            a.add_cron_job(&new_job(&user, &name, past()))
+                .await
+                .unwrap()
+                .id,
+        );
     }
     let claim_all = |store: Store, owner: &'static str| async move {
         let mut mine = Vec::new();
@@ -138,10 +143,19 @@ async fn two_gateways_never_claim_one_job(config: &StoreConfig) {
     assert!(set_a.is_disjoint(&set_b), "no job claimed by both");
     assert_eq!(&set_a | &set_b, ids, "every due job claimed");
     // Held jobs are not claimed again while their lease runs.
-    assert!(a.claim_due_cron_jobs("gw-c", now() + 1000, 100).await.unwrap().is_empty());
+    assert!(
+        a.claim_due_cron_jobs("gw-c", now() + 1000, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // B cannot record the end of A's claim.
     let first_a = got_a.first().or(got_b.first()).unwrap().clone();
-    let holder = if set_a.contains(&first_a) { "gw-a" } else { "gw-b" };
+    let holder = if set_a.contains(&first_a) {
+        "gw-a"
+    } else {
+        "gw-b"
+    };
     let other = if holder == "gw-a" { "gw-b" } else { "gw-a" };
     assert!(!b.finish_cron_job(&first_a, other, &ok("")).await.unwrap());
     assert!(a.finish_cron_job(&first_a, holder, &ok("")).await.unwrap());
@@ -150,23 +164,51 @@ async fn two_gateways_never_claim_one_job(config: &StoreConfig) {
 async fn an_expired_lease_is_claimed_again(config: &StoreConfig) {
     let a = Store::open(config).await.unwrap();
     let b = Store::open(config).await.unwrap();
-    let job = a.add_cron_job(&new_job("alice", "nightly", past())).await.unwrap();
-    let claimed = a.claim_due_cron_jobs("gw-a", now() + 300, 10).await.unwrap();
+    let job = a
+        .add_cron_job(&new_job("alice", "nightly", past()))
+        .await
+        .unwrap();
+    let claimed = a
+        .claim_due_cron_jobs("gw-a", now() + 300, 10)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(a.set_cron_run(&job.id, "gw-a", "run-123").await.unwrap());
-    assert!(b.claim_due_cron_jobs("gw-b", now() + 60_000, 10).await.unwrap().is_empty());
+    assert!(
+        b.claim_due_cron_jobs("gw-b", now() + 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A dies: it stops renewing. Nothing is swept; B claims the job once the lease ran out,
     // and finds the run A started.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let again = b.claim_due_cron_jobs("gw-b", now() + 60_000, 10).await.unwrap();
+    let again = b
+        .claim_due_cron_jobs("gw-b", now() + 60_000, 10)
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].run_id, "run-123");
     assert_eq!(again[0].lease_owner, "gw-b");
     // A, back from a stall, can neither renew nor end it.
-    assert_eq!(a.renew_cron_leases("gw-a", now() + 60_000).await.unwrap(), 0);
-    assert!(!a.finish_cron_job(&job.id, "gw-a", &ok("run-123")).await.unwrap());
-    assert_eq!(b.renew_cron_leases("gw-b", now() + 60_000).await.unwrap(), 1);
-    assert!(b.finish_cron_job(&job.id, "gw-b", &ok("run-123")).await.unwrap());
+    assert_eq!(
+        a.renew_cron_leases("gw-a", now() + 60_000).await.unwrap(),
+        0
+    );
+    assert!(
+        !a.finish_cron_job(&job.id, "gw-a", &ok("run-123"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        b.renew_cron_leases("gw-b", now() + 60_000).await.unwrap(),
+        1
+    );
+    assert!(
+        b.finish_cron_job(&job.id, "gw-b", &ok("run-123"))
+            .await
+            .unwrap()
+    );
     let runs = b.cron_runs("alice", &job.id, 10).await.unwrap().unwrap();
     assert_eq!(runs.len(), 1, "one run recorded, not two");
     assert_eq!(runs[0].run_id, "run-123");
@@ -189,17 +231,34 @@ async fn each_run_sets_the_next_time_and_history_is_capped(config: &StoreConfig)
         .unwrap();
     for i in 0..103 {
         let claimed = if i == 0 {
-            store.claim_due_cron_jobs("gw", now() + 60_000, 10).await.unwrap()
+            store
+                .claim_due_cron_jobs("gw", now() + 60_000, 10)
+                .await
+                .unwrap()
         } else {
             // Forced runs from here on: the schedule stays where it is.
-            assert!(store.request_cron_run("alice", "often", true).await.unwrap().1);
-            let claimed = store.claim_due_cron_jobs("gw", now() + 60_000, 10).await.unwrap();
+            assert!(
+                store
+                    .request_cron_run("alice", "often", true)
+                    .await
+                    .unwrap()
+                    .1
+            );
+            let claimed = store
+                .claim_due_cron_jobs("gw", now() + 60_000, 10)
+                .await
+                .unwrap();
             assert_eq!(claimed[0].claim_due, 0, "forced");
             claimed
         };
         assert_eq!(claimed.len(), 1);
         let run = format!("run-{i}");
-        assert!(store.finish_cron_job(&job.id, "gw", &ok(&run)).await.unwrap());
+        assert!(
+            store
+                .finish_cron_job(&job.id, "gw", &ok(&run))
+                .await
+                .unwrap()
+        );
     }
     let after = store.cron_job("alice", &job.id).await.unwrap().unwrap();
     let n = now();
@@ -209,18 +268,34 @@ async fn each_run_sets_the_next_time_and_history_is_capped(config: &StoreConfig)
     );
     assert_eq!((after.last_status.as_str(), after.run_requested), ("ok", 0));
     assert!(after.lease_owner.is_empty());
-    let runs = store.cron_runs("alice", "often", 1000).await.unwrap().unwrap();
+    let runs = store
+        .cron_runs("alice", "often", 1000)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(runs.len(), 100, "the newest 100 kept");
     assert_eq!(runs[0].run_id, "run-102");
     assert_eq!(runs[99].run_id, "run-3");
-    assert!(store.claim_due_cron_jobs("gw", now() + 1000, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_due_cron_jobs("gw", now() + 1000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // An `at` job ends after its run: disabled, or deleted when it asks to be.
-    let once = store.add_cron_job(&new_job("alice", "once", past())).await.unwrap();
+    let once = store
+        .add_cron_job(&new_job("alice", "once", past()))
+        .await
+        .unwrap();
     let mut gone = new_job("alice", "gone", past());
     gone.delete_after_run = true;
     let gone = store.add_cron_job(&gone).await.unwrap();
-    let claimed = store.claim_due_cron_jobs("gw", now() + 60_000, 10).await.unwrap();
+    let claimed = store
+        .claim_due_cron_jobs("gw", now() + 60_000, 10)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 2);
     let failed = CronOutcome {
         status: CronRunStatus::Error,
@@ -228,8 +303,18 @@ async fn each_run_sets_the_next_time_and_history_is_capped(config: &StoreConfig)
         run_id: "run-x",
         started_at: now(),
     };
-    assert!(store.finish_cron_job(&once.id, "gw", &failed).await.unwrap());
-    assert!(store.finish_cron_job(&gone.id, "gw", &ok("")).await.unwrap());
+    assert!(
+        store
+            .finish_cron_job(&once.id, "gw", &failed)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .finish_cron_job(&gone.id, "gw", &ok(""))
+            .await
+            .unwrap()
+    );
     let once = store.cron_job("alice", "once").await.unwrap().unwrap();
     assert!(!once.enabled && once.next_run_at == 0);
     assert_eq!(once.last_status, "error");
@@ -248,7 +333,10 @@ async fn each_run_sets_the_next_time_and_history_is_capped(config: &StoreConfig)
         ))
         .await
         .unwrap();
-    let claimed = store.claim_due_cron_jobs("gw", now() + 60_000, 10).await.unwrap();
+    let claimed = store
+        .claim_due_cron_jobs("gw", now() + 60_000, 10)
+        .await
+        .unwrap();
     assert_eq!((claimed.len(), claimed[0].missed), (1, MissedPolicy::Skip));
     let skipped = CronOutcome {
         status: CronRunStatus::Skipped,
@@ -256,7 +344,12 @@ async fn each_run_sets_the_next_time_and_history_is_capped(config: &StoreConfig)
         run_id: "",
         started_at: now(),
     };
-    assert!(store.finish_cron_job(&skip.id, "gw", &skipped).await.unwrap());
+    assert!(
+        store
+            .finish_cron_job(&skip.id, "gw", &skipped)
+            .await
+            .unwrap()
+    );
     let skip = store.cron_job("alice", "skipper").await.unwrap().unwrap();
     assert!(skip.next_run_at > now());
     assert_eq!(skip.last_status, "skipped");
@@ -270,7 +363,10 @@ async fn changes_reschedule_and_wake_times_follow(config: &StoreConfig) {
         .await
         .unwrap();
     assert_eq!(store.next_cron_due().await.unwrap(), Some(job.next_run_at));
-    let (_, asked) = store.request_cron_run("alice", "daily", false).await.unwrap();
+    let (_, asked) = store
+        .request_cron_run("alice", "daily", false)
+        .await
+        .unwrap();
     assert!(!asked, "not due: mode due does nothing");
     let cron = Schedule::parse(ScheduleKind::Cron, "0 9 * * *", "Europe/Berlin").unwrap();
     let patch = CronJobPatch {
@@ -279,7 +375,10 @@ async fn changes_reschedule_and_wake_times_follow(config: &StoreConfig) {
         missed: Some(MissedPolicy::Skip),
         ..CronJobPatch::default()
     };
-    let changed = store.update_cron_job("alice", "daily", &patch).await.unwrap();
+    let changed = store
+        .update_cron_job("alice", "daily", &patch)
+        .await
+        .unwrap();
     assert_eq!(changed.schedule, cron);
     assert_eq!(changed.name, "morning");
     assert_eq!(changed.next_run_at, cron.first_run(now()).unwrap());
@@ -287,17 +386,33 @@ async fn changes_reschedule_and_wake_times_follow(config: &StoreConfig) {
         enabled: Some(false),
         ..CronJobPatch::default()
     };
-    let off = store.update_cron_job("alice", "morning", &off).await.unwrap();
+    let off = store
+        .update_cron_job("alice", "morning", &off)
+        .await
+        .unwrap();
     assert_eq!((off.enabled, off.next_run_at), (false, 0));
     assert_eq!(store.next_cron_due().await.unwrap(), None);
     // A forced run of a disabled job runs it (and wakes the schedulers at once).
-    let (_, asked) = store.request_cron_run("alice", &job.id, true).await.unwrap();
+    let (_, asked) = store
+        .request_cron_run("alice", &job.id, true)
+        .await
+        .unwrap();
     assert!(asked);
     assert!(store.next_cron_due().await.unwrap().unwrap() <= now());
-    let claimed = store.claim_due_cron_jobs("gw", now() + 60_000, 10).await.unwrap();
+    let claimed = store
+        .claim_due_cron_jobs("gw", now() + 60_000, 10)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
-    assert_eq!(store.next_cron_due().await.unwrap(), None, "held: not counted");
+    assert_eq!(
+        store.next_cron_due().await.unwrap(),
+        None,
+        "held: not counted"
+    );
     assert!(store.finish_cron_job(&job.id, "gw", &ok("")).await.unwrap());
     let after = store.cron_job("alice", &job.id).await.unwrap().unwrap();
-    assert_eq!((after.enabled, after.next_run_at, after.run_requested), (false, 0, 0));
+    assert_eq!(
+        (after.enabled, after.next_run_at, after.run_requested),
+        (false, 0, 0)
+    );
 }

@@ -4,7 +4,9 @@
 
 use serde::Deserialize;
 use talon_store::cron_schedule::local_time;
-use talon_store::{CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule, ScheduleKind};
+use talon_store::{
+    CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule, ScheduleKind,
+};
 
 /// A job's fields as a request gives them; `None`: not given (on update: unchanged).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -96,7 +98,9 @@ impl JobFields {
     /// schedule in it.
     pub fn patch(&self, job: &CronJob) -> Result<CronJobPatch, String> {
         if self.agent.is_some() {
-            return Err("a job's agent cannot change: remove it and add one for the other agent".into());
+            return Err(
+                "a job's agent cannot change: remove it and add one for the other agent".into(),
+            );
         }
         let mut schedule = self.schedule(&job.schedule.timezone)?;
         if schedule.is_none()
@@ -133,7 +137,11 @@ pub fn job_line(job: &CronJob) -> String {
     let last = if job.last_run_at == 0 {
         String::new()
     } else {
-        format!(", last {} at {}", job.last_status, local_time(job.last_run_at, tz))
+        format!(
+            ", last {} at {}",
+            job.last_status,
+            local_time(job.last_run_at, tz)
+        )
     };
     let running = if job.lease_owner.is_empty() {
         ""
@@ -177,12 +185,27 @@ mod tests {
     #[test]
     fn adding_needs_a_name_one_schedule_and_a_message() {
         let mut fields = JobFields::default();
-        assert!(fields.new_job("", "a").unwrap_err().contains("name the job"));
+        assert!(
+            fields
+                .new_job("", "a")
+                .unwrap_err()
+                .contains("name the job")
+        );
         fields.name = Some("news".into());
-        assert!(fields.new_job("", "a").unwrap_err().contains("say when it runs"));
+        assert!(
+            fields
+                .new_job("", "a")
+                .unwrap_err()
+                .contains("say when it runs")
+        );
         fields.every = Some("30m".into());
         fields.cron = Some("0 9 * * *".into());
-        assert!(fields.new_job("", "a").unwrap_err().contains("give one schedule"));
+        assert!(
+            fields
+                .new_job("", "a")
+                .unwrap_err()
+                .contains("give one schedule")
+        );
         fields.cron = None;
         assert!(fields.new_job("", "a").unwrap_err().contains("message"));
         fields.message = Some("read the news".into());

@@ -200,7 +200,12 @@ impl Cron {
         Ok(jobs.iter().map(job_line).collect::<Vec<_>>().join("\n"))
     }
 
-    async fn add(&self, ctx: &CallContext, user: &str, input: &CronInput) -> Result<String, String> {
+    async fn add(
+        &self,
+        ctx: &CallContext,
+        user: &str,
+        input: &CronInput,
+    ) -> Result<String, String> {
         let agent = ctx.agent_key.clone().unwrap_or_default();
         let fields = fields(ctx, input);
         let new = fields.new_job(user, &agent)?;

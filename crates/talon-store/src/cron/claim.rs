@@ -132,14 +132,13 @@ impl Store {
         owner: &str,
         run_id: &str,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE cron_jobs SET run_id = $3 WHERE id = $1 AND lease_owner = $2",
-        )
-        .bind(job)
-        .bind(owner)
-        .bind(run_id)
-        .execute(self.pool())
-        .await?;
+        let done =
+            sqlx::query("UPDATE cron_jobs SET run_id = $3 WHERE id = $1 AND lease_owner = $2")
+                .bind(job)
+                .bind(owner)
+                .bind(run_id)
+                .execute(self.pool())
+                .await?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -171,7 +171,9 @@ fn check_name(name: &str) -> Result<(), StoreError> {
     {
         return Err(invalid(
             "job name",
-            format!("{name:?}: use 1-100 characters without control characters or surrounding spaces"),
+            format!(
+                "{name:?}: use 1-100 characters without control characters or surrounding spaces"
+            ),
         ));
     }
     if name.starts_with("cron-") {
@@ -184,7 +186,10 @@ fn check_name(name: &str) -> Result<(), StoreError> {
 }
 
 fn check_message(message: &str) -> Result<(), StoreError> {
-    if message.trim().is_empty() || message.chars().count() > MAX_MESSAGE_CHARS || message.contains('\0') {
+    if message.trim().is_empty()
+        || message.chars().count() > MAX_MESSAGE_CHARS
+        || message.contains('\0')
+    {
         return Err(invalid(
             "job message",
             format!(
@@ -242,7 +247,10 @@ impl Store {
             return Err(if taken {
                 invalid(
                     "job name",
-                    format!("{:?} is taken: choose another name, or update that job", new.name),
+                    format!(
+                        "{:?} is taken: choose another name, or update that job",
+                        new.name
+                    ),
                 )
             } else {
                 invalid(
@@ -474,14 +482,12 @@ impl Store {
             return Ok((found, false));
         }
         if force {
-            sqlx::query(
-                "UPDATE cron_jobs SET run_requested = $3 WHERE id = $1 AND user_id = $2",
-            )
-            .bind(&found.id)
-            .bind(user)
-            .bind(now)
-            .execute(self.pool())
-            .await?;
+            sqlx::query("UPDATE cron_jobs SET run_requested = $3 WHERE id = $1 AND user_id = $2")
+                .bind(&found.id)
+                .bind(user)
+                .bind(now)
+                .execute(self.pool())
+                .await?;
         }
         self.notify_cron().await;
         let job = self.cron_job(user, &found.id).await?.unwrap_or(found);

@@ -282,7 +282,12 @@ pub fn parse_interval(value: &str) -> Result<i64, StoreError> {
 pub fn interval_text(ms: i64) -> String {
     let mut out = String::new();
     let mut rest = ms;
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
         if rest >= size {
             out.push_str(&format!("{}{unit}", rest / size));
             rest %= size;
@@ -310,7 +315,9 @@ fn cron(expression: &str) -> Result<Cron, StoreError> {
             "the seconds field must be one second (0-59): a job runs at most once a minute".into(),
         ));
     }
-    if !(fields.len() == 5 || fields.len() == 6 || (fields.len() == 1 && fields[0].starts_with('@')))
+    if !(fields.len() == 5
+        || fields.len() == 6
+        || (fields.len() == 1 && fields[0].starts_with('@')))
     {
         return Err(bad(format!("it has {} fields", fields.len())));
     }
@@ -416,12 +423,18 @@ mod tests {
             first >= ms("2026-03-29T01:00:00Z") && first < ms("2026-03-29T02:00:00Z"),
             "the 29th, after the gap: {first}"
         );
-        assert_eq!(gap.run_after(first, first), Some(ms("2026-03-30T00:30:00Z")));
+        assert_eq!(
+            gap.run_after(first, first),
+            Some(ms("2026-03-30T00:30:00Z"))
+        );
         // 02:30 happens twice on 25 October 2026: the job runs once.
         let fold_start = ms("2026-10-24T12:00:00Z");
         let a = gap.first_run(fold_start).unwrap();
         let b = gap.run_after(a, a).unwrap();
-        assert!(b - a > 23 * 3_600_000, "not twice in the fold: {a} then {b}");
+        assert!(
+            b - a > 23 * 3_600_000,
+            "not twice in the fold: {a} then {b}"
+        );
     }
 
     #[test]
@@ -432,7 +445,13 @@ mod tests {
         let seconds = Schedule::parse(ScheduleKind::Cron, "15 * * * * *", "").unwrap();
         assert_eq!(seconds.first_run(t), Some(ms("2026-01-01T00:01:15Z")));
         assert!(Schedule::parse(ScheduleKind::Cron, "@daily", "").is_ok());
-        for bad in ["* * * * * * *", "*/5 * * * * *", "61 * * * *", "0 9 * *", "hello"] {
+        for bad in [
+            "* * * * * * *",
+            "*/5 * * * * *",
+            "61 * * * *",
+            "0 9 * *",
+            "hello",
+        ] {
             let e = Schedule::parse(ScheduleKind::Cron, bad, "")
                 .unwrap_err()
                 .to_string();

@@ -161,7 +161,12 @@ fn no_job(id: &str) -> ExitCode {
 }
 
 /// Refuses a target session another agent or user owns.
-async fn check_session(store: &Store, session: &str, agent: &str, user: &str) -> Result<(), ExitCode> {
+async fn check_session(
+    store: &Store,
+    session: &str,
+    agent: &str,
+    user: &str,
+) -> Result<(), ExitCode> {
     if session.is_empty() {
         return Ok(());
     }
@@ -169,7 +174,11 @@ async fn check_session(store: &Store, session: &str, agent: &str, user: &str) ->
     store
         .check_session_owner(session, agent, owner)
         .await
-        .map_err(|e| usage_error(format!("the job cannot deliver to session {session:?}: {e}")))
+        .map_err(|e| {
+            usage_error(format!(
+                "the job cannot deliver to session {session:?}: {e}"
+            ))
+        })
 }
 
 fn print_job(prefix: &str, job: &CronJob) {
@@ -186,23 +195,24 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
         Err(e) => return fail(e),
     };
     match command {
-        CronCommand::List { user, json } => match store.cron_jobs(&user.unwrap_or_default()).await
-        {
-            Ok(jobs) if json => {
-                println!("{}", serde_json::json!(jobs));
-                ExitCode::SUCCESS
-            }
-            Ok(jobs) => {
-                if jobs.is_empty() {
-                    println!("no jobs");
+        CronCommand::List { user, json } => {
+            match store.cron_jobs(&user.unwrap_or_default()).await {
+                Ok(jobs) if json => {
+                    println!("{}", serde_json::json!(jobs));
+                    ExitCode::SUCCESS
                 }
-                for job in jobs {
-                    println!("{}", visible(&job_line(&job)));
+                Ok(jobs) => {
+                    if jobs.is_empty() {
+                        println!("no jobs");
+                    }
+                    for job in jobs {
+                        println!("{}", visible(&job_line(&job)));
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
+                Err(e) => fail(e),
             }
-            Err(e) => fail(e),
-        },
+        }
         CronCommand::Add {
             name,
             agent,

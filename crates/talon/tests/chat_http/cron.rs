@@ -92,10 +92,22 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
     );
     assert!(reply.contains("Hi."), "{reply}");
     let sent = requests(&mock);
-    let parent = sent.iter().find(|r| first_user(r).contains("hello there")).unwrap();
-    assert!(offered(parent).contains(&"cron".to_string()), "the agent has cron");
-    let child: Vec<&Value> = sent.iter().filter(|r| first_user(r).contains("SUB-TASK")).collect();
-    assert!(!offered(child[0]).contains(&"cron".to_string()), "a subagent has no cron");
+    let parent = sent
+        .iter()
+        .find(|r| first_user(r).contains("hello there"))
+        .unwrap();
+    assert!(
+        offered(parent).contains(&"cron".to_string()),
+        "the agent has cron"
+    );
+    let child: Vec<&Value> = sent
+        .iter()
+        .filter(|r| first_user(r).contains("SUB-TASK"))
+        .collect();
+    assert!(
+        !offered(child[0]).contains(&"cron".to_string()),
+        "a subagent has no cron"
+    );
     let refused = child[1]["messages"].to_string();
     assert!(
         refused.contains("tool not allowed by policy: cron"),
@@ -105,8 +117,10 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
     // A job over HTTP, every hour, its results to that conversation.
     let (status, added) = status_json(
         &format!("{base}/v1/cron?user=alice"),
-        Some(&json!({"name": "weather", "every": "1h", "message": "CRON-TASK: report the weather",
-                     "session_key": "weather-room"})),
+        Some(
+            &json!({"name": "weather", "every": "1h", "message": "CRON-TASK: report the weather",
+                     "session_key": "weather-room"}),
+        ),
     );
     assert_eq!(status, 201, "{added}");
     let id = added["job"]["id"].as_str().unwrap().to_string();
@@ -114,7 +128,10 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
     // Bob sees none of it.
     let (_, bobs) = status_json(&format!("{base}/v1/cron?user=bob"), None);
     assert_eq!(bobs["jobs"], json!([]));
-    let (status, _) = status_json(&format!("{base}/v1/cron/{id}/run?user=bob"), Some(&json!({})));
+    let (status, _) = status_json(
+        &format!("{base}/v1/cron/{id}/run?user=bob"),
+        Some(&json!({})),
+    );
     assert_eq!(status, 404);
     let (status, bad) = status_json(
         &format!("{base}/v1/cron?user=alice"),
@@ -148,7 +165,10 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
         shown.to_string().contains("Noted the report.")
     });
     let (_, shown) = status_json(&format!("{base}/v1/sessions/weather-room?user=alice"), None);
-    assert!(shown.to_string().contains("The weather is sunny."), "{shown}");
+    assert!(
+        shown.to_string().contains("The weather is sunny."),
+        "{shown}"
+    );
     // Once: its next time is an hour on, and it does not run again meanwhile.
     std::thread::sleep(std::time::Duration::from_secs(6));
     assert_eq!(history(&base).len(), 1, "ran once");
@@ -167,14 +187,21 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(listed.contains(&id) && listed.contains("every 1h"), "{listed}");
+    assert!(
+        listed.contains(&id) && listed.contains("every 1h"),
+        "{listed}"
+    );
     let out = support::command(home.path())
         .args(["cron", "run", "weather", "--user", "alice"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     until("the forced run", || history(&base).len() == 2);
-    let (status, _) = method_json("DELETE", &format!("{base}/v1/cron/{id}?user=alice"), &json!({}));
+    let (status, _) = method_json(
+        "DELETE",
+        &format!("{base}/v1/cron/{id}?user=alice"),
+        &json!({}),
+    );
     assert_eq!(status, 200);
     let (status, _) = status_json(&format!("{base}/v1/cron/{id}/runs?user=alice"), None);
     assert_eq!(status, 404);
@@ -204,8 +231,10 @@ fn two_gateways_on_one_database_run_each_due_job_once() {
     for i in 0..jobs {
         let (status, added) = status_json(
             &format!("{base_a}/v1/cron?user=alice"),
-            Some(&json!({"name": format!("fleet {i}"), "at": "2020-01-01T00:00:00Z",
-                         "message": format!("FLEET-TASK #{i}: count")})),
+            Some(
+                &json!({"name": format!("fleet {i}"), "at": "2020-01-01T00:00:00Z",
+                         "message": format!("FLEET-TASK #{i}: count")}),
+            ),
         );
         assert_eq!(status, 201, "{added}");
         ids.push(added["job"]["id"].as_str().unwrap().to_string());
@@ -223,7 +252,10 @@ fn two_gateways_on_one_database_run_each_due_job_once() {
     let sent = requests(&mock);
     for i in 0..jobs {
         let marker = format!("FLEET-TASK #{i}:");
-        let asked = sent.iter().filter(|r| first_user(r).contains(&marker)).count();
+        let asked = sent
+            .iter()
+            .filter(|r| first_user(r).contains(&marker))
+            .count();
         assert_eq!(asked, 1, "job {i}'s agent ran once");
     }
     let (_, runs) = status_json(&format!("{base_a}/v1/runs?user=alice"), None);
@@ -236,6 +268,12 @@ fn two_gateways_on_one_database_run_each_due_job_once() {
     assert_eq!(cron_runs.len(), jobs);
     // An `at` job that ran is done, not rescheduled.
     let (_, job) = status_json(&format!("{base_a}/v1/cron/{}?user=alice", ids[0]), None);
-    assert_eq!((job["job"]["enabled"].clone(), job["job"]["next_run_at"].clone()), (json!(false), json!(0)));
+    assert_eq!(
+        (
+            job["job"]["enabled"].clone(),
+            job["job"]["next_run_at"].clone()
+        ),
+        (json!(false), json!(0))
+    );
     drop((a, b));
 }
