@@ -129,10 +129,7 @@ impl Runner {
             // supervisor (or has ended); its end is this claim's.
             let ending = self.await_run(&job, &job.run_id).await;
             (ending.0, ending.1, job.run_id.clone())
-        } else if job.claim_due > 0
-            && started.saturating_sub(job.claim_due) > MISSED_AFTER
-            && job.missed == MissedPolicy::Skip
-        {
+        } else if skips(&job, started) {
             (
                 CronRunStatus::Skipped,
                 format!(
@@ -286,11 +283,77 @@ impl Runner {
     }
 }
 
+/// Whether `job`, claimed at `now` for a scheduled time it missed by more than
+/// [`MISSED_AFTER`], is skipped by its policy (a forced run never is).
+fn skips(job: &CronJob, now: i64) -> bool {
+    job.claim_due > 0
+        && now.saturating_sub(job.claim_due) > MISSED_AFTER
+        && job.missed == MissedPolicy::Skip
+}
+
 /// A run's end as a job's history records it.
 fn job_status(status: RunStatus) -> CronRunStatus {
     match status {
         RunStatus::Completed => CronRunStatus::Ok,
         RunStatus::Lost => CronRunStatus::Interrupted,
         _ => CronRunStatus::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use talon_store::{Schedule, ScheduleKind};
+
+    fn job(missed: MissedPolicy, claim_due: i64) -> CronJob {
+        CronJob {
+            id: "cron-1".into(),
+            user: String::new(),
+            agent: "helper".into(),
+            name: "j".into(),
+            schedule: Schedule::parse(ScheduleKind::Every, "1h", "")
+                .unwrap_or_else(|e| panic!("{e}")),
+            message: "m".into(),
+            session_key: String::new(),
+            delete_after_run: false,
+            enabled: true,
+            missed,
+            next_run_at: claim_due,
+            run_requested: 0,
+            lease_owner: "me".into(),
+            lease_until: 0,
+            claim_due,
+            run_id: String::new(),
+            last_status: String::new(),
+            last_error: String::new(),
+            last_run_at: 0,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn only_a_late_scheduled_run_of_a_skip_job_is_skipped() {
+        let now = 10_000_000;
+        assert!(skips(&job(MissedPolicy::Skip, now - MISSED_AFTER - 1), now));
+        assert!(!skips(&job(MissedPolicy::Skip, now - 1000), now), "on time");
+        assert!(
+            !skips(&job(MissedPolicy::RunOnce, now - 3_600_000), now),
+            "run_once runs it"
+        );
+        assert!(!skips(&job(MissedPolicy::Skip, 0), now), "a forced run");
+    }
+
+    #[test]
+    fn a_job_without_a_session_has_one_of_its_own() {
+        let mut j = job(MissedPolicy::RunOnce, 0);
+        assert_eq!(Runner::job_session(&j), "agent:helper:cron:direct:cron-1");
+        j.user = "alice".into();
+        assert_eq!(
+            Runner::job_session(&j),
+            "agent:helper:cron:user:alice:cron-1"
+        );
+        j.session_key = "room".into();
+        assert_eq!(Runner::job_session(&j), "room");
     }
 }
