@@ -286,6 +286,11 @@ impl Runner {
         if session.is_empty() {
             return Ok(());
         }
+        if reserved_session(session, user) {
+            return Err(format!(
+                "the job cannot deliver to session {session:?}: it is not a stored conversation of yours; name one, or leave session_key empty for a session of the job's own"
+            ));
+        }
         let user = (!user.is_empty()).then_some(user);
         self.store()
             .check_session_owner(session, agent, user)
@@ -300,6 +305,16 @@ fn skips(job: &CronJob, now: i64) -> bool {
     job.claim_due > 0
         && now.saturating_sub(job.claim_due) > MISSED_AFTER
         && job.missed == MissedPolicy::Skip
+}
+
+/// Keys Talon builds for stateless turns, or for another user, take no results (the announcing
+/// turn would be refused there, and the result never arrive).
+fn reserved_session(session: &str, user: &str) -> bool {
+    match session.split(':').collect::<Vec<_>>().as_slice() {
+        ["agent", _, _, "stateless", ..] => true,
+        ["agent", _, _, "user", owner, _, ..] => *owner != talon_core::caller::key_part(user),
+        _ => false,
+    }
 }
 
 /// A run's end as a job's history records it.
@@ -366,5 +381,13 @@ mod tests {
         );
         j.session_key = "room".into();
         assert_eq!(Runner::job_session(&j), "room");
+    }
+
+    #[test]
+    fn results_never_go_to_a_stateless_or_anothers_session() {
+        assert!(reserved_session("agent:a:http:stateless:alice", "alice"));
+        assert!(reserved_session("agent:a:cron:user:bob:cron-1", "alice"));
+        assert!(!reserved_session("agent:a:cron:user:alice:cron-1", "alice"));
+        assert!(!reserved_session("weather-room", "alice"));
     }
 }

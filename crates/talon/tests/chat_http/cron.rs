@@ -67,6 +67,12 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
                 {"tool_calls": [{"name": "cron", "arguments": {"action": "list"}}]},
                 {"text": "child done"}
             ]},
+            {"when": "schedule a digest", "turns": [
+                {"tool_calls": [{"name": "cron", "arguments": {"action": "add", "name": "digest", "cron": "0 8 * * *", "timezone": "Mars/Base", "message": "DIGEST"}}]},
+                {"tool_calls": [{"name": "cron", "arguments": {"action": "add", "name": "digest", "cron": "0 8 * * *", "timezone": "Europe/Berlin", "message": "DIGEST: summarise the day", "session_key": "current"}}]},
+                {"tool_calls": [{"name": "cron", "arguments": {"action": "list"}}]},
+                {"text": "Scheduled."}
+            ]},
             {"when": "hello there", "turns": [
                 {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "SUB-TASK: list the jobs"}}]},
                 {"text": "Hi."}
@@ -180,6 +186,29 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
         .as_millis() as i64;
     assert!(next > now + 50 * 60_000, "next in about an hour: {job}");
     assert_eq!(job["job"]["last_status"], "ok");
+
+    // The agent schedules a job itself: a wrong zone is explained, the job is the user's, its
+    // results come to this conversation.
+    let reply = post(
+        &format!("{base}/v1/sessions/digest-room/messages"),
+        &json!({"text": "schedule a digest", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Scheduled."), "{reply}");
+    let told = requests(&mock)
+        .into_iter()
+        .filter(|r| first_user(r).contains("schedule a digest"))
+        .last()
+        .unwrap()["messages"]
+        .to_string();
+    assert!(told.contains("Mars/Base") && told.contains("IANA"), "{told}");
+    assert!(told.contains("scheduled: cron-") && told.contains("digest-room"), "{told}");
+    assert!(told.contains("cron 0 8 * * * (Europe/Berlin)"), "listed: {told}");
+    let (_, digest) = status_json(&format!("{base}/v1/cron/digest?user=alice"), None);
+    assert_eq!(digest["job"]["session_key"], "digest-room", "{digest}");
+    assert_eq!(digest["job"]["agent"], "default", "{digest}");
+    let (status, _) = status_json(&format!("{base}/v1/cron/digest?user=bob"), None);
+    assert_eq!(status, 404);
 
     // `talon cron` sees it, and asks for a forced run the gateway performs.
     let out = support::command(home.path())
