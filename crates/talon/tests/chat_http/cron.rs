@@ -197,13 +197,21 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
     assert!(reply.contains("Scheduled."), "{reply}");
     let told = requests(&mock)
         .into_iter()
-        .filter(|r| first_user(r).contains("schedule a digest"))
-        .last()
+        .rfind(|r| first_user(r).contains("schedule a digest"))
         .unwrap()["messages"]
         .to_string();
-    assert!(told.contains("Mars/Base") && told.contains("IANA"), "{told}");
-    assert!(told.contains("scheduled: cron-") && told.contains("digest-room"), "{told}");
-    assert!(told.contains("cron 0 8 * * * (Europe/Berlin)"), "listed: {told}");
+    assert!(
+        told.contains("Mars/Base") && told.contains("IANA"),
+        "{told}"
+    );
+    assert!(
+        told.contains("scheduled: cron-") && told.contains("digest-room"),
+        "{told}"
+    );
+    assert!(
+        told.contains("cron 0 8 * * * (Europe/Berlin)"),
+        "listed: {told}"
+    );
     let (_, digest) = status_json(&format!("{base}/v1/cron/digest?user=alice"), None);
     assert_eq!(digest["job"]["session_key"], "digest-room", "{digest}");
     assert_eq!(digest["job"]["agent"], "default", "{digest}");
