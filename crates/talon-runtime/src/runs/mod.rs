@@ -350,6 +350,7 @@ impl Runner {
                         },
                         token_budget: budget.tokens,
                         model: overrides.model.clone(),
+                        scheduled: run.origin == "cron",
                     }),
                     delivering: Vec::new(),
                 },
