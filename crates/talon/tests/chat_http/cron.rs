@@ -1,8 +1,9 @@
 //! Issue 27's scheduled jobs end to end: a job added over `/v1/cron` runs when due as an agent
 //! run (origin `cron`, listed by `/v1/runs`), once per due time, its result announced in the
 //! session it names and kept in its history; `talon cron` sees the same jobs; neither a
-//! subagent nor a job's own run is offered `cron`; and two gateways on one PostgreSQL run each
-//! due job exactly once.
+//! subagent nor a job's own run is offered `cron`; two gateways on one PostgreSQL run each due
+//! job exactly once; and a job whose gateway is killed mid-run is finished by another, which
+//! waits for the run already started (resumed by its supervisor) instead of starting a second.
 
 use super::*;
 
@@ -313,4 +314,65 @@ fn two_gateways_on_one_database_run_each_due_job_once() {
         (json!(false), json!(0))
     );
     drop((a, b));
+}
+
+#[test]
+fn a_job_whose_gateway_is_killed_mid_run_is_finished_by_another_without_a_second_run() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "cronkill");
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "Runs you started in the background have ended", "last": true,
+             "turns": [{"text": "Noted."}]},
+            {"when": "CRON-SLOW", "turns": [
+                {"text": "first attempt", "delay_ms": 60000},
+                {"text": "slow result"}
+            ]}
+        ]}),
+    );
+    let env = schema.env();
+    let (home_a, home_b) = (gateway_home(&mock), gateway_home(&mock));
+    let mut a = support::serve_in(home_a.path(), &env);
+    let base_a = format!("http://{}", a.addr);
+    let (status, added) = status_json(
+        &format!("{base_a}/v1/cron?user=alice"),
+        Some(&json!({"name": "slow", "at": "2020-01-01T00:00:00Z", "message": "CRON-SLOW: count"})),
+    );
+    assert_eq!(status, 201, "{added}");
+    let id = added["job"]["id"].as_str().unwrap().to_string();
+    // A runs it and waits for its model: kill A there. The job is A's, with its run on it.
+    until("A's run asks its model", || {
+        requests(&mock)
+            .iter()
+            .any(|r| first_user(r).contains("CRON-SLOW"))
+    });
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // B starts later (nothing happens at its start-up): it claims the job once A's lease ran
+    // out, finds A's run, which its supervisor resumes, and records that run's end.
+    let b = support::serve_in(home_b.path(), &env);
+    let base_b = format!("http://{}", b.addr);
+    let history = || {
+        let (_, runs) = status_json(&format!("{base_b}/v1/cron/{id}/runs?user=alice"), None);
+        runs["runs"].as_array().cloned().unwrap_or_default()
+    };
+    until("B records the job's run", || !history().is_empty());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let runs = history();
+    assert_eq!(runs.len(), 1, "one run recorded: {runs:?}");
+    assert_eq!(runs[0]["status"], "ok", "{runs:?}");
+    assert!(runs[0]["result"].as_str().unwrap().contains("slow result"));
+    let (_, all) = status_json(&format!("{base_b}/v1/runs?user=alice"), None);
+    let cron_runs: Vec<&Value> = all["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["origin"] == "cron")
+        .collect();
+    assert_eq!(cron_runs.len(), 1, "no second run was started: {all}");
+    assert_eq!(cron_runs[0]["id"], runs[0]["run_id"]);
+    assert_eq!(cron_runs[0]["takeovers"], 1, "resumed once by B");
+    drop(b);
 }
