@@ -13,13 +13,18 @@
 //! - **Missed runs** (the gateways were down past a job's time by more than [`MISSED_AFTER`]):
 //!   `run_once` runs it once now, `skip` records a `skipped` run; either way the next time is
 //!   the first one after now, never one run per missed time.
+//! - **Run limits** (`[subagents] max_concurrent`, per tenant) count a job's run like any run;
+//!   when they are full the claim is left to run out and the job is claimed again then, so a
+//!   burst of due jobs waits for slots instead of failing.
 //! - **What a job's run may use**: its agent's own tools one level down, so the subagent deny
 //!   list applies (no `cron`, no `sessions_send`, no further runs at the maximum depth).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use talon_store::{CronJob, CronOutcome, CronRunStatus, MissedPolicy, RunRecord, RunStatus};
+use talon_store::{
+    CronJob, CronOutcome, CronRunStatus, MissedPolicy, RunRecord, RunRefused, RunStatus,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_runs::Runner;
@@ -151,6 +156,12 @@ impl Runner {
             )
         } else {
             match self.start_job_run(&job).await {
+                Err(Started::Full(why)) => {
+                    // At a run limit: the claim is left to run out (no renewal, no end), and
+                    // the job is claimed and tried again then, by whichever gateway is free.
+                    tracing::info!(job = %job.id, reason = %why, "a due job waits for a free run slot");
+                    return;
+                }
                 Ok(run) => {
                     let id = run.id.clone();
                     let _ = self
@@ -160,7 +171,7 @@ impl Runner {
                     let ending = self.execute_renewing(&run).await;
                     (job_status(ending.status), ending.text, id)
                 }
-                Err(e) => (
+                Err(Started::Failed(e)) => (
                     CronRunStatus::Error,
                     format!("the run could not start: {e}"),
                     String::new(),
@@ -241,17 +252,18 @@ impl Runner {
 
     /// Creates `job`'s agent run: its agent, its user, its message; a child of the session its
     /// results go to, with the agent's own tools one level down (never `cron`).
-    async fn start_job_run(&self, job: &CronJob) -> Result<RunRecord, String> {
+    async fn start_job_run(&self, job: &CronJob) -> Result<RunRecord, Started> {
         let user = (!job.user.is_empty()).then_some(job.user.as_str());
+        let failed = |e: crate::agent_runs::RunError| Started::Failed(e.to_string());
         let mut ctx = self
             .context(Some(&job.agent), user, CHANNEL)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(failed)?;
         ctx.session_key = Self::job_session(job);
         let tools: Vec<String> = self
             .own_tool_names(&job.agent, user, 1)
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(failed)?
             .into_iter()
             .filter(|t| t != "cron")
             .collect();
@@ -273,7 +285,14 @@ impl Runner {
             context_mode: "fresh",
             overrides: ChildOverrides::default(),
         };
-        self.start_child(&ctx, &spec, None).await
+        self.try_start_child(&ctx, &spec, None)
+            .await
+            .map_err(|refused| match refused {
+                RunRefused::Children { .. } | RunRefused::Concurrent { .. } => {
+                    Started::Full(refused.to_string())
+                }
+                other => Started::Failed(other.to_string()),
+            })
     }
 
     /// Refuses a job whose results would go to a session `agent` and `user` do not own.
@@ -297,6 +316,14 @@ impl Runner {
             .await
             .map_err(|e| format!("the job cannot deliver to session {session:?}: {e}"))
     }
+}
+
+/// Why a job's run did not start.
+enum Started {
+    /// A run limit is full now: tried again later.
+    Full(String),
+    /// It cannot start (its agent is gone, its tools cannot be read): recorded as an error.
+    Failed(String),
 }
 
 /// Whether `job`, claimed at `now` for a scheduled time it missed by more than

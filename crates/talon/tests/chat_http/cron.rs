@@ -3,7 +3,8 @@
 //! session it names and kept in its history; `talon cron` sees the same jobs; neither a
 //! subagent nor a job's own run is offered `cron`; two gateways on one PostgreSQL run each due
 //! job exactly once; and a job whose gateway is killed mid-run is finished by another, which
-//! waits for the run already started (resumed by its supervisor) instead of starting a second.
+//! waits for the run already started (resumed by its supervisor) instead of starting a second;
+//! due jobs beyond the run limit wait for a slot.
 
 use super::*;
 
@@ -375,4 +376,65 @@ fn a_job_whose_gateway_is_killed_mid_run_is_finished_by_another_without_a_second
     assert_eq!(cron_runs[0]["id"], runs[0]["run_id"]);
     assert_eq!(cron_runs[0]["takeovers"], 1, "resumed once by B");
     drop(b);
+}
+
+#[test]
+fn due_jobs_beyond_the_run_limit_wait_for_a_slot_instead_of_failing() {
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "Runs you started in the background have ended", "last": true,
+             "turns": [{"text": "Noted."}]},
+            {"when": "QUEUE-TASK", "turns": [{"text": "queued job done", "delay_ms": 1500}]}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[subagents]\nmax_concurrent = 1\nlease_seconds = 1\n",
+            mock.url
+        ),
+    )
+    .unwrap();
+    let server = support::serve_in(home.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let (status, added) = status_json(
+            &format!("{base}/v1/cron?user=alice"),
+            Some(
+                &json!({"name": format!("queued {i}"), "at": "2020-01-01T00:00:00Z",
+                         "message": format!("QUEUE-TASK #{i}")}),
+            ),
+        );
+        assert_eq!(status, 201, "{added}");
+        ids.push(added["job"]["id"].as_str().unwrap().to_string());
+    }
+    let history = |id: &str| {
+        let (_, runs) = status_json(&format!("{base}/v1/cron/{id}/runs?user=alice"), None);
+        runs["runs"].as_array().cloned().unwrap_or_default()
+    };
+    until("both jobs ran", || {
+        ids.iter().all(|id| !history(id).is_empty())
+    });
+    for id in &ids {
+        let runs = history(id);
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(
+            runs[0]["status"], "ok",
+            "one slot: the second waited: {runs:?}"
+        );
+    }
+    let (first, second) = (history(&ids[0]), history(&ids[1]));
+    let (a, b) = (&first[0], &second[0]);
+    let (earlier, later) = if a["started_at"].as_i64() < b["started_at"].as_i64() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(
+        later["started_at"].as_i64().unwrap() >= earlier["ended_at"].as_i64().unwrap() - 1000,
+        "one at a time: {earlier} then {later}"
+    );
 }
