@@ -236,6 +236,29 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     until("the forced run", || history(&base).len() == 2);
+    // Changed over HTTP and with `talon cron update`.
+    let (status, patched) = method_json(
+        "PATCH",
+        &format!("{base}/v1/cron/{id}?user=alice"),
+        &json!({"every": "2h", "missed": "skip"}),
+    );
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["job"]["interval_ms"], 7_200_000);
+    assert_eq!(patched["job"]["missed"], "skip");
+    let (status, refused) = method_json(
+        "PATCH",
+        &format!("{base}/v1/cron/{id}?user=alice"),
+        &json!({"agent": "other"}),
+    );
+    assert_eq!(status, 400, "{refused}");
+    let out = support::command(home.path())
+        .args(["cron", "update", "weather", "--user", "alice", "--disable"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (_, job) = status_json(&format!("{base}/v1/cron/{id}?user=alice"), None);
+    assert_eq!(job["job"]["enabled"], false, "{job}");
+    assert_eq!(job["job"]["next_run_at"], 0, "{job}");
     let (status, _) = method_json(
         "DELETE",
         &format!("{base}/v1/cron/{id}?user=alice"),
