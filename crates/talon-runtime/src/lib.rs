@@ -8,6 +8,7 @@
 //!   the session's history, the turn saved whole), and [`agent_services`], the tools that need it.
 //! - HTTP: [`chat_http`] (OpenAI's and Anthropic's model APIs, sessions), [`agents_http`],
 //!   [`mcp_admin_http`], mounted by `talon serve` on the [`talon_gateway`] router.
+//! - [`cron`]: scheduled jobs run as agent runs, their `cron` tool, and [`cron_http`].
 //! - [`store`], [`mcp_store`], [`audit`]: the store as the runtime uses it.
 //!
 //! Terminal I/O (prompts, the chat screen) and exit codes stay in the binary; the runtime takes
@@ -24,6 +25,8 @@ pub mod chat_config;
 pub mod chat_http;
 pub mod config;
 pub mod config_location;
+pub mod cron;
+pub mod cron_http;
 pub mod custom_tools;
 pub mod custom_tools_http;
 pub mod exec_policy;

@@ -295,6 +295,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         .register_run_tools(pipeline.registry())
         .and_then(|()| runner.register_task_tools(pipeline.registry(), &shell))
         .and_then(|()| runner.register_team_tools(pipeline.registry()))
+        .and_then(|()| runner.register_cron_tool(pipeline.registry()))
         .and_then(|()| {
             builtins
                 .register_agent_services(

@@ -16,6 +16,7 @@ mod agent_links;
 mod agents;
 mod audit;
 mod cli_credentials;
+mod cron;
 mod crypto;
 mod custom_tools;
 mod exec_allow;
@@ -49,6 +50,10 @@ pub use audit::AuditEntry;
 pub use cli_credentials::{
     CLI_CREDENTIAL_SECRET_PREFIX, CliCredential, CliCredentialSpec, DEFAULT_CLI_TIMEOUT_SECS,
     GrantedCredential, MAX_CLI_TIMEOUT_SECS, cli_credential_secret,
+};
+pub use cron::{
+    CRON_CHANNEL, CronJob, CronJobPatch, CronOutcome, CronRun, CronRunStatus, MAX_JOBS_PER_USER,
+    MissedPolicy, NewCronJob, Schedule, ScheduleKind, schedule as cron_schedule,
 };
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use custom_tools::{

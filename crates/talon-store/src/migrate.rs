@@ -121,6 +121,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0017_custom_tools.sql"),
         postgres: include_str!("../migrations/postgres/0017_custom_tools.sql"),
     },
+    Migration {
+        version: 18,
+        name: "cron",
+        sqlite: include_str!("../migrations/sqlite/0018_cron.sql"),
+        postgres: include_str!("../migrations/postgres/0018_cron.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

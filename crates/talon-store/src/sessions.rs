@@ -72,7 +72,7 @@ fn taken(key: &str) -> StoreError {
     }
 }
 
-fn valid_session_key(key: &str) -> Result<(), StoreError> {
+pub(crate) fn valid_session_key(key: &str) -> Result<(), StoreError> {
     if (1..=512).contains(&key.len()) && !key.chars().any(char::is_control) {
         Ok(())
     } else {

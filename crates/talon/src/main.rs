@@ -108,6 +108,12 @@ enum Command {
         #[command(subcommand)]
         command: commands::runs::RunsCommand,
     },
+    /// Scheduled jobs (at, every, cron) run as agent runs by the gateway: list, add, update,
+    /// remove, run, runs.
+    Cron {
+        #[command(subcommand)]
+        command: commands::cron::CronCommand,
+    },
     /// Agent teams: create, add and remove members, show their task boards.
     Teams {
         #[command(subcommand)]

@@ -745,6 +745,9 @@ fn a_running_subagent_is_listed_and_cancelled_over_http() {
 #[path = "chat_http/gateways.rs"]
 mod gateways;
 
+#[path = "chat_http/cron.rs"]
+mod cron;
+
 /// Issue 24: a background child that needs an approval waits as `waiting_approval` on the
 /// approvals queue every entry point serves (never silently denied), is approved through
 /// `/v1/approvals`, and completes; its result reaches the parent.

@@ -99,6 +99,9 @@ pub struct ChildTurn {
     pub token_budget: Option<u64>,
     /// The model its definition names (on the agent's provider), if any.
     pub model: Option<String>,
+    /// A scheduled job's run (origin `cron`): its calls are [`RunKind::Scheduled`], not
+    /// [`RunKind::Subagent`], so tools that treat scheduled work apart can tell.
+    pub scheduled: bool,
 }
 
 /// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
@@ -492,7 +495,11 @@ impl Runner {
         if let Some(child) = &request.child {
             ctx.spawn_depth = child.spawn_depth;
             ctx.tool_allow = Some(child.tool_allow.clone().into());
-            ctx.run_kind = RunKind::Subagent;
+            ctx.run_kind = if child.scheduled {
+                RunKind::Scheduled
+            } else {
+                RunKind::Subagent
+            };
             ctx.run = child.run.clone();
         }
         (ctx.permission_mode, ctx.mode_after_plan) =

@@ -23,7 +23,7 @@ use std::time::Duration;
 use talon_agent::TurnStop;
 use talon_core::events::{RunRef, ToolEvent};
 use talon_core::{CallContext, ToolOutput};
-use talon_store::{NewRun, RunLimits, RunRecord, RunStatus, RunUsage};
+use talon_store::{NewRun, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
@@ -64,6 +64,9 @@ pub struct RunState {
     /// Woken when another process announces run changes (PostgreSQL's LISTEN, started by the
     /// supervisor): a cancel or an end elsewhere is seen at once, not at the next poll.
     pub(crate) changed: std::sync::Arc<tokio::sync::Notify>,
+    /// Woken when a scheduled job changes (here, or announced by another process): the job
+    /// scheduler looks again at once instead of at its next due time (see [`crate::cron`]).
+    pub(crate) cron_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// A child run to start.
@@ -189,10 +192,27 @@ impl Runner {
         spec: &ChildSpec<'_>,
         replacing: Option<&str>,
     ) -> Result<RunRecord, String> {
+        self.try_start_child(ctx, spec, replacing)
+            .await
+            .map_err(|refused| refused.to_string())
+    }
+
+    /// [`Runner::start_child`], saying which limit refused it (a scheduled job waits and tries
+    /// again rather than failing).
+    pub(crate) async fn try_start_child(
+        &self,
+        ctx: &CallContext,
+        spec: &ChildSpec<'_>,
+        replacing: Option<&str>,
+    ) -> Result<RunRecord, RunRefused> {
         // The child's session is the user's, under the agent that runs it.
         let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
-        let overrides = serde_json::to_string(&spec.overrides)
-            .map_err(|e| format!("cannot record the run's settings: {e}"))?;
+        let overrides = serde_json::to_string(&spec.overrides).map_err(|e| {
+            RunRefused::Store(talon_store::StoreError::Invalid {
+                what: "run settings",
+                reason: format!("cannot be recorded: {e}"),
+            })
+        })?;
         let new = self.new_run(ctx, spec, &prefix, &overrides);
         let created = match replacing {
             Some(old) => {
@@ -202,7 +222,7 @@ impl Runner {
             }
             None => self.store().create_run(&new, self.run_limits(spec)).await,
         };
-        let run = created.map_err(|refused| refused.to_string())?;
+        let run = created?;
         self.pipeline_events()
             .run_event(ToolEvent::ChildRunStarted {
                 session_key: ctx.session_key.as_str().into(),
@@ -347,6 +367,7 @@ impl Runner {
                         },
                         token_budget: budget.tokens,
                         model: overrides.model.clone(),
+                        scheduled: run.origin == "cron",
                     }),
                     delivering: Vec::new(),
                     origin: None,

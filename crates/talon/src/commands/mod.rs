@@ -4,6 +4,7 @@ mod admin;
 mod chat;
 mod chat_repl;
 pub mod cli_credentials;
+pub mod cron;
 pub mod custom_tools;
 mod doctor;
 mod mcp;
@@ -137,6 +138,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Runs { command } => runs::run(config, &data_dir(&cli.data_dir), command).await,
+        Command::Cron { command } => cron::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Teams { command } => teams::run(config, &data_dir(&cli.data_dir), command).await,
         Command::Skills { command } => skills::run(config, &data_dir(&cli.data_dir), command).await,
         Command::CustomTools { command } => {

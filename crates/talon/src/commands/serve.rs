@@ -101,6 +101,8 @@ pub async fn run(
     let _supervisor = runner.supervise();
     // Telegram channels with inbound = true: their messages become turns, answered there.
     talon_runtime::channels::inbound::spawn(&runner, &rt.channels, &shutdown);
+    // Due jobs claimed (one gateway each, by lease) and run as agent runs: while serving.
+    let _scheduler = runner.schedule_jobs();
     let questions = Arc::clone(&rt.questions);
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),
@@ -121,6 +123,7 @@ pub async fn run(
                 gateway.token.is_some(),
             ))
             .merge(talon_runtime::runs_http::routes(runner.clone()))
+            .merge(talon_runtime::cron_http::routes(runner.clone()))
             .merge(talon_runtime::chat_http::routes(runner))
             .merge(talon_runtime::agents_http::routes(rt.store.clone()))
             .merge(talon_runtime::teams_http::routes(rt.store.clone())),

@@ -1,0 +1,334 @@
+//! GoClaw's `cron` tool: status, list, add, update, remove, run (mode due | force) and runs,
+//! over the calling user's jobs only. A job is run by the calling agent, as the calling user.
+//! The tool is on the subagent deny list, so neither a subagent nor a job's own run (one level
+//! down) can schedule more work.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use talon_core::visible::visible;
+use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_store::cron_schedule::local_time;
+
+use super::request::{JobFields, job_line, run_line};
+use crate::agent_runs::Runner;
+
+/// History rows `runs` shows by default.
+const RUNS_DEFAULT: i64 = 10;
+
+/// Input of [`Cron`].
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CronInput {
+    /// status: your jobs in numbers and when the next runs. list: your jobs. add: schedule a
+    /// job (name, one of at/every/cron, message). update: change job `id`. remove: delete job
+    /// `id`. run: run job `id` now (mode). runs: job `id`'s recent runs.
+    pub action: String,
+    /// update, remove, run, runs: the job's id (cron-…) or name.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// add: the job's name (unique among your jobs); update: a new name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Run once at this time: RFC 3339 such as "2026-12-01T09:00:00Z", or a local date and
+    /// time such as "2026-12-01 09:00" read in `timezone`.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Run repeatedly at this interval, such as "30m", "2h", "1d" or "1h30m" (at least 1m).
+    #[serde(default)]
+    pub every: Option<String>,
+    /// Run on a cron expression: 5 fields (minute hour day-of-month month day-of-week) such as
+    /// "0 9 * * MON-FRI", read in `timezone`.
+    #[serde(default)]
+    pub cron: Option<String>,
+    /// IANA time zone for `cron` and local `at` times, such as "Europe/Berlin" (default UTC).
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// add, update: what you should do when the job runs, with everything you will need (the
+    /// run starts without this conversation).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// add, update: where each run's result is delivered: "current" for this conversation, a
+    /// session key, or empty for a session of the job's own (the default).
+    #[serde(default)]
+    pub session_key: Option<String>,
+    /// add, update: delete the job after its next scheduled run.
+    #[serde(default)]
+    pub delete_after_run: Option<bool>,
+    /// add, update: false pauses the job.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// add, update: after downtime past a run's time, "run_once" (default: one run, then the
+    /// next time) or "skip" (record it skipped).
+    #[serde(default)]
+    pub missed: Option<String>,
+    /// run: "force" (default: run now whatever the schedule) or "due" (only if it is due).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// runs: how many of the newest runs (default 10, at most 100).
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// GoClaw's `cron` tool.
+pub struct Cron {
+    runner: Runner,
+}
+
+impl Tool for Cron {
+    type Input = CronInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "cron",
+            "Schedule work for yourself. add schedules a job (name; one of at, every or cron; \
+             message: what to do then) that runs as a background run of you, its result \
+             delivered to session_key (\"current\" for this conversation; default a session of \
+             the job's own). list and status show your jobs; update changes one; remove deletes \
+             one; run runs one now (mode force, or due: only if due); runs shows its recent \
+             runs. Times in cron expressions and local at times are read in timezone (IANA, \
+             default UTC).",
+            SideEffect::Spawns,
+        )
+        .in_group("automation")
+        .with_untrusted_output()
+    }
+
+    async fn execute(&self, call: Authorized<CronInput>) -> ToolOutput {
+        let input = call.input();
+        let ctx = call.ctx();
+        let user = ctx.user.clone().unwrap_or_default();
+        let done = match input.action.as_str() {
+            "status" => self.status(&user).await,
+            "list" => self.list(&user).await,
+            "add" => self.add(ctx, &user, input).await,
+            "update" => self.update(ctx, &user, input).await,
+            "remove" => self.remove(&user, input).await,
+            "run" => self.run(&user, input).await,
+            "runs" => self.runs(&user, input).await,
+            other => Err(format!(
+                "action {} is not known; use status, list, add, update, remove, run or runs",
+                visible(other)
+            )),
+        };
+        match done {
+            Ok(text) => ToolOutput::text(text),
+            Err(e) => ToolOutput::error(e),
+        }
+    }
+}
+
+fn fields(ctx: &CallContext, input: &CronInput) -> JobFields {
+    JobFields {
+        agent: None,
+        name: input.name.clone(),
+        at: input.at.clone(),
+        every: input.every.clone(),
+        cron: input.cron.clone(),
+        timezone: input.timezone.clone(),
+        message: input.message.clone(),
+        session_key: input.session_key.as_ref().map(|k| {
+            if k.trim() == "current" {
+                ctx.session_key.clone()
+            } else {
+                k.clone()
+            }
+        }),
+        delete_after_run: input.delete_after_run,
+        enabled: input.enabled,
+        missed: input.missed.clone(),
+    }
+}
+
+fn id(input: &CronInput) -> Result<&str, String> {
+    input
+        .id
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "action {} needs id: the job's id (cron-…) or name; action list shows them",
+                input.action
+            )
+        })
+}
+
+fn no_job(id: &str) -> String {
+    format!(
+        "you have no job {}; action list shows your jobs",
+        visible(id)
+    )
+}
+
+impl Cron {
+    async fn status(&self, user: &str) -> Result<String, String> {
+        let store = self.runner.store();
+        let (jobs, enabled, running) = store.cron_counts(user).await.map_err(|e| e.to_string())?;
+        let next = store
+            .cron_jobs(user)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|j| j.enabled && j.next_run_at > 0)
+            .min_by_key(|j| j.next_run_at);
+        let next = next.map_or_else(
+            || "no job is scheduled".to_string(),
+            |j| {
+                format!(
+                    "next: {} {:?} at {}",
+                    j.id,
+                    j.name,
+                    local_time(j.next_run_at, &j.schedule.timezone)
+                )
+            },
+        );
+        Ok(format!(
+            "{jobs} job(s), {enabled} enabled, {running} running now; {next}"
+        ))
+    }
+
+    async fn list(&self, user: &str) -> Result<String, String> {
+        let jobs = self
+            .runner
+            .store()
+            .cron_jobs(user)
+            .await
+            .map_err(|e| e.to_string())?;
+        if jobs.is_empty() {
+            return Ok("you have no jobs; action add schedules one".into());
+        }
+        Ok(jobs.iter().map(job_line).collect::<Vec<_>>().join("\n"))
+    }
+
+    async fn add(
+        &self,
+        ctx: &CallContext,
+        user: &str,
+        input: &CronInput,
+    ) -> Result<String, String> {
+        let agent = ctx.agent_key.clone().unwrap_or_default();
+        let fields = fields(ctx, input);
+        let new = fields.new_job(user, &agent)?;
+        self.runner
+            .check_job_session(new.session_key, new.agent, user)
+            .await?;
+        let job = self
+            .runner
+            .store()
+            .add_cron_job(&new)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.runner.wake_scheduler();
+        Ok(format!(
+            "scheduled: {}\nresults go to session {}",
+            job_line(&job),
+            Runner::job_session(&job)
+        ))
+    }
+
+    async fn update(
+        &self,
+        ctx: &CallContext,
+        user: &str,
+        input: &CronInput,
+    ) -> Result<String, String> {
+        let id = id(input)?;
+        let store = self.runner.store();
+        let job = store
+            .cron_job(user, id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| no_job(id))?;
+        let patch = fields(ctx, input).patch(&job)?;
+        if let Some(session) = &patch.session_key {
+            self.runner
+                .check_job_session(session, &job.agent, user)
+                .await?;
+        }
+        let job = store
+            .update_cron_job(user, &job.id, &patch)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.runner.wake_scheduler();
+        Ok(format!("updated: {}", job_line(&job)))
+    }
+
+    async fn remove(&self, user: &str, input: &CronInput) -> Result<String, String> {
+        let id = id(input)?;
+        match self.runner.store().remove_cron_job(user, id).await {
+            Ok(true) => Ok(format!("removed job {}", visible(id))),
+            Ok(false) => Err(no_job(id)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn run(&self, user: &str, input: &CronInput) -> Result<String, String> {
+        let id = id(input)?;
+        let force = match input.mode.as_deref().unwrap_or("force") {
+            "force" => true,
+            "due" => false,
+            other => {
+                return Err(format!(
+                    "mode {} is not known; use force (run now) or due (only if it is due)",
+                    visible(other)
+                ));
+            }
+        };
+        let (job, asked) = self
+            .runner
+            .store()
+            .request_cron_run(user, id, force)
+            .await
+            .map_err(|e| match e {
+                talon_store::StoreError::NotFound { .. } => no_job(id),
+                e => e.to_string(),
+            })?;
+        if !asked {
+            return Ok(format!(
+                "job {} is not due (next: {}); mode force runs it now",
+                job.id,
+                local_time(job.next_run_at, &job.schedule.timezone)
+            ));
+        }
+        self.runner.wake_scheduler();
+        Ok(format!(
+            "job {} starts now; its result goes to session {} (action runs shows it when it ends)",
+            job.id,
+            Runner::job_session(&job)
+        ))
+    }
+
+    async fn runs(&self, user: &str, input: &CronInput) -> Result<String, String> {
+        let id = id(input)?;
+        let store = self.runner.store();
+        let limit = input.limit.unwrap_or(RUNS_DEFAULT);
+        let runs = store
+            .cron_runs(user, id, limit)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| no_job(id))?;
+        if runs.is_empty() {
+            return Ok(format!("job {} has not run yet", visible(id)));
+        }
+        let zone = store
+            .cron_job(user, id)
+            .await
+            .ok()
+            .flatten()
+            .map_or_else(|| "UTC".to_string(), |j| j.schedule.timezone);
+        let lines: Vec<String> = runs.iter().map(|r| run_line(r, &zone, 300)).collect();
+        // The results were written by models: the pipeline fences this output as untrusted.
+        Ok(lines.join("\n"))
+    }
+}
+
+impl Runner {
+    /// Registers the `cron` tool on this runner.
+    pub fn register_cron_tool(&self, registry: &Registry) -> Result<(), String> {
+        registry
+            .register(Cron {
+                runner: self.clone(),
+            })
+            .map_err(|e| e.to_string())
+    }
+}

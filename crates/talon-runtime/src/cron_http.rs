@@ -1,0 +1,207 @@
+//! Scheduled jobs over HTTP (behind the gateway's token), the same operations as the `cron`
+//! tool and `talon cron`.
+//!
+//! | Route | |
+//! |---|---|
+//! | `GET /v1/cron[?user=]` | the user's jobs |
+//! | `POST /v1/cron[?user=]` `{name, at\|every\|cron, message, timezone?, agent?, session_key?, delete_after_run?, enabled?, missed?}` | adds a job |
+//! | `GET /v1/cron/{id}[?user=]` | one job (by id or name) |
+//! | `PATCH /v1/cron/{id}[?user=]` `{…the fields to change}` | changes it |
+//! | `DELETE /v1/cron/{id}[?user=]` | removes it with its history |
+//! | `POST /v1/cron/{id}/run[?user=&mode=force\|due]` | runs it now (force, the default) or if due |
+//! | `GET /v1/cron/{id}/runs[?user=&limit=]` | its history, newest first |
+//!
+//! Jobs belong to a user like runs and sessions: another user's job answers "not found".
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use talon_store::CronJob;
+
+use crate::agent_runs::Runner;
+use crate::cron::request::JobFields;
+use crate::http_reply::{error, store_error};
+
+/// The routes over `runner` (whose scheduler is woken by changes).
+pub fn routes(runner: Runner) -> Router {
+    Router::new()
+        .route("/v1/cron", get(list).post(add))
+        .route("/v1/cron/{id}", get(show).patch(update).delete(remove))
+        .route("/v1/cron/{id}/run", post(run))
+        .route("/v1/cron/{id}/runs", get(runs))
+        .with_state(runner)
+}
+
+#[derive(Debug, Deserialize)]
+struct CronQuery {
+    user: Option<String>,
+    mode: Option<String>,
+    limit: Option<i64>,
+}
+
+impl CronQuery {
+    fn user(&self) -> &str {
+        self.user.as_deref().unwrap_or_default()
+    }
+}
+
+fn not_found(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no job {id:?} of this user; GET /v1/cron?user=… lists them"),
+    )
+}
+
+/// A job as the API shows it: its fields and the session its results go to.
+fn shown(job: &CronJob) -> serde_json::Value {
+    let mut value = json!(job);
+    value["result_session"] = Runner::job_session(job).into();
+    value
+}
+
+async fn list(State(runner): State<Runner>, Query(q): Query<CronQuery>) -> Response {
+    match runner.store().cron_jobs(q.user()).await {
+        Ok(jobs) => {
+            Json(json!({"jobs": jobs.iter().map(shown).collect::<Vec<_>>()})).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn add(
+    State(runner): State<Runner>,
+    Query(q): Query<CronQuery>,
+    Json(fields): Json<JobFields>,
+) -> Response {
+    let default = runner.default_agent().to_string();
+    let new = match fields.new_job(q.user(), &default) {
+        Ok(new) => new,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let user = (!q.user().is_empty()).then_some(q.user());
+    if let Err(e) = runner
+        .context(Some(new.agent), user, crate::cron::CHANNEL)
+        .await
+    {
+        return error(StatusCode::BAD_REQUEST, e);
+    }
+    if let Err(e) = runner
+        .check_job_session(new.session_key, new.agent, q.user())
+        .await
+    {
+        return error(StatusCode::BAD_REQUEST, e);
+    }
+    match runner.store().add_cron_job(&new).await {
+        Ok(job) => {
+            runner.wake_scheduler();
+            (StatusCode::CREATED, Json(json!({"job": shown(&job)}))).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn show(
+    State(runner): State<Runner>,
+    Path(id): Path<String>,
+    Query(q): Query<CronQuery>,
+) -> Response {
+    match runner.store().cron_job(q.user(), &id).await {
+        Ok(Some(job)) => Json(json!({"job": shown(&job)})).into_response(),
+        Ok(None) => not_found(&id),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn update(
+    State(runner): State<Runner>,
+    Path(id): Path<String>,
+    Query(q): Query<CronQuery>,
+    Json(fields): Json<JobFields>,
+) -> Response {
+    let job = match runner.store().cron_job(q.user(), &id).await {
+        Ok(Some(job)) => job,
+        Ok(None) => return not_found(&id),
+        Err(e) => return store_error(e),
+    };
+    let patch = match fields.patch(&job) {
+        Ok(patch) => patch,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    if let Some(session) = &patch.session_key
+        && let Err(e) = runner
+            .check_job_session(session, &job.agent, q.user())
+            .await
+    {
+        return error(StatusCode::BAD_REQUEST, e);
+    }
+    match runner
+        .store()
+        .update_cron_job(q.user(), &job.id, &patch)
+        .await
+    {
+        Ok(job) => {
+            runner.wake_scheduler();
+            Json(json!({"job": shown(&job)})).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn remove(
+    State(runner): State<Runner>,
+    Path(id): Path<String>,
+    Query(q): Query<CronQuery>,
+) -> Response {
+    match runner.store().remove_cron_job(q.user(), &id).await {
+        Ok(true) => Json(json!({"ok": true, "removed": id})).into_response(),
+        Ok(false) => not_found(&id),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn run(
+    State(runner): State<Runner>,
+    Path(id): Path<String>,
+    Query(q): Query<CronQuery>,
+) -> Response {
+    let force = match q.mode.as_deref().unwrap_or("force") {
+        "force" => true,
+        "due" => false,
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("mode {other:?}: use force (run now) or due (only if it is due)"),
+            );
+        }
+    };
+    match runner.store().request_cron_run(q.user(), &id, force).await {
+        Ok((job, started)) => {
+            if started {
+                runner.wake_scheduler();
+            }
+            Json(json!({"ok": true, "started": started, "job": shown(&job)})).into_response()
+        }
+        Err(talon_store::StoreError::NotFound { .. }) => not_found(&id),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn runs(
+    State(runner): State<Runner>,
+    Path(id): Path<String>,
+    Query(q): Query<CronQuery>,
+) -> Response {
+    match runner
+        .store()
+        .cron_runs(q.user(), &id, q.limit.unwrap_or(100))
+        .await
+    {
+        Ok(Some(runs)) => Json(json!({"runs": runs})).into_response(),
+        Ok(None) => not_found(&id),
+        Err(e) => store_error(e),
+    }
+}
