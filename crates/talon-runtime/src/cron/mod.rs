@@ -140,11 +140,20 @@ impl Runner {
     /// Runs one claimed job to its end and records it (see the module docs).
     async fn run_job(&self, job: CronJob) {
         let started = now_ms();
-        let (status, text, run_id) = if !job.run_id.is_empty() {
-            // Claimed again after its gateway died: that gateway's run is resumed by the run
-            // supervisor (or has ended); its end is this claim's.
-            let ending = self.await_run(&job, &job.run_id).await;
-            (ending.0, ending.1, job.run_id.clone())
+        // Claimed again after its gateway died: that gateway's run (named on the job, or, if
+        // it died before naming it, found by the job it is for) is resumed by the run
+        // supervisor or has ended; its end is this claim's.
+        let started_before = match job.run_id.as_str() {
+            "" => self.unrecorded_run_of(&job).await,
+            id => Some(id.to_string()),
+        };
+        let (status, text, run_id) = if let Some(run_id) = started_before {
+            let _ = self
+                .store()
+                .set_cron_run(&job.id, self.instance(), &run_id)
+                .await;
+            let ending = self.await_run(&job, &run_id).await;
+            (ending.0, ending.1, run_id)
         } else if skips(&job, started) {
             (
                 CronRunStatus::Skipped,
@@ -197,6 +206,23 @@ impl Runner {
             Err(e) => tracing::warn!(job = %job.id, error = %e, "cannot record a job's end"),
         }
         self.wake_scheduler();
+    }
+
+    /// A run started for `job` since its last recorded end (by a gateway that died before
+    /// writing the run's id on the job), live or ended, if there is one: every run of a job
+    /// ends in a history row, so a newer one belongs to the claim being taken over.
+    async fn unrecorded_run_of(&self, job: &CronJob) -> Option<String> {
+        let user = (!job.user.is_empty()).then_some(job.user.as_str());
+        let recent = self.store().runs_of(user, 100).await.ok()?;
+        recent
+            .into_iter()
+            .find(|run| {
+                run.origin == "cron"
+                    && run.created_at > job.last_run_at
+                    && ChildOverrides::of(run)
+                        .is_ok_and(|o| o.cron_job.as_deref() == Some(&*job.id))
+            })
+            .map(|run| run.id)
     }
 
     /// Runs `run` here, renewing this gateway's job leases while it goes.
@@ -283,7 +309,10 @@ impl Runner {
             over_link: None,
             target_load: None,
             context_mode: "fresh",
-            overrides: ChildOverrides::default(),
+            overrides: ChildOverrides {
+                cron_job: Some(job.id.clone()),
+                ..ChildOverrides::default()
+            },
         };
         self.try_start_child(&ctx, &spec, None)
             .await

@@ -109,6 +109,10 @@ pub struct ChildOverrides {
     pub team: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub team_task: Option<i64>,
+    /// The scheduled job a run is for (see [`crate::cron`]): a gateway that claims the job
+    /// after its predecessor died finds the run by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron_job: Option<String>,
 }
 
 impl ChildOverrides {

@@ -374,6 +374,22 @@ fn a_job_whose_gateway_is_killed_mid_run_is_finished_by_another_without_a_second
     });
     a.child.kill().unwrap();
     a.child.wait().unwrap();
+    // As if A had died before writing its run's id on the job: B finds the run by the job.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut config = talon_store::StoreConfig::url(url.clone());
+        config.schema = Some(schema.name.clone());
+        let store = talon_store::Store::connect(&config).await.unwrap();
+        let held = store.cron_job("alice", &id).await.unwrap().unwrap();
+        assert!(held.run_id.starts_with("run-"), "A named its run: {held:?}");
+        store
+            .execute_admin("UPDATE cron_jobs SET run_id = ''")
+            .await
+            .unwrap();
+    });
     // B starts later (nothing happens at its start-up): it claims the job once A's lease ran
     // out, finds A's run, which its supervisor resumes, and records that run's end.
     let b = support::serve_in(home_b.path(), &env);
