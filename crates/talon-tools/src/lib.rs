@@ -111,6 +111,9 @@ pub fn register_builtin_with(
     let fs = Arc::new(fs_config);
     let state = Arc::new(fs::read_state::ReadState::default());
     registry.register(automation::datetime::Datetime)?;
+    registry.register(fs::workspace_dir::WorkspaceDir {
+        fs: Arc::clone(&fs),
+    })?;
     registry.register(runtime::exec::Exec {
         fs: Arc::clone(&fs),
         shell: Arc::clone(&shell),

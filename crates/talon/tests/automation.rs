@@ -7,4 +7,5 @@ mod support;
 mod automation {
     mod channels;
     mod custom_tools;
+    mod inventory;
 }

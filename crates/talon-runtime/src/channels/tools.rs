@@ -164,7 +164,7 @@ impl Tool for Message {
             Err(e) => return ToolOutput::error(e),
         };
         let media = match &input.media {
-            Some(path) => match self.fs.read_file_bytes(ctx, path, MAX_MEDIA_BYTES) {
+            Some(path) => match self.fs.files(ctx).read_bytes(path, MAX_MEDIA_BYTES).await {
                 Ok((file_name, bytes)) => Some(Media { file_name, bytes }),
                 Err(e) => return ToolOutput::error(format!("media: {e}")),
             },

@@ -62,6 +62,50 @@ impl<'a> Files<'a> {
         virtual_files::edit(self.fs.store.as_ref(), self.ctx, path, change).await
     }
 
+    /// The bytes of file `path` (at most `max_bytes`) and its name: a routed document's text,
+    /// or a file on disk read through the jail, as every file tool reads. For tools that send a
+    /// file somewhere (a channel message's media).
+    pub async fn read_bytes(
+        &self,
+        path: &str,
+        max_bytes: u64,
+    ) -> Result<(String, Vec<u8>), String> {
+        use std::io::Read as _;
+        let name_of = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "file".into())
+        };
+        if let Some(text) = self.read_routed(path).await {
+            let text = text?;
+            if text.len() as u64 > max_bytes {
+                return Err(format!("{path} is over {max_bytes} bytes"));
+            }
+            return Ok((name_of(Path::new(path)), text.into_bytes()));
+        }
+        let jail = self.disk()?;
+        let located = jail.locate(path).map_err(|e| format!("{path}: {e}"))?;
+        let opened = jail
+            .open_read(&located)
+            .map_err(|e| format!("{path}: {e}"))?;
+        if opened.is_dir() {
+            return Err(format!("{path} is a directory; give a file"));
+        }
+        let size = u64::try_from(opened.stat.st_size).unwrap_or(u64::MAX);
+        if size > max_bytes {
+            return Err(format!(
+                "{path} is {size} bytes; files of at most {max_bytes} bytes can be sent"
+            ));
+        }
+        let mut bytes = Vec::new();
+        opened
+            .file
+            .take(max_bytes)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok((name_of(&opened.real_abs), bytes))
+    }
+
     /// The jail for files on disk. With a store it denies every routed name.
     pub fn disk(&self) -> Result<Arc<Jail>, String> {
         self.fs.jail(self.ctx)

@@ -17,6 +17,7 @@ pub mod search;
 pub mod text;
 pub mod virtual_files;
 pub mod workspace;
+pub mod workspace_dir;
 pub mod write_file;
 
 use std::io::Read;

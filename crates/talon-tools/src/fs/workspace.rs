@@ -96,44 +96,6 @@ impl FsConfig {
         Ok(jail)
     }
 
-    /// The bytes of the workspace file `path` (at most `max_bytes`) and its name, read through
-    /// the call's jail like every file tool's read: for tools that send a file somewhere (a
-    /// channel message's media).
-    pub fn read_file_bytes(
-        &self,
-        ctx: &CallContext,
-        path: &str,
-        max_bytes: u64,
-    ) -> Result<(String, Vec<u8>), String> {
-        use std::io::Read as _;
-        let jail = self.jail(ctx)?;
-        let located = jail.locate(path).map_err(|e| format!("{path}: {e}"))?;
-        let opened = jail
-            .open_read(&located)
-            .map_err(|e| format!("{path}: {e}"))?;
-        if opened.is_dir() {
-            return Err(format!("{path} is a directory; give a file"));
-        }
-        let size = u64::try_from(opened.stat.st_size).unwrap_or(u64::MAX);
-        if size > max_bytes {
-            return Err(format!(
-                "{path} is {size} bytes; files of at most {max_bytes} bytes can be sent"
-            ));
-        }
-        let mut bytes = Vec::new();
-        opened
-            .file
-            .take(max_bytes)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("{path}: {e}"))?;
-        let name = opened
-            .real_abs
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "file".into());
-        Ok((name, bytes))
-    }
-
     fn open_jail(&self, workspace: &std::path::Path) -> Result<Jail, String> {
         let mut deny = self.deny.clone();
         if self.store.is_some() {

@@ -303,11 +303,15 @@ fn h21_arch_routing_file_tools_use_the_facade() {
         ("jail.list(", &["fs/files.rs"]),
         ("Jail::new", &["fs/workspace.rs"]),
     ];
-    // Tools that hold the file settings but run commands, not file operations.
+    // Tools that hold the file settings but run commands, not file operations; and the
+    // registration, which hands the settings to tools registered later (custom tools, the
+    // channel tools, which read through the façade).
     let command_tools = [
         "runtime/exec.rs",
         "runtime/credentialed_exec.rs",
+        "runtime/custom_tool.rs",
         "claude_code/bash.rs",
+        "lib.rs",
     ];
     let mut sources = Vec::new();
     let mut dirs = vec![src.clone()];

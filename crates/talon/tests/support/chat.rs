@@ -68,7 +68,7 @@ pub fn exchange(url: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> (u
             request = request.header(*k, *v);
         }
         let response = request
-            .timeout(std::time::Duration::from_secs(60))
+            .timeout(std::time::Duration::from_secs(120))
             .send()
             .await
             .unwrap();
@@ -103,7 +103,7 @@ pub fn method_json(method: &str, url: &str, body: &Value) -> (u16, Value) {
         let response = reqwest::Client::new()
             .request(method, url)
             .json(body)
-            .timeout(std::time::Duration::from_secs(60))
+            .timeout(std::time::Duration::from_secs(120))
             .send()
             .await
             .unwrap();

@@ -18,7 +18,7 @@ The report: {"logged_in", "token_required", "sessions": [keys], "transcript": te
 page's console errors (a CSP violation among them), uncaught exceptions, failed requests, and
 responses other than the expected 401 (login probe) and 404 (optional features absent).
 Screenshots: login.png, sessions.png, approvals.png, events.png, agents.png, mcp.png (and
-failure.png when a step fails). Each wait gives up after 15 s: the script then prints the
+failure.png when a step fails). Each wait gives up after 45 s (a loaded CI machine runs several gateways beside it): the script then prints the
 report with an "error" and exits 1.
 """
 
@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-TIMEOUT_MS = 15_000
+TIMEOUT_MS = 45_000
 USAGE = "usage: dashboard.py BASE_URL TOKEN SCREENSHOT_DIR CHROMIUM STEPS_JSON"
 
 # Reported from inside the page: Chromium also logs violations itself, this makes sure.
@@ -158,7 +158,7 @@ def main():
                     page.wait_for_selector(gone, state="detached")
                 except PlaywrightTimeout as e:
                     status = page.text_content(gone + " .card-status") or ""
-                    raise Failure("timed out after 15 s waiting for approval %r to be answered "
+                    raise Failure("timed out after 45 s waiting for approval %r to be answered "
                                   "(the card says: %r)" % (approval, status)) from e
                 report["approved"] = approval
             else:
