@@ -39,6 +39,10 @@ pub struct ChannelSection {
     pub token_env: Option<String>,
     /// The tenant the channel belongs to: only its sessions may send through it.
     pub tenant: Option<String>,
+    /// The chats scheduled, subagent and team runs may send to (they have no chat of their own
+    /// to reply to); `"*"` for any. Empty (the default): none, so a job or a subagent a model
+    /// started cannot message chats no conversation came from.
+    pub automated_chats: Vec<String>,
     /// `telegram`: answer inbound messages (long polling). One gateway per bot.
     pub inbound: bool,
     /// Inbound: the chats whose messages are answered (chat ids as Telegram writes them; `"*"`
@@ -63,6 +67,11 @@ pub struct TopicSection {
 }
 
 impl ChannelSection {
+    /// Whether a run with no chat of its own (scheduled, subagent, team) may send to `chat`.
+    pub fn takes_automated(&self, chat: &str) -> bool {
+        self.automated_chats.iter().any(|c| c == "*" || c == chat)
+    }
+
     /// Whether inbound messages from `chat` are answered.
     pub fn answers(&self, chat: &str) -> bool {
         self.chats.iter().any(|c| c == "*" || c == chat)

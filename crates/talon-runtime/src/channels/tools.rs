@@ -3,9 +3,11 @@
 //! Where a call may send is decided here, in one function ([`target`]), as GoClaw's
 //! `MessageTargetEnforced` decides it: a conversation that came from a channel replies only to
 //! that channel and chat (another forum topic of the same chat included); scheduled, subagent
-//! and delegated or team runs, which have no chat of their own, name a channel and chat; any
-//! other session (the HTTP API, a terminal) cannot send, so a model there cannot message
-//! arbitrary chats. A channel configured for a tenant takes only that tenant's calls.
+//! and delegated or team runs, which have no chat of their own, name a channel and a chat the
+//! operator listed for them (`automated_chats`), so a job or subagent a model started is no way
+//! around the pinning; any other session (the HTTP API, a terminal) cannot send, so a model
+//! there cannot message arbitrary chats. A channel configured for a tenant takes only that
+//! tenant's calls.
 
 use std::sync::Arc;
 
@@ -41,6 +43,7 @@ fn target(
     chat: Option<&str>,
     thread: Option<&str>,
 ) -> Result<(Arc<Channel>, String, Option<String>), String> {
+    let automated = origin(ctx).is_none();
     let (name, chat, thread) = match origin(ctx) {
         Some((origin, origin_chat, origin_topic)) => {
             if channel.is_some_and(|c| c != origin) || chat.is_some_and(|c| c != origin_chat) {
@@ -91,6 +94,11 @@ fn target(
     }
     if chat.trim().is_empty() || chat.len() > 128 || chat.chars().any(char::is_control) {
         return Err("chat_id: give the chat's id as the platform writes it".into());
+    }
+    if automated && !found.section.takes_automated(&chat) {
+        return Err(format!(
+            "channel {name} takes no messages from scheduled, subagent or team runs to chat {chat}; the operator lists the chats such runs may send to in [channels.{name}] automated_chats"
+        ));
     }
     Ok((Arc::clone(found), chat, thread))
 }

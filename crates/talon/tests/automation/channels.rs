@@ -182,7 +182,8 @@ async fn a_subagent_posts_to_slack_discord_and_a_webhook_and_a_terminal_session_
                     send(json!({"action": "send", "channel": "discord", "chat_id": "555", "message": "hello discord"})),
                     send(json!({"action": "send", "channel": "discord", "chat_id": "555", "message": "", "media": "report.txt"})),
                     send(json!({"action": "send", "channel": "hook", "chat_id": "ops", "message": "hello hook"})),
-                    send(json!({"action": "send", "channel": "slack", "chat_id": "C404", "message": "lost"}))
+                    send(json!({"action": "send", "channel": "slack", "chat_id": "C404", "message": "lost"})),
+                    send(json!({"action": "send", "channel": "slack", "chat_id": "C2", "message": "unlisted"}))
                 ]},
                 {"text": "Child posted."}
             ]},
@@ -196,9 +197,9 @@ async fn a_subagent_posts_to_slack_discord_and_a_webhook_and_a_terminal_session_
     let config = format!(
         "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\napi_key_env = \"MOCK_KEY\"\n\
          [tools]\nrate_limit_per_hour = 0\n\
-         [channels.slack]\nkind = \"slack\"\nbase_url = \"{base}\"\ntoken_env = \"SLACK_BOT_TOKEN\"\n\
-         [channels.discord]\nkind = \"discord\"\nbase_url = \"{base}\"\ntoken_env = \"DISCORD_BOT_TOKEN\"\n\
-         [channels.hook]\nkind = \"webhook\"\nurl = \"{base}/hook\"\n",
+         [channels.slack]\nkind = \"slack\"\nbase_url = \"{base}\"\ntoken_env = \"SLACK_BOT_TOKEN\"\nautomated_chats = [\"C1\", \"C404\"]\n\
+         [channels.discord]\nkind = \"discord\"\nbase_url = \"{base}\"\ntoken_env = \"DISCORD_BOT_TOKEN\"\nautomated_chats = [\"555\"]\n\
+         [channels.hook]\nkind = \"webhook\"\nurl = \"{base}/hook\"\nautomated_chats = [\"*\"]\n",
         mock = mock.url,
         base = platforms.url,
     );
@@ -274,5 +275,9 @@ async fn a_subagent_posts_to_slack_discord_and_a_webhook_and_a_terminal_session_
     let child = conversation(&mock, "CHILD-POSTS").await;
     let results = child[1]["messages"].to_string();
     assert!(results.contains("channel_not_found"), "{results}");
+    // A chat the operator did not list for runs without a chat of their own is refused
+    // before anything is sent: a job or subagent a model starts is no way around the pinning.
+    assert!(results.contains("automated_chats"), "{results}");
+    assert!(!platforms.calls().iter().any(|c| c.body["channel"] == "C2"));
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
