@@ -7,6 +7,7 @@
 mod support;
 
 mod security {
+    mod channels;
     mod custom_tools;
     mod gateway;
     mod modes;
