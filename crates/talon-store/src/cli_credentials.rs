@@ -264,17 +264,28 @@ impl Store {
         binary: &str,
         env: &BTreeMap<String, String>,
     ) -> Result<(), StoreError> {
-        let secret = cli_credential_secret(binary);
+        self.put_env_secret(tx, &cli_credential_secret(binary), env)
+            .await
+    }
+
+    /// Stores `env` as the JSON secret `secret` in `tx`, or removes the secret when `env` is
+    /// empty (custom tools keep their variables the same way).
+    pub(crate) async fn put_env_secret(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        secret: &str,
+        env: &BTreeMap<String, String>,
+    ) -> Result<(), StoreError> {
         if env.is_empty() {
             sqlx::query("DELETE FROM secrets WHERE name = $1")
-                .bind(&secret)
+                .bind(secret)
                 .execute(&mut **tx)
                 .await?;
             return Ok(());
         }
         let value =
             serde_json::to_string(env).map_err(|e| invalid("environment", e.to_string()))?;
-        self.put_secret(&mut **tx, &secret, &value).await
+        self.put_secret(&mut **tx, secret, &value).await
     }
 
     /// One registered binary (no secret values), if it exists.

@@ -264,17 +264,8 @@ impl Store {
                 .bind(&spec.name)
                 .execute(&mut *tx)
                 .await?;
-            let secret = custom_tool_secret(&spec.name);
-            if env.is_empty() {
-                sqlx::query("DELETE FROM secrets WHERE name = $1")
-                    .bind(&secret)
-                    .execute(&mut *tx)
-                    .await?;
-            } else {
-                let value = serde_json::to_string(env)
-                    .map_err(|e| invalid("environment", e.to_string()))?;
-                self.put_secret(&mut *tx, &secret, &value).await?;
-            }
+            self.put_env_secret(&mut tx, &custom_tool_secret(&spec.name), env)
+                .await?;
         }
         self.commit_custom_tools_change(tx).await
     }

@@ -270,6 +270,15 @@ impl Channel {
         media: Option<&Media>,
     ) -> Result<Vec<String>, ChannelError> {
         const SEND: Duration = Duration::from_secs(30);
+        // A Telegram topic is a number; anything else would post to the chat's General topic.
+        let topic = match (self.kind, thread) {
+            (Kind::Telegram, Some(t)) => Some(t.parse::<i64>().map_err(|_| {
+                ChannelError::Unsupported(format!(
+                    "thread_id {t:?} is not a Telegram forum topic id (a number, as create_forum_topic returns)"
+                ))
+            })?),
+            _ => None,
+        };
         let mut ids = Vec::new();
         if let Some(media) = media {
             ids.push(self.send_media(chat, thread, media).await?);
@@ -283,8 +292,8 @@ impl Channel {
             let answer = match self.kind {
                 Kind::Telegram => {
                     let mut body = json!({"chat_id": chat, "text": part});
-                    if let Some(thread) = thread {
-                        body["message_thread_id"] = json!(thread.parse::<i64>().unwrap_or(0));
+                    if let Some(topic) = topic {
+                        body["message_thread_id"] = json!(topic);
                     }
                     self.call(
                         self.http.post(self.telegram("sendMessage")).json(&body),
@@ -457,6 +466,21 @@ mod tests {
         assert_eq!(split_text("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
         assert_eq!(split_text("", 4), vec![String::new()]);
         assert_eq!(split_text("ééééé", 2), vec!["éé", "éé", "é"]);
+    }
+
+    #[tokio::test]
+    async fn a_telegram_topic_that_is_not_a_number_is_refused_before_anything_is_sent() {
+        let section = ChannelSection {
+            base_url: Some("http://127.0.0.1:9".into()),
+            ..Default::default()
+        };
+        let channel = Channel::new("tg", Kind::Telegram, section, Some("t".into())).unwrap();
+        let err = channel
+            .send("-1001", Some("general"), "hi", None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ChannelError::Unsupported(_)), "{err}");
+        assert!(err.to_string().contains("forum topic id"), "{err}");
     }
 
     #[test]
