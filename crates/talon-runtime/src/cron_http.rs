@@ -4,7 +4,7 @@
 //! | Route | |
 //! |---|---|
 //! | `GET /v1/cron[?user=]` | the user's jobs |
-//! | `POST /v1/cron[?user=]` `{name, at\|every\|cron, message, timezone?, agent?, session_key?, delete_after_run?, enabled?, missed?}` | adds a job |
+//! | `POST /v1/cron[?user=]` `{name, at\|every\|cron, message, timezone?, agent?, session_key?, delete_after_run?, enabled?, missed?, channel?, to?}` | adds a job (`channel` and `to`: a chat the results are sent to, one the channel lists in `automated_chats`) |
 //! | `GET /v1/cron/{id}[?user=]` | one job (by id or name) |
 //! | `PATCH /v1/cron/{id}[?user=]` `{…the fields to change}` | changes it |
 //! | `DELETE /v1/cron/{id}[?user=]` | removes it with its history |
@@ -78,14 +78,20 @@ async fn add(
     Json(fields): Json<JobFields>,
 ) -> Response {
     let default = runner.default_agent().to_string();
-    let new = match fields.new_job(q.user(), &default) {
+    let mut new = match fields.new_job(q.user(), &default) {
         Ok(new) => new,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let user = (!q.user().is_empty()).then_some(q.user());
-    if let Err(e) = runner
+    let ctx = match runner
         .context(Some(new.agent), user, crate::cron::CHANNEL)
         .await
+    {
+        Ok(ctx) => ctx,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    if let Some(delivery) = &mut new.delivery
+        && let Err(e) = runner.check_job_delivery(None, ctx.tenant.as_deref(), delivery)
     {
         return error(StatusCode::BAD_REQUEST, e);
     }
@@ -127,10 +133,23 @@ async fn update(
         Ok(None) => return not_found(&id),
         Err(e) => return store_error(e),
     };
-    let patch = match fields.patch(&job) {
+    let mut patch = match fields.patch(&job) {
         Ok(patch) => patch,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    if let Some(Some(delivery)) = &mut patch.delivery {
+        let user = (!q.user().is_empty()).then_some(q.user());
+        let tenant = match runner
+            .context(Some(&job.agent), user, crate::cron::CHANNEL)
+            .await
+        {
+            Ok(ctx) => ctx.tenant,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        };
+        if let Err(e) = runner.check_job_delivery(None, tenant.as_deref(), delivery) {
+            return error(StatusCode::BAD_REQUEST, e);
+        }
+    }
     if let Some(session) = &patch.session_key
         && let Err(e) = runner
             .check_job_session(session, &job.agent, q.user())

@@ -50,6 +50,7 @@ async fn fill(store: &Store) -> Duration {
                 delete_after_run: false,
                 enabled: true,
                 missed: MissedPolicy::RunOnce,
+                delivery: None,
             })
             .await
             .unwrap();

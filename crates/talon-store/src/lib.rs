@@ -23,6 +23,7 @@ mod exec_allow;
 mod fields;
 mod handoff;
 mod knowledge_graph;
+mod leases;
 mod listen;
 mod locked;
 mod mcp_grants;
@@ -52,8 +53,8 @@ pub use cli_credentials::{
     GrantedCredential, MAX_CLI_TIMEOUT_SECS, cli_credential_secret,
 };
 pub use cron::{
-    CRON_CHANNEL, CronJob, CronJobPatch, CronOutcome, CronRun, CronRunStatus, MAX_JOBS_PER_USER,
-    MissedPolicy, NewCronJob, Schedule, ScheduleKind, schedule as cron_schedule,
+    CRON_CHANNEL, CronDelivery, CronJob, CronJobPatch, CronOutcome, CronRun, CronRunStatus,
+    MAX_JOBS_PER_USER, MissedPolicy, NewCronJob, Schedule, ScheduleKind, schedule as cron_schedule,
 };
 pub use crypto::{EncryptionKey, KEY_ENV, KEY_FILE, KeySource};
 pub use custom_tools::{

@@ -127,6 +127,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0018_cron.sql"),
         postgres: include_str!("../migrations/postgres/0018_cron.sql"),
     },
+    Migration {
+        version: 19,
+        name: "cron_delivery",
+        sqlite: include_str!("../migrations/sqlite/0019_cron_delivery.sql"),
+        postgres: include_str!("../migrations/postgres/0019_cron_delivery.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

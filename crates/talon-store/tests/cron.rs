@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use talon_store::{
-    CronJobPatch, CronOutcome, CronRunStatus, MissedPolicy, NewCronJob, Schedule, ScheduleKind,
-    Store, StoreConfig,
+    CronDelivery, CronJobPatch, CronOutcome, CronRunStatus, MissedPolicy, NewCronJob, Schedule,
+    ScheduleKind, Store, StoreConfig,
 };
 
 mod common;
@@ -19,6 +19,8 @@ suite!(
     an_expired_lease_is_claimed_again,
     each_run_sets_the_next_time_and_history_is_capped,
     changes_reschedule_and_wake_times_follow,
+    a_chat_to_deliver_to_is_kept_and_cleared,
+    one_owner_holds_a_lease_until_it_runs_out,
 );
 
 fn now() -> i64 {
@@ -47,6 +49,7 @@ fn new_job<'a>(user: &'a str, name: &'a str, schedule: Schedule) -> NewCronJob<'
         delete_after_run: false,
         enabled: true,
         missed: MissedPolicy::RunOnce,
+        delivery: None,
     }
 }
 
@@ -415,4 +418,62 @@ async fn changes_reschedule_and_wake_times_follow(config: &StoreConfig) {
         (after.enabled, after.next_run_at, after.run_requested),
         (false, 0, 0)
     );
+}
+
+async fn a_chat_to_deliver_to_is_kept_and_cleared(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    let delivery = CronDelivery {
+        channel: "tg".into(),
+        to: "-100/7".into(),
+        pinned: true,
+    };
+    let mut new = new_job("alice", "report", every("1h"));
+    new.delivery = Some(delivery.clone());
+    let job = store.add_cron_job(&new).await.unwrap();
+    assert_eq!(job.delivery.as_ref(), Some(&delivery));
+    assert_eq!(delivery.chat_and_thread(), ("-100", Some("7")));
+    let read = store.cron_job("alice", "report").await.unwrap().unwrap();
+    assert_eq!(read.delivery, Some(delivery));
+    // A malformed chat is refused; clearing stops delivery.
+    let mut bad = new_job("alice", "bad", every("1h"));
+    bad.delivery = Some(CronDelivery {
+        channel: "tg".into(),
+        to: " ".into(),
+        pinned: false,
+    });
+    assert!(store.add_cron_job(&bad).await.is_err());
+    let patch = CronJobPatch {
+        delivery: Some(None),
+        ..CronJobPatch::default()
+    };
+    let cleared = store
+        .update_cron_job("alice", &job.id, &patch)
+        .await
+        .unwrap();
+    assert_eq!(cleared.delivery, None);
+    let read = store.cron_job("alice", &job.id).await.unwrap().unwrap();
+    assert_eq!(read.delivery, None);
+}
+
+async fn one_owner_holds_a_lease_until_it_runs_out(config: &StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    let soon = now() + 60_000;
+    assert!(store.hold_lease("bot", "gw-a", soon).await.unwrap());
+    // Renewed by its holder, refused to another while it runs.
+    assert!(store.hold_lease("bot", "gw-a", soon + 1).await.unwrap());
+    assert!(!store.hold_lease("bot", "gw-b", soon).await.unwrap());
+    // Another lease is another name.
+    assert!(store.hold_lease("other-bot", "gw-b", soon).await.unwrap());
+    // Run out: taken over; the old holder cannot renew it.
+    store
+        .execute_admin("UPDATE leases SET until_ms = 1 WHERE name = 'bot'")
+        .await
+        .unwrap();
+    assert!(store.hold_lease("bot", "gw-b", soon).await.unwrap());
+    assert!(!store.hold_lease("bot", "gw-a", soon).await.unwrap());
+    // Released by its holder only.
+    store.release_lease("bot", "gw-a").await.unwrap();
+    assert!(!store.hold_lease("bot", "gw-a", soon).await.unwrap());
+    store.release_lease("bot", "gw-b").await.unwrap();
+    assert!(store.hold_lease("bot", "gw-a", soon).await.unwrap());
 }

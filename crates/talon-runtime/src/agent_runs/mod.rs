@@ -151,6 +151,8 @@ pub struct Runner {
     pub(crate) embedder: Option<talon_embed::CachedEmbedder>,
     /// The skills catalogue, listed in the system prompt (SKILLS.md).
     pub(crate) skills: Option<talon_tools::skills::catalog::Skills>,
+    /// The configured chat channels: scheduled jobs deliver results through them.
+    pub(crate) channels: crate::channels::Channels,
 }
 
 /// An agent's loop and the API key to scrub from what it shows.
@@ -177,6 +179,7 @@ impl Runner {
             questions: None,
             embedder: None,
             skills: None,
+            channels: crate::channels::Channels::default(),
             running: Arc::default(),
             instance: Arc::from(format!("talon-{}", uuid::Uuid::new_v4().simple())),
             runs: Arc::default(),
@@ -191,6 +194,12 @@ impl Runner {
     }
 
     /// Lists `skills` (name and description) in every turn's system prompt.
+    /// Jobs deliver results to chats of `channels`.
+    pub fn with_channels(mut self, channels: crate::channels::Channels) -> Self {
+        self.channels = channels;
+        self
+    }
+
     pub fn with_skills(mut self, skills: talon_tools::skills::catalog::Skills) -> Self {
         self.skills = Some(skills);
         self

@@ -8,6 +8,10 @@
 //! context carries its origin ([`crate::agent_runs::ChannelOrigin`]): `message` replies only
 //! there, and the chat's or topic's tool list (`[channels.<name>.topics]`) is the turn's final
 //! allow list. Messages are handled one at a time, in order, so a chat's turns never overlap.
+//!
+//! Gateways sharing a store read a bot one at a time: the reader holds a lease in the store
+//! (`channel-inbound:<channel>`), renewed while it reads; another gateway takes over once the
+//! lease runs out (at most a minute after the reader died).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +24,9 @@ use crate::agent_runs::{ChannelOrigin, Runner, TurnRequest};
 
 /// How long a failed poll waits before the next, at most.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The reading lease (one gateway per bot): its length, renewed every third of it.
+const LEASE: Duration = Duration::from_secs(60);
 
 /// Starts a poller for every Telegram channel with `inbound = true`; they stop with `cancel`.
 pub fn spawn(runner: &Runner, channels: &Channels, cancel: &CancellationToken) {
@@ -48,13 +55,98 @@ fn peer_kind(message: &Inbound) -> &'static str {
     }
 }
 
+/// Holds the store's lease on reading `channel` while this gateway reads it: among gateways
+/// sharing a store, one reads a bot (Telegram gives each update to whichever reader asks, so
+/// two would split a chat's messages and answer them out of order). `true` once held; `false`
+/// when cancelled first.
+async fn hold(runner: &Runner, name: &str, cancel: &CancellationToken) -> bool {
+    let mut said = false;
+    loop {
+        let until = now_ms() + LEASE.as_millis() as i64;
+        match runner
+            .store()
+            .hold_lease(name, runner.instance(), until)
+            .await
+        {
+            Ok(true) => return true,
+            Ok(false) if !said => {
+                tracing::info!(lease = %name, "another gateway reads this bot's messages; taking over if it stops");
+                said = true;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(lease = %name, error = %e, "cannot take the reading lease"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return false,
+            () = tokio::time::sleep(LEASE / 3) => {}
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Reads `channel` while this gateway holds its lease, renewing it; gives it up when stopped.
 async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) {
+    let lease = format!("channel-inbound:{}", channel.name);
+    while hold(&runner, &lease, &cancel).await {
+        // Renewed while this gateway reads; `lost` ends the reading if another took it over.
+        let lost = CancellationToken::new();
+        let renewing = {
+            let (runner, lease, lost, cancel) =
+                (runner.clone(), lease.clone(), lost.clone(), cancel.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(LEASE / 3) => {}
+                    }
+                    let until = now_ms() + LEASE.as_millis() as i64;
+                    if !matches!(
+                        runner
+                            .store()
+                            .hold_lease(&lease, runner.instance(), until)
+                            .await,
+                        Ok(true)
+                    ) {
+                        tracing::warn!(lease = %lease, "the reading lease was lost; another gateway reads this bot now");
+                        lost.cancel();
+                        return;
+                    }
+                }
+            })
+        };
+        read(&runner, &channel, &cancel.child_token(), &lost).await;
+        renewing.abort();
+        if cancel.is_cancelled() {
+            let _ = runner
+                .store()
+                .release_lease(&lease, runner.instance())
+                .await;
+            return;
+        }
+    }
+}
+
+async fn read(
+    runner: &Runner,
+    channel: &Arc<Channel>,
+    cancel: &CancellationToken,
+    lost: &CancellationToken,
+) {
     let wait = Duration::from_secs(channel.section.poll_timeout_secs.unwrap_or(25).min(50));
     let mut offset = 0i64;
     let mut backoff = Duration::from_secs(1);
     tracing::info!(channel = %channel.name, "reading Telegram messages");
     loop {
+        if lost.is_cancelled() {
+            return;
+        }
         let updates = tokio::select! {
+            () = lost.cancelled() => return,
             () = cancel.cancelled() => return,
             updates = channel.updates(offset, wait) => updates,
         };
@@ -66,7 +158,7 @@ async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) 
                     if cancel.is_cancelled() {
                         return;
                     }
-                    answer(&runner, &channel, &message, &cancel).await;
+                    answer(runner, channel, &message, cancel).await;
                 }
             }
             Err(e) => {

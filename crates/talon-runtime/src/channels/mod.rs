@@ -43,7 +43,8 @@ pub struct ChannelSection {
     /// to reply to); `"*"` for any. Empty (the default): none, so a job or a subagent a model
     /// started cannot message chats no conversation came from.
     pub automated_chats: Vec<String>,
-    /// `telegram`: answer inbound messages (long polling). One gateway per bot.
+    /// `telegram`: answer inbound messages (long polling). Gateways sharing a store read a bot
+    /// one at a time (a lease in the store).
     pub inbound: bool,
     /// Inbound: the chats whose messages are answered (chat ids as Telegram writes them; `"*"`
     /// for any chat). Required with `inbound`: an agent with tools is not for whoever finds
@@ -183,5 +184,117 @@ impl Channels {
 
     pub fn is_empty(&self) -> bool {
         self.channels.is_empty()
+    }
+
+    /// The channel called `name` if a call of `tenant` may send to `chat` through it:
+    /// `automated` for a run with no chat of its own (scheduled, subagent, team), which the
+    /// channel's `automated_chats` must list. Every send and every job delivery passes here.
+    pub fn admit(
+        &self,
+        name: &str,
+        tenant: Option<&str>,
+        chat: &str,
+        automated: bool,
+    ) -> Result<&Arc<Channel>, String> {
+        let Some(found) = self.get(name) else {
+            return Err(format!(
+                "no channel named {:?}; the channels are: {}",
+                talon_core::visible::visible(name),
+                self.names().join(", ")
+            ));
+        };
+        admit_section(name, &found.section, tenant, chat, automated)?;
+        Ok(found)
+    }
+}
+
+/// [`Channels::admit`] on a channel's configuration alone (`talon cron`, which opens no
+/// channel).
+pub fn admit_section(
+    name: &str,
+    section: &ChannelSection,
+    tenant: Option<&str>,
+    chat: &str,
+    automated: bool,
+) -> Result<(), String> {
+    if let Some(owner) = &section.tenant
+        && tenant != Some(owner.as_str())
+    {
+        return Err(format!("channel {name} belongs to another tenant"));
+    }
+    if chat.trim().is_empty() || chat.len() > 128 || chat.chars().any(char::is_control) {
+        return Err("chat_id: give the chat's id as the platform writes it".into());
+    }
+    if automated && !section.takes_automated(chat) {
+        return Err(format!(
+            "channel {name} takes no messages from scheduled, subagent or team runs to chat {}; the operator lists the chats such runs may send to in [channels.{name}] automated_chats",
+            talon_core::visible::visible(chat)
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a job made by a call from `origin` (the channel and chat its conversation came
+/// from, if any) may deliver its results to `to` (a chat, then `/` and a topic) of `channel`:
+/// `Ok(true)` when it is the conversation's own chat, which may always be answered (the job is
+/// pinned to it); `Ok(false)` when the channel takes automated messages for that chat (checked
+/// again at each delivery). A conversation from a chat schedules only for that chat.
+pub fn check_job_delivery(
+    origin: Option<(&str, &str)>,
+    channel: &str,
+    to: &str,
+    admit: impl Fn(&str, bool) -> Result<(), String>,
+) -> Result<bool, String> {
+    let chat = to.split_once('/').map_or(to, |(chat, _)| chat);
+    match origin {
+        Some((origin_channel, origin_chat)) => {
+            if origin_channel != channel || origin_chat != chat {
+                return Err(format!(
+                    "this conversation came from chat {origin_chat} of channel {origin_channel}; its jobs deliver there only (channel {origin_channel}, to {origin_chat})"
+                ));
+            }
+            admit(chat, false).map(|()| true)
+        }
+        None => admit(chat, true).map(|()| false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(automated: &[&str]) -> ChannelSection {
+        ChannelSection {
+            kind: "webhook".into(),
+            url: Some("http://127.0.0.1:9/hook".into()),
+            automated_chats: automated.iter().map(|c| c.to_string()).collect(),
+            ..ChannelSection::default()
+        }
+    }
+
+    #[test]
+    fn a_job_from_a_chat_delivers_there_only_and_others_need_automated_chats() {
+        let hook = section(&["ops"]);
+        let admit =
+            |chat: &str, automated: bool| admit_section("hook", &hook, None, chat, automated);
+        // From the chat itself: pinned, whatever automated_chats says.
+        assert_eq!(
+            check_job_delivery(Some(("hook", "team")), "hook", "team/7", admit),
+            Ok(true)
+        );
+        // From a chat, to another chat or channel: refused.
+        let other = check_job_delivery(Some(("hook", "team")), "hook", "ops", admit).unwrap_err();
+        assert!(other.contains("deliver there only"), "{other}");
+        assert!(check_job_delivery(Some(("tg", "team")), "hook", "team", admit).is_err());
+        // Not from a chat: only what automated_chats lists, unpinned.
+        assert_eq!(check_job_delivery(None, "hook", "ops", admit), Ok(false));
+        let unlisted = check_job_delivery(None, "hook", "team", admit).unwrap_err();
+        assert!(unlisted.contains("automated_chats"), "{unlisted}");
+        // A tenant's channel: only for that tenant.
+        let mut owned = section(&["*"]);
+        owned.tenant = Some("acme".into());
+        assert!(admit_section("hook", &owned, Some("acme"), "x", true).is_ok());
+        assert!(admit_section("hook", &owned, Some("other"), "x", true).is_err());
+        assert!(admit_section("hook", &owned, None, "x", true).is_err());
     }
 }

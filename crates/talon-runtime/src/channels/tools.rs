@@ -81,25 +81,7 @@ fn target(
             );
         }
     };
-    let Some(found) = channels.get(&name) else {
-        return Err(format!(
-            "no channel named {name:?}; the channels are: {}",
-            channels.names().join(", ")
-        ));
-    };
-    if let Some(tenant) = &found.section.tenant
-        && ctx.tenant.as_deref() != Some(tenant.as_str())
-    {
-        return Err(format!("channel {name} belongs to another tenant"));
-    }
-    if chat.trim().is_empty() || chat.len() > 128 || chat.chars().any(char::is_control) {
-        return Err("chat_id: give the chat's id as the platform writes it".into());
-    }
-    if automated && !found.section.takes_automated(&chat) {
-        return Err(format!(
-            "channel {name} takes no messages from scheduled, subagent or team runs to chat {chat}; the operator lists the chats such runs may send to in [channels.{name}] automated_chats"
-        ));
-    }
+    let found = channels.admit(&name, ctx.tenant.as_deref(), &chat, automated)?;
     Ok((Arc::clone(found), chat, thread))
 }
 

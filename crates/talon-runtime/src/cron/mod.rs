@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent_runs::Runner;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
+mod delivery;
 pub mod request;
 pub mod tool;
 
@@ -206,6 +207,7 @@ impl Runner {
             Err(e) => tracing::warn!(job = %job.id, error = %e, "cannot record a job's end"),
         }
         self.wake_scheduler();
+        self.deliver(&job, status, &text).await;
     }
 
     /// A run started for `job` since its last recorded end (by a gateway that died before
@@ -400,6 +402,7 @@ mod tests {
             delete_after_run: false,
             enabled: true,
             missed,
+            delivery: None,
             next_run_at: claim_due,
             run_requested: 0,
             lease_owner: "me".into(),

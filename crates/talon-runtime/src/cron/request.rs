@@ -5,7 +5,8 @@
 use serde::Deserialize;
 use talon_store::cron_schedule::local_time;
 use talon_store::{
-    CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule, ScheduleKind,
+    CronDelivery, CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule,
+    ScheduleKind,
 };
 
 /// A job's fields as a request gives them; `None`: not given (on update: unchanged).
@@ -36,6 +37,13 @@ pub struct JobFields {
     /// `run_once` or `skip`.
     #[serde(default)]
     pub missed: Option<String>,
+    /// A configured channel the result is sent to as well (with `to`); on update `""` stops
+    /// sending.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// The chat of `channel`, then `/` and a forum topic or thread when there is one.
+    #[serde(default)]
+    pub to: Option<String>,
 }
 
 fn given(value: &Option<String>) -> Option<&str> {
@@ -61,6 +69,22 @@ impl JobFields {
                 .map(Some)
                 .map_err(|e| e.to_string()),
             _ => Err("give one schedule: at (once), every (an interval) or cron (an expression), not several".into()),
+        }
+    }
+
+    /// The chat the request sends results to: `None` when it names none, `Some(None)` when it
+    /// stops sending (`channel: ""`). Whether the caller may send there is checked apart
+    /// (`Runner::check_job_delivery`); it comes back unpinned.
+    fn delivery(&self) -> Result<Option<Option<CronDelivery>>, String> {
+        match (&self.channel, given(&self.to)) {
+            (None, None) => Ok(None),
+            (Some(c), _) if c.trim().is_empty() => Ok(Some(None)),
+            (Some(channel), Some(to)) => Ok(Some(Some(CronDelivery {
+                channel: channel.trim().to_string(),
+                to: to.trim().to_string(),
+                pinned: false,
+            }))),
+            _ => Err("to deliver results to a chat, give both channel (a configured channel's name) and to (the chat id, optionally /topic); channel \"\" stops delivering".into()),
         }
     }
 
@@ -91,6 +115,7 @@ impl JobFields {
             delete_after_run: self.delete_after_run.unwrap_or(false),
             enabled: self.enabled.unwrap_or(true),
             missed: self.missed()?.unwrap_or(MissedPolicy::RunOnce),
+            delivery: self.delivery()?.flatten(),
         })
     }
 
@@ -120,6 +145,7 @@ impl JobFields {
             delete_after_run: self.delete_after_run,
             enabled: self.enabled,
             missed: self.missed()?,
+            delivery: self.delivery()?,
         })
     }
 }
@@ -143,13 +169,16 @@ pub fn job_line(job: &CronJob) -> String {
             local_time(job.last_run_at, tz)
         )
     };
+    let delivered = job.delivery.as_ref().map_or_else(String::new, |d| {
+        format!(", results also to {} of channel {}", d.to, d.channel)
+    });
     let running = if job.lease_owner.is_empty() {
         ""
     } else {
         ", running now"
     };
     format!(
-        "{} {:?} ({}, agent {}): {}; {state}{last}{running}",
+        "{} {:?} ({}, agent {}): {}; {state}{last}{running}{delivered}",
         job.id,
         job.name,
         job.schedule.describe(),

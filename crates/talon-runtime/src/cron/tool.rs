@@ -61,6 +61,14 @@ pub struct CronInput {
     /// next time) or "skip" (record it skipped).
     #[serde(default)]
     pub missed: Option<String>,
+    /// add, update: also send each run's result to this channel's chat `to`. In a
+    /// conversation from a chat, only that chat; elsewhere, chats the operator allows for
+    /// scheduled runs. On update, "" stops sending.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// add, update: the chat id for `channel` (then "/" and a forum topic id, if any).
+    #[serde(default)]
+    pub to: Option<String>,
     /// run: "force" (default: run now whatever the schedule) or "due" (only if it is due).
     #[serde(default)]
     pub mode: Option<String>,
@@ -136,7 +144,14 @@ fn fields(ctx: &CallContext, input: &CronInput) -> JobFields {
         delete_after_run: input.delete_after_run,
         enabled: input.enabled,
         missed: input.missed.clone(),
+        channel: input.channel.clone(),
+        to: input.to.clone(),
     }
+}
+
+/// The channel and chat the calling conversation came from, if it came from one.
+fn origin(ctx: &CallContext) -> Option<(&str, &str)> {
+    crate::channels::tools::origin(ctx).map(|(channel, chat, _)| (channel, chat))
 }
 
 fn id(input: &CronInput) -> Result<&str, String> {
@@ -208,10 +223,14 @@ impl Cron {
     ) -> Result<String, String> {
         let agent = ctx.agent_key.clone().unwrap_or_default();
         let fields = fields(ctx, input);
-        let new = fields.new_job(user, &agent)?;
+        let mut new = fields.new_job(user, &agent)?;
         self.runner
             .check_job_session(new.session_key, new.agent, user)
             .await?;
+        if let Some(delivery) = &mut new.delivery {
+            self.runner
+                .check_job_delivery(origin(ctx), ctx.tenant.as_deref(), delivery)?;
+        }
         let job = self
             .runner
             .store()
@@ -239,11 +258,15 @@ impl Cron {
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| no_job(id))?;
-        let patch = fields(ctx, input).patch(&job)?;
+        let mut patch = fields(ctx, input).patch(&job)?;
         if let Some(session) = &patch.session_key {
             self.runner
                 .check_job_session(session, &job.agent, user)
                 .await?;
+        }
+        if let Some(Some(delivery)) = &mut patch.delivery {
+            self.runner
+                .check_job_delivery(origin(ctx), ctx.tenant.as_deref(), delivery)?;
         }
         let job = store
             .update_cron_job(user, &job.id, &patch)

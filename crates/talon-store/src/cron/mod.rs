@@ -81,6 +81,44 @@ pub struct NewCronJob<'a> {
     pub delete_after_run: bool,
     pub enabled: bool,
     pub missed: MissedPolicy,
+    /// A chat the result is sent to as well (checked by the caller against the channels).
+    pub delivery: Option<CronDelivery>,
+}
+
+/// A chat of a configured channel that a job's result is sent to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CronDelivery {
+    /// The channel's name (`[channels.<name>]`).
+    pub channel: String,
+    /// The chat, then `/` and a forum topic or thread when there is one.
+    pub to: String,
+    /// Made from a conversation of that chat, which may always be answered; otherwise the
+    /// chat must be one the channel takes automated messages for, at each delivery.
+    pub pinned: bool,
+}
+
+impl CronDelivery {
+    /// The chat and the topic or thread of [`Self::to`].
+    pub fn chat_and_thread(&self) -> (&str, Option<&str>) {
+        match self.to.split_once('/') {
+            Some((chat, thread)) => (chat, Some(thread)),
+            None => (&self.to, None),
+        }
+    }
+}
+
+fn check_delivery(delivery: Option<&CronDelivery>) -> Result<(), StoreError> {
+    let Some(d) = delivery else { return Ok(()) };
+    let bad = |s: &str| {
+        s.trim().is_empty() || s.trim() != s || s.len() > 160 || s.chars().any(char::is_control)
+    };
+    if bad(&d.channel) || bad(&d.to) {
+        return Err(invalid(
+            "job delivery",
+            "name the channel and the chat (chat id, optionally /topic) the result goes to",
+        ));
+    }
+    Ok(())
 }
 
 /// Changes to a job; `None` leaves a field as it is.
@@ -93,6 +131,8 @@ pub struct CronJobPatch {
     pub delete_after_run: Option<bool>,
     pub enabled: Option<bool>,
     pub missed: Option<MissedPolicy>,
+    /// `Some(None)` stops delivering to a chat.
+    pub delivery: Option<Option<CronDelivery>>,
 }
 
 /// A stored job.
@@ -110,6 +150,9 @@ pub struct CronJob {
     pub delete_after_run: bool,
     pub enabled: bool,
     pub missed: MissedPolicy,
+    /// The chat the result is sent to as well.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<CronDelivery>,
     /// Unix ms; 0: none.
     pub next_run_at: i64,
     /// A run asked for now, whatever the schedule (Unix ms; 0: none).
@@ -128,7 +171,7 @@ pub struct CronJob {
     pub updated_at: i64,
 }
 
-pub(crate) const COLUMNS: &str = "id, user_id, agent_key, name, schedule_kind, cron_expression, interval_ms, run_at, timezone, payload, session_key, delete_after_run, enabled, missed_policy, next_run_at, run_requested, lease_owner, lease_until, claim_due, run_id, last_status, last_error, last_run_at, created_at, updated_at";
+pub(crate) const COLUMNS: &str = "id, user_id, agent_key, name, schedule_kind, cron_expression, interval_ms, run_at, timezone, payload, session_key, delete_after_run, enabled, missed_policy, next_run_at, run_requested, lease_owner, lease_until, claim_due, run_id, last_status, last_error, last_run_at, created_at, updated_at, deliver_channel, deliver_to, deliver_pinned";
 
 pub(crate) fn job(row: &sqlx::any::AnyRow) -> Result<CronJob, StoreError> {
     Ok(CronJob {
@@ -148,6 +191,18 @@ pub(crate) fn job(row: &sqlx::any::AnyRow) -> Result<CronJob, StoreError> {
         delete_after_run: row.try_get::<i64, _>("delete_after_run")? != 0,
         enabled: row.try_get::<i64, _>("enabled")? != 0,
         missed: MissedPolicy::parse(&row.try_get::<String, _>("missed_policy")?)?,
+        delivery: {
+            let channel: String = row.try_get("deliver_channel")?;
+            (!channel.is_empty())
+                .then(|| -> Result<CronDelivery, StoreError> {
+                    Ok(CronDelivery {
+                        channel,
+                        to: row.try_get("deliver_to")?,
+                        pinned: row.try_get::<i64, _>("deliver_pinned")? != 0,
+                    })
+                })
+                .transpose()?
+        },
         next_run_at: row.try_get("next_run_at")?,
         run_requested: row.try_get("run_requested")?,
         lease_owner: row.try_get("lease_owner")?,
@@ -224,6 +279,7 @@ impl Store {
         check_name(new.name)?;
         check_message(new.message)?;
         check_session(new.session_key)?;
+        check_delivery(new.delivery.as_ref())?;
         if new.agent.is_empty() {
             return Err(invalid("job", "name the agent that runs it"));
         }
@@ -260,8 +316,8 @@ impl Store {
             });
         }
         let inserted = sqlx::query(
-            "INSERT INTO cron_jobs (id, user_id, agent_key, name, schedule_kind, cron_expression, interval_ms, run_at, timezone, payload, session_key, delete_after_run, enabled, missed_policy, next_run_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)",
+            "INSERT INTO cron_jobs (id, user_id, agent_key, name, schedule_kind, cron_expression, interval_ms, run_at, timezone, payload, session_key, delete_after_run, enabled, missed_policy, next_run_at, created_at, updated_at, deliver_channel, deliver_to, deliver_pinned) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17, $18, $19)",
         )
         .bind(&id)
         .bind(new.user)
@@ -279,6 +335,9 @@ impl Store {
         .bind(new.missed.as_str())
         .bind(next_for(s, new.enabled, now))
         .bind(now)
+        .bind(new.delivery.as_ref().map_or("", |d| d.channel.as_str()))
+        .bind(new.delivery.as_ref().map_or("", |d| d.to.as_str()))
+        .bind(i64::from(new.delivery.as_ref().is_some_and(|d| d.pinned)))
         .execute(&mut *tx.conn)
         .await;
         if let Err(e) = inserted {
@@ -341,6 +400,9 @@ impl Store {
         if let Some(key) = &patch.session_key {
             check_session(key)?;
         }
+        if let Some(delivery) = &patch.delivery {
+            check_delivery(delivery.as_ref())?;
+        }
         let mut tx = Locked::begin(
             self,
             &[
@@ -392,11 +454,14 @@ impl Store {
             }
             job.delete_after_run = patch.delete_after_run.unwrap_or(job.delete_after_run);
             job.missed = patch.missed.unwrap_or(job.missed);
+            if let Some(delivery) = &patch.delivery {
+                job.delivery.clone_from(delivery);
+            }
             let s = &job.schedule;
             sqlx::query(
                 "UPDATE cron_jobs SET name = $3, schedule_kind = $4, cron_expression = $5, interval_ms = $6, run_at = $7, timezone = $8, \
-                 payload = $9, session_key = $10, delete_after_run = $11, enabled = $12, missed_policy = $13, next_run_at = $14, updated_at = $15 \
-                 WHERE id = $1 AND user_id = $2",
+                 payload = $9, session_key = $10, delete_after_run = $11, enabled = $12, missed_policy = $13, next_run_at = $14, updated_at = $15, \
+                 deliver_channel = $16, deliver_to = $17, deliver_pinned = $18 WHERE id = $1 AND user_id = $2",
             )
             .bind(&job.id)
             .bind(user)
@@ -413,6 +478,9 @@ impl Store {
             .bind(job.missed.as_str())
             .bind(job.next_run_at)
             .bind(now)
+            .bind(job.delivery.as_ref().map_or("", |d| d.channel.as_str()))
+            .bind(job.delivery.as_ref().map_or("", |d| d.to.as_str()))
+            .bind(i64::from(job.delivery.as_ref().is_some_and(|d| d.pinned)))
             .execute(&mut *tx.conn)
             .await?;
             job.updated_at = now;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use talon_core::visible::{visible, visible_lines};
 use talon_runtime::cron::request::{JobFields, job_line, run_line};
-use talon_store::{CronJob, Store, StoreError};
+use talon_store::{CronDelivery, CronJob, Store, StoreError};
 
 use super::usage_error;
 use crate::config::Config;
@@ -120,6 +120,13 @@ pub struct FieldArgs {
     /// After downtime past a run's time: run_once (one run, then the next time) or skip.
     #[arg(long, value_parser = ["run_once", "skip"])]
     missed: Option<String>,
+    /// Also send each run's result to a chat of this configured channel (with --to); on
+    /// update, "" stops sending. The chat must be in the channel's automated_chats.
+    #[arg(long, value_name = "NAME")]
+    channel: Option<String>,
+    /// The chat for --channel: its id, then "/" and a forum topic or thread if any.
+    #[arg(long, value_name = "CHAT")]
+    to: Option<String>,
 }
 
 impl FieldArgs {
@@ -132,6 +139,8 @@ impl FieldArgs {
             session_key: self.session.clone(),
             delete_after_run: self.delete_after_run.then_some(true),
             missed: self.missed.clone(),
+            channel: self.channel.clone(),
+            to: self.to.clone(),
             ..JobFields::default()
         }
     }
@@ -179,6 +188,29 @@ async fn check_session(
                 "the job cannot deliver to session {session:?}: {e}"
             ))
         })
+}
+
+/// Refuses a chat `[channels.<name>]` does not take results of scheduled runs for (the
+/// gateway checks again, with the job's tenant, at each delivery).
+fn check_delivery(config: &Config, delivery: Option<&CronDelivery>) -> Result<(), ExitCode> {
+    let Some(d) = delivery else { return Ok(()) };
+    let Some(section) = config.channels.get(&d.channel) else {
+        let names: Vec<&str> = config.channels.keys().map(String::as_str).collect();
+        return Err(usage_error(format!(
+            "no channel {} in the configuration; the channels are: {}",
+            visible(&d.channel),
+            names.join(", ")
+        )));
+    };
+    let (chat, _) = d.chat_and_thread();
+    talon_runtime::channels::admit_section(
+        &d.channel,
+        section,
+        section.tenant.as_deref(),
+        chat,
+        true,
+    )
+    .map_err(usage_error)
 }
 
 fn print_job(prefix: &str, job: &CronJob) {
@@ -246,6 +278,9 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
             if let Err(code) = check_session(&store, new.session_key, new.agent, &user).await {
                 return code;
             }
+            if let Err(code) = check_delivery(&config, new.delivery.as_ref()) {
+                return code;
+            }
             match store.add_cron_job(&new).await {
                 Ok(job) => {
                     print_job("scheduled: ", &job);
@@ -284,6 +319,11 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
             };
             if let Some(session) = &patch.session_key
                 && let Err(code) = check_session(&store, session, &job.agent, &user).await
+            {
+                return code;
+            }
+            if let Some(delivery) = &patch.delivery
+                && let Err(code) = check_delivery(&config, delivery.as_ref())
             {
                 return code;
             }

@@ -91,11 +91,36 @@ pub async fn run(
     );
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
+    // The `gateway` tool's reload: stop serving, then start this program again (below).
+    let restart = CancellationToken::new();
+    let asked = restart.clone();
     tokio::spawn(async move {
-        stop_signal().await;
-        tracing::info!("stopping: finishing open requests");
+        tokio::select! {
+            () = stop_signal() => tracing::info!("stopping: finishing open requests"),
+            () = asked.cancelled() => tracing::info!("reloading: finishing open requests"),
+        }
         signal.cancel();
     });
+    let control = talon_runtime::gateway_tool::GatewayControl {
+        config_file: config_file.clone(),
+        operators: config.gateway.operators.clone().into(),
+        bind: bind.to_string(),
+        data_dir: rt.data_dir.clone(),
+        store: rt.store.clone(),
+        registry: Arc::clone(rt.pipeline.registry()),
+        channels: rt.channels.names(),
+        started: std::time::Instant::now(),
+        restart: restart.clone(),
+        reloading: Default::default(),
+    };
+    if let Err(e) = rt
+        .pipeline
+        .registry()
+        .register(talon_runtime::gateway_tool::Gateway { control })
+    {
+        eprintln!("talon serve: registering the gateway tool: {e}");
+        return ExitCode::from(1);
+    }
     let runner = rt.runner.clone();
     // Leases renewed, runs of dead gateways taken over, results announced: while serving.
     let _supervisor = runner.supervise();
@@ -131,6 +156,9 @@ pub async fn run(
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;
     rt.shutdown().await;
+    if served.is_ok() && restart.is_cancelled() {
+        return restart_in_place();
+    }
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ talon_gateway::GatewayError::NoTokenBeyondLoopback(_)) => usage_error(e),
@@ -139,6 +167,24 @@ pub async fn run(
             ExitCode::from(1)
         }
     }
+}
+
+/// Replaces this process with a new run of the same program, arguments and environment (the
+/// `gateway` tool's reload); returns only if that fails.
+fn restart_in_place() -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
+        Err(e) => {
+            eprintln!("talon serve: cannot reload, the program's path is unknown: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let e = std::process::Command::new(program)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    eprintln!("talon serve: cannot reload: {e}");
+    ExitCode::from(1)
 }
 
 /// Ctrl-C or SIGTERM (a service manager stopping the server).

@@ -281,3 +281,117 @@ async fn a_subagent_posts_to_slack_discord_and_a_webhook_and_a_terminal_session_
     assert!(!platforms.calls().iter().any(|c| c.body["channel"] == "C2"));
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+/// POSTs (or with `body` `None`, GETs) `path` on the gateway: the status and the JSON answer.
+async fn gateway(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}{path}");
+    let request = match (method, body) {
+        ("POST", Some(body)) => client.post(url).json(&body),
+        ("POST", None) => client.post(url),
+        ("PATCH", Some(body)) => client.patch(url).json(&body),
+        _ => client.get(url),
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_job_delivers_its_result_to_a_chat_the_operator_allows() {
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "CRON-REPORT", "turns": [{"text": "Report: all green."}]}
+        ]}),
+    );
+    let config = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\n\
+         [tools]\nrate_limit_per_hour = 0\n\
+         [channels.hook]\nkind = \"webhook\"\nurl = \"{base}/hook\"\nautomated_chats = [\"ops\"]\n",
+        mock = mock.url,
+        base = platforms.url,
+    );
+    std::fs::write(home.path().join("talon.toml"), config).unwrap();
+    let home_path = home.path().to_path_buf();
+    let server = tokio::task::spawn_blocking(move || support::serve_in(&home_path, &[]))
+        .await
+        .unwrap();
+    let job = |to: &str, channel: &str| {
+        json!({"name": format!("report-{to}-{channel}"), "every": "1h", "message": "CRON-REPORT: how are the builds?",
+               "channel": channel, "to": to})
+    };
+    // A chat the operator did not list for scheduled runs, or no such channel: refused,
+    // saying what to do.
+    let (status, refused) = gateway(
+        &server.addr,
+        "POST",
+        "/v1/cron",
+        Some(job("elsewhere", "hook")),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.to_string().contains("automated_chats"), "{refused}");
+    let (status, refused) = gateway(
+        &server.addr,
+        "POST",
+        "/v1/cron",
+        Some(job("ops", "nowhere")),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused.to_string().contains("no channel named"),
+        "{refused}"
+    );
+    let (status, refused) = gateway(
+        &server.addr,
+        "POST",
+        "/v1/cron",
+        Some(json!({"name": "half", "every": "1h", "message": "m", "channel": "hook"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused.to_string().contains("give both channel"),
+        "{refused}"
+    );
+
+    let (status, added) = gateway(&server.addr, "POST", "/v1/cron", Some(job("ops", "hook"))).await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["job"]["delivery"]["channel"], "hook");
+    assert_eq!(added["job"]["delivery"]["to"], "ops");
+    assert_eq!(added["job"]["delivery"]["pinned"], false);
+    let id = added["job"]["id"].as_str().unwrap().to_string();
+    let (status, started) =
+        gateway(&server.addr, "POST", &format!("/v1/cron/{id}/run"), None).await;
+    assert_eq!(status, 200, "{started}");
+    let mut delivered = Vec::new();
+    for _ in 0..600 {
+        delivered = platforms.calls_to("/hook");
+        if !delivered.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0].body["text"], "Report: all green.");
+    assert_eq!(delivered[0].body["chat"], "ops");
+    // The history says the same.
+    let (_, runs) = gateway(&server.addr, "GET", &format!("/v1/cron/{id}/runs"), None).await;
+    assert!(runs.to_string().contains("Report: all green."), "{runs}");
+
+    // Stopping delivery: channel "".
+    let (status, changed) = gateway(
+        &server.addr,
+        "PATCH",
+        &format!("/v1/cron/{id}"),
+        Some(json!({"channel": ""})),
+    )
+    .await;
+    assert_eq!(status, 200, "{changed}");
+    assert!(changed["job"].get("delivery").is_none(), "{changed}");
+    drop(server);
+}
