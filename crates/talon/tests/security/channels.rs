@@ -70,3 +70,83 @@ async fn h27_06_a_run_without_a_chat_sends_only_to_listed_chats() {
     let results = child[1]["messages"].to_string();
     assert!(results.contains("automated_chats"), "{results}");
 }
+
+/// A model answering a Telegram chat (so an adversary's words reach it) cannot make a job
+/// deliver to another chat — the job would run later without a chat of its own, a way around
+/// `message`'s pinning — while a job for its own chat is pinned there and delivered. Nor can
+/// it administer the gateway: its user is not an operator, and no patch reaches the keys that
+/// run host commands.
+#[tokio::test(flavor = "multi_thread")]
+async fn h27_08_a_chat_schedules_only_for_itself_and_cannot_administer_the_gateway() {
+    use crate::support::platforms::{TELEGRAM_TOKEN, telegram_message};
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let cron = |to: &str| {
+        json!({"name": "cron", "arguments": {"action": "add", "name": format!("job-{to}"), "every": "1h",
+               "message": "H27-JOB: report", "channel": "tg", "to": to}})
+    };
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "H27-JOB", "turns": [{"text": "Job report."}]},
+            {"when": "H27-CHAT", "turns": [
+                {"tool_calls": [cron("-2002"), cron("-1001/5")]},
+                {"tool_calls": [{"name": "gateway", "arguments": {"action": "config.patch",
+                    "patch": {"hooks": {"pre_tool_use": [{"command": "touch /tmp/h27-pwned"}]}}}}]},
+                {"tool_calls": [{"name": "cron", "arguments": {"action": "run", "id": "job--1001/5"}}]},
+                {"text": "chat done"}
+            ]}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n\
+             [tools]\npermission_mode = \"bypassPermissions\"\nrate_limit_per_hour = 0\n\
+             [channels.tg]\nkind = \"telegram\"\nbase_url = \"{}\"\ntoken_env = \"TG_TOKEN\"\ninbound = true\npoll_timeout_secs = 1\nchats = [\"-1001\"]\n",
+            mock.url, platforms.url
+        ),
+    )
+    .unwrap();
+    let dir = home.path().to_path_buf();
+    let _server = tokio::task::spawn_blocking(move || {
+        support::serve_in(&dir, &[("TG_TOKEN", TELEGRAM_TOKEN)])
+    })
+    .await
+    .unwrap();
+    platforms.push_update(telegram_message(1, -1001, Some(5), "H27-CHAT: schedule it"));
+    // The chat's answer, then the job's result, pinned to the chat and topic it came from.
+    let sent = platforms.wait_for("/sendMessage", 2).await;
+    let report = sent
+        .iter()
+        .find(|c| c.body["text"] == "Job report.")
+        .unwrap_or_else(|| panic!("no delivery in {sent:?}"));
+    assert_eq!(report.body["chat_id"], "-1001");
+    assert_eq!(report.body["message_thread_id"], 5);
+    assert!(
+        !platforms
+            .calls()
+            .iter()
+            .any(|c| c.body["chat_id"] == "-2002"),
+        "nothing reaches another chat"
+    );
+    let mock_requests = tokio::task::spawn_blocking(move || requests(&mock))
+        .await
+        .unwrap();
+    let chat = of_conversation(mock_requests, "H27-CHAT");
+    let scheduled = chat[1]["messages"].to_string();
+    assert!(
+        scheduled.contains("its jobs deliver there only"),
+        "{scheduled}"
+    );
+    assert!(
+        scheduled.contains("results also to -1001/5 of channel tg"),
+        "{scheduled}"
+    );
+    let administered = chat[2]["messages"].to_string();
+    assert!(
+        administered.contains("gateway is for the gateway's operator"),
+        "{administered}"
+    );
+    assert!(!std::path::Path::new("/tmp/h27-pwned").exists());
+}
