@@ -44,6 +44,9 @@ pub struct Config {
     pub chat: crate::chat_config::ChatSection,
     /// `[channels.<name>]`: the chat platforms the gateway sends through (and reads).
     pub channels: BTreeMap<String, crate::channels::ChannelSection>,
+    /// `[openai_compat.<name>]`: the OpenAI-compatible endpoints `openai_compat_call` may call.
+    pub openai_compat:
+        std::collections::BTreeMap<String, crate::openai_compat_config::OpenAiCompatSection>,
     /// The file this configuration came from (hidden from sandboxed commands).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -388,6 +391,9 @@ pub struct GatewayConfig {
     /// One workspace for every caller (`talon serve --workspace` wins). Unset, each agent and
     /// user gets `<data-dir>/workspaces/<agent>/<user>`.
     pub workspace: Option<PathBuf>,
+    /// Users whose own turns may use the `gateway` tool (direct calls through the tools API,
+    /// MCP and `talon tool` always may); default none.
+    pub operators: Vec<String>,
 }
 
 /// One shell-command hook.

@@ -156,11 +156,14 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     if let Some(embedder) = &embedder {
         crate::memory_index::spawn(store.clone(), Arc::clone(embedder));
     }
+    let openai_compat =
+        crate::openai_compat_config::endpoints(&config.openai_compat, &store).await?;
     let builtin = talon_tools::BuiltinConfig {
         store: Some(store.clone()),
         embedder: embedder.clone(),
         shell,
         web,
+        openai_compat,
         ..config.builtin(&data_dir)
     };
     let shell = Arc::new(talon_exec::Shell::new(builtin.shell.clone()));
@@ -228,10 +231,15 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         ips.extend(crate::server_ips::detect());
     }
     pipeline.scrubber().add_server_ips(ips);
-    // Search API keys from the environment are secrets too.
-    pipeline
-        .scrubber()
-        .add_credentials(keys.brave.iter().chain(keys.tavily.iter()).cloned());
+    // Search and endpoint API keys from the environment are secrets too.
+    let endpoint_keys = builtin.openai_compat.iter().filter_map(|e| e.api_key());
+    pipeline.scrubber().add_credentials(
+        keys.brave
+            .iter()
+            .chain(keys.tavily.iter())
+            .map(String::as_str)
+            .chain(endpoint_keys),
+    );
     // Stored secrets are scrubbed from every tool output, whichever entry point runs the call.
     match store.secret_values().await {
         Ok((values, broken)) => {
@@ -287,7 +295,9 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     if let Some(embedder) = &embedder {
         runner = runner.with_embedder(Arc::clone(embedder));
     }
-    runner = runner.with_skills(builtins.skills.clone());
+    runner = runner
+        .with_skills(builtins.skills.clone())
+        .with_channels(channels.clone());
     if config_knowledge_graph && !overrides.one_shot {
         crate::knowledge_index::spawn(runner.clone());
     }
@@ -449,6 +459,11 @@ fn validate(
         problems.push(e);
     }
     for (name, section) in &config.channels {
+        if let Err(e) = section.check(name) {
+            problems.push(e.0);
+        }
+    }
+    for (name, section) in &config.openai_compat {
         if let Err(e) = section.check(name) {
             problems.push(e.0);
         }

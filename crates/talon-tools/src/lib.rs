@@ -49,6 +49,9 @@ pub struct BuiltinConfig {
     pub embedder: Option<Arc<dyn talon_embed::Embedder>>,
     /// Where skills are found besides the workspace and the store.
     pub skills: skills::catalog::SkillsConfig,
+    /// The endpoints `openai_compat_call` may call; the tool is registered only when there is
+    /// at least one.
+    pub openai_compat: Vec<web::openai_compat_call::Endpoint>,
 }
 
 /// What the built-in tools share, kept for the layer above that owns the agent runtime: it
@@ -239,6 +242,12 @@ pub fn register_builtin_with(
     registry.register(claude_code::web_search::WebSearch {
         web: Arc::clone(&web),
     })?;
+    if !config.openai_compat.is_empty() {
+        registry.register(web::openai_compat_call::OpenAiCompatCall {
+            web: Arc::clone(&web),
+            endpoints: Arc::new(config.openai_compat.clone()),
+        })?;
+    }
     Ok(Builtins {
         web,
         store: config.store.clone(),

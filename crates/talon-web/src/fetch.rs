@@ -20,14 +20,22 @@
 //! any other. A single client that trusted the proxy's name would also trust a *target* of that
 //! name: with `HTTP_PROXY=http://localhost:3128` and `NO_PROXY=localhost`, `http://localhost/`
 //! went direct and its name resolved unchecked, to loopback (issue 21, item 12).
+//!
+//! [`Fetcher::post_json`] sends a JSON body to an API endpoint an operator configured
+//! (`openai_compat_call`) through the same checks, clients, body cap and timeout as a GET. It
+//! follows no redirect: a POST's body and credentials must not be replayed to a place the
+//! operator did not name, so a 3xx answer is an error.
 
+use std::borrow::Cow;
 use std::error::Error as StdError;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION, USER_AGENT};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, LOCATION, USER_AGENT};
 use talon_net::{Guard, Refusal};
-use url::Url;
+/// The URL type every method here takes, for crates that do not depend on `url` themselves.
+pub use url::Url;
 
 use crate::target::{self, UrlError};
 
@@ -101,6 +109,32 @@ pub enum FetchError {
     /// The HTTP client could not be built (TLS set-up).
     #[error("the HTTP client cannot start: {0}")]
     Client(String),
+    /// A POST was answered with a redirect, which POSTs do not follow.
+    #[error(
+        "{url} answered HTTP {status} (a redirect{}); redirects are not followed for POST requests, so the request body and credentials go only where the operator configured: configure the URL it points to instead",
+        location.as_deref().map(|l| format!(" to {l}")).unwrap_or_default()
+    )]
+    Redirected {
+        url: String,
+        status: u16,
+        /// The `Location` header, shortened; `None` when absent.
+        location: Option<String>,
+    },
+    /// A request header given by the caller is not valid HTTP (its value is never shown: it may
+    /// be a credential).
+    #[error("the request header {name:?} has an invalid name or value: {why}")]
+    Header { name: String, why: String },
+}
+
+/// How [`Fetcher::post_json`] differs from the fetcher's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct PostOptions {
+    /// Accept the URL's own port even when it is not one of [`FetchConfig::extra_ports`]: the
+    /// operator configured the endpoint with that port, and allowing it for this request only
+    /// does not widen what a model-chosen URL (`web_fetch`) may reach.
+    pub allow_url_port: bool,
+    /// Time allowed for the whole exchange; `None`: [`FetchConfig::timeout`].
+    pub timeout: Option<Duration>,
 }
 
 /// A fetched response.
@@ -317,31 +351,81 @@ impl Fetcher {
     /// `accept` is sent as the `Accept` header.
     pub async fn get(&self, url: Url, accept: &str) -> Result<Fetched, FetchError> {
         let shown = url.to_string();
-        match tokio::time::timeout(self.config.timeout, self.get_inner(url, accept)).await {
-            Ok(result) => result,
-            Err(_) => Err(FetchError::Timeout {
-                url: shown,
-                secs: self.config.timeout.as_secs(),
-            }),
-        }
+        within(shown, self.config.timeout, self.get_inner(url, accept)).await
+    }
+
+    /// POSTs `body` as JSON to `url` with `headers` (values marked sensitive: they may be
+    /// credentials), through the checks and clients of [`Fetcher::get`], with its body cap and
+    /// timeout (see [`PostOptions`]). Redirects are not followed: a 3xx answer is
+    /// [`FetchError::Redirected`]. Any status is returned as a [`Fetched`], errors included.
+    pub async fn post_json(
+        &self,
+        url: Url,
+        headers: &[(&str, String)],
+        body: &serde_json::Value,
+        options: &PostOptions,
+    ) -> Result<Fetched, FetchError> {
+        let shown = url.to_string();
+        let timeout = options.timeout.unwrap_or(self.config.timeout);
+        let exchange = async move {
+            let ports: Cow<'_, [u16]> = match url.port() {
+                Some(port)
+                    if options.allow_url_port && !self.config.extra_ports.contains(&port) =>
+                {
+                    let mut ports = self.config.extra_ports.clone();
+                    ports.push(port);
+                    Cow::Owned(ports)
+                }
+                _ => Cow::Borrowed(&self.config.extra_ports),
+            };
+            let client = self.client_for(&url, &ports).await?;
+            let mut request = client
+                .post(url.clone())
+                .header(USER_AGENT, USER_AGENT_VALUE)
+                .header(ACCEPT, "application/json")
+                .header(CONTENT_TYPE, "application/json");
+            for (name, value) in headers {
+                let invalid = |why: String| FetchError::Header {
+                    name: name.chars().take(100).collect(),
+                    why,
+                };
+                let header =
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(e.to_string()))?;
+                let mut value = HeaderValue::from_str(value).map_err(|e| invalid(e.to_string()))?;
+                value.set_sensitive(true);
+                request = request.header(header, value);
+            }
+            let bytes = serde_json::to_vec(body).map_err(|e| FetchError::Http {
+                url: url.to_string(),
+                message: format!("the request body cannot be written as JSON: {e}"),
+            })?;
+            let response = request
+                .body(bytes)
+                .send()
+                .await
+                .map_err(|e| http_error(&url, &e))?;
+            let status = response.status();
+            if status.is_redirection() {
+                return Err(FetchError::Redirected {
+                    url: url.to_string(),
+                    status: status.as_u16(),
+                    location: response.headers().get(LOCATION).map(|l| {
+                        String::from_utf8_lossy(l.as_bytes())
+                            .chars()
+                            .take(200)
+                            .collect()
+                    }),
+                });
+            }
+            self.read(url, Vec::new(), response).await
+        };
+        within(shown, timeout, exchange).await
     }
 
     async fn get_inner(&self, mut url: Url, accept: &str) -> Result<Fetched, FetchError> {
         let mut redirects: Vec<Url> = Vec::new();
         loop {
-            target::check(&url, &self.config.extra_ports)?;
-            self.check_host(&url)?;
-            let client = match self.proxy_client_for(&url) {
-                Some(client) => {
-                    // The proxy connects; check the target here all the same.
-                    self.guard
-                        .resolve_checked(&target::host(&url), target::port(&url))
-                        .await
-                        .map_err(|r| FetchError::Refused(Box::new(r)))?;
-                    client
-                }
-                None => &self.direct,
-            };
+            let client = self.client_for(&url, &self.config.extra_ports).await?;
             let response = client
                 .get(url.clone())
                 .header(USER_AGENT, USER_AGENT_VALUE)
@@ -372,21 +456,50 @@ impl Fetcher {
                 redirects.push(std::mem::replace(&mut url, next));
                 continue;
             }
-            let content_type = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let (body, truncated) = read_capped(response, self.config.max_body, &url).await?;
-            return Ok(Fetched {
-                url,
-                redirects,
-                status: status.as_u16(),
-                content_type,
-                body,
-                truncated,
-            });
+            return self.read(url, redirects, response).await;
         }
+    }
+
+    /// The checks every request passes before it is sent (the URL's scheme, user info and port
+    /// against `ports`; the host against the guard), and the client that sends it. A request
+    /// for a proxy has its target resolved and checked here, since the proxy connects.
+    async fn client_for(&self, url: &Url, ports: &[u16]) -> Result<&reqwest::Client, FetchError> {
+        target::check(url, ports)?;
+        self.check_host(url)?;
+        match self.proxy_client_for(url) {
+            Some(client) => {
+                self.guard
+                    .resolve_checked(&target::host(url), target::port(url))
+                    .await
+                    .map_err(|r| FetchError::Refused(Box::new(r)))?;
+                Ok(client)
+            }
+            None => Ok(&self.direct),
+        }
+    }
+
+    /// The answer of `url` as a [`Fetched`], its body read up to the cap.
+    async fn read(
+        &self,
+        url: Url,
+        redirects: Vec<Url>,
+        response: reqwest::Response,
+    ) -> Result<Fetched, FetchError> {
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let (body, truncated) = read_capped(response, self.config.max_body, &url).await?;
+        Ok(Fetched {
+            url,
+            redirects,
+            status,
+            content_type,
+            body,
+            truncated,
+        })
     }
 
     /// The proxied client when `url` goes to a proxy: its scheme has one and `NO_PROXY` does not
@@ -396,6 +509,21 @@ impl Fetcher {
         (proxied.schemes.contains(&url.scheme())
             && !no_proxy_matches(&proxied.no_proxy, &target::host(url)))
         .then_some(&proxied.client)
+    }
+}
+
+/// Runs `work` within `timeout`; `shown` names the URL in the timeout error.
+async fn within<T>(
+    shown: String,
+    timeout: Duration,
+    work: impl Future<Output = Result<T, FetchError>>,
+) -> Result<T, FetchError> {
+    match tokio::time::timeout(timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(FetchError::Timeout {
+            url: shown,
+            secs: timeout.as_secs(),
+        }),
     }
 }
 

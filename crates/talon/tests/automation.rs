@@ -7,5 +7,7 @@ mod support;
 mod automation {
     mod channels;
     mod custom_tools;
+    mod gateway;
     mod inventory;
+    mod openai_compat;
 }

@@ -11,6 +11,7 @@ mod security {
     mod custom_tools;
     mod gateway;
     mod modes;
+    mod openai_compat;
     mod sandbox;
     mod sessions;
     mod terminal;

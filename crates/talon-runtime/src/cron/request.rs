@@ -5,8 +5,7 @@
 use serde::Deserialize;
 use talon_store::cron_schedule::local_time;
 use talon_store::{
-    CronDelivery, CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule,
-    ScheduleKind,
+    CronDelivery, CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule, ScheduleKind,
 };
 
 /// A job's fields as a request gives them; `None`: not given (on update: unchanged).

@@ -1,9 +1,11 @@
-//! The web group: `web_fetch` and (later) `web_search`, and the service both dialects share.
+//! The web group: `web_fetch`, `web_search`, `openai_compat_call` (configured endpoints only),
+//! and the service they share.
 //!
 //! [`Web`] builds one [`Fetcher`] per agent policy (the address guard, the domain lists, the
 //! private hosts an operator allowed) and keeps the 15-minute page cache, keyed by agent, URL
 //! and mode so that a page one agent may read is never served to another that may not.
 
+pub mod openai_compat_call;
 pub mod web_fetch;
 pub mod web_search;
 

@@ -161,8 +161,7 @@ fn the_operator_reads_patches_and_reloads_the_configuration() {
     assert!(reply.contains("Refused."), "{reply}");
     let refused = requests(&mock)
         .into_iter()
-        .filter(|r| r.to_string().contains("NOT-AN-OPERATOR"))
-        .last()
+        .rfind(|r| r.to_string().contains("NOT-AN-OPERATOR"))
         .unwrap()
         .to_string();
     assert!(
