@@ -181,6 +181,10 @@ pub struct ToolSpec {
     /// agent. The policy leaves it out of every other agent's tool set, in one place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_agent: Option<String>,
+    /// The tool administers the gateway (`gateway`): it is offered to a model only in a turn
+    /// of the operator, and refuses every other caller itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator_only: bool,
 }
 
 impl ToolSpec {
@@ -207,7 +211,14 @@ impl ToolSpec {
             same_as: None,
             script_template: None,
             for_agent: None,
+            operator_only: false,
         }
+    }
+
+    /// Declares the tool the operator's alone (see [`ToolSpec::operator_only`]).
+    pub fn for_operator_only(mut self) -> Self {
+        self.operator_only = true;
+        self
     }
 
     /// Declares the command the tool runs (see [`ToolSpec::script_template`]).

@@ -2,8 +2,10 @@
 //! of the tools offered, so a tool no call of this agent could use only costs context: the team
 //! tools (the `teams` group their specs declare) are offered to an agent on a team, the
 //! delegation tools (`delegation`: delegate, delegate_search, evaluate_loop, handoff) to an agent
-//! with an agent link. Nothing else changes: a call to one of them is refused by the tool itself
-//! ("you are not on any team"), as before.
+//! with an agent link, and a tool for the operator alone ([`talon_core::ToolSpec::operator_only`],
+//! the `gateway` tool) to a turn of the operator ([`crate::gateway_tool::operator`]). Nothing
+//! else changes: a call to one of them is refused by the tool itself ("you are not on any
+//! team"), as before.
 
 use std::sync::Arc;
 
@@ -17,6 +19,8 @@ use talon_store::Store;
 pub struct Relevant {
     pub store: Store,
     pub next: Option<Arc<dyn OfferFilter>>,
+    /// `[gateway] operators`.
+    pub operators: Arc<[String]>,
 }
 
 fn in_group(tool: &RegisteredTool, group: &str) -> bool {
@@ -44,8 +48,11 @@ impl OfferFilter for Relevant {
                     .delegation_links(agent)
                     .await
                     .map_or(true, |links| !links.is_empty());
+            let operator = crate::gateway_tool::operator(ctx, &self.operators).is_ok();
             tools.retain(|t| {
-                (on_team || !in_group(t, "teams")) && (linked || !in_group(t, "delegation"))
+                (on_team || !in_group(t, "teams"))
+                    && (linked || !in_group(t, "delegation"))
+                    && (operator || !t.spec().operator_only)
             });
             tools
         })

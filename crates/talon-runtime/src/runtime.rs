@@ -224,6 +224,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     builder = builder.offer_filter(Arc::new(crate::offer::Relevant {
         store: store.clone(),
         next: grants,
+        operators: config.gateway.operators.clone().into(),
     }));
     let pipeline = builder.build().map_err(|e| ConfigError(e.to_string()))?;
     let mut ips = config.scrub.server_ips.clone();

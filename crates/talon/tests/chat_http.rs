@@ -566,6 +566,10 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
         first["choices"][0]["message"]["content"].is_string(),
         "{first}"
     );
+    // The browser and the Python client are provisioned first (on a fresh machine that takes
+    // minutes): the approval below waits two minutes for the dashboard, not for pip.
+    let chromium = support::chromium();
+    let _ = support::python();
     // The second turn waits for a person's approval of its command.
     let waiting = std::thread::spawn({
         let url = format!("{base}/v1/chat/completions");
@@ -585,7 +589,6 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
     store_task(home.path(), "alpha", "ship <b>it</b>");
     let steps = json!({"session": key, "transcript_contains": "Hello", "approve": true,
                        "expect_event": "tool_finished", "agent": "default", "team": "alpha"});
-    let chromium = support::chromium();
     let report = support::dashboard(&[
         &base,
         "dash-token",

@@ -28,10 +28,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// The reading lease (one gateway per bot): its length, renewed every third of it.
 const LEASE: Duration = Duration::from_secs(60);
 
-/// Starts a poller for every Telegram channel with `inbound = true`; they stop with `cancel`.
+/// Starts a reader for every channel with `inbound = true` (Telegram by long polling, Slack
+/// through Socket Mode); they stop with `cancel`.
 pub fn spawn(runner: &Runner, channels: &Channels, cancel: &CancellationToken) {
     for channel in channels.all() {
-        if channel.kind == Kind::Telegram && channel.section.inbound {
+        if matches!(channel.kind, Kind::Telegram | Kind::Slack) && channel.section.inbound {
             tokio::spawn(poll(runner.clone(), Arc::clone(channel), cancel.clone()));
         }
     }
@@ -119,7 +120,11 @@ async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) 
                 }
             })
         };
-        read(&runner, &channel, &cancel.child_token(), &lost).await;
+        if channel.kind == Kind::Slack {
+            super::slack_socket::read(&runner, &channel, &cancel.child_token(), &lost).await;
+        } else {
+            read(&runner, &channel, &cancel.child_token(), &lost).await;
+        }
         renewing.abort();
         if cancel.is_cancelled() {
             let _ = runner
@@ -174,7 +179,12 @@ async fn read(
 }
 
 /// Runs the turn `message` starts and sends its answer (or what went wrong) back.
-async fn answer(runner: &Runner, channel: &Channel, message: &Inbound, cancel: &CancellationToken) {
+pub(super) async fn answer(
+    runner: &Runner,
+    channel: &Channel,
+    message: &Inbound,
+    cancel: &CancellationToken,
+) {
     if message.text.trim().is_empty() {
         return;
     }
@@ -197,13 +207,14 @@ async fn answer(runner: &Runner, channel: &Channel, message: &Inbound, cancel: &
         Some(topic) => format!("{}/{topic}", message.chat),
         None => message.chat.clone(),
     };
+    let platform = channel.kind.to_string();
     let request = TurnRequest {
         agent: Some(&agent),
         user: Some(&user),
         session: Some(session_key(&agent, &channel.name, message)),
         history: Vec::new(),
         prompt: message.text.clone(),
-        channel: "telegram",
+        channel: &platform,
         client: None,
         permission_mode: None,
         cancel: cancel.child_token(),

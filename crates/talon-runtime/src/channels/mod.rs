@@ -3,15 +3,16 @@
 //! Discord's bot APIs, and a generic HTTP webhook.
 //!
 //! Outbound, the `message` and `create_forum_topic` tools ([`tools`]) send through a configured
-//! channel, pinned to where the conversation came from; inbound, a Telegram channel with
-//! `inbound = true` turns each message into a turn of the session GoClaw would key it as
-//! ([`inbound`]), with the tool allow list its forum topic sets, and sends the answer back to
-//! that chat and topic. Tokens are secrets: a stored secret (`token_secret`) or an environment
+//! channel, pinned to where the conversation came from; inbound, a Telegram channel (long
+//! polling) or a Slack one (Socket Mode, [`slack_socket`]) with `inbound = true` turns each
+//! message into a turn of the session GoClaw would key it as ([`inbound`]), with the tool allow
+//! list its forum topic or thread sets, and sends the answer back to that chat and topic. Tokens are secrets: a stored secret (`token_secret`) or an environment
 //! variable (`token_env`), never the configuration file. The platforms' URLs are the operator's
 //! configuration (a model names a channel, never a URL).
 
 pub mod inbound;
 pub mod platforms;
+pub mod slack_socket;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,10 @@ pub struct ChannelSection {
     pub token_secret: Option<String>,
     /// The environment variable holding the bot token.
     pub token_env: Option<String>,
+    /// Slack inbound (Socket Mode): the stored secret holding the app-level token (`xapp-…`).
+    pub app_token_secret: Option<String>,
+    /// Slack inbound: the environment variable holding the app-level token.
+    pub app_token_env: Option<String>,
     /// The tenant the channel belongs to: only its sessions may send through it.
     pub tenant: Option<String>,
     /// The chats scheduled, subagent and team runs may send to (they have no chat of their own
@@ -116,9 +121,18 @@ impl ChannelSection {
                 "{at}: give the bot token as token_secret (a stored secret) or token_env"
             )));
         }
-        if self.inbound && kind != Kind::Telegram {
+        if self.inbound && !matches!(kind, Kind::Telegram | Kind::Slack) {
             return Err(ConfigError(format!(
-                "{at}.inbound: inbound messages are read from Telegram (long polling); {kind} channels send only"
+                "{at}.inbound: inbound messages are read from Telegram (long polling) and Slack (Socket Mode); {kind} channels send only"
+            )));
+        }
+        if self.inbound
+            && kind == Kind::Slack
+            && self.app_token_secret.is_none()
+            && self.app_token_env.is_none()
+        {
+            return Err(ConfigError(format!(
+                "{at}: Slack inbound connects through Socket Mode with the app-level token (xapp-…): give app_token_secret or app_token_env"
             )));
         }
         if self.inbound && self.chats.is_empty() {
@@ -158,8 +172,22 @@ impl Channels {
                     "channels.{name}: the bot token is not set (token_env names an empty or missing variable)"
                 )));
             }
+            let app_token = crate::chat_config::key_from(
+                &format!("channels.{name}"),
+                "app_token",
+                section.app_token_secret.as_deref(),
+                section.app_token_env.as_deref(),
+                store,
+            )
+            .await?;
+            if section.inbound && kind == Kind::Slack && app_token.is_none() {
+                return Err(ConfigError(format!(
+                    "channels.{name}: the app-level token is not set (app_token_env names an empty or missing variable)"
+                )));
+            }
             let channel = Channel::new(name, kind, section.clone(), token)
-                .map_err(|e| ConfigError(format!("channels.{name}: {e}")))?;
+                .map_err(|e| ConfigError(format!("channels.{name}: {e}")))?
+                .with_app_token(app_token);
             channels.insert(name.clone(), Arc::new(channel));
         }
         Ok(Self {

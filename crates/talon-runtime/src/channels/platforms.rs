@@ -85,9 +85,11 @@ pub struct Channel {
     pub name: String,
     pub kind: Kind,
     pub section: ChannelSection,
-    base: String,
+    pub(super) base: String,
     token: Option<String>,
-    http: reqwest::Client,
+    /// Slack's app-level token (Socket Mode, inbound messages).
+    pub(super) app_token: Option<String>,
+    pub(super) http: reqwest::Client,
 }
 
 impl std::fmt::Debug for Channel {
@@ -203,8 +205,15 @@ impl Channel {
             section,
             base: base.trim_end_matches('/').to_string(),
             token,
+            app_token: None,
             http,
         })
+    }
+
+    /// Slack: the app-level token Socket Mode connects with.
+    pub fn with_app_token(mut self, app_token: Option<String>) -> Self {
+        self.app_token = app_token;
+        self
     }
 
     fn token(&self) -> &str {
@@ -219,7 +228,7 @@ impl Channel {
     }
 
     /// Sends `request` and reads the JSON answer (within `timeout`).
-    async fn call(
+    pub(super) async fn call(
         &self,
         request: reqwest::RequestBuilder,
         timeout: Duration,

@@ -112,6 +112,7 @@ impl Tool for Gateway {
         )
         .with_risk(talon_core::Risk::High)
         .in_group("automation")
+        .for_operator_only()
     }
 
     async fn execute(&self, call: Authorized<GatewayInput>) -> ToolOutput {

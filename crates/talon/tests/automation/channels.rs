@@ -395,3 +395,106 @@ async fn a_scheduled_job_delivers_its_result_to_a_chat_the_operator_allows() {
     assert!(changed["job"].get("delivery").is_none(), "{changed}");
     drop(server);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slack_thread_is_a_session_answered_in_its_thread_through_socket_mode() {
+    use crate::support::platforms::SLACK_APP_TOKEN;
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "SLACK-THREAD", "turns": [{"text": "Answer in the thread."}]},
+            {"when": "SLACK-DIRECT", "turns": [{"text": "Answer in private."}]}
+        ]}),
+    );
+    let config = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\n\
+         [tools]\nrate_limit_per_hour = 0\n\
+         [channels.sl]\nkind = \"slack\"\nbase_url = \"{base}\"\ntoken_env = \"SLACK_BOT_TOKEN\"\napp_token_env = \"SLACK_APP_TOKEN\"\ninbound = true\nchats = [\"C1\", \"D9\"]\n",
+        mock = mock.url,
+        base = platforms.url,
+    );
+    std::fs::write(home.path().join("talon.toml"), config).unwrap();
+    let dir = home.path().to_path_buf();
+    let _server = tokio::task::spawn_blocking(move || {
+        support::serve_in(
+            &dir,
+            &[
+                ("SLACK_BOT_TOKEN", SLACK_TOKEN),
+                ("SLACK_APP_TOKEN", SLACK_APP_TOKEN),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let message = |channel: &str, text: &str, extra: Value| {
+        let mut event = json!({"type": "message", "channel": channel, "user": "U7", "text": text,
+                               "ts": format!("17.{}", text.len()), "channel_type": "channel"});
+        event
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        event
+    };
+    // A bot's message (its own answers come back as events), an unlisted channel, then the
+    // thread's message twice (Slack redelivers what it thinks unacknowledged) and a DM.
+    platforms.push_slack_event(
+        "env-1",
+        "Ev1",
+        message("C1", "SLACK-BOT-ECHO", json!({"bot_id": "B1"})),
+    );
+    platforms.push_slack_event("env-2", "Ev2", message("C2", "SLACK-STRANGER", json!({})));
+    let threaded = message("C1", "SLACK-THREAD: status?", json!({"thread_ts": "16.5"}));
+    platforms.push_slack_event("env-3", "Ev3", threaded.clone());
+    platforms.push_slack_event("env-4", "Ev3", threaded);
+    platforms.push_slack_event(
+        "env-5",
+        "Ev5",
+        message("D9", "SLACK-DIRECT: hi", json!({"channel_type": "im"})),
+    );
+    let posted = platforms.wait_for("/api/chat.postMessage", 2).await;
+    let in_thread = posted
+        .iter()
+        .find(|c| c.body["text"] == "Answer in the thread.")
+        .unwrap_or_else(|| panic!("{posted:?}"));
+    assert_eq!(in_thread.body["channel"], "C1");
+    assert_eq!(in_thread.body["thread_ts"], "16.5");
+    let direct = posted
+        .iter()
+        .find(|c| c.body["text"] == "Answer in private.")
+        .unwrap();
+    assert_eq!(direct.body["channel"], "D9");
+    assert!(direct.body.get("thread_ts").is_none());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        platforms.calls_to("/api/chat.postMessage").len(),
+        2,
+        "the redelivered event is answered once, the bot and the stranger not at all"
+    );
+    let mut acks = platforms.slack_acks();
+    acks.sort();
+    assert_eq!(acks, ["env-1", "env-2", "env-3", "env-4", "env-5"]);
+    assert!(conversation(&mock, "SLACK-BOT-ECHO").await.is_empty());
+    assert!(conversation(&mock, "SLACK-STRANGER").await.is_empty());
+    // Sessions keyed as GoClaw keys them: the thread is a topic of the channel's group session,
+    // the DM its sender's.
+    let store = talon_store::Store::open(&talon_store::StoreConfig::sqlite_in(&support::data_dir(
+        home.path(),
+    )))
+    .await
+    .unwrap();
+    assert!(
+        store
+            .session("agent:default:sl:group:C1:topic:16.5")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let dm = store
+        .session("agent:default:sl:direct:D9")
+        .await
+        .unwrap()
+        .expect("the DM's session");
+    assert_eq!(dm.owner, "sl-U7");
+}

@@ -24,6 +24,10 @@ fn the_operator_reads_patches_and_reloads_the_configuration() {
         home.path(),
         &json!({"conversations": [
             {"when": "AFTER-RELOAD", "turns": [{"text": "Reloaded answer."}]},
+            {"when": "OPERATOR-ASKS", "turns": [
+                {"tool_calls": [{"name": "gateway", "arguments": {"action": "status"}}]},
+                {"text": "Status read."}
+            ]},
             {"when": "NOT-AN-OPERATOR", "turns": [
                 {"tool_calls": [{"name": "gateway", "arguments": {"action": "status"}}]},
                 {"text": "Refused."}
@@ -37,7 +41,7 @@ fn the_operator_reads_patches_and_reloads_the_configuration() {
     std::fs::write(
         &file,
         format!(
-            "# operator's notes stay\n[tools]\npermission_mode = \"bypassPermissions\"\nrate_limit_per_hour = 0\n\
+            "# operator's notes stay\n[gateway]\noperators = [\"boss\"]\n[tools]\npermission_mode = \"bypassPermissions\"\nrate_limit_per_hour = 0\n\
              [providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n\
              [web.search]\nsearxng_url = \"https://talon:pw-never-shown-123456@search.example/\"\n\
              [chat]\nmax_tokens = 4096\n",
@@ -152,13 +156,45 @@ fn the_operator_reads_patches_and_reloads_the_configuration() {
         .unwrap();
     assert_eq!(turn["max_tokens"], 8192, "{turn}");
 
-    // A user's own turn, not listed in [gateway] operators: refused.
+    // Offered only in the operator's turns: an operator's turn may use it.
+    let offers_gateway = |request: &Value| {
+        request["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "gateway"))
+    };
+    assert!(
+        !offers_gateway(turn),
+        "not offered to a turn of no operator"
+    );
+    let reply = post(
+        &format!("http://{}/v1/chat/completions", server.addr),
+        &json!({"model": "default", "user": "boss", "messages": [{"role": "user", "content": "OPERATOR-ASKS"}]}),
+        &[],
+    );
+    assert!(reply.contains("Status read."), "{reply}");
+    let operator_turn: Vec<Value> = requests(&mock)
+        .into_iter()
+        .filter(|r| r.to_string().contains("OPERATOR-ASKS"))
+        .collect();
+    assert!(offers_gateway(&operator_turn[0]), "offered to the operator");
+    assert!(
+        operator_turn[1].to_string().contains("tools registered"),
+        "{}",
+        operator_turn[1]
+    );
+
+    // A user's own turn, not listed in [gateway] operators: not offered, and refused.
     let reply = post(
         &format!("http://{}/v1/chat/completions", server.addr),
         &json!({"model": "default", "user": "mallory", "messages": [{"role": "user", "content": "NOT-AN-OPERATOR"}]}),
         &[],
     );
     assert!(reply.contains("Refused."), "{reply}");
+    let first = requests(&mock)
+        .into_iter()
+        .find(|r| r.to_string().contains("NOT-AN-OPERATOR"))
+        .unwrap();
+    assert!(!offers_gateway(&first), "not offered to mallory");
     let refused = requests(&mock)
         .into_iter()
         .rfind(|r| r.to_string().contains("NOT-AN-OPERATOR"))

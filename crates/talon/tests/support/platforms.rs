@@ -1,8 +1,10 @@
 //! A local server speaking the chat platforms' documented HTTP APIs, for the channel tests (no
 //! network): Telegram's Bot API (`/bot<token>/<method>`: `getUpdates` long polling over queued
 //! updates, `sendMessage`, `sendPhoto`/`sendDocument`/…, `createForumTopic`), Slack's
-//! `/api/chat.postMessage`, Discord's `/api/v10/channels/<id>/messages` and a webhook at
-//! `/hook`. Every request is recorded; tokens are checked as the platforms check them.
+//! `/api/chat.postMessage` and Socket Mode (`/api/apps.connections.open`, then a WebSocket
+//! at `/slack-socket` pushing queued event envelopes and recording the acknowledgements),
+//! Discord's `/api/v10/channels/<id>/messages` and a webhook at `/hook`. Every request is
+//! recorded; tokens are checked as the platforms check them.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -17,6 +19,7 @@ use serde_json::{Value, json};
 
 pub const TELEGRAM_TOKEN: &str = "123456:telegram-test-token";
 pub const SLACK_TOKEN: &str = "xoxb-slack-test-token";
+pub const SLACK_APP_TOKEN: &str = "xapp-slack-test-app-token";
 pub const DISCORD_TOKEN: &str = "discord-test-token";
 
 /// One request the server received.
@@ -33,6 +36,9 @@ struct State {
     calls: Vec<Call>,
     updates: VecDeque<Value>,
     next_message: i64,
+    /// Socket Mode envelopes not yet pushed, and the envelope ids acknowledged.
+    slack_events: VecDeque<Value>,
+    slack_acks: Vec<String>,
 }
 
 /// The running server.
@@ -52,10 +58,19 @@ impl Platforms {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let server = Self { url, state, wake };
         let handler = server.clone();
-        let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
-            let handler = handler.clone();
-            async move { handler.handle(uri, headers, body).await }
-        });
+        let socket = server.clone();
+        let app = axum::Router::new()
+            .route(
+                "/slack-socket",
+                axum::routing::get(move |upgrade: axum::extract::ws::WebSocketUpgrade| {
+                    let socket = socket.clone();
+                    async move { upgrade.on_upgrade(move |ws| socket.slack_socket(ws)) }
+                }),
+            )
+            .fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
+                let handler = handler.clone();
+                async move { handler.handle(uri, headers, body).await }
+            });
         tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
@@ -66,6 +81,52 @@ impl Platforms {
     pub fn push_update(&self, update: Value) {
         self.state.lock().unwrap().updates.push_back(update);
         self.wake.notify_waiters();
+    }
+
+    /// Queues a Slack event (the `event` of an `events_api` envelope with `envelope_id` and
+    /// `event_id`) for the Socket Mode connection.
+    pub fn push_slack_event(&self, envelope_id: &str, event_id: &str, event: Value) {
+        self.state.lock().unwrap().slack_events.push_back(json!({
+            "type": "events_api", "envelope_id": envelope_id, "accepts_response_payload": false,
+            "payload": {"type": "event_callback", "event_id": event_id, "event": event}
+        }));
+    }
+
+    /// The envelope ids the Socket Mode client acknowledged.
+    pub fn slack_acks(&self) -> Vec<String> {
+        self.state.lock().unwrap().slack_acks.clone()
+    }
+
+    /// A Socket Mode connection: `hello`, then the queued envelopes; acknowledgements recorded.
+    async fn slack_socket(self, mut ws: axum::extract::ws::WebSocket) {
+        use axum::extract::ws::Message;
+        let hello = json!({"type": "hello", "num_connections": 1}).to_string();
+        if ws.send(Message::Text(hello.into())).await.is_err() {
+            return;
+        }
+        loop {
+            let next = self.state.lock().unwrap().slack_events.pop_front();
+            if let Some(envelope) = next {
+                if ws
+                    .send(Message::Text(envelope.to_string().into()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            match tokio::time::timeout(Duration::from_millis(50), ws.recv()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    let ack: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    if let Some(id) = ack["envelope_id"].as_str() {
+                        self.state.lock().unwrap().slack_acks.push(id.to_string());
+                    }
+                }
+                Ok(Some(Ok(_))) | Err(_) => {}
+                Ok(None | Some(Err(_))) => return,
+            }
+        }
     }
 
     /// Every call so far, in order.
@@ -140,6 +201,17 @@ impl Platforms {
                 }
                 _ => telegram_error(404, "Not Found: method not found"),
             };
+        }
+        if path == "/api/apps.connections.open" {
+            if authorization.as_deref() != Some(&format!("Bearer {SLACK_APP_TOKEN}")) {
+                return Json(json!({"ok": false, "error": "invalid_auth"})).into_response();
+            }
+            let host = headers
+                .get("host")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            return Json(json!({"ok": true, "url": format!("ws://{host}/slack-socket")}))
+                .into_response();
         }
         if path == "/api/chat.postMessage" {
             if authorization.as_deref() != Some(&format!("Bearer {SLACK_TOKEN}")) {

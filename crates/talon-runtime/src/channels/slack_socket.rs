@@ -1,0 +1,256 @@
+//! Inbound Slack messages through Socket Mode: the gateway opens a WebSocket to Slack (no
+//! public endpoint to expose, as Telegram's long polling needs none), acknowledges each event
+//! envelope at once, and answers the messages as [`super::inbound`] answers Telegram's — the
+//! same sessions, origin pinning, chat list and per-thread tool lists.
+//!
+//! - The connection URL comes from `apps.connections.open`, asked with the app-level token
+//!   (`xapp-…`, `app_token_secret` or `app_token_env`); the bot token still sends the answers.
+//! - Messages of bots (the gateway's own answers among them) and edits, joins and other
+//!   subtypes are not answered: an answer must never start another turn.
+//! - A message in a thread is a session of that thread (`…:topic:<thread_ts>`) and is answered
+//!   in it; a message in the channel itself is answered there. A direct message (`im`) is its
+//!   sender's, as a private Telegram chat is.
+//! - Slack delivers an event again when it saw no acknowledgement in time; the envelopes'
+//!   events are remembered (the last [`SEEN`]) so a retry is not answered twice.
+//! - `disconnect` (Slack refreshing the link), a closed socket or an error: a new URL is asked
+//!   for and the gateway connects again, waiting longer after each failure.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use super::platforms::{Channel, ChannelError, Inbound};
+use crate::agent_runs::Runner;
+
+/// Events remembered to drop Slack's redeliveries.
+const SEEN: usize = 256;
+/// The longest wait before connecting again after a failure.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// A byte stream a WebSocket runs over: TCP, or TLS over TCP.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Opens the WebSocket at `url` (`wss://` over TLS with the Mozilla roots, `ws://` for a
+/// local test server).
+async fn connect(url: &str) -> Result<tokio_tungstenite::WebSocketStream<Box<dyn Io>>, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("the socket URL {url:?}: {e}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("the socket URL {url:?} names no host"))?
+        .to_string();
+    let tls = match parsed.scheme() {
+        "wss" => true,
+        "ws" => false,
+        other => {
+            return Err(format!(
+                "the socket URL's scheme {other:?} is not ws or wss"
+            ));
+        }
+    };
+    let port = parsed
+        .port_or_known_default()
+        .unwrap_or(if tls { 443 } else { 80 });
+    let tcp = tokio::time::timeout(
+        Duration::from_secs(15),
+        tokio::net::TcpStream::connect((host.as_str(), port)),
+    )
+    .await
+    .map_err(|_| format!("connecting to {host}:{port} timed out"))?
+    .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    let stream: Box<dyn Io> = if tls {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from(host.clone())
+            .map_err(|e| format!("TLS: {host:?}: {e}"))?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS with {host}: {e}"))?;
+        Box::new(tls)
+    } else {
+        Box::new(tcp)
+    };
+    let (socket, _) = tokio_tungstenite::client_async(url, stream)
+        .await
+        .map_err(|e| format!("the WebSocket handshake with {host}: {e}"))?;
+    Ok(socket)
+}
+
+impl Channel {
+    /// Slack: a Socket Mode URL (`apps.connections.open` with the app-level token).
+    async fn socket_url(&self) -> Result<String, ChannelError> {
+        let app_token = self.app_token.as_deref().unwrap_or_default();
+        let answer = self
+            .call(
+                self.http
+                    .post(format!("{}/api/apps.connections.open", self.base))
+                    .bearer_auth(app_token),
+                Duration::from_secs(20),
+            )
+            .await?;
+        answer["url"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ChannelError::Refused {
+                platform: self.kind,
+                message: "apps.connections.open answered without a url".into(),
+            })
+    }
+}
+
+/// The message an `events_api` payload carries, if it is one to answer.
+pub fn message_of(payload: &Value) -> Option<Inbound> {
+    let event = &payload["event"];
+    if !matches!(event["type"].as_str(), Some("message" | "app_mention"))
+        || event.get("subtype").is_some()
+        || event.get("bot_id").is_some()
+    {
+        return None;
+    }
+    let chat = event["channel"].as_str()?.to_string();
+    let chat_type = match event["channel_type"].as_str() {
+        Some("im") => "private",
+        _ => "group",
+    };
+    Some(Inbound {
+        update_id: 0,
+        chat,
+        topic: event["thread_ts"].as_str().map(str::to_string),
+        chat_type: chat_type.into(),
+        from: event["user"].as_str().map(str::to_string),
+        text: event["text"].as_str().unwrap_or_default().to_string(),
+    })
+}
+
+/// The event an envelope carries, to tell a redelivery from a new one.
+fn event_key(payload: &Value) -> Option<String> {
+    payload["event_id"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| {
+            let e = &payload["event"];
+            Some(format!("{}/{}", e["channel"].as_str()?, e["ts"].as_str()?))
+        })
+}
+
+/// Reads `channel` through Socket Mode until `cancel` or `lost`.
+pub(super) async fn read(
+    runner: &Runner,
+    channel: &Arc<Channel>,
+    cancel: &CancellationToken,
+    lost: &CancellationToken,
+) {
+    let mut backoff = Duration::from_secs(1);
+    let mut seen: VecDeque<String> = VecDeque::with_capacity(SEEN);
+    tracing::info!(channel = %channel.name, "reading Slack messages (Socket Mode)");
+    while !cancel.is_cancelled() && !lost.is_cancelled() {
+        let connected = async {
+            let url = channel.socket_url().await.map_err(|e| e.to_string())?;
+            connect(&url).await
+        }
+        .await;
+        let mut socket = match connected {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::warn!(channel = %channel.name, error = %e, "cannot open the Slack socket; retrying");
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = lost.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        loop {
+            let frame = tokio::select! {
+                () = cancel.cancelled() => return,
+                () = lost.cancelled() => return,
+                frame = socket.next() => frame,
+            };
+            let text = match frame {
+                Some(Ok(Message::Text(text))) => text,
+                Some(Ok(Message::Close(_))) | None => break,
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    tracing::warn!(channel = %channel.name, error = %e, "the Slack socket failed; connecting again");
+                    break;
+                }
+            };
+            let envelope: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            match envelope["type"].as_str() {
+                Some("hello") => backoff = Duration::from_secs(1),
+                Some("disconnect") => break,
+                Some("events_api") => {
+                    // Acknowledged before the turn runs: Slack waits only a few seconds.
+                    if let Some(id) = envelope["envelope_id"].as_str() {
+                        let ack = json!({"envelope_id": id}).to_string();
+                        if let Err(e) = socket.send(Message::Text(ack.into())).await {
+                            tracing::warn!(channel = %channel.name, error = %e, "cannot acknowledge a Slack event");
+                            break;
+                        }
+                    }
+                    let payload = &envelope["payload"];
+                    if let Some(key) = event_key(payload) {
+                        if seen.contains(&key) {
+                            continue;
+                        }
+                        if seen.len() == SEEN {
+                            seen.pop_front();
+                        }
+                        seen.push_back(key);
+                    }
+                    if let Some(message) = message_of(payload) {
+                        super::inbound::answer(runner, channel, &message, cancel).await;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn people_are_answered_and_bots_and_edits_are_not() {
+        let event = |extra: Value| {
+            let mut e = json!({"type": "message", "channel": "C1", "user": "U7", "text": "hi", "ts": "1.2"});
+            if let (Some(e), Some(extra)) = (e.as_object_mut(), extra.as_object()) {
+                e.extend(extra.clone());
+            }
+            json!({"event": e})
+        };
+        let m = message_of(&event(json!({}))).unwrap();
+        assert_eq!((m.chat.as_str(), m.chat_type.as_str()), ("C1", "group"));
+        assert_eq!((m.from.as_deref(), m.topic), (Some("U7"), None));
+        let threaded = message_of(&event(json!({"thread_ts": "1.0"}))).unwrap();
+        assert_eq!(threaded.topic.as_deref(), Some("1.0"));
+        let direct = message_of(&event(json!({"channel_type": "im"}))).unwrap();
+        assert_eq!(direct.chat_type, "private");
+        assert!(message_of(&event(json!({"bot_id": "B1"}))).is_none());
+        assert!(message_of(&event(json!({"subtype": "message_changed"}))).is_none());
+        assert!(message_of(&json!({"event": {"type": "reaction_added"}})).is_none());
+        assert_eq!(event_key(&event(json!({}))).as_deref(), Some("C1/1.2"));
+        assert_eq!(
+            event_key(&json!({"event_id": "Ev1", "event": {}})).as_deref(),
+            Some("Ev1")
+        );
+    }
+}
