@@ -29,10 +29,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const LEASE: Duration = Duration::from_secs(60);
 
 /// Starts a reader for every channel with `inbound = true` (Telegram by long polling, Slack
-/// through Socket Mode); they stop with `cancel`.
+/// through Socket Mode, Discord through the Gateway); they stop with `cancel`.
 pub fn spawn(runner: &Runner, channels: &Channels, cancel: &CancellationToken) {
     for channel in channels.all() {
-        if matches!(channel.kind, Kind::Telegram | Kind::Slack) && channel.section.inbound {
+        if channel.kind != Kind::Webhook && channel.section.inbound {
             tokio::spawn(poll(runner.clone(), Arc::clone(channel), cancel.clone()));
         }
     }
@@ -120,10 +120,11 @@ async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) 
                 }
             })
         };
-        if channel.kind == Kind::Slack {
-            super::slack_socket::read(&runner, &channel, &cancel.child_token(), &lost).await;
-        } else {
-            read(&runner, &channel, &cancel.child_token(), &lost).await;
+        let reading = cancel.child_token();
+        match channel.kind {
+            Kind::Slack => super::slack_socket::read(&runner, &channel, &reading, &lost).await,
+            Kind::Discord => super::discord_gateway::read(&runner, &channel, &reading, &lost).await,
+            _ => read(&runner, &channel, &reading, &lost).await,
         }
         renewing.abort();
         if cancel.is_cancelled() {
@@ -175,6 +176,44 @@ async fn read(
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
+    }
+}
+
+/// Messages waiting for their turns, at most (a socket reader queues them here and keeps
+/// reading; one beyond is dropped and logged).
+const QUEUE: usize = 256;
+
+/// A worker answering the messages sent to it one at a time, in order, until `cancel`: for
+/// the socket readers (Slack, Discord), which must keep reading (acknowledgements, heartbeats)
+/// while a turn runs.
+pub(super) fn answerer(
+    runner: &Runner,
+    channel: &Arc<Channel>,
+    cancel: &CancellationToken,
+) -> tokio::sync::mpsc::Sender<Inbound> {
+    let (queue, mut waiting) = tokio::sync::mpsc::channel::<Inbound>(QUEUE);
+    let (runner, channel, cancel) = (runner.clone(), Arc::clone(channel), cancel.clone());
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                () = cancel.cancelled() => return,
+                message = waiting.recv() => message,
+            };
+            let Some(message) = message else { return };
+            answer(&runner, &channel, &message, &cancel).await;
+        }
+    });
+    queue
+}
+
+/// Queues `message` for `answerer`, logging one that does not fit.
+pub(super) fn queue(
+    channel: &Channel,
+    answerer: &tokio::sync::mpsc::Sender<Inbound>,
+    message: Inbound,
+) {
+    if let Err(e) = answerer.try_send(message) {
+        tracing::warn!(channel = %channel.name, error = %e, "an inbound message was dropped: too many are waiting");
     }
 }
 

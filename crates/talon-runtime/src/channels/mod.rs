@@ -4,16 +4,19 @@
 //!
 //! Outbound, the `message` and `create_forum_topic` tools ([`tools`]) send through a configured
 //! channel, pinned to where the conversation came from; inbound, a Telegram channel (long
-//! polling) or a Slack one (Socket Mode, [`slack_socket`]) with `inbound = true` turns each
+//! polling), a Slack one (Socket Mode, [`slack_socket`]) or a Discord one (the Gateway,
+//! [`discord_gateway`]) with `inbound = true` turns each
 //! message into a turn of the session GoClaw would key it as ([`inbound`]), with the tool allow
 //! list its forum topic or thread sets, and sends the answer back to that chat and topic. Tokens are secrets: a stored secret (`token_secret`) or an environment
 //! variable (`token_env`), never the configuration file. The platforms' URLs are the operator's
 //! configuration (a model names a channel, never a URL).
 
+pub mod discord_gateway;
 pub mod inbound;
 pub mod platforms;
 pub mod slack_socket;
 pub mod tools;
+pub mod websocket;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,7 +51,8 @@ pub struct ChannelSection {
     /// to reply to); `"*"` for any. Empty (the default): none, so a job or a subagent a model
     /// started cannot message chats no conversation came from.
     pub automated_chats: Vec<String>,
-    /// `telegram`: answer inbound messages (long polling). Gateways sharing a store read a bot
+    /// Answer inbound messages: Telegram by long polling, Slack through Socket Mode, Discord
+    /// through the Gateway. Gateways sharing a store read a channel
     /// one at a time (a lease in the store).
     pub inbound: bool,
     /// Inbound: the chats whose messages are answered (chat ids as Telegram writes them; `"*"`
@@ -121,9 +125,9 @@ impl ChannelSection {
                 "{at}: give the bot token as token_secret (a stored secret) or token_env"
             )));
         }
-        if self.inbound && !matches!(kind, Kind::Telegram | Kind::Slack) {
+        if self.inbound && kind == Kind::Webhook {
             return Err(ConfigError(format!(
-                "{at}.inbound: inbound messages are read from Telegram (long polling) and Slack (Socket Mode); {kind} channels send only"
+                "{at}.inbound: a webhook only sends; inbound messages are read from Telegram (long polling), Slack (Socket Mode) and Discord (the Gateway)"
             )));
         }
         if self.inbound

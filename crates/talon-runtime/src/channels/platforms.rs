@@ -216,7 +216,7 @@ impl Channel {
         self
     }
 
-    fn token(&self) -> &str {
+    pub(super) fn token(&self) -> &str {
         self.token.as_deref().unwrap_or_default()
     }
 

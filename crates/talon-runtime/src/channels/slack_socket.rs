@@ -14,6 +14,8 @@
 //!   events are remembered (the last [`SEEN`]) so a retry is not answered twice.
 //! - `disconnect` (Slack refreshing the link), a closed socket or an error: a new URL is asked
 //!   for and the gateway connects again, waiting longer after each failure.
+//! - Turns run beside the socket, one at a time in order ([`super::inbound::answerer`]): the
+//!   reader keeps acknowledging while an agent works.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,74 +23,17 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use super::platforms::{Channel, ChannelError, Inbound};
+use super::websocket::connect;
 use crate::agent_runs::Runner;
 
 /// Events remembered to drop Slack's redeliveries.
 const SEEN: usize = 256;
 /// The longest wait before connecting again after a failure.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// A byte stream a WebSocket runs over: TCP, or TLS over TCP.
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
-
-/// Opens the WebSocket at `url` (`wss://` over TLS with the Mozilla roots, `ws://` for a
-/// local test server).
-async fn connect(url: &str) -> Result<tokio_tungstenite::WebSocketStream<Box<dyn Io>>, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("the socket URL {url:?}: {e}"))?;
-    let host = parsed
-        .host_str()
-        .ok_or_else(|| format!("the socket URL {url:?} names no host"))?
-        .to_string();
-    let tls = match parsed.scheme() {
-        "wss" => true,
-        "ws" => false,
-        other => {
-            return Err(format!(
-                "the socket URL's scheme {other:?} is not ws or wss"
-            ));
-        }
-    };
-    let port = parsed
-        .port_or_known_default()
-        .unwrap_or(if tls { 443 } else { 80 });
-    let tcp = tokio::time::timeout(
-        Duration::from_secs(15),
-        tokio::net::TcpStream::connect((host.as_str(), port)),
-    )
-    .await
-    .map_err(|_| format!("connecting to {host}:{port} timed out"))?
-    .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
-    let stream: Box<dyn Io> = if tls {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let name = rustls::pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| format!("TLS: {host:?}: {e}"))?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS with {host}: {e}"))?;
-        Box::new(tls)
-    } else {
-        Box::new(tcp)
-    };
-    let (socket, _) = tokio_tungstenite::client_async(url, stream)
-        .await
-        .map_err(|e| format!("the WebSocket handshake with {host}: {e}"))?;
-    Ok(socket)
-}
 
 impl Channel {
     /// Slack: a Socket Mode URL (`apps.connections.open` with the app-level token).
@@ -156,6 +101,7 @@ pub(super) async fn read(
 ) {
     let mut backoff = Duration::from_secs(1);
     let mut seen: VecDeque<String> = VecDeque::with_capacity(SEEN);
+    let answerer = super::inbound::answerer(runner, channel, cancel);
     tracing::info!(channel = %channel.name, "reading Slack messages (Socket Mode)");
     while !cancel.is_cancelled() && !lost.is_cancelled() {
         let connected = async {
@@ -215,7 +161,7 @@ pub(super) async fn read(
                         seen.push_back(key);
                     }
                     if let Some(message) = message_of(payload) {
-                        super::inbound::answer(runner, channel, &message, cancel).await;
+                        super::inbound::queue(channel, &answerer, message);
                     }
                 }
                 _ => {}

@@ -274,7 +274,27 @@ pub fn write_checked(file: &Path, text: &str) -> Result<(), String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "talon.toml".into());
     let next = dir.join(format!(".{name}.next-{}", std::process::id()));
-    std::fs::write(&next, text).map_err(|e| format!("cannot write {}: {e}", next.display()))?;
+    // Created private, then given the file's own permissions: the configuration holds tokens,
+    // and a copy readable by others must not appear even for a moment.
+    let mode = std::fs::metadata(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+        .permissions();
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&next);
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&next)
+            .map_err(|e| format!("cannot write {}: {e}", next.display()))?;
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.sync_all())
+            .map_err(|e| format!("cannot write {}: {e}", next.display()))?;
+    }
+    std::fs::set_permissions(&next, mode)
+        .map_err(|e| format!("cannot set the permissions of {}: {e}", next.display()))?;
     let checked =
         crate::config::load(Some(&next)).and_then(|(config, _)| match &config.chat.provider {
             Some(p) if !config.providers.contains_key(p) => Err(crate::config::ConfigError(
@@ -379,6 +399,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("talon.toml");
         std::fs::write(&file, "[chat]\nmax_tokens = 4096\n").unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
         let e = write_checked(&file, "[chat]\nmax_tokens = \"many\"\n").unwrap_err();
         assert!(e.contains("would not load"), "{e}");
         let e = write_checked(&file, "[chat]\nprovider = \"ghost\"\n").unwrap_err();
@@ -397,5 +421,8 @@ mod tests {
             "[chat]\nmax_tokens = 4096\n"
         );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the file keeps its permissions");
     }
 }

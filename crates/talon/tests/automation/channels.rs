@@ -498,3 +498,66 @@ async fn a_slack_thread_is_a_session_answered_in_its_thread_through_socket_mode(
         .expect("the DM's session");
     assert_eq!(dm.owner, "sl-U7");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_discord_message_is_answered_through_the_gateway_and_bots_are_not() {
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "DISCORD-HELLO", "turns": [{"text": "Hello from the agent."}]}
+        ]}),
+    );
+    let config = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{mock}/v1\"\nmodel = \"mock-1\"\n\
+         [tools]\nrate_limit_per_hour = 0\n\
+         [channels.dc]\nkind = \"discord\"\nbase_url = \"{base}\"\ntoken_env = \"DISCORD_BOT_TOKEN\"\ninbound = true\nchats = [\"555\"]\n",
+        mock = mock.url,
+        base = platforms.url,
+    );
+    std::fs::write(home.path().join("talon.toml"), config).unwrap();
+    let dir = home.path().to_path_buf();
+    let _server = tokio::task::spawn_blocking(move || {
+        support::serve_in(&dir, &[("DISCORD_BOT_TOKEN", DISCORD_TOKEN)])
+    })
+    .await
+    .unwrap();
+    let message = |id: &str, author: Value, channel: &str, content: &str| json!({"id": id, "channel_id": channel, "guild_id": "9", "author": author, "content": content});
+    // Its own message (the id READY gave), another bot's, a channel not listed, then a person.
+    platforms.push_discord_message(message("m1", json!({"id": "999"}), "555", "DISCORD-SELF"));
+    platforms.push_discord_message(message(
+        "m2",
+        json!({"id": "8", "bot": true}),
+        "555",
+        "DISCORD-BOT",
+    ));
+    platforms.push_discord_message(message("m3", json!({"id": "7"}), "556", "DISCORD-STRANGER"));
+    platforms.push_discord_message(message(
+        "m4",
+        json!({"id": "7"}),
+        "555",
+        "DISCORD-HELLO there",
+    ));
+    let posted = platforms
+        .wait_for("/api/v10/channels/555/messages", 1)
+        .await;
+    assert_eq!(posted[0].body["content"], "Hello from the agent.");
+    // Heartbeats go on at the interval Hello gave (one second here).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while platforms.discord_identify().1 < 2 {
+        assert!(std::time::Instant::now() < deadline, "no heartbeats");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (identify, _) = platforms.discord_identify();
+    let identify = identify.unwrap();
+    assert_eq!(identify["d"]["intents"], 37_376, "{identify}");
+    assert_eq!(
+        platforms.calls_to("/messages").len(),
+        1,
+        "only the person is answered"
+    );
+    for marker in ["DISCORD-SELF", "DISCORD-BOT", "DISCORD-STRANGER"] {
+        assert!(conversation(&mock, marker).await.is_empty(), "{marker}");
+    }
+}

@@ -3,8 +3,10 @@
 //! updates, `sendMessage`, `sendPhoto`/`sendDocument`/…, `createForumTopic`), Slack's
 //! `/api/chat.postMessage` and Socket Mode (`/api/apps.connections.open`, then a WebSocket
 //! at `/slack-socket` pushing queued event envelopes and recording the acknowledgements),
-//! Discord's `/api/v10/channels/<id>/messages` and a webhook at `/hook`. Every request is
-//! recorded; tokens are checked as the platforms check them.
+//! Discord's `/api/v10/channels/<id>/messages` and Gateway (`/api/v10/gateway/bot`, then a
+//! WebSocket at `/discord-gateway/`: Hello, Identify checked, READY, queued `MESSAGE_CREATE`
+//! events, heartbeats acknowledged) and a webhook at `/hook`. Every request is recorded;
+//! tokens are checked as the platforms check them.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -39,6 +41,10 @@ struct State {
     /// Socket Mode envelopes not yet pushed, and the envelope ids acknowledged.
     slack_events: VecDeque<Value>,
     slack_acks: Vec<String>,
+    /// Discord `MESSAGE_CREATE` payloads not yet pushed, the Identify received, heartbeats.
+    discord_events: VecDeque<Value>,
+    discord_identify: Option<Value>,
+    discord_heartbeats: usize,
 }
 
 /// The running server.
@@ -59,7 +65,15 @@ impl Platforms {
         let server = Self { url, state, wake };
         let handler = server.clone();
         let socket = server.clone();
+        let gateway = server.clone();
         let app = axum::Router::new()
+            .route(
+                "/discord-gateway/",
+                axum::routing::get(move |upgrade: axum::extract::ws::WebSocketUpgrade| {
+                    let gateway = gateway.clone();
+                    async move { upgrade.on_upgrade(move |ws| gateway.discord_gateway(ws)) }
+                }),
+            )
             .route(
                 "/slack-socket",
                 axum::routing::get(move |upgrade: axum::extract::ws::WebSocketUpgrade| {
@@ -125,6 +139,81 @@ impl Platforms {
                 }
                 Ok(Some(Ok(_))) | Err(_) => {}
                 Ok(None | Some(Err(_))) => return,
+            }
+        }
+    }
+
+    /// Queues a Discord message (the `d` of a `MESSAGE_CREATE`) for the Gateway connection.
+    pub fn push_discord_message(&self, message: Value) {
+        self.state.lock().unwrap().discord_events.push_back(message);
+    }
+
+    /// The Identify payload the Gateway client sent, and how many heartbeats.
+    pub fn discord_identify(&self) -> (Option<Value>, usize) {
+        let state = self.state.lock().unwrap();
+        (state.discord_identify.clone(), state.discord_heartbeats)
+    }
+
+    /// A Gateway connection: Hello (a one-second heartbeat), READY after a good Identify, then
+    /// the queued messages; heartbeats acknowledged.
+    async fn discord_gateway(self, mut ws: axum::extract::ws::WebSocket) {
+        use axum::extract::ws::Message;
+        let hello = json!({"op": 10, "d": {"heartbeat_interval": 1000}}).to_string();
+        if ws.send(Message::Text(hello.into())).await.is_err() {
+            return;
+        }
+        let mut seq = 1;
+        let mut ready = false;
+        loop {
+            if ready {
+                let next = self.state.lock().unwrap().discord_events.pop_front();
+                if let Some(d) = next {
+                    seq += 1;
+                    let event = json!({"op": 0, "t": "MESSAGE_CREATE", "s": seq, "d": d});
+                    if ws
+                        .send(Message::Text(event.to_string().into()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            let frame = match tokio::time::timeout(Duration::from_millis(50), ws.recv()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    serde_json::from_str::<Value>(&text).unwrap_or(Value::Null)
+                }
+                Ok(Some(Ok(_))) | Err(_) => continue,
+                Ok(None | Some(Err(_))) => return,
+            };
+            match frame["op"].as_u64() {
+                Some(2) => {
+                    let good = frame["d"]["token"] == DISCORD_TOKEN;
+                    self.state.lock().unwrap().discord_identify = Some(frame.clone());
+                    if !good {
+                        let _ = ws.send(Message::Close(None)).await;
+                        return;
+                    }
+                    let event = json!({"op": 0, "t": "READY", "s": 1,
+                        "d": {"v": 10, "user": {"id": "999", "username": "talon", "bot": true}, "session_id": "s1"}});
+                    if ws
+                        .send(Message::Text(event.to_string().into()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    ready = true;
+                }
+                Some(1) => {
+                    self.state.lock().unwrap().discord_heartbeats += 1;
+                    let ack = json!({"op": 11}).to_string();
+                    if ws.send(Message::Text(ack.into())).await.is_err() {
+                        return;
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -223,6 +312,21 @@ impl Platforms {
             return Json(json!({"ok": true, "channel": parsed["channel"],
                 "ts": format!("1700000000.{message_id:06}")}))
             .into_response();
+        }
+        if path == "/api/v10/gateway/bot" {
+            if authorization.as_deref() != Some(&format!("Bot {DISCORD_TOKEN}")) {
+                return (
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    Json(json!({"message": "401: Unauthorized", "code": 0})),
+                )
+                    .into_response();
+            }
+            let host = headers
+                .get("host")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            return Json(json!({"url": format!("ws://{host}/discord-gateway"), "shards": 1}))
+                .into_response();
         }
         if path.starts_with("/api/v10/channels/") && path.ends_with("/messages") {
             if authorization.as_deref() != Some(&format!("Bot {DISCORD_TOKEN}")) {
