@@ -19,60 +19,53 @@ const RUNS_DEFAULT: i64 = 10;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CronInput {
-    /// status: your jobs in numbers and when the next runs. list: your jobs. add: schedule a
-    /// job (name, one of at/every/cron, message). update: change job `id`. remove: delete job
-    /// `id`. run: run job `id` now (mode). runs: job `id`'s recent runs.
+    /// status, list, add, update, remove, run or runs.
     pub action: String,
-    /// update, remove, run, runs: the job's id (cron-…) or name.
+    /// The job's id (cron-…) or name.
     #[serde(default)]
     pub id: Option<String>,
-    /// add: the job's name (unique among your jobs); update: a new name.
+    /// add: a name unique among your jobs; update: a new name.
     #[serde(default)]
     pub name: Option<String>,
-    /// Run once at this time: RFC 3339 such as "2026-12-01T09:00:00Z", or a local date and
-    /// time such as "2026-12-01 09:00" read in `timezone`.
+    /// Once at this time: "2026-12-01T09:00:00Z", or local "2026-12-01 09:00".
     #[serde(default)]
     pub at: Option<String>,
-    /// Run repeatedly at this interval, such as "30m", "2h", "1d" or "1h30m" (at least 1m).
+    /// At this interval: "30m", "2h", "1d" (at least 1m).
     #[serde(default)]
     pub every: Option<String>,
-    /// Run on a cron expression: 5 fields (minute hour day-of-month month day-of-week) such as
-    /// "0 9 * * MON-FRI", read in `timezone`.
+    /// A 5-field cron expression such as "0 9 * * MON-FRI".
     #[serde(default)]
     pub cron: Option<String>,
-    /// IANA time zone for `cron` and local `at` times, such as "Europe/Berlin" (default UTC).
+    /// IANA zone of cron and local at times (default UTC).
     #[serde(default)]
     pub timezone: Option<String>,
-    /// add, update: what you should do when the job runs, with everything you will need (the
-    /// run starts without this conversation).
+    /// What to do when it runs, with all you will need (the run starts without this
+    /// conversation).
     #[serde(default)]
     pub message: Option<String>,
-    /// add, update: where each run's result is delivered: "current" for this conversation, a
-    /// session key, or empty for a session of the job's own (the default).
+    /// Where results go: "current" (this conversation), a session key, or empty (the job's
+    /// own session).
     #[serde(default)]
     pub session_key: Option<String>,
-    /// add, update: delete the job after its next scheduled run.
+    /// Delete the job after its next run.
     #[serde(default)]
     pub delete_after_run: Option<bool>,
-    /// add, update: false pauses the job.
+    /// false pauses the job.
     #[serde(default)]
     pub enabled: Option<bool>,
-    /// add, update: after downtime past a run's time, "run_once" (default: one run, then the
-    /// next time) or "skip" (record it skipped).
+    /// After downtime: "run_once" (default) or "skip".
     #[serde(default)]
     pub missed: Option<String>,
-    /// add, update: also send each run's result to this channel's chat `to`. In a
-    /// conversation from a chat, only that chat; elsewhere, chats the operator allows for
-    /// scheduled runs. On update, "" stops sending.
+    /// Also send results to chat `to` of this channel (from a chat: only that chat); "" stops.
     #[serde(default)]
     pub channel: Option<String>,
-    /// add, update: the chat id for `channel` (then "/" and a forum topic id, if any).
+    /// The chat id for `channel` (then "/topic" if any).
     #[serde(default)]
     pub to: Option<String>,
-    /// run: "force" (default: run now whatever the schedule) or "due" (only if it is due).
+    /// run: "force" (default) or "due" (only if due).
     #[serde(default)]
     pub mode: Option<String>,
-    /// runs: how many of the newest runs (default 10, at most 100).
+    /// runs: how many (default 10, at most 100).
     #[serde(default)]
     pub limit: Option<i64>,
 }
@@ -88,13 +81,9 @@ impl Tool for Cron {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             "cron",
-            "Schedule work for yourself. add schedules a job (name; one of at, every or cron; \
-             message: what to do then) that runs as a background run of you, its result \
-             delivered to session_key (\"current\" for this conversation; default a session of \
-             the job's own). list and status show your jobs; update changes one; remove deletes \
-             one; run runs one now (mode force, or due: only if due); runs shows its recent \
-             runs. Times in cron expressions and local at times are read in timezone (IANA, \
-             default UTC).",
+            "Schedule work for yourself. add: a job (name; one of at, every or cron; message) \
+             run later as a background run of you, its result delivered to session_key. \
+             status, list: your jobs. update, remove, run (now), runs (its history): job id.",
             SideEffect::Spawns,
         )
         .in_group("automation")
