@@ -83,15 +83,16 @@ async fn add(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let user = (!q.user().is_empty()).then_some(q.user());
-    let ctx = match runner
+    if let Err(e) = runner
         .context(Some(new.agent), user, crate::cron::CHANNEL)
         .await
     {
-        Ok(ctx) => ctx,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
+        return error(StatusCode::BAD_REQUEST, e);
+    }
     if let Some(delivery) = &mut new.delivery
-        && let Err(e) = runner.check_job_delivery(None, ctx.tenant.as_deref(), delivery)
+        && let Err(e) = runner
+            .check_job_delivery(None, new.agent, q.user(), delivery)
+            .await
     {
         return error(StatusCode::BAD_REQUEST, e);
     }
@@ -137,18 +138,12 @@ async fn update(
         Ok(patch) => patch,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    if let Some(Some(delivery)) = &mut patch.delivery {
-        let user = (!q.user().is_empty()).then_some(q.user());
-        let tenant = match runner
-            .context(Some(&job.agent), user, crate::cron::CHANNEL)
+    if let Some(Some(delivery)) = &mut patch.delivery
+        && let Err(e) = runner
+            .check_job_delivery(None, &job.agent, q.user(), delivery)
             .await
-        {
-            Ok(ctx) => ctx.tenant,
-            Err(e) => return error(StatusCode::BAD_REQUEST, e),
-        };
-        if let Err(e) = runner.check_job_delivery(None, tenant.as_deref(), delivery) {
-            return error(StatusCode::BAD_REQUEST, e);
-        }
+    {
+        return error(StatusCode::BAD_REQUEST, e);
     }
     if let Some(session) = &patch.session_key
         && let Err(e) = runner

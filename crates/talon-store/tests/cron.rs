@@ -442,6 +442,15 @@ async fn a_chat_to_deliver_to_is_kept_and_cleared(config: &StoreConfig) {
         pinned: false,
     });
     assert!(store.add_cron_job(&bad).await.is_err());
+    bad.delivery = Some(CronDelivery {
+        channel: "tg".into(),
+        to: "-100/".into(),
+        pinned: false,
+    });
+    assert!(
+        store.add_cron_job(&bad).await.is_err(),
+        "a topic left empty"
+    );
     let patch = CronJobPatch {
         delivery: Some(None),
         ..CronJobPatch::default()

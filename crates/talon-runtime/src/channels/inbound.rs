@@ -63,7 +63,7 @@ fn peer_kind(message: &Inbound) -> &'static str {
 async fn hold(runner: &Runner, name: &str, cancel: &CancellationToken) -> bool {
     let mut said = false;
     loop {
-        let until = now_ms() + LEASE.as_millis() as i64;
+        let until = lease_until();
         match runner
             .store()
             .hold_lease(name, runner.instance(), until)
@@ -84,10 +84,9 @@ async fn hold(runner: &Runner, name: &str, cancel: &CancellationToken) -> bool {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// When a lease taken or renewed now runs out.
+fn lease_until() -> i64 {
+    crate::cron::now_ms().saturating_add(i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Reads `channel` while this gateway holds its lease, renewing it; gives it up when stopped.
@@ -105,7 +104,7 @@ async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) 
                         () = cancel.cancelled() => return,
                         () = tokio::time::sleep(LEASE / 3) => {}
                     }
-                    let until = now_ms() + LEASE.as_millis() as i64;
+                    let until = lease_until();
                     if !matches!(
                         runner
                             .store()

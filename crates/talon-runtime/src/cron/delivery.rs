@@ -12,14 +12,27 @@ use talon_store::{CronDelivery, CronJob, CronRunStatus};
 use crate::agent_runs::Runner;
 
 impl Runner {
-    /// Checks that a job made by a call from `origin` (its conversation's channel and chat),
-    /// for `tenant`, may deliver to `delivery`, and pins it when it is the origin's own chat.
-    pub fn check_job_delivery(
+    /// The tenant of `agent`'s job for `user` (`''`: none), whose channels it may use.
+    async fn job_tenant(&self, agent: &str, user: &str) -> Result<Option<String>, String> {
+        let user = (!user.is_empty()).then_some(user);
+        self.context(Some(agent), user, super::CHANNEL)
+            .await
+            .map(|ctx| ctx.tenant)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Checks that `agent`'s job for `user`, made by a call from `origin` (its conversation's
+    /// channel and chat), may deliver to `delivery`, and pins it when it is the origin's own
+    /// chat.
+    pub async fn check_job_delivery(
         &self,
         origin: Option<(&str, &str)>,
-        tenant: Option<&str>,
+        agent: &str,
+        user: &str,
         delivery: &mut CronDelivery,
     ) -> Result<(), String> {
+        let tenant = self.job_tenant(agent, user).await?;
+        let tenant = tenant.as_deref();
         let channels = &self.channels;
         delivery.pinned = crate::channels::check_job_delivery(
             origin,
@@ -45,9 +58,8 @@ impl Runner {
             CronRunStatus::Skipped => return,
             _ => format!("Scheduled job {:?} did not finish: {text}", job.name),
         };
-        let user = (!job.user.is_empty()).then_some(job.user.as_str());
-        let tenant = match self.context(Some(&job.agent), user, super::CHANNEL).await {
-            Ok(ctx) => ctx.tenant,
+        let tenant = match self.job_tenant(&job.agent, &job.user).await {
+            Ok(tenant) => tenant,
             Err(e) => {
                 tracing::warn!(job = %job.id, error = %e, "a job's result is not delivered: its agent or user is gone");
                 return;

@@ -58,7 +58,8 @@ impl Drop for Scheduler {
     }
 }
 
-fn now_ms() -> i64 {
+/// Unix milliseconds now.
+pub(crate) fn now_ms() -> i64 {
     i64::try_from(talon_core::waiting::unix_ms(std::time::SystemTime::now())).unwrap_or(i64::MAX)
 }
 

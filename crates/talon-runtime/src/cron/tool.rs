@@ -218,7 +218,8 @@ impl Cron {
             .await?;
         if let Some(delivery) = &mut new.delivery {
             self.runner
-                .check_job_delivery(origin(ctx), ctx.tenant.as_deref(), delivery)?;
+                .check_job_delivery(origin(ctx), new.agent, user, delivery)
+                .await?;
         }
         let job = self
             .runner
@@ -255,7 +256,8 @@ impl Cron {
         }
         if let Some(Some(delivery)) = &mut patch.delivery {
             self.runner
-                .check_job_delivery(origin(ctx), ctx.tenant.as_deref(), delivery)?;
+                .check_job_delivery(origin(ctx), &job.agent, user, delivery)
+                .await?;
         }
         let job = store
             .update_cron_job(user, &job.id, &patch)

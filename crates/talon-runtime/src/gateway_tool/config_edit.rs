@@ -106,10 +106,36 @@ fn redact_table(table: &mut Table, all: bool) {
 
 /// `text` (a configuration file) with its secrets replaced, whole or only the section at the
 /// dotted `section` path.
+fn parse(text: &str) -> Result<DocumentMut, String> {
+    text.parse()
+        .map_err(|e| format!("the configuration file does not parse: {e}"))
+}
+
+/// The table at `parts` under `root`, created (implicit, so no empty header is written) where
+/// missing; an error when one of them is a value.
+fn section_mut<'a, S: AsRef<str>>(
+    root: &'a mut Table,
+    parts: &[S],
+    key: &str,
+) -> Result<&'a mut Table, String> {
+    let mut table = root;
+    for part in parts {
+        let part = part.as_ref();
+        table = table
+            .entry(part)
+            .or_insert_with(|| {
+                let mut t = Table::new();
+                t.set_implicit(true);
+                Item::Table(t)
+            })
+            .as_table_mut()
+            .ok_or_else(|| format!("{key}: {part} is a value, not a section"))?;
+    }
+    Ok(table)
+}
+
 pub fn shown(text: &str, section: Option<&str>) -> Result<String, String> {
-    let mut doc: DocumentMut = text
-        .parse()
-        .map_err(|e| format!("the configuration file does not parse: {e}"))?;
+    let mut doc = parse(text)?;
     redact_table(doc.as_table_mut(), false);
     let Some(section) = section.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(doc.to_string());
@@ -124,8 +150,12 @@ pub fn shown(text: &str, section: Option<&str>) -> Result<String, String> {
     }
     Ok(match item {
         Item::Table(table) => {
+            // Nested as in the file: `[web.search]`, not a key named "web.search".
+            let parts: Vec<&str> = section.split('.').collect();
+            let (last, parents) = parts.split_last().unwrap_or((&section, &[]));
             let mut out = DocumentMut::new();
-            out.insert(section, Item::Table(table.clone()));
+            section_mut(out.as_table_mut(), parents, section)?
+                .insert(last, Item::Table(table.clone()));
             out.to_string()
         }
         other => format!("{section} = {other}"),
@@ -224,9 +254,7 @@ fn toml_value(key: &str, value: &Value) -> Result<toml_edit::Value, String> {
 
 /// `text` with `changes` applied; what each key was before.
 pub fn apply(text: &str, changes: &[Change]) -> Result<(String, Vec<String>), String> {
-    let mut doc: DocumentMut = text
-        .parse()
-        .map_err(|e| format!("the configuration file does not parse: {e}"))?;
+    let mut doc = parse(text)?;
     let mut described = Vec::new();
     for change in changes {
         let key = change.key();
@@ -234,17 +262,7 @@ pub fn apply(text: &str, changes: &[Change]) -> Result<(String, Vec<String>), St
             .path
             .split_last()
             .ok_or_else(|| "patch: an empty key".to_string())?;
-        let mut table = doc.as_table_mut();
-        for part in parents {
-            let entry = table.entry(part).or_insert_with(|| {
-                let mut t = Table::new();
-                t.set_implicit(true);
-                Item::Table(t)
-            });
-            table = entry
-                .as_table_mut()
-                .ok_or_else(|| format!("patch: {key}: {part} is a value, not a section"))?;
-        }
+        let table = section_mut(doc.as_table_mut(), parents, &format!("patch: {key}"))?;
         let before = table
             .get(last)
             .map_or_else(|| "unset".to_string(), |i| i.to_string().trim().to_string());
@@ -341,6 +359,13 @@ mod tests {
             text.contains("postgres://talon:[redacted]@db/talon"),
             "{text}"
         );
+        let search = shown(
+            "[web]\nallowed_ports = [8080]\n[web.search]\nproviders = [\"duckduckgo\"]\n",
+            Some("web.search"),
+        )
+        .unwrap();
+        assert!(search.starts_with("[web.search]\n"), "{search}");
+        assert!(!search.contains("allowed_ports"), "{search}");
         let chat = shown(FILE, Some("chat")).unwrap();
         assert!(chat.contains("max_tokens = 4096"), "{chat}");
         assert!(!chat.contains("gateway"), "{chat}");

@@ -53,7 +53,7 @@ pub struct GatewayControl {
 impl GatewayControl {
     /// Whether a reload has been asked for.
     pub fn restart_requested(&self) -> bool {
-        self.reloading.load(std::sync::atomic::Ordering::SeqCst) || self.restart.is_cancelled()
+        self.reloading.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

@@ -112,7 +112,8 @@ fn check_delivery(delivery: Option<&CronDelivery>) -> Result<(), StoreError> {
     let bad = |s: &str| {
         s.trim().is_empty() || s.trim() != s || s.len() > 160 || s.chars().any(char::is_control)
     };
-    if bad(&d.channel) || bad(&d.to) {
+    let (chat, thread) = d.chat_and_thread();
+    if bad(&d.channel) || bad(chat) || thread.is_some_and(bad) {
         return Err(invalid(
             "job delivery",
             "name the channel and the chat (chat id, optionally /topic) the result goes to",

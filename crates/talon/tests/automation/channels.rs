@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::chat::mock_provider;
+use crate::support::chat::{mock_provider, offered};
 use crate::support::platforms::{
     DISCORD_TOKEN, Platforms, SLACK_TOKEN, TELEGRAM_TOKEN, telegram_message,
 };
@@ -23,18 +23,6 @@ async fn conversation(mock: &support::chat::Mock, marker: &str) -> Vec<Value> {
         .await
         .unwrap();
     support::chat::of_conversation(all, marker)
-}
-
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]

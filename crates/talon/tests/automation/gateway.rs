@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::chat::{mock_provider, post, requests};
+use crate::support::chat::{mock_provider, offered, post, requests};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -157,11 +157,7 @@ fn the_operator_reads_patches_and_reloads_the_configuration() {
     assert_eq!(turn["max_tokens"], 8192, "{turn}");
 
     // Offered only in the operator's turns: an operator's turn may use it.
-    let offers_gateway = |request: &Value| {
-        request["tools"]
-            .as_array()
-            .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "gateway"))
-    };
+    let offers_gateway = |request: &Value| offered(request).iter().any(|t| t == "gateway");
     assert!(
         !offers_gateway(turn),
         "not offered to a turn of no operator"

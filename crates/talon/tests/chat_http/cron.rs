@@ -8,21 +8,8 @@
 
 use super::*;
 
-use support::chat::method_json;
+use support::chat::{method_json, offered};
 use support::pg::{Schema, database_url, gateway_home, until};
-
-/// The names of the tools a model request offered.
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The first user message of a model request.
 fn first_user(request: &Value) -> String {

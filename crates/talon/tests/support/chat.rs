@@ -346,3 +346,16 @@ pub fn of_conversation(requests: Vec<Value>, marker: &str) -> Vec<Value> {
         })
         .collect()
 }
+
+/// The names of the tools a model request (OpenAI format) offered.
+pub fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
