@@ -12,6 +12,12 @@
 //! compact JSON, an absent or `null` argument as the empty word `''`. A value with a NUL byte
 //! cannot be passed to a shell and is refused. Text between braces that is not a placeholder
 //! (`{{ x }}`, `${{a}}` without the dot) stays as written.
+//!
+//! A single-quoted word is safe only where the shell reads it as a word: inside double quotes
+//! (`echo "you said: {{.msg}}"`) the quotes are literal and a value's `$(…)` runs. So a template
+//! is checked when it is defined (`talon_exec::analysis::template`) and each placeholder must
+//! stand as a word of its own (or part of one) outside any quoting, here-document, arithmetic or
+//! test, and never as the command's name.
 
 use serde_json::Value;
 
@@ -31,26 +37,34 @@ pub fn placeholders(template: &str) -> Vec<String> {
 /// `template` with each placeholder replaced by its argument in `args`, shell-quoted; the error
 /// says which argument cannot be passed and why.
 pub fn render(template: &str, args: &Value) -> Result<String, String> {
+    let mut refused = None;
+    let out = substitute(template, |name| {
+        let value = match args.get(name) {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        if value.contains('\0') && refused.is_none() {
+            refused = Some(format!(
+                "argument {name:?} contains a NUL byte, which cannot be passed to a command; remove it"
+            ));
+        }
+        quote(&value)
+    });
+    refused.map_or(Ok(out), Err)
+}
+
+/// `template` with each placeholder replaced by what `with` returns for its name, as it is (no
+/// quoting): for checking where placeholders stand (`talon_exec::analysis::template`).
+pub fn substitute(template: &str, mut with: impl FnMut(&str) -> String) -> String {
     let mut out = String::with_capacity(template.len());
     for piece in pieces(template) {
         match piece {
             Piece::Text(text) => out.push_str(text),
-            Piece::Placeholder(name) => {
-                let value = match args.get(name) {
-                    None | Some(Value::Null) => String::new(),
-                    Some(Value::String(s)) => s.clone(),
-                    Some(other) => other.to_string(),
-                };
-                if value.contains('\0') {
-                    return Err(format!(
-                        "argument {name:?} contains a NUL byte, which cannot be passed to a command; remove it"
-                    ));
-                }
-                out.push_str(&quote(&value));
-            }
+            Piece::Placeholder(name) => out.push_str(&with(name)),
         }
     }
-    Ok(out)
+    out
 }
 
 /// `value` as one single-quoted shell word.

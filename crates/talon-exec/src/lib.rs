@@ -61,6 +61,11 @@ pub struct ShellConfig {
     /// One command per process (`talon tool call`): a session sandbox would cost more to start
     /// than it saves, so each command gets a sandbox of its own.
     pub one_shot: bool,
+    /// Commands of more than one person run here (`talon serve`): Landlock, which cannot keep
+    /// their processes apart, is refused unless [`Self::landlock_single_user`].
+    pub shared: bool,
+    /// The operator's word that one person uses this shared shell after all.
+    pub landlock_single_user: bool,
     /// Which backend confines commands (`[exec] backend`; see [`sandbox::select`]).
     pub backend: sandbox::Backend,
     /// The Docker backend's container settings (`[exec.docker]`).
@@ -140,8 +145,15 @@ impl Shell {
     ) -> Result<Option<Box<dyn Sandbox>>, SandboxError> {
         if self.config.mode.applies_to(agent) {
             let config = &self.config;
-            sandbox::select(config.backend, config.helper.as_deref(), &config.docker)
-                .map(|selected| Some(selected.sandbox))
+            sandbox::select(config.backend, config.helper.as_deref(), &config.docker).and_then(
+                |selected| {
+                    sandbox::refuse_shared_landlock(
+                        &selected,
+                        config.shared && !config.landlock_single_user,
+                    )?;
+                    Ok(Some(selected.sandbox))
+                },
+            )
         } else {
             Ok(None)
         }

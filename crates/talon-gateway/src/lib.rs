@@ -19,6 +19,9 @@ mod guard;
 pub use access_log::RequestLabels;
 pub use guard::check_allowed_origin;
 mod invoke;
+mod listen;
+pub use auth::{MIN_TOKEN_LEN, WeakToken, check_token_strength};
+pub use listen::{HEADER_READ_TIMEOUT, MAX_PENDING};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,13 +59,15 @@ pub enum GatewayError {
         "refusing to listen on {0} without gateway.token: set TALON_GATEWAY__TOKEN (or gateway.token in talon.toml), or bind to 127.0.0.1"
     )]
     NoTokenBeyondLoopback(SocketAddr),
+    #[error(
+        "{0}: use a random value of at least {MIN_TOKEN_LEN} characters (`talon init --token` prints one)"
+    )]
+    WeakToken(#[from] WeakToken),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("gateway server error: {0}")]
-    Serve(std::io::Error),
 }
 
 /// Shared state of the HTTP handlers.
@@ -165,7 +170,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         .with_state(state)
         .merge(admin.unwrap_or_default())
         .layer(axum::middleware::from_fn_with_state(
-            auth::Token(config.token.clone().map(Arc::from)),
+            auth::Token::new(config.token.as_deref()),
             auth::require_bearer,
         ));
     Router::new()
@@ -209,6 +214,9 @@ pub async fn serve(
     if config.token.is_none() && !config.bind.ip().is_loopback() {
         return Err(GatewayError::NoTokenBeyondLoopback(config.bind));
     }
+    if let Some(token) = &config.token {
+        check_token_strength(token)?;
+    }
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|source| GatewayError::Bind {
@@ -219,10 +227,7 @@ pub async fn serve(
     tracing::info!(addr = %local, auth = config.token.is_some(), "gateway listening");
     access_log::spawn_event_log(services.pipeline.events(), shutdown.clone());
     let app = router(&config, services, shutdown.clone());
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
-        .await
-        .map_err(GatewayError::Serve);
+    listen::serve(listener, app, shutdown, MAX_PENDING).await;
     tracing::info!("gateway stopped");
-    served
+    Ok(())
 }

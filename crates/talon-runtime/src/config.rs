@@ -61,6 +61,10 @@ pub struct ExecSection {
     /// The sandbox backend: `auto` (default: bubblewrap, else Landlock), `bubblewrap`,
     /// `landlock` or `docker`.
     pub backend: String,
+    /// The operator's word that one person uses this `talon serve`, so the Landlock backend may
+    /// run its commands there: Landlock cannot hide one user's processes (their command lines
+    /// under `/proc`) from another's, so a gateway refuses it otherwise (issue 35).
+    pub landlock_single_user: bool,
     /// `[exec.docker]`: the Docker backend's container settings (GoClaw's names and defaults).
     pub docker: talon_exec::sandbox::docker::DockerSettings,
     /// What sandboxed commands reach: `"off"` (the default, no network), `"proxy"` (only
@@ -101,6 +105,7 @@ impl Default for ExecSection {
         Self {
             sandbox: "all".into(),
             backend: "auto".into(),
+            landlock_single_user: false,
             docker: Default::default(),
             network: NetworkSetting::default(),
             allowed_domains: Vec::new(),
@@ -217,6 +222,8 @@ impl ExecSection {
             network,
             helper: None,
             one_shot: false,
+            shared: false,
+            landlock_single_user: self.landlock_single_user,
             backend,
             docker: self.docker.clone(),
         })

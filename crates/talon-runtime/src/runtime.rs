@@ -562,6 +562,8 @@ fn validate(
         Ok(mut shell) => {
             // This binary runs the init of session sandboxes.
             shell.helper = std::env::current_exe().ok();
+            // A gateway's commands are many people's.
+            shell.shared = overrides.per_agent_workspaces;
             Some(shell)
         }
         Err(e) => {

@@ -26,6 +26,7 @@ pub mod runtime;
 pub mod session_map;
 pub mod sessions;
 pub mod skills;
+pub mod untrusted_parse;
 pub mod web;
 
 use std::sync::Arc;

@@ -187,6 +187,9 @@ enum Command {
         /// Replace an existing file.
         #[arg(long)]
         force: bool,
+        /// Print a new random gateway token (for `gateway.token`) and write nothing.
+        #[arg(long, conflicts_with_all = ["path", "force"])]
+        token: bool,
     },
     /// The effective configuration.
     Config {
@@ -433,6 +436,16 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    // A parser of untrusted bytes (a PDF a tool reads), bounded and confined before it reads
+    // anything (internal, see talon_tools::untrusted_parse).
+    if args
+        .get(1)
+        .is_some_and(|a| a == talon_tools::untrusted_parse::SUBCOMMAND)
+    {
+        return ExitCode::from(talon_tools::untrusted_parse::helper_main(
+            args.get(2..).unwrap_or_default(),
+        ));
     }
     let cli = Cli::parse();
     // rmcp logs its sessions' internals (debug dumps of every message and error) at info

@@ -316,13 +316,16 @@ fn official_sdks_use_agents_as_drop_in_models() {
         std::fs::write(
             home.path().join("talon.toml"),
             format!(
-                "[providers.mock]\nkind = \"{sdk}\"\nbase_url = \"{base}\"\nmodel = \"mock-1\"\n[gateway]\ntoken = \"sdk-token\"\n"
+                "[providers.mock]\nkind = \"{sdk}\"\nbase_url = \"{base}\"\nmodel = \"mock-1\"\n[gateway]\ntoken = \"sdk-token-8d3f6a1c9e2b4071\"\n"
             ),
         )
         .unwrap();
         let server = support::serve_in(home.path(), &[]);
-        let report =
-            support::python_sdk_client(&[sdk, &format!("http://{}", server.addr), "sdk-token"]);
+        let report = support::python_sdk_client(&[
+            sdk,
+            &format!("http://{}", server.addr),
+            "sdk-token-8d3f6a1c9e2b4071",
+        ]);
         let openai = sdk == "openai";
         assert_eq!(
             report["text"], "Let me look.\n\nArr, it is noon.",
@@ -543,7 +546,7 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
         home.path().join("talon.toml"),
         format!(
             "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n\
-             [gateway]\ntoken = \"dash-token\"\n\
+             [gateway]\ntoken = \"dash-token-6c2e9a4f1b7d3058\"\n\
              [exec.approvals]\nsecurity = \"allowlist\"\nask = \"on-miss\"\n",
             mock.url
         ),
@@ -551,7 +554,7 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
     .unwrap();
     let server = support::serve_in(home.path(), &[]);
     let base = format!("http://{}", server.addr);
-    let auth = [("authorization", "Bearer dash-token")];
+    let auth = [("authorization", "Bearer dash-token-6c2e9a4f1b7d3058")];
     let turn = |text: &str| {
         json!({"model": "default", "session": "dash",
                "messages": [{"role": "user", "content": text}]})
@@ -574,7 +577,13 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
     let waiting = std::thread::spawn({
         let url = format!("{base}/v1/chat/completions");
         let body = turn("make the file");
-        move || post(&url, &body, &[("authorization", "Bearer dash-token")])
+        move || {
+            post(
+                &url,
+                &body,
+                &[("authorization", "Bearer dash-token-6c2e9a4f1b7d3058")],
+            )
+        }
     });
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
@@ -591,7 +600,7 @@ fn the_dashboard_logs_in_answers_an_approval_and_shows_events() {
                        "expect_event": "tool_finished", "agent": "default", "team": "alpha"});
     let report = support::dashboard(&[
         &base,
-        "dash-token",
+        "dash-token-6c2e9a4f1b7d3058",
         shots.to_str().unwrap(),
         chromium.to_str().unwrap(),
         &steps.to_string(),

@@ -330,7 +330,7 @@ fn commands_get_no_talon_secrets_and_cannot_see_its_state() {
     std::fs::write(
         home.path().join("talon.toml"),
         // env_dump off: this test prints the environment on purpose, to show what is in it.
-        "[gateway]\ntoken = \"tok-in-the-config-file\"\n[exec.approvals]\ndeny_groups = { env_dump = false }\n",
+        "[gateway]\ntoken = \"tok-in-the-config-file-7x\"\n[exec.approvals]\ndeny_groups = { env_dump = false }\n",
     )
     .unwrap();
     let out = support::command(home.path())
@@ -360,7 +360,7 @@ fn commands_get_no_talon_secrets_and_cannot_see_its_state() {
         "TALON_",
         "probe-value",
         "OPENAI",
-        "tok-in-the-config-file",
+        "tok-in-the-config-file-7x",
         "talon.db",
     ] {
         assert!(

@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 async fn invoke_goes_through_the_pipeline() {
     let server = support::serve(
         &[
-            ("TALON_GATEWAY__TOKEN", "tok-abcdef-123456"),
+            ("TALON_GATEWAY__TOKEN", "tok-abcdef-123456-ghijklmn"),
             ("TALON_TOOLS__RATE_LIMIT_BURST", "5"),
         ],
         Some("[tools]\nallow = [\"datetime\", \"TodoWrite\"]\ndeny = [\"TodoWrite\"]\n"),
     );
     let client = reqwest::Client::new();
     let addr = server.addr.as_str();
-    let token = Some("tok-abcdef-123456");
+    let token = Some("tok-abcdef-123456-ghijklmn");
 
     let health: Value = client
         .get(format!("http://{addr}/healthz"))
@@ -101,7 +101,7 @@ async fn invoke_goes_through_the_pipeline() {
 
     let list: Value = client
         .get(format!("http://{addr}/v1/tools?format=openai"))
-        .bearer_auth("tok-abcdef-123456")
+        .bearer_auth("tok-abcdef-123456-ghijklmn")
         .send()
         .await
         .unwrap()
@@ -118,7 +118,10 @@ async fn invoke_goes_through_the_pipeline() {
 
 #[tokio::test]
 async fn bearer_token_is_required_except_for_healthz() {
-    let server = support::serve(&[("TALON_GATEWAY__TOKEN", "right-token-987654")], None);
+    let server = support::serve(
+        &[("TALON_GATEWAY__TOKEN", "right-token-987654-qwertyuio")],
+        None,
+    );
     let client = reqwest::Client::new();
     let addr = server.addr.as_str();
     assert_eq!(

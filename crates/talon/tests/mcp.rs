@@ -149,9 +149,12 @@ fn python_sdk_over_stdio_respects_profile() {
 
 #[test]
 fn python_sdk_over_streamable_http_with_bearer_token() {
-    let server = support::serve(&[("TALON_GATEWAY__TOKEN", "test-token-0123456789")], None);
+    let server = support::serve(
+        &[("TALON_GATEWAY__TOKEN", "test-token-0123456789-abcdef")],
+        None,
+    );
     let url = format!("http://{}/mcp", server.addr);
-    let report = support::python_mcp_client(&["http", &url, "test-token-0123456789"]);
+    let report = support::python_mcp_client(&["http", &url, "test-token-0123456789-abcdef"]);
     check_report(&report);
 }
 
@@ -350,11 +353,14 @@ fn mcp_clients_are_asked_through_elicitation_or_refused_at_once() {
 /// (never parked on `/v1/approvals` for two minutes).
 #[test]
 fn remote_mcp_clients_are_asked_by_default() {
-    let server = support::serve(&[("TALON_GATEWAY__TOKEN", "test-token-0123456789")], None);
+    let server = support::serve(
+        &[("TALON_GATEWAY__TOKEN", "test-token-0123456789-abcdef")],
+        None,
+    );
     let target = [
         "http".to_string(),
         format!("http://{}/mcp", server.addr),
-        "test-token-0123456789".to_string(),
+        "test-token-0123456789-abcdef".to_string(),
     ];
     let fetch = serde_json::json!({"call": "web_fetch", "args": {"url": "http://127.0.0.1/page"}});
     let started = std::time::Instant::now();
@@ -386,7 +392,7 @@ fn remote_mcp_clients_are_asked_by_default() {
     let pending = support::chat::http(
         &format!("http://{}/v1/approvals", server.addr),
         None,
-        &[("authorization", "Bearer test-token-0123456789")],
+        &[("authorization", "Bearer test-token-0123456789-abcdef")],
     );
     assert!(pending.contains("\"pending\":[]"), "{pending}");
 }

@@ -159,7 +159,7 @@ fn stored_servers_grants_and_requests_through_the_cli() {
 
 /// The gateways here take a token: without one, no server running a host command is accepted
 /// over HTTP.
-const TOKEN: &str = "tok-admin-123456";
+const TOKEN: &str = "tok-admin-123456-zyxwvuts";
 
 /// A client sending [`TOKEN`].
 fn authed() -> reqwest::Client {

@@ -105,7 +105,7 @@ fn landlock_backend_keeps_writes_in_the_workspace() {
     // The private TMPDIR works and is gone afterwards.
     let tmp = home.ok("echo t > \"$TMPDIR/x\" && cat \"$TMPDIR/x\" && echo \"$TMPDIR\"");
     let dir = tmp.lines().nth(1).unwrap_or_default().trim().to_string();
-    assert!(dir.contains("talon-landlock-"), "{tmp}");
+    assert!(dir.contains("talon-landlock/"), "{tmp}");
     assert!(!Path::new(&dir).exists(), "{dir} was removed");
 }
 

@@ -10,6 +10,9 @@ mod security {
     mod channels;
     mod custom_tools;
     mod gateway;
+    mod h35_config;
+    mod h35_gateway;
+    mod h35_parsers;
     mod modes;
     mod openai_compat;
     mod sandbox;

@@ -169,6 +169,18 @@ pub(crate) fn accept_random(window: &[u8], _whole: Range<usize>, secret: Range<u
     window[secret].iter().any(u8::is_ascii_digit)
 }
 
+/// An Okta API token: `00` and 40 characters standing alone that mix upper case, lower case and
+/// digits (a hex digest or a zero-padded number does not).
+pub(crate) fn accept_okta(window: &[u8], whole: Range<usize>, _secret: Range<usize>) -> bool {
+    let token = &window[whole.clone()];
+    let alone = (whole.start == 0 || !is_token_char(window[whole.start - 1]))
+        && window.get(whole.end).is_none_or(|b| !is_token_char(*b));
+    alone
+        && token[2..].iter().any(u8::is_ascii_uppercase)
+        && token[2..].iter().any(u8::is_ascii_lowercase)
+        && token[2..].iter().any(u8::is_ascii_digit)
+}
+
 // The checks of the original rules.
 
 pub(crate) fn has(window: &[u8], needle: &[u8]) -> bool {

@@ -25,7 +25,9 @@
 //! `GOCSPX-` and `ya29.`, Atlassian `ATATT3`, Databricks `dapi`, Okta `SSWS 00…`, Linear,
 //! Notion, PlanetScale, Supabase, Replicate `r8_`, Perplexity `pplx-`, xAI `xai-`, Mapbox
 //! `sk.eyJ…`, a 40-character AWS secret key within 512 bytes (across lines) of its key id,
-//! and `Cookie:` / `Set-Cookie:` values holding a value of eight or more characters.
+//! and `Cookie:` / `Set-Cookie:` values holding a value of eight or more characters. After the
+//! third review (issue 35): Okta API tokens without `SSWS` (`00` and 40 random characters, beside
+//! `okta` or `token`), Square (`EAAA…`, `sq0atp-`, `sq0csp-`) and Doppler (`dp.st.…`, `dp.pt.…`).
 //!
 //! Telegram bot tokens (`<bot id>:<secret>`) redact only the secret after the colon
 //! (`123456789:[REDACTED]`), as the URL-password and key=value rules keep the non-secret part: the
@@ -315,6 +317,30 @@ pub(crate) const RULES: &[Rule] = &[
         "okta_ssws",
         r"\bSSWS\s+(?P<secret>00[A-Za-z0-9_\-]{40})",
         &["SSWS"],
+    ),
+    Rule {
+        id: "okta_api_token",
+        pattern: r"\b00[A-Za-z0-9_\-]{40}\b",
+        keywords: &["okta", "Okta", "OKTA", "token", "Token", "TOKEN"],
+        accept: Some(checks::accept_okta),
+        precheck: None,
+    },
+    rule(
+        "square",
+        r"\b(?:EAAA[A-Za-z0-9_\-+=]{40,}|sq0atp-[A-Za-z0-9_\-]{22,}|sq0csp-[A-Za-z0-9_\-]{40,})",
+        &["EAAA", "sq0atp-", "sq0csp-"],
+    ),
+    rule(
+        "doppler",
+        r"\bdp\.(?:st|pt|ct|sa|scim|audit)\.(?:[A-Za-z0-9_\-]{1,35}\.)?[A-Za-z0-9]{40,44}\b",
+        &[
+            "dp.st.",
+            "dp.pt.",
+            "dp.ct.",
+            "dp.sa.",
+            "dp.scim.",
+            "dp.audit.",
+        ],
     ),
     rule(
         "linear",

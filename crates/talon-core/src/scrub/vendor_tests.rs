@@ -5,6 +5,31 @@ use super::*;
 
 /// (input, expected output); `super::tests::every_rule_has_a_positive_case` reads these too.
 pub(super) const VENDOR_CASES: &[(&str, &str)] = &[
+    // okta_api_token (issue 35: without SSWS)
+    (
+        "okta token 00QCjAl4MlV-WPXM2Xa4ZdmQqmgK3ZQyQg7Q0b7AvT for the tenant",
+        "okta token [REDACTED] for the tenant",
+    ),
+    // square
+    (
+        "square access EAAAEOuLQPDbGa6pVCEYGgIS4yZXcXkM6MxdpVkmAEiPuPhA2tPkJ1lDiKMmP1hL done",
+        "square access [REDACTED] done",
+    ),
+    // square
+    (
+        "app secret sq0csp-0p9h7g6f4s3s3s3-4a3ardgwa6ADRDJDDKUFYDYDYDY ok",
+        "app secret [REDACTED] ok",
+    ),
+    // doppler
+    (
+        "DOPPLER dp.st.dev.5AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdE here",
+        "DOPPLER [REDACTED] here",
+    ),
+    // doppler
+    (
+        "personal dp.pt.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfG",
+        "personal [REDACTED]",
+    ),
     // discord_bot
     (
         "discord bot MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789ab ready",

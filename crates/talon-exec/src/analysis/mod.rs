@@ -27,6 +27,7 @@ mod patterns_runtime;
 mod render;
 pub mod rules;
 mod special;
+pub mod template;
 mod walk;
 mod words;
 mod wrappers;

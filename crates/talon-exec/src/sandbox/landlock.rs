@@ -226,20 +226,44 @@ impl Landlock {
     }
 }
 
-/// A fresh private directory (mode 0700) under the system's temporary directory.
+/// The directory every command's scratch directory is made in. Commands never get to read it
+/// (it is hidden from the read grants), only their own scratch directory beneath it, so one
+/// user's command cannot read another's running command's files (issue 35).
+fn scratch_parent() -> PathBuf {
+    std::env::temp_dir().join("talon-landlock")
+}
+
+/// A fresh private directory (mode 0700) in [`scratch_parent`].
 fn scratch_dir() -> Result<PathBuf, SandboxError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::temp_dir();
-    let dir = base.join(format!("talon-landlock-{:016x}", crate::random_u64()));
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let base = scratch_parent();
+    let failed = |e: std::io::Error| {
+        SandboxError::Policy(format!(
+            "cannot create a scratch directory in {}: {e}",
+            base.display()
+        ))
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(failed(e)),
+    }
+    // Another user of the host may have made it first: it must be ours, a real directory.
+    let meta = std::fs::symlink_metadata(&base).map_err(failed)?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(SandboxError::Policy(format!(
+            "{} is not a directory of this user; remove it so Talon can make its own",
+            base.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).map_err(failed)?;
+    }
+    let dir = base.join(format!("{:016x}", crate::random_u64()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| {
-            SandboxError::Policy(format!(
-                "cannot create a scratch directory in {}: {e}",
-                base.display()
-            ))
-        })?;
+        .map_err(failed)?;
     Ok(dir)
 }
 
@@ -274,9 +298,11 @@ impl Sandbox for Landlock {
             }
         }
         let tmp = scratch_dir()?;
+        let mut hidden = policy.hidden.clone();
+        hidden.push(scratch_parent());
         let confinement = Confinement {
             writable: policy.writable_roots.clone(),
-            hidden: policy.hidden.clone(),
+            hidden,
             network,
             tmp: Some(tmp.clone()),
             report: false,

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use bwrap::Bubblewrap;
+pub use confine::deny_all_access;
 pub use credentials::CredentialHiding;
 pub use net_helper::{HELPER_FAILED, helper_main};
 pub use network::{
@@ -42,7 +43,7 @@ pub use network::{
 };
 pub use protected::{PROTECTED, Protection, protected_paths, removal_note};
 pub use seccomp::seccomp_program;
-pub use select::{Backend, Selected, reason, select};
+pub use select::{Backend, Selected, reason, refuse_shared_landlock, select};
 
 /// Which calls run sandboxed (GoClaw's modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

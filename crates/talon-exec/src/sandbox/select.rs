@@ -70,6 +70,19 @@ pub fn reason(error: &SandboxError) -> String {
     }
 }
 
+/// Refuses the Landlock backend for a shell that several people's commands share: it confines
+/// files and the network but cannot hide one user's processes (their full command lines under
+/// `/proc`) from another's. Bubblewrap gives every session its own PID namespace.
+pub fn refuse_shared_landlock(selected: &Selected, shared: bool) -> Result<(), SandboxError> {
+    if shared && selected.sandbox.name() == "landlock" {
+        return Err(SandboxError::Unavailable(format!(
+            "the Landlock backend cannot keep the users of one gateway apart (each could read the              others' running command lines under /proc), so `talon serve` does not run commands              with it ({}). Make bubblewrap work here (talon doctor says how), or, if one person              uses this gateway, set [exec] landlock_single_user = true",
+            selected.why
+        )));
+    }
+    Ok(())
+}
+
 fn landlock(helper: Option<&Path>) -> Result<Landlock, SandboxError> {
     let helper = helper.ok_or_else(|| {
         SandboxError::Unavailable(

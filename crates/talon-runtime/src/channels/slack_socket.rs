@@ -81,15 +81,18 @@ pub fn message_of(payload: &Value) -> Option<Inbound> {
     })
 }
 
-/// The event an envelope carries, to tell a redelivery from a new one.
-fn event_key(payload: &Value) -> Option<String> {
-    payload["event_id"]
+/// What tells a redelivery or a second copy from a new message: the message's channel and `ts`
+/// first, then the envelope's event id. One mention arrives as a `message` and an `app_mention`
+/// with different event ids but the same channel and `ts` (issue 35): either key seen before
+/// means the message was queued already.
+fn event_keys(payload: &Value) -> Vec<String> {
+    let e = &payload["event"];
+    let message = e["channel"]
         .as_str()
-        .map(str::to_string)
-        .or_else(|| {
-            let e = &payload["event"];
-            Some(format!("{}/{}", e["channel"].as_str()?, e["ts"].as_str()?))
-        })
+        .zip(e["ts"].as_str())
+        .map(|(channel, ts)| format!("{channel}/{ts}"));
+    let event = payload["event_id"].as_str().map(|id| format!("event:{id}"));
+    message.into_iter().chain(event).collect()
 }
 
 /// Reads `channel` through Socket Mode until `cancel` or `lost`.
@@ -151,10 +154,11 @@ pub(super) async fn read(
                         }
                     }
                     let payload = &envelope["payload"];
-                    if let Some(key) = event_key(payload) {
-                        if seen.contains(&key) {
-                            continue;
-                        }
+                    let keys = event_keys(payload);
+                    if keys.iter().any(|key| seen.contains(key)) {
+                        continue;
+                    }
+                    for key in keys {
                         if seen.len() == SEEN {
                             seen.pop_front();
                         }
@@ -193,10 +197,14 @@ mod tests {
         assert!(message_of(&event(json!({"bot_id": "B1"}))).is_none());
         assert!(message_of(&event(json!({"subtype": "message_changed"}))).is_none());
         assert!(message_of(&json!({"event": {"type": "reaction_added"}})).is_none());
-        assert_eq!(event_key(&event(json!({}))).as_deref(), Some("C1/1.2"));
+        assert_eq!(event_keys(&event(json!({}))), ["C1/1.2"]);
         assert_eq!(
-            event_key(&json!({"event_id": "Ev1", "event": {}})).as_deref(),
-            Some("Ev1")
+            event_keys(&json!({"event_id": "Ev1", "event": {}})),
+            ["event:Ev1"]
         );
+        // A mention's `message` and `app_mention` share the channel and ts, not the event id.
+        let mut mention = event(json!({"type": "app_mention"}));
+        mention["event_id"] = json!("Ev2");
+        assert_eq!(event_keys(&mention), ["C1/1.2", "event:Ev2"]);
     }
 }

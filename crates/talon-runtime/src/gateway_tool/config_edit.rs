@@ -1,9 +1,8 @@
 //! The configuration file as the `gateway` tool shows and changes it.
 //!
-//! **Shown** with every secret value replaced (`token`, `api_key`, `password`, `*_token`,
-//! `*_key`, …, every value of an `env` or `headers` table, the password of a URL): a model
-//! that reads the configuration learns its shape, never a credential. Keys that only *name*
-//! where a secret lives (`token_secret`, `api_key_env`) are shown.
+//! **Shown** with every credential replaced, found by key, by position and by shape (see
+//! [`super::redact`]): a model that reads the configuration learns its shape, never a
+//! credential.
 //!
 //! **Changed** only in [`PATCHABLE_SECTIONS`] and [`PATCHABLE_KEYS`]: the agent loop's defaults
 //! (`[chat]`) and which search providers are asked, for how long (never their endpoints: a
@@ -25,84 +24,6 @@ use toml_edit::{DocumentMut, Item, Table};
 pub const PATCHABLE_SECTIONS: &[&str] = &["chat"];
 /// Single keys a patch may change.
 pub const PATCHABLE_KEYS: &[&str] = &["web.search.providers", "web.search.timeout_secs"];
-
-const REDACTED: &str = "[redacted]";
-
-/// Whether a key's value is a credential.
-fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    if key.ends_with("_env") || (key.ends_with("_secret") && key != "client_secret") {
-        // They name where the secret is (an environment variable, a stored secret).
-        return false;
-    }
-    matches!(
-        key.as_str(),
-        "token" | "api_key" | "apikey" | "password" | "secret" | "client_secret" | "authorization"
-    ) || key.ends_with("_token")
-        || key.ends_with("_password")
-        || key.ends_with("_key")
-}
-
-/// A URL's password replaced (`postgres://u:pw@h/db` → `postgres://u:[redacted]@h/db`).
-fn redact_url(text: &str) -> Option<String> {
-    let (scheme, rest) = text.split_once("://")?;
-    let (userinfo, host) = rest.split_once('@')?;
-    let (user, _) = userinfo.split_once(':')?;
-    Some(format!("{scheme}://{user}:{REDACTED}@{host}"))
-}
-
-fn redact_item(item: &mut Item, all: bool) {
-    match item {
-        Item::Table(table) => redact_table(table, false),
-        Item::ArrayOfTables(tables) => {
-            for table in tables.iter_mut() {
-                redact_table(table, false);
-            }
-        }
-        Item::Value(value) => redact_value(value, all),
-        Item::None => {}
-    }
-}
-
-fn redact_value(value: &mut toml_edit::Value, all: bool) {
-    match value {
-        toml_edit::Value::InlineTable(table) => {
-            for (key, value) in table.iter_mut() {
-                let all = all || is_secret_key(&key) || matches!(&*key, "env" | "headers");
-                redact_value(value, all);
-            }
-        }
-        toml_edit::Value::Array(values) => {
-            for value in values.iter_mut() {
-                redact_value(value, all);
-            }
-        }
-        toml_edit::Value::String(text) => {
-            if all {
-                *value = REDACTED.into();
-            } else if let Some(url) = redact_url(text.value()) {
-                *value = url.into();
-            }
-        }
-        _ if all => *value = REDACTED.into(),
-        _ => {}
-    }
-}
-
-fn redact_table(table: &mut Table, all: bool) {
-    for (key, item) in table.iter_mut() {
-        let secret = all || is_secret_key(&key);
-        if matches!(&*key, "env" | "headers") {
-            if let Item::Table(inner) = item {
-                redact_table(inner, true);
-                continue;
-            }
-            redact_item(item, true);
-            continue;
-        }
-        redact_item(item, secret);
-    }
-}
 
 /// `text` (a configuration file) with its secrets replaced, whole or only the section at the
 /// dotted `section` path.
@@ -136,7 +57,7 @@ fn section_mut<'a, S: AsRef<str>>(
 
 pub fn shown(text: &str, section: Option<&str>) -> Result<String, String> {
     let mut doc = parse(text)?;
-    redact_table(doc.as_table_mut(), false);
+    super::redact::redact_document(&mut doc);
     let Some(section) = section.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(doc.to_string());
     };

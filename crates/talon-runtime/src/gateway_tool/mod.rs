@@ -15,6 +15,7 @@
 //! reload never takes a working gateway down for a file that does not load.
 
 pub mod config_edit;
+mod redact;
 
 use std::path::PathBuf;
 use std::sync::Arc;

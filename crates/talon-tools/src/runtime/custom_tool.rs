@@ -105,6 +105,8 @@ pub fn check_definition(spec: &CustomToolSpec) -> Result<Value, String> {
             "command: placeholder {{{{.{missing}}}}} names no parameter; declare {missing:?} in parameters or remove it"
         ));
     }
+    talon_exec::analysis::template::check_placeholders(&spec.command)
+        .map_err(|e| format!("command: {e}"))?;
     if let Some(unused) = properties.keys().find(|p| !used.contains(p)) {
         return Err(format!(
             "parameter {unused:?} is not used in the command; add {{{{.{unused}}}}} to it or remove the parameter"

@@ -294,7 +294,8 @@ impl Web {
                         fetcher.config().max_body
                     )
                 } else {
-                    crate::fs::pdf::read(&fetched.body, None)
+                    crate::fs::pdf::read_async(fetched.body.clone(), None)
+                        .await
                         .unwrap_or_else(|e| format!("(the PDF's text cannot be extracted: {e})"))
                 };
             }

@@ -121,8 +121,13 @@ impl Workspace {
     }
 }
 
-/// A real PDF with `pages` pages, page N saying "This is page N".
+/// A real PDF with `pages` pages, page N saying "This is page N". Reading it needs the parsers'
+/// helper process, so this points `talon_tools::untrusted_parse` at this crate's.
 pub fn pdf(pages: usize) -> Vec<u8> {
+    talon_tools::untrusted_parse::set_helper(
+        env!("CARGO_BIN_EXE_talon-parse-helper").into(),
+        Vec::new(),
+    );
     let mut doc = Document::with_version("1.5");
     let pages_id = doc.new_object_id();
     let font_id = doc.add_object(dictionary! {

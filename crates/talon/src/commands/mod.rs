@@ -57,7 +57,11 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Completions { shell } => {
             return setup::completions(*shell, &mut <Cli as clap::CommandFactory>::command());
         }
-        Command::Init { path, force } => return setup::init(path.clone(), *force),
+        Command::Init { token: true, .. } => {
+            println!("{}", setup::new_token());
+            return ExitCode::SUCCESS;
+        }
+        Command::Init { path, force, .. } => return setup::init(path.clone(), *force),
         Command::Config {
             command: ConfigCommand::Show { json },
         } => return setup::show(cli.config.as_deref(), cli.data_dir.as_deref(), *json),

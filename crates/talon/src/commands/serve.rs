@@ -37,6 +37,7 @@ pub async fn run(
     {
         return usage_error(e);
     }
+    raise_nofile_limit();
     let gateway = GatewayConfig {
         bind,
         token: config.gateway.token.clone().filter(|t| !t.is_empty()),
@@ -44,6 +45,13 @@ pub async fn run(
         allowed_origins: config.gateway.allowed_origins.clone(),
         mcp_client_confirms: config.mcp_server.client_confirms.unwrap_or(false),
     };
+    if let Some(Err(e)) = gateway
+        .token
+        .as_deref()
+        .map(talon_gateway::check_token_strength)
+    {
+        return usage_error(talon_gateway::GatewayError::WeakToken(e));
+    }
     let config_names: Vec<String> = config.mcp_servers.keys().cloned().collect();
     let config_file = config.source.clone();
     // State: the database (created and migrated on first start), the secrets key, the default
@@ -161,11 +169,29 @@ pub async fn run(
     }
     match served {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ talon_gateway::GatewayError::NoTokenBeyondLoopback(_)) => usage_error(e),
+        Err(
+            e @ (talon_gateway::GatewayError::NoTokenBeyondLoopback(_)
+            | talon_gateway::GatewayError::WeakToken(_)),
+        ) => usage_error(e),
         Err(e) => {
             eprintln!("talon serve: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Raises the open-files soft limit to the hard limit: each connection holds a descriptor, and
+/// the common soft limit of 1,024 let a thousand half-sent requests exhaust them (issue 35).
+fn raise_nofile_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(error = %e, soft, hard, "cannot raise the open-files limit");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
     }
 }
 

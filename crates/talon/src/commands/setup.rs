@@ -27,7 +27,12 @@ pub fn init(path: Option<PathBuf>, force: bool) -> ExitCode {
             path.display()
         ));
     }
-    match write_private(&path, TEMPLATE) {
+    // The gateway's token line carries a fresh random token, ready to uncomment.
+    let text = TEMPLATE.replace(
+        "# token = \"<random>\"",
+        &format!("# token = \"{}\"", new_token()),
+    );
+    match write_private(&path, &text) {
         Ok(()) => {
             println!("wrote {}", path.display());
             println!(
@@ -40,6 +45,17 @@ pub fn init(path: Option<PathBuf>, force: bool) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A random gateway token: 32 bytes from the operating system's generator, base64url (43
+/// characters), comfortably past `talon_gateway::check_token_strength`.
+pub fn new_token() -> String {
+    use base64::Engine as _;
+    let bytes: [u8; 32] = rand::random();
+    format!(
+        "tln_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
 }
 
 /// Writes `text` to `path` readable by its owner only (Talon refuses a configuration others

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::{self, invoke};
 
-pub const TOKEN: &str = "custom-tools-token";
+pub const TOKEN: &str = "custom-tools-token-4f9a2c1e";
 
 pub fn config() -> String {
     format!("[gateway]\ntoken = \"{TOKEN}\"\n[agents.ops]\n[tools]\nrate_limit_per_hour = 0\n")

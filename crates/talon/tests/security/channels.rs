@@ -150,3 +150,69 @@ async fn h27_08_a_chat_schedules_only_for_itself_and_cannot_administer_the_gatew
     );
     assert!(!std::path::Path::new("/tmp/h27-pwned").exists());
 }
+
+/// Issue 35: Slack delivers one mention as a `message` and an `app_mention` with different
+/// event ids; it is one message and gets one answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn h35_a_slack_mention_is_answered_once() {
+    use crate::support::platforms::SLACK_APP_TOKEN;
+    let platforms = Platforms::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"conversations": [
+            {"when": "H35-MENTION", "turns": [{"text": "One answer."}]},
+            {"when": "H35-LATER", "turns": [{"text": "Second message answered."}]}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n\
+             [tools]\nrate_limit_per_hour = 0\n\
+             [channels.sl]\nkind = \"slack\"\nbase_url = \"{}\"\ntoken_env = \"SLACK_BOT_TOKEN\"\napp_token_env = \"SLACK_APP_TOKEN\"\ninbound = true\nchats = [\"C1\", \"C2\"]\n",
+            mock.url, platforms.url
+        ),
+    )
+    .unwrap();
+    let dir = home.path().to_path_buf();
+    let _server = tokio::task::spawn_blocking(move || {
+        support::serve_in(
+            &dir,
+            &[
+                ("SLACK_BOT_TOKEN", SLACK_TOKEN),
+                ("SLACK_APP_TOKEN", SLACK_APP_TOKEN),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let event = |kind: &str, channel: &str, text: &str| {
+        json!({"type": kind, "channel": channel, "user": "U7", "text": text, "ts": "20.1",
+               "channel_type": "channel"})
+    };
+    platforms.push_slack_event("env-1", "Ev1", event("message", "C1", "<@B0> H35-MENTION"));
+    platforms.push_slack_event(
+        "env-2",
+        "Ev2",
+        event("app_mention", "C1", "<@B0> H35-MENTION"),
+    );
+    // The same ts in another channel is another message (a session of its own).
+    platforms.push_slack_event("env-3", "Ev3", event("message", "C2", "H35-LATER"));
+    let posted = platforms.wait_for("/api/chat.postMessage", 2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let texts: Vec<String> = platforms
+        .calls_to("/api/chat.postMessage")
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        texts.iter().filter(|t| *t == "One answer.").count(),
+        1,
+        "{texts:?} {posted:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t == "Second message answered."),
+        "{texts:?}"
+    );
+}

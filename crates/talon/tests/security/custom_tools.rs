@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::support::{self, invoke};
 
-const TOKEN: &str = "h27-token";
+const TOKEN: &str = "h27-token-5b8e1d7c3a9f2460";
 
 fn config() -> String {
     format!("[gateway]\ntoken = \"{TOKEN}\"\n[tools]\nrate_limit_per_hour = 0\n")
@@ -211,4 +211,70 @@ async fn h27_05_a_gateway_without_a_token_accepts_no_definitions() {
         .await
         .unwrap();
     assert_eq!(listed["tools"], json!([]));
+}
+
+/// Issue 35: a placeholder the operator put inside quotes (or anywhere a single-quoted word is
+/// not data, or as the program's name) is refused when the tool is defined, through the CLI and
+/// the HTTP API alike, with the fix; the same template written with the placeholder as a word
+/// keeps a value's `$(…)` as text.
+#[tokio::test]
+async fn h35_a_quoted_placeholder_is_refused_at_definition() {
+    let server = support::serve(&[], Some(&config()));
+    let addr = server.addr.clone();
+    for command in [
+        "echo \"you said: {{.msg}}\"",
+        "echo 'you said: {{.msg}}'",
+        "cat <<EOF\n{{.msg}}\nEOF",
+        "{{.msg}} --version",
+    ] {
+        let (status, body) = define(
+            &addr,
+            Some(TOKEN),
+            json!({"name": "say", "description": "Say something.", "command": command,
+                   "parameters": {"properties": {"msg": {"type": "string"}}}}),
+        )
+        .await;
+        assert_eq!(status, 400, "{command}: {body}");
+        assert!(body.to_string().contains("{{.msg}}"), "{command}: {body}");
+    }
+    let home = server.home.path().to_path_buf();
+    let out = support::command(&home)
+        .args([
+            "custom-tools",
+            "add",
+            "say",
+            "--description",
+            "Say something.",
+            "--command",
+            "echo \"you said: {{.msg}}\"",
+            "--param",
+            "msg:string:required",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("double quotes") && stderr.contains("echo \"you said:\" {{.msg}}"),
+        "{stderr}"
+    );
+    let (status, body) = define(
+        &addr,
+        Some(TOKEN),
+        json!({"name": "say", "description": "Say something.",
+               "command": "echo \"you said:\" {{.msg}}",
+               "parameters": {"properties": {"msg": {"type": "string"}}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    loaded(&addr, "say").await;
+    let (status, body) = invoke(
+        &addr,
+        Some(TOKEN),
+        json!({"tool": "say", "args": {"msg": "\"$(echo INJECTED)\""}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let text = body.to_string();
+    assert!(text.contains("$(echo INJECTED)"), "{text}");
 }
