@@ -224,10 +224,13 @@ pub async fn serve(
             source,
         })?;
     let local = listener.local_addr().unwrap_or(config.bind);
+    // No tool's connection reaches this listener, whatever the address rules allow.
+    talon_net::own::register_listener(local);
     tracing::info!(addr = %local, auth = config.token.is_some(), "gateway listening");
     access_log::spawn_event_log(services.pipeline.events(), shutdown.clone());
     let app = router(&config, services, shutdown.clone());
     listen::serve(listener, app, shutdown, MAX_PENDING).await;
+    talon_net::own::unregister_listener(local);
     tracing::info!("gateway stopped");
     Ok(())
 }

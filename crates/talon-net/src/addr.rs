@@ -373,7 +373,7 @@ fn covers(net: &IpNet, ip: IpAddr) -> bool {
 }
 
 /// The IP addresses of this host's network interfaces.
-fn host_addresses() -> std::io::Result<Vec<IpAddr>> {
+pub(crate) fn host_addresses() -> std::io::Result<Vec<IpAddr>> {
     let mut out = Vec::new();
     for ifa in nix::ifaddrs::getifaddrs().map_err(std::io::Error::from)? {
         let Some(addr) = ifa.address else { continue };

@@ -112,6 +112,9 @@ pub enum Reason {
     /// The resolver did not answer in time.
     #[error("name resolution timed out after {0:?}")]
     ResolveTimeout(Duration),
+    /// The destination is one of Talon's own listeners (see [`crate::own`]).
+    #[error("{0} is Talon's own gateway, which tools never reach")]
+    OwnListener(SocketAddr),
 }
 
 impl Reason {
@@ -124,6 +127,7 @@ impl Reason {
                 | Reason::InvalidPort
                 | Reason::Domain(_)
                 | Reason::Address { .. }
+                | Reason::OwnListener(_)
         )
     }
 }
@@ -302,6 +306,7 @@ impl Guard {
     }
 
     fn check_addr(&self, host: &Host, port: u16, ip: IpAddr) -> Result<(), Refusal> {
+        check_own(host, port, ip)?;
         self.addresses
             .check(ip)
             .map_err(|why| Refusal::new(host, port, Reason::Address { addr: ip, why }))
@@ -342,6 +347,7 @@ impl Guard {
             && self.private_hosts.iter().any(|p| p.matches(&parsed));
         for ip in &ips {
             if named_private && crate::addr::classify(*ip) != crate::addr::AddrClass::Metadata {
+                check_own(&parsed, port, *ip)?;
                 continue;
             }
             self.check_addr(&parsed, port, *ip)?;
@@ -399,6 +405,18 @@ impl Guard {
             }),
         }
     }
+}
+
+/// Refuses Talon's own listeners, whatever the address rules say.
+fn check_own(host: &Host, port: u16, ip: IpAddr) -> Result<(), Refusal> {
+    if crate::own::is_own_listener(ip, port) {
+        return Err(Refusal::new(
+            host,
+            port,
+            Reason::OwnListener(SocketAddr::new(ip, port)),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ pub mod addr;
 pub mod bridge;
 pub mod guard;
 pub mod hosts;
+pub mod own;
 pub mod proxy;
 pub mod sse;
 

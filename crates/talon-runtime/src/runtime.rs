@@ -130,6 +130,17 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         config.tools.profile = Some(profile.clone());
     }
     let data_dir = crate::config::data_dir(overrides.data_dir.as_deref());
+    // The configured gateway's address is Talon's own, in every entry point (a `talon chat`
+    // beside a running `talon serve` too): no tool's connection reaches it.
+    if let Ok(bind) = config
+        .gateway
+        .bind
+        .as_deref()
+        .unwrap_or(talon_gateway::DEFAULT_BIND)
+        .parse()
+    {
+        talon_net::own::register_listener(bind);
+    }
     let Validated {
         mode,
         policy,

@@ -65,7 +65,8 @@ fn crates_depend_only_on_lower_layers() {
         ("talon-mcp", &["talon-core", "talon-jsonrpc"]),
         // The mock provider answers /v1/embeddings with an embedder.
         ("talon-agent", &["talon-core", "talon-net", "talon-embed"]),
-        ("talon-gateway", &["talon-core", "talon-mcp"]),
+        // The gateway registers its listener so no tool's connection reaches it.
+        ("talon-gateway", &["talon-core", "talon-mcp", "talon-net"]),
         // The runtime as a library: everything the binary runs, for an embedder.
         (
             "talon-runtime",
@@ -80,6 +81,7 @@ fn crates_depend_only_on_lower_layers() {
                 "talon-mcp",
                 "talon-gateway",
                 "talon-store",
+                "talon-net",
             ],
         ),
         (

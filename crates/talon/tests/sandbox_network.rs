@@ -21,17 +21,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// `perl get.pl URL`: an absolute-form GET through `$HTTP_PROXY`, printing the whole response.
-const GET_PL: &str = r#"use strict; use IO::Socket::INET;
-my ($url) = @ARGV;
-my ($ph, $pp) = ($ENV{HTTP_PROXY} // '') =~ m{^http://([^:/]+):(\d+)} or die "no HTTP_PROXY\n";
-my $s = IO::Socket::INET->new(PeerAddr => $ph, PeerPort => $pp, Proto => 'tcp', Timeout => 10)
-  or die "cannot reach the proxy: $!\n";
-my ($host) = $url =~ m{^http://([^/]+)};
-print $s "GET $url HTTP/1.1\r\nHost: $host\r\nConnection: close\r\n\r\n";
-local $/; my $r = <$s>; print $r // '';
-"#;
-
 /// `perl direct.pl HOST PORT`: a direct TCP connection, bypassing any proxy.
 const DIRECT_PL: &str = r#"use strict; use IO::Socket::INET;
 my ($h, $p) = @ARGV;
@@ -85,7 +74,7 @@ fn home(config: &str) -> Home {
     std::fs::write(dir.path().join("talon.toml"), config).unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    std::fs::write(ws.join("get.pl"), GET_PL).unwrap();
+    std::fs::write(ws.join("get.pl"), support::PERL_PROXY_GET).unwrap();
     std::fs::write(ws.join("direct.pl"), DIRECT_PL).unwrap();
     Home { dir, ws }
 }

@@ -13,6 +13,7 @@ mod security {
     mod h35_config;
     mod h35_gateway;
     mod h35_parsers;
+    mod h35_sandbox;
     mod modes;
     mod openai_compat;
     mod sandbox;

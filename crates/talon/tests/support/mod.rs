@@ -81,6 +81,17 @@ pub fn config_file(home: &Path) -> Option<PathBuf> {
     Some(copy)
 }
 
+/// `perl get.pl URL`: an absolute-form GET through `$HTTP_PROXY`, printing the whole response.
+pub const PERL_PROXY_GET: &str = r#"use strict; use IO::Socket::INET;
+my ($url) = @ARGV;
+my ($ph, $pp) = ($ENV{HTTP_PROXY} // '') =~ m{^http://([^:/]+):(\d+)} or die "no HTTP_PROXY\n";
+my $s = IO::Socket::INET->new(PeerAddr => $ph, PeerPort => $pp, Proto => 'tcp', Timeout => 10)
+  or die "cannot reach the proxy: $!\n";
+my ($host) = $url =~ m{^http://([^/]+)};
+print $s "GET $url HTTP/1.1\r\nHost: $host\r\nConnection: close\r\n\r\n";
+local $/; my $r = <$s>; print $r // '';
+"#;
+
 /// The official Python SDKs the interop tests run against (MCP's, OpenAI's and Anthropic's),
 /// Playwright, which drives Debian's chromium through the dashboard, and a package carrying
 /// the all-MiniLM-L6-v2 sentence model's files, which the local embedder loads.
