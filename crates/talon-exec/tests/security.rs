@@ -8,6 +8,7 @@ mod common;
 use std::collections::HashSet;
 
 use talon_exec::analysis::{Ask, Decision, Security, analyze};
+use talon_exec::credentialed::Site;
 
 /// What the approval step decides for `command` where it may ask.
 fn decision(command: &str, security: Security, ask: Ask, allow: &[&str]) -> Decision {
@@ -234,6 +235,7 @@ fn credential(name: &str) -> (tempfile::TempDir, talon_exec::credentialed::Crede
         env: vec![("SECRET".into(), "s3cret".into())],
         deny_args: preset.deny_args.iter().map(|s| s.to_string()).collect(),
         deny_verbose: preset.deny_verbose.iter().map(|s| s.to_string()).collect(),
+        destinations: Vec::new(),
     };
     (dir, credential)
 }
@@ -277,7 +279,7 @@ fn h21_09_credentialed_configuration_injection_is_refused() {
     for (name, commands) in cases {
         let (_dir, cred) = credential(name);
         for command in *commands {
-            let err = cred.plan(command, &[]).expect_err(command);
+            let err = cred.plan(command, &Site::default()).expect_err(command);
             assert!(
                 matches!(err, Refusal::Injection { .. } | Refusal::DeniedArgs { .. }),
                 "{command}: {err}"
@@ -287,7 +289,7 @@ fn h21_09_credentialed_configuration_injection_is_refused() {
     }
     let (_dir, git) = credential("git");
     let err = git
-        .plan("git -c 'alias.y=!env | base64' y", &[])
+        .plan("git -c 'alias.y=!env | base64' y", &Site::default())
         .expect_err("alias");
     let text = err.to_string();
     assert!(
@@ -299,7 +301,7 @@ fn h21_09_credentialed_configuration_injection_is_refused() {
         "GIT_CONFIG_PARAMETERS=\"'core.pager'='env'\" git log",
         "env GIT_EXTERNAL_DIFF=env git diff",
     ] {
-        let err = git.plan(command, &[]).expect_err(command);
+        let err = git.plan(command, &Site::default()).expect_err(command);
         assert!(matches!(err, Refusal::Shell { .. }), "{command}: {err}");
     }
     for fine in [
@@ -307,6 +309,6 @@ fn h21_09_credentialed_configuration_injection_is_refused() {
         "git push -u origin main",
         "git log -c --oneline",
     ] {
-        assert!(git.plan(fine, &[]).is_ok(), "{fine}");
+        assert!(git.plan(fine, &Site::default()).is_ok(), "{fine}");
     }
 }

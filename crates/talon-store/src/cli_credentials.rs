@@ -38,6 +38,9 @@ pub struct CliCredentialSpec {
     pub timeout_seconds: u64,
     /// A hint for the model about what the binary is for.
     pub tips: String,
+    /// Where its credentials may be sent (`host[:port][/path]`, `*.domain`); empty: the
+    /// binary's preset defaults.
+    pub destinations: Vec<String>,
 }
 
 /// A registered binary as listed: its configuration, the names (never values) of its
@@ -125,12 +128,13 @@ fn spec_of(row: &sqlx::any::AnyRow) -> Result<(CliCredentialSpec, Vec<String>), 
         deny_verbose: parse_list("deny_verbose", &row.try_get::<String, _>("deny_verbose")?)?,
         timeout_seconds: u64::try_from(timeout).unwrap_or(DEFAULT_CLI_TIMEOUT_SECS),
         tips: row.try_get("tips")?,
+        destinations: parse_list("destinations", &row.try_get::<String, _>("destinations")?)?,
     };
     let env_names = parse_list("env_names", &row.try_get::<String, _>("env_names")?)?;
     Ok((spec, env_names))
 }
 
-const COLUMNS: &str = "binary_name, binary_path, env_names, deny_args, deny_verbose, timeout_seconds, tips, created_at, updated_at";
+const COLUMNS: &str = "binary_name, binary_path, env_names, deny_args, deny_verbose, timeout_seconds, tips, destinations, created_at, updated_at";
 
 /// A list of binary names and when it was read.
 type ReadNames = (std::time::Instant, std::sync::Arc<Vec<String>>);
@@ -185,8 +189,8 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         let done = sqlx::query(
-            "INSERT INTO cli_credentials (binary_name, binary_path, env_names, deny_args, deny_verbose, timeout_seconds, tips, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (binary_name) DO NOTHING",
+            "INSERT INTO cli_credentials (binary_name, binary_path, env_names, deny_args, deny_verbose, timeout_seconds, tips, destinations, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (binary_name) DO NOTHING",
         )
         .bind(&spec.binary_name)
         .bind(&spec.binary_path)
@@ -195,6 +199,7 @@ impl Store {
         .bind(json_list(&spec.deny_verbose)?)
         .bind(i64::try_from(spec.timeout_seconds).unwrap_or(i64::MAX))
         .bind(&spec.tips)
+        .bind(json_list(&spec.destinations)?)
         .bind(now)
         .bind(now)
         .execute(&mut *tx)
@@ -227,14 +232,15 @@ impl Store {
         }
         let mut tx = self.pool().begin().await?;
         let done = sqlx::query(
-            "UPDATE cli_credentials SET binary_path = $1, deny_args = $2, deny_verbose = $3, timeout_seconds = $4, tips = $5, updated_at = $6 \
-             WHERE binary_name = $7",
+            "UPDATE cli_credentials SET binary_path = $1, deny_args = $2, deny_verbose = $3, timeout_seconds = $4, tips = $5, destinations = $6, updated_at = $7 \
+             WHERE binary_name = $8",
         )
         .bind(&spec.binary_path)
         .bind(json_list(&spec.deny_args)?)
         .bind(json_list(&spec.deny_verbose)?)
         .bind(i64::try_from(spec.timeout_seconds).unwrap_or(i64::MAX))
         .bind(&spec.tips)
+        .bind(json_list(&spec.destinations)?)
         .bind(now_ms())
         .bind(&spec.binary_name)
         .execute(&mut *tx)

@@ -133,6 +133,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0019_cron_delivery.sql"),
         postgres: include_str!("../migrations/postgres/0019_cron_delivery.sql"),
     },
+    Migration {
+        version: 20,
+        name: "cli_credential_destinations",
+        sqlite: include_str!("../migrations/sqlite/0020_cli_credential_destinations.sql"),
+        postgres: include_str!("../migrations/postgres/0020_cli_credential_destinations.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

@@ -645,6 +645,7 @@ fn gh_spec() -> talon_store::CliCredentialSpec {
         deny_verbose: vec!["-v".into()],
         timeout_seconds: 30,
         tips: "GitHub CLI".into(),
+        destinations: vec!["github.com".into()],
     }
 }
 

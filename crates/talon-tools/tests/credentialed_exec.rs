@@ -89,6 +89,7 @@ async fn env_built(mode: SandboxMode, build: impl FnOnce(&BuiltinConfig) -> Pipe
         deny_verbose: preset.deny_verbose.iter().map(|s| s.to_string()).collect(),
         timeout_seconds: 30,
         tips: "GitHub CLI".into(),
+        destinations: Vec::new(),
     };
     let env = BTreeMap::from([("GH_TOKEN".to_string(), TOKEN.to_string())]);
     store.add_cli_credential(&spec, &env).await.unwrap();

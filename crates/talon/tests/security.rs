@@ -11,6 +11,7 @@ mod security {
     mod custom_tools;
     mod gateway;
     mod h35_config;
+    mod h35_credentials;
     mod h35_gateway;
     mod h35_parsers;
     mod h35_sandbox;

@@ -23,6 +23,8 @@
 //! The command runs under the same sandbox as `exec` when the sandbox applies (see
 //! [`crate::Shell::job_for_argv`]).
 
+pub mod destinations;
+mod git_repo;
 mod injection;
 mod presets;
 #[cfg(test)]
@@ -85,6 +87,16 @@ pub enum Refusal {
         arg: String,
         why: String,
     },
+    /// The command would send the credentials somewhere the credential is not for.
+    #[error("`{binary}`: {named:?} is refused with stored credentials: {why}")]
+    Destination {
+        binary: String,
+        named: String,
+        why: String,
+    },
+    /// The repository a credentialed git would act on cannot be trusted with the credentials.
+    #[error("`git` with stored credentials: {0}")]
+    Repository(String),
     /// A configured pattern is not a valid regex: nothing runs until it is fixed.
     #[error(
         "`{binary}`: the configured deny pattern {pattern:?} is not a valid regular expression ({error}); \
@@ -112,6 +124,19 @@ pub struct Credential {
     pub env: Vec<(String, String)>,
     pub deny_args: Vec<String>,
     pub deny_verbose: Vec<String>,
+    /// Where the credentials may be sent (`host[:port][/path]`, `*.domain`); empty: the preset's
+    /// defaults (see [`destinations`]).
+    pub destinations: Vec<String>,
+}
+
+/// Where a credentialed command runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Site<'a> {
+    /// Directories the command could write: a configured binary inside one is refused.
+    pub writable_roots: &'a [PathBuf],
+    /// The call's workspace and working directory; without them git acts on no repository.
+    pub workspace: Option<&'a Path>,
+    pub cwd: Option<&'a Path>,
 }
 
 /// What runs: the verified program and the parsed arguments, with the command's environment.
@@ -293,8 +318,8 @@ impl Credential {
     /// Checks `command` and turns it into what runs, or says why it must not run. The steps:
     /// NUL and emptiness, parsing (one plain command), path verification of the command's
     /// first word and of the configured binary, then the deny patterns.
-    pub fn plan(&self, command: &str, writable_roots: &[PathBuf]) -> Result<Plan, Refusal> {
-        self.plan_analysed(command, &analysis::analyze(command.trim()), writable_roots)
+    pub fn plan(&self, command: &str, site: &Site<'_>) -> Result<Plan, Refusal> {
+        self.plan_analysed(command, &analysis::analyze(command.trim()), site)
     }
 
     /// [`Credential::plan`] with `command` already analysed (`parsed` is [`analysis::analyze`]
@@ -304,7 +329,7 @@ impl Credential {
         &self,
         command: &str,
         parsed: &Analysis,
-        writable_roots: &[PathBuf],
+        site: &Site<'_>,
     ) -> Result<Plan, Refusal> {
         let binary = self.binary_name.as_str();
         let shell_refusal = |reason: &str| Refusal::Shell {
@@ -368,16 +393,90 @@ impl Credential {
             return Err(shell_refusal("it runs no command"));
         };
         self.verify_first_word(first)?;
-        let program = verify_binary_path(binary, &self.binary_path, writable_roots)?;
+        let program = verify_binary_path(binary, &self.binary_path, site.writable_roots)?;
         let args = segment.args();
         check_args(binary, args, &self.deny_args, &self.deny_verbose)?;
         injection::check(binary, args)?;
-        let mut argv: Vec<OsString> = vec![program.into_os_string()];
+        let mut argv: Vec<OsString> = vec![program.clone().into_os_string()];
+        let mut env = self.environment();
+        let mut remotes = Vec::new();
+        let mut own_env: Vec<(String, String)> = Vec::new();
+        match binary {
+            "git" => {
+                let pinned = match (site.workspace, site.cwd) {
+                    (Some(ws), Some(cwd)) => git_repo::pin(&program, ws, cwd)?,
+                    _ => None,
+                };
+                own_env = git_repo::environment(pinned.as_ref(), site.workspace);
+                if let Some(pinned) = pinned {
+                    remotes = pinned.remote_urls;
+                }
+                for value in git_repo::OVERRIDES {
+                    argv.push("-c".into());
+                    argv.push((*value).into());
+                }
+            }
+            "psql" => {
+                // Neither a startup file nor a service file chooses what psql runs or where.
+                own_env = vec![
+                    ("PSQLRC".into(), "/dev/null".into()),
+                    ("PGSERVICEFILE".into(), "/dev/null".into()),
+                ];
+            }
+            _ => {}
+        }
+        for url in &remotes {
+            let lower = url.to_ascii_lowercase();
+            if lower.starts_with("ext::") || lower.starts_with("fd::") {
+                return Err(Refusal::Repository(format!(
+                    "a remote of the repository is {url:?}, a transport that runs a command"
+                )));
+            }
+        }
+        let targets = destinations::targets(binary, args, &self.env, &remotes)?;
+        destinations::check(binary, &targets, &self.destinations()?)?;
+        for (name, value) in own_env {
+            env.retain(|(n, _)| *n != name);
+            env.push((name, value.into()));
+        }
         argv.extend(args.iter().map(OsString::from));
-        Ok(Plan {
-            argv,
-            env: self.environment(),
-        })
+        Ok(Plan { argv, env })
+    }
+
+    /// The destinations this credential is for: the configured ones, else the preset's (and,
+    /// for `psql`, the host its `PGHOST` names).
+    fn destinations(&self) -> Result<Vec<destinations::Destination>, Refusal> {
+        let parse = |text: &str| {
+            destinations::Destination::parse(text).map_err(|e| Refusal::Destination {
+                binary: self.binary_name.clone(),
+                named: text.to_string(),
+                why: format!("the configured {e}"),
+            })
+        };
+        if !self.destinations.is_empty() {
+            return self.destinations.iter().map(|d| parse(d)).collect();
+        }
+        let mut out: Vec<destinations::Destination> = preset(&self.binary_name)
+            .map(|p| p.destinations)
+            .unwrap_or_default()
+            .iter()
+            .map(|d| parse(d))
+            .collect::<Result<_, _>>()?;
+        if self.binary_name == "psql" {
+            for (name, value) in &self.env {
+                if name == "PGHOST" || name == "PGHOSTADDR" {
+                    for host in value.split(',').filter(|h| !h.is_empty()) {
+                        let host = if host.starts_with('/') {
+                            "localhost"
+                        } else {
+                            host
+                        };
+                        out.push(parse(host)?);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The command's first word must be the bare name or exactly the configured path.

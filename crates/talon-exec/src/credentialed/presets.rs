@@ -16,6 +16,8 @@ pub struct Preset {
     pub env_hint: &'static [&'static str],
     /// What the model is told about the binary.
     pub tips: &'static str,
+    /// Where its credentials may go when the operator names no destinations.
+    pub destinations: &'static [&'static str],
 }
 
 /// The presets: `gh`, `gcloud`, `aws`, `kubectl`, `terraform`, `git`, `psql`.
@@ -33,6 +35,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &["--verbose", "-v"],
         env_hint: &["GH_TOKEN"],
         tips: "GitHub CLI: gh api, gh repo, gh issue, gh pr, gh run, …",
+        destinations: &["github.com", "api.github.com", "uploads.github.com"],
     },
     Preset {
         name: "gcloud",
@@ -47,6 +50,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &["--verbosity=debug", "--log-http"],
         env_hint: &["CLOUDSDK_AUTH_ACCESS_TOKEN", "CLOUDSDK_CORE_PROJECT"],
         tips: "Google Cloud CLI: gcloud compute, gcloud storage, gcloud run, …",
+        destinations: &["*.googleapis.com"],
     },
     Preset {
         name: "aws",
@@ -60,6 +64,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &["--debug"],
         env_hint: &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"],
         tips: "AWS CLI: aws s3, aws ec2 describe-*, aws logs, …",
+        destinations: &["*.amazonaws.com"],
     },
     Preset {
         name: "kubectl",
@@ -73,6 +78,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &[],
         env_hint: &["KUBECONFIG"],
         tips: "Kubernetes CLI: kubectl get, kubectl describe, kubectl logs, …",
+        destinations: &[],
     },
     Preset {
         name: "terraform",
@@ -81,6 +87,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &[],
         env_hint: &["TF_TOKEN_app_terraform_io"],
         tips: "Terraform: terraform init, plan, apply, output, …",
+        destinations: &["app.terraform.io", "registry.terraform.io"],
     },
     Preset {
         name: "git",
@@ -96,6 +103,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &[],
         env_hint: &["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"],
         tips: "git with stored credentials (for example an http.extraHeader set through GIT_CONFIG_* variables)",
+        destinations: &[],
     },
     Preset {
         name: "psql",
@@ -108,6 +116,7 @@ pub const PRESETS: &[Preset] = &[
         deny_verbose: &[],
         env_hint: &["PGHOST", "PGUSER", "PGPASSWORD", "PGDATABASE"],
         tips: "PostgreSQL client: psql -c 'SELECT …'",
+        destinations: &[],
     },
 ];
 

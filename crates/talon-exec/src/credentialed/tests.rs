@@ -22,6 +22,7 @@ fn fake_gh() -> (tempfile::TempDir, Credential) {
         env: vec![("GH_TOKEN".into(), "ghp_unit_test_token".into())],
         deny_args: gh.deny_args.iter().map(|s| s.to_string()).collect(),
         deny_verbose: gh.deny_verbose.iter().map(|s| s.to_string()).collect(),
+        destinations: Vec::new(),
     };
     (dir, credential)
 }
@@ -53,7 +54,7 @@ fn a_plain_command_runs_the_configured_binary_with_the_parsed_words() {
     let plan = cred
         .plan(
             r#"gh api 'repos/a/b?x=1;y' --jq ".a | .b" "two words""#,
-            &[],
+            &Site::default(),
         )
         .unwrap();
     assert_eq!(plan.argv[0], cred.binary_path.as_os_str());
@@ -65,10 +66,10 @@ fn a_plain_command_runs_the_configured_binary_with_the_parsed_words() {
     // The exact configured path and a different case of the name are the same binary.
     let exact = format!("{} api user", cred.binary_path.display());
     assert_eq!(
-        args_of(&cred.plan(&exact, &[]).unwrap()),
+        args_of(&cred.plan(&exact, &Site::default()).unwrap()),
         vec!["api", "user"]
     );
-    assert!(cred.plan("GH api user", &[]).is_ok());
+    assert!(cred.plan("GH api user", &Site::default()).is_ok());
 }
 
 #[test]
@@ -83,8 +84,8 @@ fn the_permission_steps_analysis_plans_as_a_fresh_parse_does() {
         "gh $X",
     ] {
         let carried = crate::analysis::analyze(command);
-        let planned = cred.plan_analysed(command, &carried, &[]);
-        match cred.plan(command, &[]) {
+        let planned = cred.plan_analysed(command, &carried, &Site::default());
+        match cred.plan(command, &Site::default()) {
             Ok(fresh) => assert_eq!(args_of(&planned.unwrap()), args_of(&fresh), "{command:?}"),
             Err(fresh) => assert_eq!(planned.unwrap_err(), fresh, "{command:?}"),
         }
@@ -107,27 +108,40 @@ fn spoofed_paths_fail_path_verification() {
         format!("{}/gh api user", other.display()),
         "/usr/local/bin/gh api user".to_string(),
     ] {
-        let err = cred.plan(&command, &[]).expect_err(&command);
+        let err = cred.plan(&command, &Site::default()).expect_err(&command);
         assert!(matches!(err, Refusal::Path(_)), "{command}: {err}");
     }
     // A configured binary the workspace could replace is refused.
     let err = cred
-        .plan("gh api user", &[dir.path().to_path_buf()])
+        .plan(
+            "gh api user",
+            &Site {
+                writable_roots: &[dir.path().to_path_buf()],
+                ..Site::default()
+            },
+        )
         .expect_err("inside a writable root");
     assert!(err.to_string().contains("writable directory"), "{err}");
     // A configured path that is missing, not executable or named otherwise is refused.
     let mut missing = cred.clone();
     missing.binary_path = dir.path().join("nope/gh");
-    assert!(matches!(missing.plan("gh x", &[]), Err(Refusal::Path(_))));
+    assert!(matches!(
+        missing.plan("gh x", &Site::default()),
+        Err(Refusal::Path(_))
+    ));
     let plain = dir.path().join("sub/gh");
     std::fs::write(&plain, "not a program").unwrap();
     let mut not_exec = cred.clone();
     not_exec.binary_path = plain;
-    let err = not_exec.plan("gh x", &[]).expect_err("not executable");
+    let err = not_exec
+        .plan("gh x", &Site::default())
+        .expect_err("not executable");
     assert!(err.to_string().contains("not an executable file"), "{err}");
     let mut renamed = cred.clone();
     renamed.binary_name = "hub".into();
-    let err = renamed.plan("hub x", &[]).expect_err("file name differs");
+    let err = renamed
+        .plan("hub x", &Site::default())
+        .expect_err("file name differs");
     assert!(err.to_string().contains("does not name"), "{err}");
 }
 
@@ -158,15 +172,21 @@ fn shell_syntax_is_refused_by_parsing() {
         "gh api user # comment",
         "gh api user\nrm -rf /",
     ] {
-        let err = cred.plan(command, &[]).expect_err(command);
+        let err = cred.plan(command, &Site::default()).expect_err(command);
         assert!(matches!(err, Refusal::Shell { .. }), "{command:?}: {err}");
         assert!(
             err.to_string().contains("without a shell"),
             "the refusal explains why: {err}"
         );
     }
-    assert!(matches!(cred.plan("  ", &[]), Err(Refusal::Command(_))));
-    assert!(matches!(cred.plan("gh\0x", &[]), Err(Refusal::Command(_))));
+    assert!(matches!(
+        cred.plan("  ", &Site::default()),
+        Err(Refusal::Command(_))
+    ));
+    assert!(matches!(
+        cred.plan("gh\0x", &Site::default()),
+        Err(Refusal::Command(_))
+    ));
 }
 
 #[test]
@@ -195,7 +215,7 @@ fn everyday_cli_arguments_pass() {
         ),
     ] {
         let plan = cred
-            .plan(command, &[])
+            .plan(command, &Site::default())
             .unwrap_or_else(|e| panic!("{command}: {e}"));
         assert_eq!(args_of(&plan), args, "{command}");
     }
@@ -204,7 +224,9 @@ fn everyday_cli_arguments_pass() {
 #[test]
 fn quoted_tildes_are_data() {
     let (_dir, cred) = fake_gh();
-    let plan = cred.plan(r#"gh api '~/x' "~y" a~b"#, &[]).unwrap();
+    let plan = cred
+        .plan(r#"gh api '~/x' "~y" a~b"#, &Site::default())
+        .unwrap();
     assert_eq!(args_of(&plan), vec!["api", "~/x", "~y", "a~b"]);
     assert!(starts_word_with_tilde("gh api ~"));
     assert!(starts_word_with_tilde("gh 'a b' ~/x"));
@@ -221,21 +243,21 @@ fn deny_args_and_deny_verbose() {
         "gh secret list",
         "gh ssh-key list",
     ] {
-        let err = cred.plan(command, &[]).expect_err(command);
+        let err = cred.plan(command, &Site::default()).expect_err(command);
         assert!(
             matches!(err, Refusal::DeniedArgs { .. }),
             "{command}: {err}"
         );
     }
     for command in ["gh api -v user", "gh api -vv user", "gh api --verbose user"] {
-        let err = cred.plan(command, &[]).expect_err(command);
+        let err = cred.plan(command, &Site::default()).expect_err(command);
         assert!(
             matches!(err, Refusal::DeniedVerbose { .. }),
             "{command}: {err}"
         );
     }
     for command in ["gh --version", "gh api user", "gh repo view me/auth"] {
-        assert!(cred.plan(command, &[]).is_ok(), "{command}");
+        assert!(cred.plan(command, &Site::default()).is_ok(), "{command}");
     }
 }
 
@@ -249,7 +271,9 @@ fn invalid_patterns_fail_closed() {
 
     let (_dir, mut cred) = fake_gh();
     cred.deny_args.push("(unclosed".into());
-    let err = cred.plan("gh api user", &[]).expect_err("fails closed");
+    let err = cred
+        .plan("gh api user", &Site::default())
+        .expect_err("fails closed");
     assert!(matches!(err, Refusal::InvalidPattern { .. }), "{err}");
     assert!(
         err.to_string()
@@ -259,7 +283,7 @@ fn invalid_patterns_fail_closed() {
     let (_dir, mut cred) = fake_gh();
     cred.deny_verbose = vec!["(".into()];
     assert!(matches!(
-        cred.plan("gh api user", &[]),
+        cred.plan("gh api user", &Site::default()),
         Err(Refusal::InvalidPattern { .. })
     ));
 }
@@ -318,7 +342,7 @@ fn routing_sees_every_command() {
 #[test]
 fn the_environment_is_minimal() {
     let (_dir, cred) = fake_gh();
-    let plan = cred.plan("gh api user", &[]).unwrap();
+    let plan = cred.plan("gh api user", &Site::default()).unwrap();
     let names: Vec<&str> = plan.env.iter().map(|(n, _)| n.as_str()).collect();
     for name in &names {
         assert!(
@@ -402,7 +426,13 @@ async fn run_as_ops(
     command: &str,
     ws: &std::path::Path,
 ) -> crate::Outcome {
-    let plan = cred.plan(command, &writable_roots(shell, ws)).unwrap();
+    let roots = writable_roots(shell, ws);
+    let site = Site {
+        writable_roots: &roots,
+        workspace: Some(ws),
+        cwd: Some(ws),
+    };
+    let plan = cred.plan(command, &site).unwrap();
     let at = Placement {
         cwd: ws,
         workspace: ws,

@@ -257,9 +257,15 @@ impl Call<'_> {
             env: granted.env.into_iter().collect(),
             deny_args: spec.deny_args,
             deny_verbose: spec.deny_verbose,
+            destinations: spec.destinations,
         };
         let roots = credentialed::writable_roots(self.shell, &workspace);
-        let plan = or_error!(credential.plan_analysed(self.command, self.analysis, &roots));
+        let site = credentialed::Site {
+            writable_roots: &roots,
+            workspace: Some(&workspace),
+            cwd: Some(&cwd),
+        };
+        let plan = or_error!(credential.plan_analysed(self.command, self.analysis, &site));
         let agent = self.ctx.agent_key.as_deref();
         let at = Placement {
             cwd: &cwd,

@@ -86,6 +86,11 @@ pub struct AddArgs {
     /// What the program is for, shown to the model.
     #[arg(long, value_name = "TEXT")]
     tips: Option<String>,
+    /// Where its credentials may be sent: HOST, HOST:PORT, HOST/PATH or *.DOMAIN; repeatable.
+    /// A command naming any other destination is refused (default: the preset's, such as
+    /// github.com for gh, or psql's PGHOST).
+    #[arg(long = "destination", value_name = "HOST")]
+    destinations: Vec<String>,
     /// Grant it to this agent; repeatable.
     #[arg(long = "grant", value_name = "AGENT")]
     grants: Vec<String>,
@@ -222,6 +227,9 @@ async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
     let mut deny_verbose = preset.map(|p| strings(p.deny_verbose)).unwrap_or_default();
     deny_verbose.extend(r.deny_verbose.iter().cloned());
     credentialed::check_patterns(&name, &deny_args, &deny_verbose).map_err(usage_error)?;
+    for destination in &r.destinations {
+        credentialed::destinations::Destination::parse(destination).map_err(usage_error)?;
+    }
     let env = read_pairs("an environment entry", &r.env, r.env_from_stdin)?;
     let spec = CliCredentialSpec {
         binary_name: name.clone(),
@@ -237,6 +245,7 @@ async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
             .clone()
             .or(preset.map(|p| p.tips.to_string()))
             .unwrap_or_default(),
+        destinations: r.destinations.clone(),
     };
     let exists = store.cli_credential(&name).await.map_err(fail)?.is_some();
     let result = if exists && r.replace {
@@ -363,6 +372,7 @@ fn print_list(list: &[CliCredential], json: bool) {
                     "timeout_seconds": c.spec.timeout_seconds,
                     "deny_args": c.spec.deny_args,
                     "deny_verbose": c.spec.deny_verbose,
+                    "destinations": c.spec.destinations,
                     "tips": c.spec.tips,
                 })
             })
@@ -391,5 +401,6 @@ fn print_list(list: &[CliCredential], json: bool) {
         );
         println!("  deny args: {}", or_none(&c.spec.deny_args));
         println!("  deny verbose: {}", or_none(&c.spec.deny_verbose));
+        println!("  destinations: {}", or_none(&c.spec.destinations));
     }
 }
