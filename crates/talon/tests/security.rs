@@ -15,6 +15,7 @@ mod security {
     mod h35_gateway;
     mod h35_parsers;
     mod h35_sandbox;
+    mod h35_skills;
     mod modes;
     mod openai_compat;
     mod sandbox;

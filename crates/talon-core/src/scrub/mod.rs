@@ -285,11 +285,11 @@ impl Scrubber {
             }
         }
         if !bag.is_empty() {
-            let values = bag.values();
+            let values: Vec<Vec<u8>> = bag.values().iter().flat_map(|v| bag_forms(v)).collect();
             if let Ok(ac) = AhoCorasick::builder()
                 .kind(AUTOMATON)
                 .match_kind(MatchKind::LeftmostLongest)
-                .build(values.iter().map(String::as_bytes))
+                .build(&values)
             {
                 spans.extend(ac.find_iter(bytes).map(|m| (m.range(), REDACTED)));
             }
@@ -429,6 +429,59 @@ fn around(bytes: &[u8], hit: Range<usize>) -> Range<usize> {
 
 /// The keyword indices of each prefilter automaton: the three-byte keywords, the words of
 /// ordinary text, and the vendor prefixes, each kind in chunks (see [`PREFILTER_SHORT_CHUNK`]).
+/// The shortest piece of a request's secret that is redacted on its own.
+pub const SECRET_PIECE: usize = 5;
+
+/// What of one request's secret `value` is redacted (issue 35): the value, reversed, in hex
+/// (either case) and in base64 (standard and URL-safe, at each of the three alignments a value
+/// can have inside longer encoded data), and every random-looking piece of it [`SECRET_PIECE`]
+/// bytes long, so a command that prints it a few bytes at a time or transformed is caught as
+/// well. The longest match wins, so the whole value still reads as one `[REDACTED]`.
+fn bag_forms(value: &str) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let bytes = value.as_bytes();
+    let mut forms: Vec<Vec<u8>> = vec![bytes.to_vec()];
+    forms.push(bytes.iter().rev().copied().collect());
+    forms.push(hex::encode(bytes).into_bytes());
+    forms.push(hex::encode_upper(bytes).into_bytes());
+    for engine in [
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        for shift in 0..3usize {
+            let mut shifted = vec![0u8; shift];
+            shifted.extend_from_slice(bytes);
+            let encoded = engine.encode(&shifted).into_bytes();
+            // Characters that depend on the value alone: after the group holding the prefix,
+            // before the last, partial group.
+            let start = if shift == 0 { 0 } else { 4 };
+            let end = shifted.len() / 3 * 4;
+            if end > start + 4 {
+                forms.push(encoded[start..end].to_vec());
+            }
+        }
+    }
+    if bytes.len() > SECRET_PIECE {
+        // Only pieces that look random (a digit, or both cases): a secret that holds a word
+        // must not redact that word everywhere in the output.
+        let random = |piece: &[u8]| {
+            piece.iter().any(u8::is_ascii_digit)
+                || (piece.iter().any(u8::is_ascii_uppercase)
+                    && piece.iter().any(u8::is_ascii_lowercase))
+        };
+        forms.extend(
+            bytes
+                .windows(SECRET_PIECE)
+                .filter(|p| random(p))
+                .map(<[u8]>::to_vec),
+        );
+    }
+    forms.retain(|f| !f.is_empty());
+    forms.sort_unstable();
+    forms.dedup();
+    forms
+}
+
 fn prefilter_groups(keywords: &[&str]) -> Vec<Vec<usize>> {
     let kind = |k: &str| match (k.len() < 4, rules::is_context_keyword(k)) {
         (true, _) => 0,

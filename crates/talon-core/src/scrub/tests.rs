@@ -473,3 +473,31 @@ fn the_shells_working_directory_is_not_a_password() {
     assert_eq!(scrub("pwd: hunter2hunter2"), "pwd: [REDACTED]");
     assert_eq!(scrub("DB_PWD=/not/a/dir/really"), "DB_PWD=[REDACTED]");
 }
+
+#[test]
+fn a_request_secret_is_caught_in_pieces_and_transformed() {
+    use base64::Engine as _;
+    let s = scrubber();
+    let secret = "Zq7pW3xK9mTr2Lc8Vb";
+    let bag = ScrubBag::default();
+    bag.add(secret);
+    let reversed: String = secret.chars().rev().collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("token={secret}"));
+    for shown in [
+        format!("piece: {}", &secret[0..8]),
+        format!("piece: {}", &secret[8..16]),
+        format!("rev: {reversed}"),
+        format!("hex: {}", hex::encode(secret)),
+        format!("HEX: {}", hex::encode_upper(secret)),
+        format!("b64: {b64}"),
+    ] {
+        let out = s.scrub(&shown, &bag);
+        for piece in secret.as_bytes().windows(SECRET_PIECE) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert!(!out.contains(piece), "{piece} left in {out}");
+        }
+        assert!(out.contains("[REDACTED]"), "{out}");
+    }
+    assert_eq!(s.scrub(&format!("v={secret}!"), &bag), "v=[REDACTED]!");
+    assert_eq!(s.scrub("ordinary words only", &bag), "ordinary words only");
+}

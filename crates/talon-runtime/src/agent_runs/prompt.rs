@@ -50,16 +50,30 @@ impl Runner {
             "Skills are packaged instructions for kinds of tasks. When a task matches a skill's \
              description, load it (use_skill with its name, or Skill) and follow what it says.\n",
         );
-        for skill in found.skills.iter().take(SKILLS_LISTED) {
+        let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let (repository, trusted): (Vec<_>, Vec<_>) = found
+            .skills
+            .iter()
+            .take(SKILLS_LISTED)
+            .partition(|s| s.source == talon_tools::skills::catalog::Source::Workspace);
+        for skill in trusted {
             text.push_str(&format!(
                 "\n- {}: {}",
                 skill.md.name,
-                skill
-                    .md
-                    .description
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                one_line(&skill.md.description)
+            ));
+        }
+        // A repository's skills are its text, written by whoever can push to it: listed as data.
+        if !repository.is_empty() {
+            let listed: Vec<String> = repository
+                .iter()
+                .map(|s| format!("- {}: {}", s.md.name, one_line(&s.md.description)))
+                .collect();
+            text.push_str("\n\nThe workspace's repository offers these skills:\n");
+            text.push_str(&talon_core::untrusted::wrap(
+                "skills",
+                talon_tools::skills::catalog::WORKSPACE_SKILLS,
+                &listed.join("\n"),
             ));
         }
         if found.skills.len() > SKILLS_LISTED {

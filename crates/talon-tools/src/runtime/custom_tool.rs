@@ -163,6 +163,9 @@ impl Tool for CustomTool {
         or_error!(check_command(&command));
         let dir = Some(self.spec.working_dir.as_str()).filter(|d| !d.is_empty());
         let (workspace, cwd) = or_error!(working_dir(&self.fs, ctx, dir));
+        if !self.env.is_empty() {
+            or_error!(no_route_to_secrets(call.input(), &cwd));
+        }
         for (_, value) in self.env.iter() {
             ctx.scrub_bag.add(value.clone());
         }
@@ -181,10 +184,68 @@ impl Tool for CustomTool {
     }
 }
 
+/// A tool with variables of its own holds them in its process's environment, which the process
+/// can read back through `/proc/self/environ`, `/dev/fd/../environ` or a link to either (an
+/// outside review read a tool's secret that way, 8 bytes a call). So no argument of such a tool
+/// may name a process file or a symbolic link: the model chooses the values, and a value must
+/// never reach the tool's own secrets.
+fn no_route_to_secrets(args: &Value, cwd: &Path) -> Result<(), String> {
+    let mut strings = Vec::new();
+    collect_strings(args, &mut strings);
+    for value in strings {
+        let lower = value.trim().to_ascii_lowercase();
+        let process_file = lower.contains("/proc")
+            || lower.starts_with("proc/")
+            || lower.contains("/dev/fd")
+            || lower.contains("/dev/std")
+            || lower.contains("environ")
+            || lower.contains("/fd/");
+        let link = !lower.is_empty()
+            && std::fs::symlink_metadata(cwd.join(value.trim()))
+                .is_ok_and(|m| m.file_type().is_symlink());
+        if process_file || link {
+            return Err(format!(
+                "the value {value:?} names {}, through which this tool's own secret variables could be read; pass the path of a regular file in the workspace",
+                if link {
+                    "a symbolic link"
+                } else {
+                    "a process file (/proc, /dev/fd or environ)"
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn no_value_reaches_the_tools_own_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/proc/self/environ", dir.path().join("x")).unwrap();
+        for bad in [
+            json!({"p": "/proc/self/environ"}),
+            json!({"p": "/dev/fd/../environ"}),
+            json!({"p": "../../proc/1/environ"}),
+            json!({"p": "x"}),
+            json!({"list": ["ok", "/dev/stdin"]}),
+        ] {
+            assert!(no_route_to_secrets(&bad, dir.path()).is_err(), "{bad}");
+        }
+        no_route_to_secrets(&json!({"p": "notes.txt", "n": 8}), dir.path()).unwrap();
+    }
 
     fn spec(command: &str, parameters: Value) -> CustomToolSpec {
         let mut spec = CustomToolSpec::new("count_lines", "Counts lines of a file.", command);

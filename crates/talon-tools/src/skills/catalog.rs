@@ -1,10 +1,15 @@
 //! Where skills come from, and reading them.
 //!
-//! Four sources, the first with a name winning: the call's workspace (`.claude/skills/<name>/`,
-//! read through the call's jail like every file tool), the user's home (`~/.claude/skills/`),
-//! skills published to the store (the user's own, then everyone's), and the global skills in
-//! Talon's data directory (`<data>/skills/`, seed 003's tier 4). A skill is listed by name and
-//! description only; its instructions and files are read when it is used.
+//! Four sources, the first with a name winning: the operator's skills — the global ones in
+//! Talon's data directory (`<data>/skills/`, seed 003's tier 4) and the home's
+//! (`~/.claude/skills/`) —, then skills published to the store (the user's own, then
+//! everyone's), and last the call's workspace (`.claude/skills/<name>/`, read through the
+//! call's jail like every file tool). A repository is written by anyone who can push to it, so
+//! its skill never replaces the operator's or a published one of the same name (issue 35: it
+//! did); the loser is recorded in [`Found::shadowed`] and `use_skill` says which one the model
+//! got. A workspace skill's text is the repository's, not the operator's: the system prompt
+//! lists it inside the untrusted-content fence. A skill is listed by name and description only;
+//! its instructions and files are read when it is used.
 //!
 //! On disk a skill directory is read without following symbolic links (a link is skipped, so
 //! a skill cannot reach a file outside its directory), with at most [`MAX_FILES`] files listed.
@@ -86,11 +91,16 @@ pub struct Skills {
 pub struct Found {
     pub skills: Vec<Skill>,
     pub problems: Vec<String>,
+    /// Skills not used because one of the same name from a stronger source won: (name, the
+    /// loser's source).
+    pub shadowed: Vec<(String, Source)>,
 }
 
 impl Found {
     fn add(&mut self, skill: Skill) {
-        if !self.skills.iter().any(|s| s.md.name == skill.md.name) {
+        if self.skills.iter().any(|s| s.md.name == skill.md.name) {
+            self.shadowed.push((skill.md.name, skill.source));
+        } else {
             self.skills.push(skill);
         }
     }
@@ -103,12 +113,12 @@ impl Skills {
         Self { config, fs, store }
     }
 
-    /// Every skill the call may use, by source then name.
+    /// Every skill the call may use, by source then name: the operator's (global, home), the
+    /// published ones, then the workspace's.
     pub async fn all(&self, ctx: &CallContext) -> Found {
         let mut found = Found::default();
-        let files = self.fs.files(ctx);
-        if let (Ok(jail), Ok(view)) = (files.disk(), files.view(Some(WORKSPACE_SKILLS)).await) {
-            let (skills, problems) = workspace_skills(&view, &jail);
+        if let Some(global) = &self.config.global {
+            let (skills, problems) = disk_skills(global, |dir| Source::Global(dir.to_path_buf()));
             skills.into_iter().for_each(|s| found.add(s));
             found.problems.extend(problems);
         }
@@ -136,33 +146,37 @@ impl Skills {
                     .push(format!("published skills are unavailable: {e}")),
             }
         }
-        if let Some(global) = &self.config.global {
-            let (skills, problems) = disk_skills(global, |dir| Source::Global(dir.to_path_buf()));
+        let files = self.fs.files(ctx);
+        if let (Ok(jail), Ok(view)) = (files.disk(), files.view(Some(WORKSPACE_SKILLS)).await) {
+            let (skills, problems) = workspace_skills(&view, &jail);
             skills.into_iter().for_each(|s| found.add(s));
             found.problems.extend(problems);
         }
         found
     }
 
-    /// The skill `name`, or why not (with the names there are).
-    pub async fn get(&self, ctx: &CallContext, name: &str) -> Result<Skill, String> {
+    /// The skill `name` and, when a weaker source had one of the same name too, a note saying
+    /// which one this is and which was left out.
+    pub async fn get_noted(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Result<(Skill, Option<String>), String> {
         let found = self.all(ctx).await;
-        let names: Vec<&str> = found.skills.iter().map(|s| s.md.name.as_str()).collect();
-        found
-            .skills
+        let skill = pick(&found, name)?;
+        let note = found
+            .shadowed
             .iter()
-            .find(|s| s.md.name == name)
-            .cloned()
-            .ok_or_else(|| {
-                if names.is_empty() {
-                    format!("there is no skill {name:?}: no skills are installed")
-                } else {
-                    format!(
-                        "there is no skill {name:?}; the skills are: {}. skill_search finds them by what they do",
-                        names.join(", ")
-                    )
-                }
-            })
+            .filter(|(n, _)| n == name)
+            .map(|(_, source)| source.label())
+            .next()
+            .map(|loser| {
+                format!(
+                    "Note: this is the {} skill {name:?}; a {loser} skill of the same name exists and was not used (the operator's and published skills win over a repository's).",
+                    skill.source.label()
+                )
+            });
+        Ok((skill, note))
     }
 
     /// The text of `path`, one of `skill`'s files.
@@ -382,4 +396,24 @@ pub(crate) fn read_in_jail(jail: &Jail, path: &str) -> Result<Vec<u8>, String> {
         return Err(format!("{path} is larger than {limit} bytes"));
     }
     Ok(bytes)
+}
+
+/// The skill `name` among `found`, or why not (with the names there are).
+fn pick(found: &Found, name: &str) -> Result<Skill, String> {
+    let names: Vec<&str> = found.skills.iter().map(|s| s.md.name.as_str()).collect();
+    found
+        .skills
+        .iter()
+        .find(|s| s.md.name == name)
+        .cloned()
+        .ok_or_else(|| {
+            if names.is_empty() {
+                format!("there is no skill {name:?}: no skills are installed")
+            } else {
+                format!(
+                    "there is no skill {name:?}; the skills are: {}. skill_search finds them by what they do",
+                    names.join(", ")
+                )
+            }
+        })
 }

@@ -6,9 +6,11 @@
 //! `use_skill` (and Claude Code's `Skill`) loads the instructions and records the use,
 //! `publish_skill` registers a workspace directory in the store after validating it.
 //!
-//! Skills are instructions, as context files are: they are not fenced as untrusted. That is
-//! why a published skill is its publisher's user's alone (`talon skills publish` publishes for
-//! everyone): one user's agent cannot put instructions into another user's conversations.
+//! The operator's and published skills are instructions, as context files are: they are not
+//! fenced. That is why a published skill is its publisher's user's alone, and publishing for
+//! everyone is the operator's act (`talon skills publish`), never a model's: a call without a
+//! user cannot publish. A workspace's skill is the repository's text: its description in the
+//! system prompt and its instructions when used come inside the untrusted-content fence.
 
 pub mod catalog;
 pub mod publish_skill;
@@ -28,19 +30,37 @@ pub(crate) async fn load(
     name: &str,
     file: Option<&str>,
 ) -> Result<String, String> {
-    let skill = skills.get(ctx, name).await?;
+    let (skill, note) = skills.get_noted(ctx, name).await?;
+    let repository = skill.source == catalog::Source::Workspace;
+    let fenced = |text: &str| {
+        if repository {
+            talon_core::untrusted::wrap(
+                "use_skill",
+                &format!("{}/{name}", catalog::WORKSPACE_SKILLS),
+                text,
+            )
+        } else {
+            text.to_string()
+        }
+    };
     if let Some(path) = file {
         let text = skills.file(ctx, &skill, path).await?;
-        return Ok(format!("{path} of skill {name}:\n\n{text}"));
+        return Ok(format!("{path} of skill {name}:\n\n{}", fenced(&text)));
     }
     record(skills, ctx, &skill).await;
     let mut out = format!(
-        "Skill {} ({}): {}\n\n{}",
+        "Skill {} ({}):\n\n{}",
         skill.md.name,
         skill.source.label(),
-        skill.md.description,
-        skill.md.instructions
+        fenced(&format!(
+            "{}\n\n{}",
+            skill.md.description, skill.md.instructions
+        ))
     );
+    if let Some(note) = note {
+        out.push_str("\n\n");
+        out.push_str(&note);
+    }
     if !skill.files.is_empty() {
         out.push_str(&format!(
             "\n\nFiles of this skill (read one with use_skill name={name:?} file=PATH): {}",

@@ -1,5 +1,7 @@
 //! `publish_skill`: registers a skill directory of the workspace in the store, for the calling
-//! user (everyone's when the call has no user).
+//! user. Publishing for everyone puts instructions into every user's system prompt: that is the
+//! operator's act (`talon skills publish`), never a model's, so a call without a user is refused
+//! (issue 35: it published for everyone).
 //!
 //! The directory is read through the call's jail like every file tool reads: a path outside
 //! the workspace (GoClaw published any host directory given by absolute path) is refused there,
@@ -72,7 +74,12 @@ impl Tool for PublishSkill {
             Ok(Err(e)) => return ToolOutput::error(format!("{dir}: {e}")),
             Err(e) => return ToolOutput::error(format!("reading {dir} failed: {e}")),
         };
-        let user = ctx.user.clone().unwrap_or_default();
+        let Some(user) = ctx.user.clone().filter(|u| !u.is_empty()) else {
+            return ToolOutput::error(
+                "publish_skill publishes a skill for the calling user, and this call has no user; \
+                 a skill for everyone is the operator's to publish (talon skills publish DIR)",
+            );
+        };
         let frontmatter = serde_json::Value::Object(md.frontmatter.clone()).to_string();
         let published = store
             .publish_skill(&talon_store::NewSkill {
@@ -86,14 +93,9 @@ impl Tool for PublishSkill {
             .await;
         match published {
             Ok(version) => ToolOutput::text(format!(
-                "Published skill {} (version {version}, {} file(s) besides SKILL.md){}.",
+                "Published skill {} (version {version}, {} file(s) besides SKILL.md), for user {user}.",
                 md.name,
                 files.len(),
-                if user.is_empty() {
-                    ", for everyone".to_string()
-                } else {
-                    format!(", for user {user}")
-                }
             )),
             Err(e) => ToolOutput::error(format!("the skill could not be stored: {e}")),
         }

@@ -115,8 +115,8 @@ pub async fn run(config: Config, data_dir: &Path, command: SkillsCommand) -> Exi
             name,
             workspace,
             user,
-        } => match skills.get(&ctx(workspace, user), &name).await {
-            Ok(skill) => {
+        } => match skills.get_noted(&ctx(workspace, user), &name).await {
+            Ok((skill, note)) => {
                 let uses = store
                     .skill_use_counts()
                     .await
@@ -134,6 +134,9 @@ pub async fn run(config: Config, data_dir: &Path, command: SkillsCommand) -> Exi
                 );
                 if !skill.files.is_empty() {
                     println!("files: {}", visible(&skill.files.join(", ")));
+                }
+                if let Some(note) = note {
+                    println!("{note}");
                 }
                 println!("\n{}", visible(&skill.md.instructions));
                 ExitCode::SUCCESS

@@ -252,12 +252,20 @@ fn publishing_validates_and_stays_inside_the_skill() {
         "publish_skill",
         json!({"path": "skills/meeting-notes"}),
     );
+    // A call without a user cannot publish for everyone (issue 35): that is the operator's.
     assert!(
-        text(&published).contains(
-            "Published skill meeting-notes (version 1, 1 file(s) besides SKILL.md), for everyone"
-        ),
+        text(&published).contains("this call has no user"),
         "{published}"
     );
+    let (code, out, err) = talon(
+        home.path(),
+        &[
+            "skills",
+            "publish",
+            ws.join("skills/meeting-notes").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
     let found = text(&call(
         home.path(),
         "skill_search",

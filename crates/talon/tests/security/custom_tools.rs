@@ -278,3 +278,68 @@ async fn h35_a_quoted_placeholder_is_refused_at_definition() {
     let text = body.to_string();
     assert!(text.contains("$(echo INJECTED)"), "{text}");
 }
+
+/// Issue 35: a tool's own secret cannot be read back through a path the model chooses
+/// (`/proc/self/environ`, `/dev/fd/../environ`), nor a few bytes at a time or transformed: the
+/// value is refused, and pieces, reversals and encodings of the secret are scrubbed.
+#[tokio::test]
+async fn h35_a_tools_secret_is_not_read_back() {
+    let server = support::serve(&[], Some(&config()));
+    let addr = server.addr.clone();
+    let secret = "Zq7pW3xK9mTr2Lc8VbN4";
+    let (status, body) = define(
+        &addr,
+        Some(TOKEN),
+        json!({"name": "peek", "description": "Show part of a file.",
+               "command": "head -c {{.n}} {{.file}}",
+               "parameters": {"properties": {"n": {"type": "integer"}, "file": {"type": "string"}}},
+               "env": {"PEEK_KEY": secret}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = define(
+        &addr,
+        Some(TOKEN),
+        json!({"name": "slice", "description": "A slice of the key, transformed.",
+               "command": "printf %s \"$SLICE_KEY\" | cut -c {{.from}}-{{.to}}; printf %s \"$SLICE_KEY\" | rev; echo; printf %s \"$SLICE_KEY\" | base64; printf %s \"$SLICE_KEY\" | od -An -tx1 | tr -d ' \\n'",
+               "parameters": {"properties": {"from": {"type": "integer"}, "to": {"type": "integer"}}},
+               "env": {"SLICE_KEY": secret}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    loaded(&addr, "peek").await;
+    loaded(&addr, "slice").await;
+    for file in ["/proc/self/environ", "/dev/fd/../environ"] {
+        let (_, body) = invoke(
+            &addr,
+            Some(TOKEN),
+            json!({"tool": "peek", "args": {"n": 4096, "file": file}}),
+        )
+        .await;
+        let text = body.to_string();
+        // `env_dump` refuses the plain path in the permission step; the tool refuses any path
+        // to a process file, however spelled.
+        assert!(
+            text.contains("process file") || text.contains("env_dump"),
+            "{text}"
+        );
+        assert!(!text.contains(&secret[..8]), "{text}");
+    }
+    for (from, to) in [(1, 8), (9, 16), (13, 20)] {
+        let (status, body) = invoke(
+            &addr,
+            Some(TOKEN),
+            json!({"tool": "slice", "args": {"from": from, "to": to}}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let text = body["result"]["for_llm"].as_str().unwrap_or_default();
+        for piece in secret.as_bytes().windows(5) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            assert!(!text.contains(piece), "{piece} in {text}");
+        }
+        let reversed: String = secret.chars().rev().collect();
+        assert!(!text.contains(&reversed[..10]), "{text}");
+        assert!(text.contains("[REDACTED]"), "{text}");
+    }
+}
