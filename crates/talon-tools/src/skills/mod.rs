@@ -48,15 +48,17 @@ pub(crate) async fn load(
         return Ok(format!("{path} of skill {name}:\n\n{}", fenced(&text)));
     }
     record(skills, ctx, &skill).await;
-    let mut out = format!(
-        "Skill {} ({}):\n\n{}",
-        skill.md.name,
-        skill.source.label(),
-        fenced(&format!(
-            "{}\n\n{}",
-            skill.md.description, skill.md.instructions
-        ))
-    );
+    let body = format!("{}\n\n{}", skill.md.description, skill.md.instructions);
+    let mut out = if repository {
+        format!(
+            "Skill {} ({}):\n\n{}",
+            skill.md.name,
+            skill.source.label(),
+            fenced(&body)
+        )
+    } else {
+        format!("Skill {} ({}): {body}", skill.md.name, skill.source.label())
+    };
     if let Some(note) = note {
         out.push_str("\n\n");
         out.push_str(&note);

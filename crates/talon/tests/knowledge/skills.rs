@@ -1,5 +1,5 @@
-//! Skills from every source (the workspace's `.claude/skills`, `~/.claude/skills`, the data
-//! directory's global skills, the store's published ones), found by `skill_search`, loaded by
+//! Skills from every source (the data directory's global skills, `~/.claude/skills`, the store's
+//! published ones, the workspace's `.claude/skills`), found by `skill_search`, loaded by
 //! `use_skill` and Claude Code's `Skill` (uses recorded), listed by name and description in the
 //! system prompt, published after validation. A `SKILL.md` that does not parse is named with
 //! its mistake; a skill reaching outside its directory (an absolute path, `..`, a symbolic link)
@@ -146,11 +146,12 @@ fn skills_from_every_source_are_found_loaded_and_listed() {
         .collect();
     assert_eq!(
         sources,
+        // The operator's sources first, a repository's last (issue 35: it wins no clash).
         [
-            ("release-notes".into(), "workspace".into()),
+            ("pdf-forms".into(), "global".into()),
             ("git-hygiene".into(), "home".into()),
             ("travel-plans".into(), "published".into()),
-            ("pdf-forms".into(), "global".into()),
+            ("release-notes".into(), "workspace".into()),
         ],
         "{out}"
     );
