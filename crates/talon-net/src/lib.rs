@@ -51,6 +51,7 @@ pub mod hosts;
 pub mod own;
 pub mod proxy;
 pub mod sse;
+pub mod url;
 
 pub use addr::{AddrClass, AddrRefusal, AddressPolicy, CidrError, IpNet, classify, parse_cidr};
 pub use bridge::{Bridge, bridge, proxy_env};
@@ -59,3 +60,4 @@ pub use guard::{
 };
 pub use hosts::{DomainPolicy, DomainRefusal, Host, HostError, Pattern, PatternError};
 pub use proxy::{Proxy, ProxyConfig, UnixProxy, Violation, Violations};
+pub use url::{UrlParts, url_parts};

@@ -119,22 +119,13 @@ impl Target {
 /// The host, port and path of `text` when it is a URL (`scheme://[user@]host[:port]/path`) or
 /// an scp-like git address (`user@host:path`).
 pub(crate) fn url_target(text: &str) -> Option<Target> {
-    if let Some((scheme, rest)) = text.split_once("://") {
-        if scheme.is_empty()
-            || !scheme
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
-        {
-            return None;
-        }
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let authority = rest[..end].rsplit('@').next().unwrap_or("");
-        let path = &rest[end..];
-        let (host, port) = split_port(authority);
+    if let Some(url) = talon_net::url_parts(text) {
+        let (host, port) = split_port(url.host_port);
         if host.is_empty() {
             // `file:///…`: a local path, no destination.
             return None;
         }
+        let path = url.rest.split(['?', '#']).next().unwrap_or("");
         return Some(Target::new(host, port, Some(path), text));
     }
     // scp-like: `[user@]host:path`, with no slash before the colon.

@@ -61,24 +61,16 @@ enum Place {
 /// `text`, a URL, with its user information, its query values and, for a webhook, its path
 /// replaced; `None` when it is not a URL.
 fn redact_url(text: &str, path_too: bool) -> Option<String> {
-    let (scheme, rest) = text.split_once("://")?;
-    if scheme.is_empty()
-        || !scheme
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
-    {
-        return None;
-    }
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let host = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:{REDACTED}@{host}"),
+    let url = talon_net::url_parts(text)?;
+    let host = match url.userinfo {
+        Some(userinfo) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:{REDACTED}@{}", url.host_port),
             // A bare token as the user (`https://ghp_…@github.com`).
-            None => format!("{REDACTED}@{host}"),
+            None => format!("{REDACTED}@{}", url.host_port),
         },
-        None => authority.to_string(),
+        None => url.host_port.to_string(),
     };
+    let (scheme, tail) = (url.scheme, url.rest);
     let (before_fragment, fragment) = match tail.split_once('#') {
         Some((a, f)) => (a, Some(f)),
         None => (tail, None),
