@@ -204,13 +204,12 @@ async fn http_session(
     })
 }
 
-/// Whether a refused `initialize` says the server speaks only the 2026-07-28 protocol: it does
-/// not know the method, wants the `MCP-Protocol-Version` header, or names only newer versions.
+/// Whether a refused `initialize` may mean the server speaks only the 2026-07-28 protocol, so
+/// `auto` tries `server/discover` next. Any JSON-RPC error counts (issue 35: a server refusing
+/// with a code other than -32601, -32020 or -32022 could not be reached at all); an
+/// authorization failure does not, it goes to the operator as it is.
 fn modern_only(error: &ClientInitializeError) -> bool {
-    let ClientInitializeError::JsonRpcError(error) = error else {
-        return false;
-    };
-    matches!(error.code.0, -32601 | -32020 | -32022)
+    matches!(error, ClientInitializeError::JsonRpcError(_))
 }
 
 /// The protocol client of a session.

@@ -180,6 +180,9 @@ struct ServerBody {
     oauth_client_metadata_url: Option<String>,
     #[serde(default)]
     oauth_scopes: Vec<String>,
+    /// Streamable HTTP: `auto` (the default) or an MCP protocol version.
+    #[serde(default)]
+    protocol_version: Option<String>,
 }
 
 fn yes() -> bool {
@@ -239,6 +242,7 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
         oauth_client_secret_env: None,
         oauth_client_metadata_url: b.oauth_client_metadata_url,
         oauth_scopes: b.oauth_scopes,
+        protocol_version: b.protocol_version,
         enabled: b.enabled,
     };
     let (spec, secrets) = match section.checked_spec(&b.name) {

@@ -97,6 +97,10 @@ pub struct McpServerSection {
     pub oauth_client_metadata_url: Option<String>,
     #[serde(default)]
     pub oauth_scopes: Vec<String>,
+    /// Streamable HTTP: the MCP protocol version to speak, or `auto` (the default): ask with
+    /// `server/discover` at the newest version, then fall back to `initialize`.
+    #[serde(default)]
+    pub protocol_version: Option<String>,
     #[serde(default = "enabled")]
     pub enabled: bool,
 }
@@ -165,6 +169,11 @@ impl McpServerSection {
         spec.oauth_client_id = self.oauth_client_id.clone().unwrap_or_default();
         spec.oauth_client_metadata_url = self.oauth_client_metadata_url.clone().unwrap_or_default();
         spec.oauth_scopes = self.oauth_scopes.clone();
+        spec.protocol_version = self
+            .protocol_version
+            .clone()
+            .filter(|v| v != "auto")
+            .unwrap_or_default();
         let oauth_client_secret =
             match &self.oauth_client_secret_env {
                 Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -220,7 +229,8 @@ pub fn server_config(
             scopes: spec.oauth_scopes.clone(),
             vault: Arc::clone(vault),
         }),
-        protocol_version: None,
+        protocol_version: (!spec.protocol_version.is_empty())
+            .then(|| spec.protocol_version.clone()),
     };
     let transport = match spec.transport.as_str() {
         "http" => Transport::Http(http()),
@@ -297,5 +307,66 @@ mod tests {
         assert!(error.contains("tool prefix"), "{error}");
         assert!(section(Some("github")).checked_spec("gh").is_ok());
         assert!(section(None).checked_spec("my-server").is_ok());
+    }
+
+    /// A vault for servers that sign in with nothing.
+    struct NoVault;
+
+    impl TokenVault for NoVault {
+        fn load<'a>(&'a self, _: &'a str) -> talon_bridge::oauth::VaultFuture<'a, Option<String>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn save<'a>(&'a self, _: &'a str, _: String) -> talon_bridge::oauth::VaultFuture<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn clear<'a>(&'a self, _: &'a str) -> talon_bridge::oauth::VaultFuture<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// Issue 35: `[mcp_servers.x] protocol_version` is accepted (`auto`, the default, or a
+    /// known version) for streamable HTTP servers, and reaches the bridge's configuration.
+    #[test]
+    fn the_protocol_version_is_configurable() {
+        let section = |extra: serde_json::Value| -> McpServerSection {
+            let mut v = serde_json::json!({"url": "https://mcp.example.test/mcp"});
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            serde_json::from_value(v).unwrap()
+        };
+        let (spec, _) = section(serde_json::json!({"protocol_version": "auto"}))
+            .checked_spec("x")
+            .unwrap();
+        assert_eq!(spec.protocol_version, "");
+        let (spec, secrets) = section(serde_json::json!({"protocol_version": "2026-07-28"}))
+            .checked_spec("x")
+            .unwrap();
+        assert_eq!(spec.protocol_version, "2026-07-28");
+        let vault: Arc<dyn TokenVault> = Arc::new(NoVault);
+        let config = server_config(&spec, &secrets, &vault).unwrap();
+        match &config.transport {
+            Transport::Http(http) => {
+                assert_eq!(http.protocol_version.as_deref(), Some("2026-07-28"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let error = section(serde_json::json!({"protocol_version": "1999-01-01"}))
+            .checked_spec("x")
+            .unwrap_err();
+        assert!(
+            error.contains("auto") && error.contains("2026-07-28"),
+            "{error}"
+        );
+        let stdio: McpServerSection = serde_json::from_value(
+            serde_json::json!({"command": "srv", "protocol_version": "2025-06-18"}),
+        )
+        .unwrap();
+        assert!(
+            stdio
+                .checked_spec("x")
+                .unwrap_err()
+                .contains("streamable HTTP")
+        );
     }
 }

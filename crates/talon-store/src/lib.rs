@@ -70,8 +70,8 @@ pub use knowledge_graph::{
 };
 pub use mcp_grants::{GrantSpec, McpAccessRequest, McpGrant, RequestStatus, SubjectKind};
 pub use mcp_servers::{
-    MCP_CHANNEL, MCP_SERVER_SECRET_PREFIX, McpServerSecrets, McpServerSpec, StoredMcpServer,
-    check_headers, mcp_oauth_secret, mcp_server_secret, valid_server_name,
+    MCP_CHANNEL, MCP_PROTOCOL_VERSIONS, MCP_SERVER_SECRET_PREFIX, McpServerSecrets, McpServerSpec,
+    StoredMcpServer, check_headers, mcp_oauth_secret, mcp_server_secret, valid_server_name,
 };
 pub use memory::{
     CHUNK_CHARS, CHUNK_OVERLAP, Chunk, ChunkVector, EmbeddingProgress, MAX_MEMORY_QUERY_BYTES,

@@ -69,7 +69,18 @@ pub struct McpServerSpec {
     pub oauth_client_metadata_url: String,
     /// OAuth: scopes to ask for (empty: what the server says).
     pub oauth_scopes: Vec<String>,
+    /// http: the MCP protocol version to speak; empty: `auto` (see [`MCP_PROTOCOL_VERSIONS`]).
+    pub protocol_version: String,
 }
+
+/// The MCP protocol versions a server may be configured to speak, besides `auto`.
+pub const MCP_PROTOCOL_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
 
 impl McpServerSpec {
     /// A server with the defaults (30 s start-up, 60 s per call, 100,000 characters).
@@ -92,6 +103,7 @@ impl McpServerSpec {
             oauth_client_id: String::new(),
             oauth_client_metadata_url: String::new(),
             oauth_scopes: Vec::new(),
+            protocol_version: String::new(),
         }
     }
 }
@@ -177,6 +189,24 @@ fn check_spec(spec: &McpServerSpec) -> Result<(), StoreError> {
             ));
         }
     }
+    if !spec.protocol_version.is_empty() {
+        if spec.transport != "http" {
+            return Err(invalid(
+                "server",
+                "protocol_version is for streamable HTTP servers (url, transport = \"http\")",
+            ));
+        }
+        if !MCP_PROTOCOL_VERSIONS.contains(&spec.protocol_version.as_str()) {
+            return Err(invalid(
+                "protocol_version",
+                format!(
+                    "{:?}: use \"auto\" (the default: discover, then fall back) or one of {}",
+                    spec.protocol_version,
+                    MCP_PROTOCOL_VERSIONS.join(", ")
+                ),
+            ));
+        }
+    }
     if spec.oauth && spec.transport != "http" {
         return Err(invalid(
             "server",
@@ -232,7 +262,7 @@ pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), StoreErro
     Ok(())
 }
 
-const COLUMNS: &str = "name, transport, command, args, url, cwd, env_names, header_names, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, oauth, oauth_client_id, oauth_client_metadata_url, oauth_scopes, created_at, updated_at";
+const COLUMNS: &str = "name, transport, command, args, url, cwd, env_names, header_names, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, oauth, oauth_client_id, oauth_client_metadata_url, oauth_scopes, protocol_version, created_at, updated_at";
 
 fn int(row: &sqlx::any::AnyRow, column: &str) -> Result<u64, StoreError> {
     let value: i64 = row.try_get(column)?;
@@ -258,6 +288,7 @@ fn stored(row: &sqlx::any::AnyRow) -> Result<StoredMcpServer, StoreError> {
         oauth_client_id: row.try_get("oauth_client_id")?,
         oauth_client_metadata_url: row.try_get("oauth_client_metadata_url")?,
         oauth_scopes: parse_list("oauth_scopes", &row.try_get::<String, _>("oauth_scopes")?)?,
+        protocol_version: row.try_get("protocol_version")?,
     };
     Ok(StoredMcpServer {
         spec,
@@ -290,13 +321,13 @@ impl Store {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         let conflict = if replace {
-            "ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, command = excluded.command, args = excluded.args, url = excluded.url, cwd = excluded.cwd, tool_prefix = excluded.tool_prefix, startup_timeout_secs = excluded.startup_timeout_secs, tool_timeout_secs = excluded.tool_timeout_secs, max_output_chars = excluded.max_output_chars, enabled = excluded.enabled, required = excluded.required, require_grant = excluded.require_grant, oauth = excluded.oauth, oauth_client_id = excluded.oauth_client_id, oauth_client_metadata_url = excluded.oauth_client_metadata_url, oauth_scopes = excluded.oauth_scopes, updated_at = excluded.updated_at"
+            "ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, command = excluded.command, args = excluded.args, url = excluded.url, cwd = excluded.cwd, tool_prefix = excluded.tool_prefix, startup_timeout_secs = excluded.startup_timeout_secs, tool_timeout_secs = excluded.tool_timeout_secs, max_output_chars = excluded.max_output_chars, enabled = excluded.enabled, required = excluded.required, require_grant = excluded.require_grant, oauth = excluded.oauth, oauth_client_id = excluded.oauth_client_id, oauth_client_metadata_url = excluded.oauth_client_metadata_url, oauth_scopes = excluded.oauth_scopes, protocol_version = excluded.protocol_version, updated_at = excluded.updated_at"
         } else {
             "ON CONFLICT (name) DO NOTHING"
         };
         let sql = format!(
-            "INSERT INTO mcp_servers (name, transport, command, args, url, cwd, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, oauth, oauth_client_id, oauth_client_metadata_url, oauth_scopes, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) {conflict}"
+            "INSERT INTO mcp_servers (name, transport, command, args, url, cwd, tool_prefix, startup_timeout_secs, tool_timeout_secs, max_output_chars, enabled, required, require_grant, oauth, oauth_client_id, oauth_client_metadata_url, oauth_scopes, protocol_version, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) {conflict}"
         );
         let done = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&spec.name)
@@ -316,6 +347,7 @@ impl Store {
             .bind(&spec.oauth_client_id)
             .bind(&spec.oauth_client_metadata_url)
             .bind(json_list(&spec.oauth_scopes)?)
+            .bind(&spec.protocol_version)
             .bind(now)
             .bind(now)
             .execute(&mut *tx)

@@ -141,6 +141,9 @@ pub struct AddArgs {
     /// OAuth: a scope to ask for; repeatable.
     #[arg(long = "oauth-scope", requires = "oauth")]
     oauth_scopes: Vec<String>,
+    /// Streamable HTTP: the MCP protocol version to speak (default auto: discover, then fall back).
+    #[arg(long, value_name = "VERSION")]
+    protocol_version: Option<String>,
     /// Store it without connecting it.
     #[arg(long)]
     disabled: bool,
@@ -496,6 +499,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
         oauth_client_secret_env: None,
         oauth_client_metadata_url: args.oauth_client_metadata_url,
         oauth_scopes: args.oauth_scopes,
+        protocol_version: args.protocol_version,
         enabled: !args.disabled,
     };
     let (spec, secrets) = match section.checked_spec(&args.name) {
