@@ -97,8 +97,8 @@ pub struct McpServerSection {
     pub oauth_client_metadata_url: Option<String>,
     #[serde(default)]
     pub oauth_scopes: Vec<String>,
-    /// Streamable HTTP: the MCP protocol version to speak, or `auto` (the default): ask with
-    /// `server/discover` at the newest version, then fall back to `initialize`.
+    /// Streamable HTTP: the MCP protocol version to speak, or `auto` (the default): open with
+    /// `initialize`, and with `server/discover` at 2026-07-28 when the server refuses it.
     #[serde(default)]
     pub protocol_version: Option<String>,
     #[serde(default = "enabled")]

@@ -200,7 +200,7 @@ fn check_spec(spec: &McpServerSpec) -> Result<(), StoreError> {
             return Err(invalid(
                 "protocol_version",
                 format!(
-                    "{:?}: use \"auto\" (the default: discover, then fall back) or one of {}",
+                    "{:?}: use \"auto\" (the default: initialize, then server/discover if refused) or one of {}",
                     spec.protocol_version,
                     MCP_PROTOCOL_VERSIONS.join(", ")
                 ),

@@ -139,6 +139,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0020_cli_credential_destinations.sql"),
         postgres: include_str!("../migrations/postgres/0020_cli_credential_destinations.sql"),
     },
+    Migration {
+        version: 21,
+        name: "mcp_protocol_version",
+        sqlite: include_str!("../migrations/sqlite/0021_mcp_protocol_version.sql"),
+        postgres: include_str!("../migrations/postgres/0021_mcp_protocol_version.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).
