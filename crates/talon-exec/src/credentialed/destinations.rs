@@ -316,8 +316,11 @@ pub(crate) fn targets(
         let value = a
             .split_once('=')
             .map_or(a.as_str(), |(k, v)| if k.starts_with('-') { v } else { a });
+        // An scp-like `host:path` is an address only where git connects: elsewhere
+        // `v1.2:README.md` is a revision and a path.
+        let scp_like = binary == "git" && git_reaches_remotes(args);
         if let Some(t) = url_target(value)
-            && (binary == "git" || value.contains("://"))
+            && (scp_like || value.contains("://"))
         {
             out.push(t);
         }
@@ -456,6 +459,11 @@ mod tests {
             ["github.com"]
         );
         assert!(hosts("git", "log --oneline", &[], &["https://evil.test/r"]).is_empty());
+        assert!(hosts("git", "show v1.2:README.md", &[], &[]).is_empty());
+        assert_eq!(
+            hosts("git", "fetch git@evil.test:o/r.git", &[], &[]),
+            ["evil.test"]
+        );
         assert_eq!(
             hosts("psql", "-h evil.test -c select", &[], &[]),
             ["evil.test"]

@@ -198,7 +198,7 @@ fn no_route_to_secrets(args: &Value, cwd: &Path) -> Result<(), String> {
             || lower.starts_with("proc/")
             || lower.contains("/dev/fd")
             || lower.contains("/dev/std")
-            || lower.contains("environ")
+            || lower.split('/').any(|part| part == "environ")
             || lower.contains("/fd/");
         let link = !lower.is_empty()
             && std::fs::symlink_metadata(cwd.join(value.trim()))
@@ -245,6 +245,7 @@ mod tests {
             assert!(no_route_to_secrets(&bad, dir.path()).is_err(), "{bad}");
         }
         no_route_to_secrets(&json!({"p": "notes.txt", "n": 8}), dir.path()).unwrap();
+        no_route_to_secrets(&json!({"msg": "set up the environment"}), dir.path()).unwrap();
     }
 
     fn spec(command: &str, parameters: Value) -> CustomToolSpec {
