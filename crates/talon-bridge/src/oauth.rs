@@ -168,14 +168,73 @@ pub async fn signed_in(server: &str, oauth: &OAuthConfig) -> Result<bool, String
     Ok(oauth.vault.load(server).await?.is_some())
 }
 
-/// Forgets `server`'s tokens.
+/// Forgets `server`'s tokens (and a challenge noted for the next sign-in).
 pub async fn logout(server: &str, oauth: &OAuthConfig) -> Result<(), String> {
+    oauth.vault.clear(&challenge_key(server)).await?;
     oauth.vault.clear(server).await
+}
+
+/// Where the vault keeps `server`'s noted challenge: beside its tokens, under a name no server
+/// can have (server names hold no `/`).
+fn challenge_key(server: &str) -> String {
+    format!("{server}/challenge")
+}
+
+/// Keeps the server's `WWW-Authenticate` `challenge` (a 403 `insufficient_scope` of a tool
+/// call, which a fresh connection does not repeat) for the next [`login`], which asks for the
+/// scopes it names.
+pub async fn note_challenge(
+    server: &str,
+    oauth: &OAuthConfig,
+    challenge: &str,
+) -> Result<(), String> {
+    // A challenge is one header line; anything longer is not kept.
+    if challenge.len() > MAX_CHALLENGE {
+        return Err(format!(
+            "the challenge is {} bytes, more than {MAX_CHALLENGE}",
+            challenge.len()
+        ));
+    }
+    oauth
+        .vault
+        .save(&challenge_key(server), challenge.to_string())
+        .await
+}
+
+/// The longest `WWW-Authenticate` challenge kept.
+const MAX_CHALLENGE: usize = 8 * 1024;
+
+/// The challenge `server` answers a client without a token with (the `WWW-Authenticate` of
+/// its 401 or 403, to the handshake or, where the handshake is open to all, to `tools/list`),
+/// or `None` when it sends none or cannot be reached.
+async fn probe_challenge(server: &str, http: &HttpConfig, timeout: Duration) -> Option<String> {
+    let mut bare = http.clone();
+    bare.oauth = None;
+    bare.bearer = None;
+    let challenge_of = |e: ServerError| match e {
+        ServerError::NeedsAuth { challenge, .. }
+        | ServerError::NeedsLogin { challenge, .. }
+        | ServerError::NeedsScope { challenge, .. } => challenge,
+        _ => None,
+    };
+    match crate::Server::start(server, &crate::Transport::Http(bare), timeout).await {
+        Ok(connected) => {
+            let listed = connected.tools(timeout).await;
+            connected.close(Duration::from_secs(2)).await;
+            listed.err().and_then(challenge_of)
+        }
+        Err(e) => challenge_of(e),
+    }
 }
 
 /// Signs in to `server`: discovers its authorization server, registers Talon (or uses the
 /// configured client), hands the authorization URL to `open` (the browser), receives the code
 /// on a loopback callback, exchanges it (PKCE) and stores the tokens. Gives up after `timeout`.
+///
+/// What the server asked for decides the sign-in, as in [`login_for`]: the challenge noted by a
+/// tool call that needed more scopes ([`note_challenge`]), else the one the server answers a
+/// connection without a token with (its protected-resource metadata may live only where that
+/// challenge says, and its scope is the one to ask for).
 pub async fn login(
     server: &str,
     http: &HttpConfig,
@@ -183,8 +242,25 @@ pub async fn login(
     open: impl FnOnce(&str),
     timeout: Duration,
 ) -> Result<(), ServerError> {
-    login_for(server, http, oauth, None, open, timeout).await
+    let noted = oauth
+        .vault
+        .load(&challenge_key(server))
+        .await
+        .ok()
+        .flatten();
+    let challenge = match noted {
+        Some(challenge) => Some(challenge),
+        None => probe_challenge(server, http, timeout.min(PROBE_TIMEOUT)).await,
+    };
+    login_for(server, http, oauth, challenge.as_deref(), open, timeout).await?;
+    if let Err(e) = oauth.vault.clear(&challenge_key(server)).await {
+        tracing::warn!(server, error = %e, "a challenge answered by the sign-in is still noted");
+    }
+    Ok(())
 }
+
+/// Time the connection that asks the server for its challenge may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// [`login`] answering the server's `challenge` (the `WWW-Authenticate` header of its 401 or
 /// 403, as [`ServerError::NeedsLogin`] and [`ServerError::NeedsScope`] carry it): discovery
@@ -263,7 +339,7 @@ pub async fn login_for(
 }
 
 /// The scopes a `WWW-Authenticate: Bearer …, scope="a b"` challenge names.
-fn challenge_scopes(challenge: &str) -> Vec<String> {
+pub(crate) fn challenge_scopes(challenge: &str) -> Vec<String> {
     // The `scope` parameter itself, not one ending in "scope" (`x_scope=`).
     let Some(start) = challenge
         .match_indices("scope=")
@@ -285,8 +361,17 @@ fn challenge_scopes(challenge: &str) -> Vec<String> {
 async fn wait_for_callback(listener: &tokio::net::TcpListener) -> Result<String, String> {
     loop {
         let (mut socket, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        // The request line may come in more than one read (a busy browser, a slow machine):
+        // read until the end of the head, within 16 KiB.
         let mut buf = vec![0u8; 16 * 1024];
-        let n = socket.read(&mut buf).await.map_err(|e| e.to_string())?;
+        let mut n = 0;
+        while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            match socket.read(&mut buf[n..]).await {
+                Ok(0) => break,
+                Ok(read) => n += read,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
         let head = String::from_utf8_lossy(&buf[..n]);
         let target = head
             .lines()

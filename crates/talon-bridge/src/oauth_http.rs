@@ -104,6 +104,10 @@ impl GuardedOAuthHttp {
         let client = reqwest::Client::builder()
             .user_agent(concat!("talon/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
+            // No idle connections kept: a sign-in waits on the person between its requests, and
+            // a connection the server closed meanwhile failed the token exchange ("Request
+            // failed") when reused. A sign-in makes a handful of requests.
+            .pool_max_idle_per_host(0)
             .no_proxy()
             .connect_timeout(guard.connect_timeout)
             .dns_resolver(Arc::new(GuardDns(Arc::clone(&guard))))

@@ -48,13 +48,60 @@ pub enum ServerError {
         challenge: Option<String>,
     },
     #[error(
-        "MCP server {server:?} needs more permissions (scopes) than Talon was granted: run `talon mcp-servers login {server}` to grant them"
+        "MCP server {server:?} needs more permissions (scopes) than Talon was granted{}: run `talon mcp-servers login {server}` to grant them",
+        scopes_named(challenge.as_deref())
     )]
     NeedsScope {
         server: String,
         /// The server's `WWW-Authenticate` challenge naming the scope it wants.
         challenge: Option<String>,
     },
+}
+
+/// `; it asks for "a b"` when `challenge` names scopes (shown with control characters spelled
+/// out: the server wrote them), else nothing.
+fn scopes_named(challenge: Option<&str>) -> String {
+    let scopes = challenge
+        .map(crate::oauth::challenge_scopes)
+        .unwrap_or_default();
+    if scopes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; it asks for \"{}\"",
+            talon_core::visible::visible(&scopes.join(" "))
+        )
+    }
+}
+
+/// Keeps the challenge of an authorization failure in `result` for the next sign-in of an OAuth
+/// server ([`crate::oauth::note_challenge`]): a 403 asking for more scopes (a step-up), or a 401
+/// on a request past the handshake, names what to sign in for, and neither shows on the bare
+/// connection `talon mcp-servers login` can make.
+async fn note<T>(
+    server: &str,
+    oauth: Option<&crate::oauth::OAuthConfig>,
+    result: &Result<T, ServerError>,
+) {
+    let (
+        Some(oauth),
+        Err(
+            ServerError::NeedsScope {
+                challenge: Some(challenge),
+                ..
+            }
+            | ServerError::NeedsLogin {
+                challenge: Some(challenge),
+                ..
+            },
+        ),
+    ) = (oauth, result)
+    else {
+        return;
+    };
+    if let Err(e) = crate::oauth::note_challenge(server, oauth, challenge).await {
+        tracing::warn!(server, error = %e, "the server's challenge was not kept for the next sign-in");
+    }
 }
 
 /// A call in flight over rmcp: tells the server when the call is abandoned before its answer
@@ -151,21 +198,14 @@ fn readable(e: &(dyn std::error::Error + 'static)) -> String {
     talon_core::error_text::with_causes_by(e, cause)
 }
 
-/// How a streamable HTTP session opens: `server/discover` at the configured version when it is
-/// 2026-07-28 or later (those servers have no `initialize`), else the `initialize` handshake.
-fn lifecycle(
-    server: &str,
-    config: &transport::HttpConfig,
-) -> Result<ClientLifecycleMode, ServerError> {
-    let Some(version) = &config.protocol_version else {
-        return Ok(ClientLifecycleMode::Initialize);
-    };
-    let parsed: ProtocolVersion =
-        serde_json::from_value(Value::String(version.clone())).map_err(|e| {
-            ServerError::Config {
-                server: server.to_string(),
-                message: format!("protocol version {version:?}: {e}"),
-            }
+/// How a streamable HTTP session configured for `version` opens: `server/discover` at that
+/// version when it is 2026-07-28 or later (those servers have no `initialize`), else the
+/// `initialize` handshake.
+fn lifecycle(server: &str, version: &str) -> Result<ClientLifecycleMode, ServerError> {
+    let parsed: ProtocolVersion = serde_json::from_value(Value::String(version.to_string()))
+        .map_err(|e| ServerError::Config {
+            server: server.to_string(),
+            message: format!("protocol version {version:?}: {e}"),
         })?;
     Ok(
         if parsed.as_str() >= ProtocolVersion::V_2026_07_28.as_str() {
@@ -204,12 +244,27 @@ async fn http_session(
     })
 }
 
-/// Whether a refused `initialize` may mean the server speaks only the 2026-07-28 protocol, so
-/// `auto` tries `server/discover` next. Any JSON-RPC error counts (issue 35: a server refusing
-/// with a code other than -32601, -32020 or -32022 could not be reached at all); an
-/// authorization failure does not, it goes to the operator as it is.
-fn modern_only(error: &ClientInitializeError) -> bool {
-    matches!(error, ClientInitializeError::JsonRpcError(_))
+/// A streamable HTTP session with no configured version (`auto`): `server/discover` at
+/// 2026-07-28 first, and when the server does not take it (an older server answers with a
+/// JSON-RPC error, an HTTP 400 or 404, or a body that is no discovery result), the
+/// `initialize` handshake on a fresh transport. An authorization failure is not a "no": it
+/// goes to the operator as it is, so a server demanding a sign-in is asked once.
+async fn auto_session(
+    watcher: &Watcher,
+    name: &str,
+    config: &transport::HttpConfig,
+    oauth: bool,
+) -> Result<Result<RunningService<RoleClient, Watcher>, ClientInitializeError>, ServerError> {
+    let modern = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    match http_session(watcher, name, config, modern).await? {
+        Err(e) if auth_error(name, &e, oauth).is_none() => {
+            tracing::debug!(server = %name, error = %readable(&e), "server/discover refused; opening with initialize");
+            http_session(watcher, name, config, ClientLifecycleMode::Initialize).await
+        }
+        other => Ok(other),
+    }
 }
 
 /// The protocol client of a session.
@@ -226,8 +281,9 @@ pub struct Server {
     session: Session,
     /// Talon's side of the session (shared with the protocol client).
     watcher: Watcher,
-    /// Signs in with OAuth (what an authorization failure asks of the operator).
-    oauth: bool,
+    /// How it signs in with OAuth, if it does (what an authorization failure asks of the
+    /// operator, and where a challenge for more scopes is noted for the next sign-in).
+    oauth: Option<crate::oauth::OAuthConfig>,
 }
 
 impl std::fmt::Debug for Server {
@@ -258,7 +314,10 @@ impl Server {
     ) -> Result<Self, ServerError> {
         let watcher = Watcher::default();
         let shared = watcher.clone();
-        let oauth = matches!(transport, Transport::Http(h) if h.oauth.is_some());
+        let oauth = match transport {
+            Transport::Http(h) => h.oauth.clone(),
+            _ => None,
+        };
         let handshake = async {
             match transport {
                 Transport::Stdio(config) => {
@@ -271,20 +330,13 @@ impl Server {
                             message,
                         });
                 }
-                Transport::Http(config) => {
-                    let first = lifecycle(name, config)?;
-                    match http_session(&watcher, name, config, first).await? {
-                        // Not configured for a version, and the server speaks only 2026-07-28
-                        // and later: it refused `initialize`, so open with `server/discover`.
-                        Err(e) if config.protocol_version.is_none() && modern_only(&e) => {
-                            let modern = ClientLifecycleMode::Discover {
-                                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                            };
-                            http_session(&watcher, name, config, modern).await?
-                        }
-                        other => other,
+                Transport::Http(config) => match &config.protocol_version {
+                    Some(version) => {
+                        let lifecycle = lifecycle(name, version)?;
+                        http_session(&watcher, name, config, lifecycle).await?
                     }
-                }
+                    None => auto_session(&watcher, name, config, oauth.is_some()).await?,
+                },
                 Transport::Sse(config) => {
                     watcher
                         .serve(crate::sse::LegacySse::connect(name, config, timeout).await?)
@@ -293,18 +345,20 @@ impl Server {
             }
             .map(Session::Rmcp)
             .map_err(|e| {
-                auth_error(name, &e, oauth).unwrap_or_else(|| ServerError::Handshake {
+                auth_error(name, &e, oauth.is_some()).unwrap_or_else(|| ServerError::Handshake {
                     server: name.to_string(),
                     message: readable(&e),
                 })
             })
         };
-        let session = tokio::time::timeout(timeout, handshake)
+        let opened = tokio::time::timeout(timeout, handshake)
             .await
             .map_err(|_| ServerError::Timeout {
                 server: name.to_string(),
                 secs: timeout.as_secs(),
-            })??;
+            })?;
+        note(name, oauth.as_ref(), &opened).await;
+        let session = opened?;
         Ok(Self {
             name: name.to_string(),
             session,
@@ -366,12 +420,14 @@ impl Server {
     pub async fn tools(&self, timeout: Duration) -> Result<Vec<ListedTool>, ServerError> {
         let tools: Vec<Value> = match &self.session {
             Session::Stdio(_) => self.list_all("tools/list", "tools", timeout).await?,
-            Session::Rmcp(service) => self
-                .within(timeout, service.list_all_tools())
-                .await?
-                .iter()
-                .filter_map(|t| serde_json::to_value(t).ok())
-                .collect(),
+            Session::Rmcp(service) => {
+                let listed = self.within(timeout, service.list_all_tools()).await;
+                note(&self.name, self.oauth.as_ref(), &listed).await;
+                listed?
+            }
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect(),
         };
         Ok(tools
             .into_iter()
@@ -462,6 +518,22 @@ impl Server {
         };
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
+        let answer = self
+            .call_rounds(service, params, timeout, progress, client)
+            .await;
+        note(&self.name, self.oauth.as_ref(), &answer).await;
+        answer
+    }
+
+    /// `tools/call` until the server answers with a result (`input_required` rounds answered).
+    async fn call_rounds(
+        &self,
+        service: &RunningService<RoleClient, Watcher>,
+        mut params: CallToolRequestParams,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+        client: Option<ClientHandle>,
+    ) -> Result<Value, ServerError> {
         // A 2026-07-28 server may answer `input_required` (SEP-2322): Talon answers what it was
         // asked and sends the call again, the server's request state echoed untouched.
         for _ in 0..crate::mrtr::MAX_ROUNDS {
@@ -549,7 +621,7 @@ impl Server {
                 secs: timeout.as_secs(),
             })?
             .map_err(|e| {
-                auth_error(&self.name, &e, self.oauth)
+                auth_error(&self.name, &e, self.oauth.is_some())
                     .unwrap_or_else(|| self.protocol(e.to_string()))
             })
     }

@@ -47,9 +47,9 @@ pub struct HttpConfig {
     pub oauth: Option<crate::oauth::OAuthConfig>,
     /// The protocol version to speak (streamable HTTP). 2026-07-28 and later have no
     /// `initialize`: the session opens with `server/discover` and every request carries its
-    /// version in `_meta` and the `MCP-Protocol-Version` header. `None`: the `initialize`
-    /// handshake, then `server/discover` at 2026-07-28 if the server refuses `initialize` the
-    /// way a server of only that protocol does.
+    /// version in `_meta` and the `MCP-Protocol-Version` header. `None` (`auto`):
+    /// `server/discover` at 2026-07-28, then the `initialize` handshake if the server does not
+    /// take it (an older server).
     pub protocol_version: Option<String>,
 }
 

@@ -98,7 +98,7 @@ pub struct McpServerSection {
     #[serde(default)]
     pub oauth_scopes: Vec<String>,
     /// Streamable HTTP: the MCP protocol version to speak, or `auto` (the default): open with
-    /// `initialize`, and with `server/discover` at 2026-07-28 when the server refuses it.
+    /// `server/discover` at 2026-07-28, and with `initialize` when the server does not take it.
     #[serde(default)]
     pub protocol_version: Option<String>,
     #[serde(default = "enabled")]

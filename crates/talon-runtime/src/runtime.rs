@@ -78,6 +78,10 @@ pub struct Overrides {
     /// The process runs one command and exits (`talon tool call`, `talon tools list`): no
     /// session sandboxes.
     pub one_shot: bool,
+    /// Start only once every MCP server answered or gave up (as one-shot commands do): the
+    /// first turn comes at once (`talon chat -p`), and would otherwise be offered none of the
+    /// tools of servers still starting.
+    pub wait_for_mcp_servers: bool,
 }
 
 /// Why the runtime could not be built.
@@ -186,6 +190,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         &registry,
         embedder.as_ref(),
         overrides.one_shot,
+        overrides.one_shot || overrides.wait_for_mcp_servers,
     )
     .await?;
     let events = EventBus::default();
@@ -382,6 +387,7 @@ async fn connect_mcp_servers(
     registry: &Arc<Registry>,
     embedder: Option<&Arc<dyn talon_embed::Embedder>>,
     one_shot: bool,
+    wait: bool,
 ) -> Result<Option<Arc<talon_bridge::Bridge>>, BuildError> {
     let vault = crate::mcp_store::vault(store);
     let from_file =
@@ -410,7 +416,7 @@ async fn connect_mcp_servers(
     if let Some(embedder) = embedder {
         bridge.set_embedder(Arc::clone(embedder));
     }
-    let startup = if one_shot {
+    let startup = if wait {
         talon_bridge::Startup::Wait
     } else {
         talon_bridge::Startup::Background

@@ -200,7 +200,7 @@ fn check_spec(spec: &McpServerSpec) -> Result<(), StoreError> {
             return Err(invalid(
                 "protocol_version",
                 format!(
-                    "{:?}: use \"auto\" (the default: initialize, then server/discover if refused) or one of {}",
+                    "{:?}: use \"auto\" (the default: server/discover, then initialize if refused) or one of {}",
                     spec.protocol_version,
                     MCP_PROTOCOL_VERSIONS.join(", ")
                 ),
@@ -437,6 +437,13 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
+        // What the bridge keeps beside the tokens (`mcp-oauth/<server>/challenge`).
+        let beside = format!("{}/", mcp_oauth_secret(name));
+        sqlx::query("DELETE FROM secrets WHERE substr(name, 1, $1) = $2")
+            .bind(i64::try_from(beside.chars().count()).unwrap_or(i64::MAX))
+            .bind(beside)
+            .execute(&mut *tx)
+            .await?;
         self.commit_mcp_change(tx).await?;
         Ok(done.rows_affected() > 0)
     }

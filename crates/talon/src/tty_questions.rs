@@ -1,6 +1,15 @@
-//! Answering a tool's questions to the user (AskUserQuestion's enum form, as MCP elicitation
-//! parameters) at the terminal of `talon chat`: each question with numbered choices, answered by
-//! number or in the user's own words; an empty answer declines.
+//! Answering a tool's or an MCP server's questions to the user (MCP elicitation forms, which
+//! AskUserQuestion and ExitPlanMode use too) at the terminal of `talon chat` and `talon tool
+//! call`.
+//!
+//! A form is asked one field at a time, each shown with its title, question, choices, type and
+//! default. Enter takes the default (or leaves an optional field out); a required field with no
+//! default is asked again. What is typed becomes the field's type: a number for `number` and
+//! `integer` fields (checked against their bounds), `true`/`false` for booleans (`y`, `n`, …),
+//! the picked values for choices (by number or label; other text is the user's own answer, as
+//! AskUserQuestion allows), a list for multi-select fields. `/decline` declines the form,
+//! `/cancel` (or the end of input) dismisses it. The server's words are shown with control
+//! characters spelled out.
 
 use std::io::{BufRead, BufReader, Write};
 use std::sync::Arc;
@@ -23,83 +32,225 @@ impl TtyQuestions {
     }
 }
 
-/// One typed answer to a field: choice numbers (`2`, `1,3`) or labels pick options; other
-/// text is the user's own answer. `None` when empty.
-pub fn parse_choice(line: &str, choices: &[String], many: bool) -> Option<Value> {
+/// What a field takes.
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    /// Text; `choices` (values with what to show for each) are picked by number or label.
+    Text {
+        choices: Vec<(String, String)>,
+    },
+    /// Several of `choices`, by numbers separated by commas.
+    Many {
+        choices: Vec<(String, String)>,
+    },
+    Number {
+        integer: bool,
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    Boolean,
+}
+
+/// One field of a form, as asked.
+#[derive(Debug, Clone, PartialEq)]
+struct Field {
+    key: String,
+    kind: Kind,
+    default: Option<Value>,
+    required: bool,
+}
+
+/// A typed line's meaning for a field.
+#[derive(Debug, PartialEq)]
+enum Typed {
+    /// The field's value.
+    Value(Value),
+    /// Leave the field out (Enter on an optional field with no default).
+    Skip,
+    /// Not an answer for this field: why, and the field is asked again.
+    Again(String),
+}
+
+/// The choices of a field: `enum` values (of the field or of its items, named by a legacy
+/// `enumNames` beside them), or titled `oneOf` / `anyOf` constants (SEP-1330), each with what
+/// to show beside its number.
+fn choices_of(field: &Value) -> Vec<(String, String)> {
+    let listed = field.get("enum").or_else(|| field.pointer("/items/enum"));
+    if let Some(values) = listed.and_then(Value::as_array) {
+        let names = field.get("enumNames").and_then(Value::as_array);
+        return values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let value = c.as_str()?.to_string();
+                let name = names.and_then(|n| n.get(i)).and_then(Value::as_str);
+                let shown = name.map_or_else(|| value.clone(), |n| format!("{n} ({value})"));
+                Some((value, shown))
+            })
+            .collect();
+    }
+    let titled = ["oneOf", "anyOf"].iter().find_map(|key| {
+        field
+            .get(*key)
+            .or_else(|| field.get("items").and_then(|items| items.get(*key)))
+            .and_then(Value::as_array)
+    });
+    titled
+        .into_iter()
+        .flatten()
+        .filter_map(|option| {
+            let value = option.get("const")?.as_str()?.to_string();
+            let shown = option
+                .get("title")
+                .and_then(Value::as_str)
+                .map_or_else(|| value.clone(), |t| format!("{t} ({value})"));
+            Some((value, shown))
+        })
+        .collect()
+}
+
+fn field(key: &str, schema: &Value, required: bool) -> Field {
+    let bound = |name: &str| schema.get(name).and_then(Value::as_f64);
+    let kind = match schema.get("type").and_then(Value::as_str) {
+        Some("array") => Kind::Many {
+            choices: choices_of(schema),
+        },
+        Some(t @ ("number" | "integer")) => Kind::Number {
+            integer: t == "integer",
+            min: bound("minimum"),
+            max: bound("maximum"),
+        },
+        Some("boolean") => Kind::Boolean,
+        _ => Kind::Text {
+            choices: choices_of(schema),
+        },
+    };
+    Field {
+        key: key.to_string(),
+        kind,
+        default: schema.get("default").cloned(),
+        required,
+    }
+}
+
+/// A choice picked by its number or its value (any case); `None` when `part` is neither.
+fn pick(part: &str, choices: &[(String, String)]) -> Option<String> {
+    match part.parse::<usize>() {
+        Ok(n) if (1..=choices.len()).contains(&n) => Some(choices[n - 1].0.clone()),
+        _ => choices
+            .iter()
+            .find(|(value, _)| value.eq_ignore_ascii_case(part))
+            .map(|(value, _)| value.clone()),
+    }
+}
+
+/// What `line` means for `field`.
+fn typed(field: &Field, line: &str) -> Typed {
     let line = line.trim();
     if line.is_empty() {
-        return None;
+        return match (&field.default, field.required) {
+            (Some(default), _) => Typed::Value(default.clone()),
+            (None, false) => Typed::Skip,
+            (None, true) => {
+                Typed::Again("this answer is required (or type /decline or /cancel)".to_string())
+            }
+        };
     }
-    let pick = |part: &str| -> String {
-        let part = part.trim();
-        match part.parse::<usize>() {
-            Ok(n) if (1..=choices.len()).contains(&n) => choices[n - 1].clone(),
-            _ => choices
-                .iter()
-                .find(|c| c.eq_ignore_ascii_case(part))
-                .cloned()
-                .unwrap_or_else(|| part.to_string()),
+    match &field.kind {
+        Kind::Text { choices } => Typed::Value(Value::String(
+            pick(line, choices).unwrap_or_else(|| line.to_string()),
+        )),
+        Kind::Many { choices } => Typed::Value(Value::Array(
+            line.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(|p| Value::String(pick(p, choices).unwrap_or_else(|| p.to_string())))
+                .collect(),
+        )),
+        Kind::Boolean => match line.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" | "1" | "on" => Typed::Value(Value::Bool(true)),
+            "n" | "no" | "false" | "0" | "off" => Typed::Value(Value::Bool(false)),
+            _ => Typed::Again("type y or n".to_string()),
+        },
+        Kind::Number { integer, min, max } => number(line, *integer, *min, *max),
+    }
+}
+
+fn number(line: &str, integer: bool, min: Option<f64>, max: Option<f64>) -> Typed {
+    let value = if integer {
+        match line.parse::<i64>() {
+            Ok(n) => json!(n),
+            Err(_) => return Typed::Again(format!("{line:?} is not a whole number")),
+        }
+    } else {
+        match line.parse::<f64>() {
+            Ok(n) if n.is_finite() => json!(n),
+            _ => return Typed::Again(format!("{line:?} is not a number")),
         }
     };
-    Some(if many {
-        Value::Array(
-            line.split(',')
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| Value::String(pick(p)))
-                .collect(),
-        )
-    } else {
-        Value::String(pick(line))
-    })
+    let n = value.as_f64().unwrap_or_default();
+    match (min, max) {
+        (Some(min), _) if n < min => Typed::Again(format!("at least {min}")),
+        (_, Some(max)) if n > max => Typed::Again(format!("at most {max}")),
+        _ => Typed::Value(value),
+    }
 }
 
 /// Lines of a message start with this, so none can pass for the form's own text.
 const GUTTER: &str = "  | ";
 
 /// The text shown before the fields: the tool's or server's message, behind [`GUTTER`], with
-/// control, bidi and invisible characters spelled out (see [`talon_core::visible`]).
+/// control, bidi and invisible characters spelled out (see [`talon_core::visible`]), and how
+/// to answer.
 fn render_message(params: &Value) -> String {
-    match params.get("message").and_then(Value::as_str) {
-        Some(message) if !message.is_empty() => {
-            format!(
-                "\n? a question for you:\n{}\n",
-                visible_lines(message, GUTTER)
-            )
-        }
-        _ => "\n? a question for you:\n".to_string(),
+    let mut out = String::from("\n? a question for you:\n");
+    if let Some(message) = params.get("message").and_then(Value::as_str)
+        && !message.is_empty()
+    {
+        out.push_str(&visible_lines(message, GUTTER));
+        out.push('\n');
+    }
+    out.push_str("(Enter takes the default; /decline declines, /cancel dismisses)\n");
+    out
+}
+
+/// A value as the form shows it: text as it is, anything else as JSON.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => visible(s),
+        other => visible(&other.to_string()),
     }
 }
 
-/// One field: its text (title, question, numbered choices, what to type) and its choices.
+/// One field's text: title, question, numbered choices, then what to type.
 ///
 /// The numbers always pick the values listed beside them: a choice's line is the matching
 /// line of the description only when that line starts with the choice itself (AskUserQuestion
 /// writes `label: what it means`); otherwise the choice is shown as it is, so a description
 /// cannot show one option while its number sends another.
-fn render_field(key: &str, field: &Value) -> (String, Vec<String>, bool) {
-    let many = field.get("type").and_then(Value::as_str) == Some("array");
-    let choices: Vec<String> = field
-        .get("enum")
-        .or_else(|| field.pointer("/items/enum"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.as_str().map(str::to_string))
-        .collect();
-    let description = field
+fn render_field(field: &Field, schema: &Value) -> String {
+    let choices = match &field.kind {
+        Kind::Text { choices } | Kind::Many { choices } => choices.as_slice(),
+        _ => &[],
+    };
+    let description = schema
         .get("description")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut lines = description.lines();
-    let question = lines.next().filter(|q| !q.trim().is_empty()).unwrap_or(key);
+    let question = lines
+        .next()
+        .filter(|q| !q.trim().is_empty())
+        .unwrap_or(&field.key);
     let details: Vec<&str> = lines.collect();
-    let matches_choices = details.len() == choices.len()
+    let matches_choices = !choices.is_empty()
+        && details.len() == choices.len()
         && details
             .iter()
-            .zip(&choices)
-            .all(|(line, choice)| line.starts_with(choice.as_str()));
+            .zip(choices)
+            .all(|(line, (value, _))| line.starts_with(value.as_str()));
     let mut out = String::from("\n");
-    if let Some(title) = field.get("title").and_then(Value::as_str) {
+    if let Some(title) = schema.get("title").and_then(Value::as_str) {
         out.push_str(&format!("[{}] ", visible(title)));
     }
     out.push_str(&visible(question));
@@ -108,18 +259,74 @@ fn render_field(key: &str, field: &Value) -> (String, Vec<String>, bool) {
         out.push_str(&visible_lines(&details.join("\n"), GUTTER));
         out.push('\n');
     }
-    for (i, choice) in choices.iter().enumerate() {
-        let shown = if matches_choices { details[i] } else { choice };
-        out.push_str(&format!("  {}. {}\n", i + 1, visible(shown)));
+    for (i, (_, label)) in choices.iter().enumerate() {
+        let label = if matches_choices { details[i] } else { label };
+        out.push_str(&format!("  {}. {}\n", i + 1, visible(label)));
     }
-    out.push_str(if many {
-        "numbers separated by commas, or your own answer (empty: decline): "
-    } else if choices.is_empty() {
-        "your answer (empty: decline): "
-    } else {
-        "a number, or your own answer (empty: decline): "
-    });
-    (out, choices, many)
+    let what = match &field.kind {
+        Kind::Many { .. } => "numbers separated by commas, or your own answer",
+        Kind::Text { choices } if !choices.is_empty() => "a number, or your own answer",
+        Kind::Text { .. } => "your answer",
+        Kind::Number { integer: true, .. } => "a whole number",
+        Kind::Number { .. } => "a number",
+        Kind::Boolean => "y or n",
+    };
+    out.push_str(what);
+    match (&field.default, field.required) {
+        (Some(default), _) => out.push_str(&format!(" [default: {}]", shown(default))),
+        (None, false) => out.push_str(" [optional]"),
+        (None, true) => {}
+    }
+    out.push_str(": ");
+    out
+}
+
+/// Asks the form in `params` on `tty`: the elicitation result.
+fn ask_on(
+    params: &Value,
+    tty: &mut impl Write,
+    input: &mut impl BufRead,
+) -> std::io::Result<Value> {
+    let empty = Map::new();
+    let schema = params.get("requestedSchema").unwrap_or(&Value::Null);
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    tty.write_all(render_message(params).as_bytes())?;
+    let mut content = Map::new();
+    for (key, field_schema) in properties {
+        let field = field(key, field_schema, required.contains(&key.as_str()));
+        tty.write_all(render_field(&field, field_schema).as_bytes())?;
+        loop {
+            tty.flush()?;
+            let mut line = String::new();
+            if input.read_line(&mut line)? == 0 {
+                return Ok(json!({"action": "cancel"}));
+            }
+            match line.trim() {
+                "/decline" => return Ok(json!({"action": "decline"})),
+                "/cancel" => return Ok(json!({"action": "cancel"})),
+                _ => {}
+            }
+            match typed(&field, &line) {
+                Typed::Value(value) => {
+                    content.insert(key.clone(), value);
+                    break;
+                }
+                Typed::Skip => break,
+                Typed::Again(why) => tty.write_all(format!("  ({why}) ").as_bytes())?,
+            }
+        }
+    }
+    Ok(json!({"action": "accept", "content": content}))
 }
 
 fn ask(params: &Value) -> Result<Value, String> {
@@ -130,29 +337,7 @@ fn ask(params: &Value) -> Result<Value, String> {
         .map_err(|e| format!("no terminal to ask on: {e}"))?;
     let _asking = crate::prompt::Asking::start(&mut tty);
     let mut reader = BufReader::new(tty.try_clone().map_err(|e| e.to_string())?);
-    let empty = Map::new();
-    let properties = params
-        .pointer("/requestedSchema/properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    let mut out = render_message(params);
-    let mut content = Map::new();
-    for (key, field) in properties {
-        let (text, choices, many) = render_field(key, field);
-        out.push_str(&text);
-        tty.write_all(out.as_bytes()).map_err(|e| e.to_string())?;
-        tty.flush().map_err(|e| e.to_string())?;
-        out.clear();
-        let mut line = String::new();
-        reader.read_line(&mut line).map_err(|e| e.to_string())?;
-        match parse_choice(&line, &choices, many) {
-            Some(answer) => {
-                content.insert(key.clone(), answer);
-            }
-            None => return Ok(json!({"action": "decline"})),
-        }
-    }
-    Ok(json!({"action": "accept", "content": content}))
+    ask_on(params, &mut tty, &mut reader).map_err(|e| format!("the terminal prompt failed: {e}"))
 }
 
 impl ClientRequests for TtyQuestions {
@@ -172,82 +357,4 @@ impl ClientRequests for TtyQuestions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_labels_and_own_words() {
-        let choices = vec!["SQLite".to_string(), "PostgreSQL".to_string()];
-        assert_eq!(
-            parse_choice("2\n", &choices, false),
-            Some(json!("PostgreSQL"))
-        );
-        assert_eq!(
-            parse_choice("sqlite", &choices, false),
-            Some(json!("SQLite"))
-        );
-        assert_eq!(
-            parse_choice("MariaDB", &choices, false),
-            Some(json!("MariaDB"))
-        );
-        assert_eq!(
-            parse_choice("1, 2", &choices, true),
-            Some(json!(["SQLite", "PostgreSQL"]))
-        );
-        assert_eq!(parse_choice("  \n", &choices, false), None);
-        assert_eq!(
-            parse_choice("3", &choices, false),
-            Some(json!("3")),
-            "out of range is text"
-        );
-    }
-
-    #[test]
-    fn fields_show_their_title_question_and_the_choices_their_numbers_send() {
-        let asked = json!({"type": "string", "title": "Database",
-            "description": "Which database?\nSQLite: small\nPostgreSQL: big",
-            "enum": ["SQLite", "PostgreSQL"]});
-        let (text, choices, many) = render_field("q1", &asked);
-        assert_eq!(
-            text,
-            "\n[Database] Which database?\n  1. SQLite: small\n  2. PostgreSQL: big\na number, or your own answer (empty: decline): "
-        );
-        assert_eq!(choices, ["SQLite", "PostgreSQL"]);
-        assert!(!many);
-        // A description listing other options than the values the numbers send is shown as
-        // text; the numbered list is the values themselves.
-        let spoof = json!({"type": "string", "description": "Continue?\nCancel\nKeep my files",
-            "enum": ["delete everything", "format disk"]});
-        let (text, _, _) = render_field("q", &spoof);
-        assert!(
-            text.contains(
-                "  | Cancel\n  | Keep my files\n  1. delete everything\n  2. format disk\n"
-            ),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn escapes_in_messages_titles_and_options_are_spelled_out() {
-        let params = json!({"message": "Pick\x1b]52;c;ZXZpbA==\x07 one\nsecond line"});
-        assert_eq!(
-            render_message(&params),
-            "\n? a question for you:\n  | Pick\\x1b]52;c;ZXZpbA==\\x07 one\n  | second line\n"
-        );
-        let field = json!({"type": "array", "title": "T\u{202e}x",
-            "description": "Q\x1b[2J?", "items": {"enum": ["a\u{9b}31m", "b"]}});
-        let (text, choices, many) = render_field("k", &field);
-        assert!(many);
-        assert_eq!(
-            choices,
-            ["a\u{9b}31m", "b"],
-            "the values sent are unchanged"
-        );
-        assert!(
-            !text.chars().any(|c| c.is_control() && c != '\n'),
-            "{text:?}"
-        );
-        assert!(text.contains("[T\\u{202e}x] Q\\x1b[2J?"), "{text}");
-        assert!(text.contains("1. a\\u{9b}31m"), "{text}");
-    }
-}
+mod tests;

@@ -3,6 +3,8 @@
 //! done-when story in one interactive session (Ctrl-C cancelling a turn).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/npm.rs"]
+mod npm;
 mod support;
 
 use std::process::Stdio;
@@ -119,6 +121,69 @@ fn an_approved_plan_leaves_plan_mode() {
         "{}",
         sent[2]
     );
+}
+
+/// An MCP server's form asked in `talon chat` (issue 35): every field shows its default, Enter
+/// takes it (or leaves an optional field out), a wrong number is asked again, and what the
+/// person typed reaches the server as the field's type: numbers as numbers, `y` as `true`,
+/// choices picked by number as their values.
+#[test]
+fn h35_an_mcp_form_at_the_terminal_shows_defaults_and_sends_typed_values() {
+    let entry = npm::server_everything(env!("CARGO_TARGET_TMPDIR"));
+    let home = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        home.path(),
+        &json!({"turns": [
+            {"tool_calls": [{"name": "mcp__everything__trigger-elicitation-request", "arguments": {}}]},
+            {"text": "Thanks."}
+        ]}),
+    );
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\n\n\
+             [mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            mock.url,
+            entry.display().to_string()
+        ),
+    )
+    .unwrap();
+    // name, check, firstLine (default), email, homepage (optional: left out), birthdate (left
+    // out), integer ("many" refused, then 7), number (default), the single choice by number,
+    // the multiple choice by numbers, the titled ones and the legacy one (defaults).
+    let typed = "Ada\ny\n\nada@example.org\n\n\nmany\n7\n\n3\n1,2\n2\n\n\n";
+    let (screen, ok) = at_a_terminal(
+        home.path(),
+        "chat --permission-mode bypassPermissions -p 'ask me'",
+        typed.as_bytes(),
+    );
+    assert!(ok, "{screen}");
+    for shown in [
+        "[default: It was a dark and stormy night.]",
+        "a whole number [default: 42]",
+        "[default: 3.14]",
+        "3. Joey",
+        "2. Green Lantern (hero-2)",
+        "2. Dogs (pet-2)",
+        "\"many\" is not a whole number",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} missing from {screen}");
+    }
+    let sent = requests(&mock);
+    let result = sent[1].to_string();
+    for field in [
+        r#"\"name\": \"Ada\""#,
+        r#"\"check\": true"#,
+        r#"\"firstLine\": \"It was a dark and stormy night.\""#,
+        r#"\"integer\": 7"#,
+        r#"\"number\": 3.14"#,
+        r#"\"untitledSingleSelectEnum\": \"Joey\""#,
+        r#"\"titledSingleSelectEnum\": \"hero-2\""#,
+        r#"\"legacyTitledEnum\": \"pet-1\""#,
+    ] {
+        assert!(result.contains(field), "{field} missing from {result}");
+    }
+    assert!(!result.contains("homepage"), "left out: {result}");
 }
 
 /// An interactive `talon chat` under a pseudo-terminal, driven by what it shows.

@@ -5,8 +5,10 @@
 //! * server scenarios against `/mcp` of the gateway router `talon serve` serves, over Talon's
 //!   built-in tools plus the suite's test tools registered as Talon tools
 //!   (`support/conformance_server.rs`), and the protocol scenarios against `talon serve` itself;
-//! * client scenarios against the bridge, through the `mcp_conformance_client` example (built by
-//!   the test), which the suite launches once per scenario with the URL of the scenario's server.
+//! * client scenarios against the shipped `talon` binary, as an operator runs it: the suite
+//!   launches `support/mcp_conformance/talon_client.mjs` once per scenario with the URL of the
+//!   scenario's server, and it writes a talon.toml naming that server, signs in with
+//!   `talon mcp-servers login` and makes the calls with `talon tool call` at a terminal.
 //!
 //! Each run passes the suite an expected-failures file (`tests/support/mcp_conformance/`): the
 //! scenarios judged not to apply to a general-purpose client or server, and the ones still
@@ -104,7 +106,7 @@ fn tally_into(dir: &Path, prefix: &str, out: &mut BTreeMap<String, (usize, usize
 
 /// Runs one role's scenarios at `version` and asserts the suite's verdict against the
 /// expected-failures file; prints the scenario tally (for docs/MCP_CONFORMANCE.md).
-fn run(role: &str, version: &str, target: &[&str]) {
+fn run(mut suite: Command, role: &str, version: &str, target: &[&str]) {
     let out = tempfile::tempdir().unwrap();
     let baseline = support_file(&format!("mcp_conformance/{role}-{version}.yml"));
     let out_dir = out.path().to_str().unwrap();
@@ -121,7 +123,7 @@ fn run(role: &str, version: &str, target: &[&str]) {
         "-o",
         out_dir,
     ]);
-    let output = suite(&args).output().unwrap();
+    let output = suite.args(&args).output().unwrap();
     let report = String::from_utf8_lossy(&output.stdout);
     let tally = tally(out.path());
     let passed = tally.values().filter(|(_, failed)| *failed == 0).count();
@@ -144,80 +146,54 @@ fn run(role: &str, version: &str, target: &[&str]) {
     );
 }
 
-/// The client the suite launches: the `mcp_conformance_client` example (test-harness code kept
-/// out of the shipped binary), built here with the test's own cargo and profile, once per run.
+/// The client the suite launches: `support/mcp_conformance/talon_client.mjs`, an operator of the
+/// shipped `talon` binary scripted (its talon.toml, `talon mcp-servers login`, `talon tools list`,
+/// `talon tool call` at a terminal), given the binary in `TALON_BIN`.
 fn client_command() -> String {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // `…/<profile dir>/deps/mcp_conformance-…`; examples land in `<profile dir>/examples`.
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-                Some("debug") => "dev",
-                Some(other) => other,
-                None => "dev",
-            }
-            .to_string();
-            let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(["build", "--quiet", "-p", "talon", "--example"])
-                .arg(EXAMPLE)
-                .args(["--profile", &profile])
-                .env(
-                    "CARGO_TARGET_DIR",
-                    profile_dir.parent().expect("the target directory"),
-                )
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "cargo build --example {EXAMPLE} failed");
-            let built = profile_dir.join("examples").join(EXAMPLE);
-            assert!(built.exists(), "{} is missing", built.display());
-            built
-        })
-        .display()
-        .to_string()
+    format!(
+        "node {}",
+        support_file("mcp_conformance/talon_client.mjs").display()
+    )
 }
 
-const EXAMPLE: &str = "mcp_conformance_client";
+/// The suite, run against the shipped binary.
+fn client_suite() -> Command {
+    let mut cmd = suite(&[]);
+    cmd.env("TALON_BIN", support::talon());
+    cmd
+}
 
 #[test]
 fn client_scenarios_at_2025_11_25() {
-    let command = client_command();
-    run("client", VERSIONS[0], &["--command", &command]);
+    run_client(VERSIONS[0], false);
 }
 
 #[test]
 fn client_scenarios_at_2026_07_28() {
-    let command = client_command();
-    run("client", VERSIONS[1], &["--command", &command]);
+    run_client(VERSIONS[1], false);
 }
 
-/// Talon configured with no protocol version still reaches a server that speaks only
-/// 2026-07-28: the refused `initialize` is followed by `server/discover`.
+/// Talon configured with no protocol version (`auto`, the default) passes the scenarios of
+/// either protocol: `server/discover` first, and `initialize` when the server does not take it.
 #[test]
-fn a_client_configured_with_no_version_reaches_a_2026_07_28_server() {
-    let command = format!(
-        "env -u MCP_CONFORMANCE_PROTOCOL_VERSION {}",
-        client_command()
-    );
-    let output = suite(&[
-        "client",
-        "--command",
-        &command,
-        "--scenario",
-        "tools_call",
-        "--spec-version",
-        VERSIONS[1],
-    ])
-    .output()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+fn client_scenarios_at_2025_11_25_with_protocol_version_auto() {
+    run_client(VERSIONS[0], true);
+}
+
+#[test]
+fn client_scenarios_at_2026_07_28_with_protocol_version_auto() {
+    run_client(VERSIONS[1], true);
+}
+
+/// The client scenarios at `version`, Talon configured for that version or, with `auto`, for
+/// none.
+fn run_client(version: &str, auto: bool) {
+    let command = client_command();
+    let mut suite = client_suite();
+    if auto {
+        suite.env("TALON_CONFORMANCE_AUTO", "1");
+    }
+    run(suite, "client", version, &["--command", &command]);
 }
 
 /// `talon serve` itself (its runtime, default configuration) passes the scenarios that need no
@@ -264,12 +240,12 @@ fn talon_serve_passes_the_protocol_scenarios() {
 fn server_scenarios_at_2025_11_25() {
     let server = conformance_server::serve();
     let url = format!("http://{}/mcp", server.addr);
-    run("server", VERSIONS[0], &["--url", &url]);
+    run(suite(&[]), "server", VERSIONS[0], &["--url", &url]);
 }
 
 #[test]
 fn server_scenarios_at_2026_07_28() {
     let server = conformance_server::serve();
     let url = format!("http://{}/mcp", server.addr);
-    run("server", VERSIONS[1], &["--url", &url]);
+    run(suite(&[]), "server", VERSIONS[1], &["--url", &url]);
 }

@@ -481,8 +481,9 @@ impl Pipeline {
 
         // Step 3: validate.
         let args = std::mem::take(&mut progress.args);
-        progress.args =
-            validate::normalize_args(&spec.name, args).map_err(|m| (FailedStage::Validation, m))?;
+        progress.args = validate::normalize_args(&spec.name, args)
+            .map(|args| validate::drop_null_optionals(tool.schema(), args))
+            .map_err(|m| (FailedStage::Validation, m))?;
         if let Some(message) = validate::empty_args_guard(&spec.name, tool.schema(), &progress.args)
         {
             return Err((FailedStage::Validation, message));

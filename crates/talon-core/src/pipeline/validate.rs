@@ -27,6 +27,31 @@ pub(crate) fn normalize_args(tool: &str, args: Value) -> Result<Value, String> {
     }
 }
 
+/// `args` without the optional fields given as `null` whose schema does not take `null`: models
+/// write `null` for "not given" (OpenAI's strict mode makes every optional field nullable), and
+/// refusing such a call would only make the model try again without them. A field that may be
+/// `null` by its schema, a required one, or one whose schema names no `type` is left as it is
+/// for the schema check to judge.
+pub(crate) fn drop_null_optionals(schema: &Value, mut args: Value) -> Value {
+    let required = required_fields(schema);
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return args;
+    };
+    if let Some(fields) = args.as_object_mut() {
+        fields.retain(|name, value| {
+            let takes_null = |field: &Value| match field.get("type") {
+                Some(Value::String(t)) => t == "null",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+                _ => true,
+            };
+            !(value.is_null()
+                && !required.contains(&name.as_str())
+                && properties.get(name).is_some_and(|field| !takes_null(field)))
+        });
+    }
+    args
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -126,6 +151,23 @@ mod tests {
         assert!(normalize_args("t", json!("[1]")).is_err());
         let err = normalize_args("t", json!([1])).expect_err("array");
         assert!(err.contains("got an array"), "{err}");
+    }
+
+    #[test]
+    fn null_means_not_given_for_optional_fields_that_take_no_null() {
+        let schema = json!({"type": "object", "required": ["path"], "properties": {
+            "path": {"type": "string"},
+            "verbose": {"type": "boolean"},
+            "limit": {"type": ["integer", "null"]},
+            "mode": {"anyOf": [{"type": "string"}]},
+        }});
+        let args =
+            json!({"path": null, "verbose": null, "limit": null, "mode": null, "other": null});
+        assert_eq!(
+            drop_null_optionals(&schema, args),
+            json!({"path": null, "limit": null, "mode": null, "other": null}),
+            "only the optional boolean given as null is dropped"
+        );
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
             workspace: args.workspace.clone(),
             data_dir: args.data_dir.clone(),
             prompter: crate::prompt::tty_prompter(true),
+            // `-p` asks at once: the MCP servers' tools must be there for it.
+            wait_for_mcp_servers: args.prompt.is_some(),
             ..Overrides::default()
         },
     )

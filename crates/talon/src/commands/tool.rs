@@ -1,4 +1,5 @@
-//! `talon tool call NAME --args JSON`.
+//! `talon tool call NAME --args JSON`: one call through the pipeline, its questions to the user
+//! asked at the terminal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +62,8 @@ pub async fn call(
     ctx.session_key = format!("cli:{}", std::process::id());
     ctx.channel_type = Some("cli".into());
     ctx.run_kind = RunKind::Api;
+    // A tool's or an MCP server's questions to the user are asked at this terminal, if any.
+    ctx.client = crate::tty_questions::TtyQuestions::detect();
     if let Err(e) = rt.callers.bind(&mut ctx, None, None).await {
         eprintln!("talon: {e}");
         return ExitCode::from(1);

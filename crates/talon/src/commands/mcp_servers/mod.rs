@@ -141,7 +141,7 @@ pub struct AddArgs {
     /// OAuth: a scope to ask for; repeatable.
     #[arg(long = "oauth-scope", requires = "oauth")]
     oauth_scopes: Vec<String>,
-    /// Streamable HTTP: the MCP protocol version to speak (default auto: initialize, then server/discover if refused).
+    /// Streamable HTTP: the MCP protocol version to speak (default auto: server/discover, then initialize if refused).
     #[arg(long, value_name = "VERSION")]
     protocol_version: Option<String>,
     /// Store it without connecting it.
