@@ -440,7 +440,7 @@ impl Store {
         // What the bridge keeps beside the tokens (`mcp-oauth/<server>/challenge`).
         let beside = format!("{}/", mcp_oauth_secret(name));
         sqlx::query("DELETE FROM secrets WHERE substr(name, 1, $1) = $2")
-            .bind(i64::try_from(beside.chars().count()).unwrap_or(i64::MAX))
+            .bind(i32::try_from(beside.chars().count()).unwrap_or(i32::MAX))
             .bind(beside)
             .execute(&mut *tx)
             .await?;

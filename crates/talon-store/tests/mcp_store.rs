@@ -90,12 +90,20 @@ async fn servers_round_trip_with_encrypted_secrets(config: &StoreConfig) {
         header_secrets()
     );
 
-    // Removal takes the secret and the grants with it.
+    // Removal takes the secrets (the tokens and what the bridge keeps beside them, but not a
+    // server's of a longer name) and the grants with it.
     store
         .put_mcp_grant(&grant("remote", SubjectKind::Agent, "a", &[], &[]))
         .await
         .unwrap();
+    let beside = format!("{}/challenge", talon_store::mcp_oauth_secret("remote"));
+    let other = format!("{}/challenge", talon_store::mcp_oauth_secret("remote_2"));
+    for name in [&beside, &other] {
+        store.set_secret(name, "Bearer scope=\"a\"").await.unwrap();
+    }
     assert!(store.remove_mcp_server("remote").await.unwrap());
+    assert!(store.secret(&beside).await.unwrap().is_none());
+    assert!(store.secret(&other).await.unwrap().is_some());
     assert!(!store.remove_mcp_server("remote").await.unwrap());
     assert!(store.mcp_servers().await.unwrap().is_empty());
     assert!(store.mcp_grants(None).await.unwrap().is_empty());
