@@ -47,18 +47,47 @@ pub const REFUSED: i32 = 3;
 pub enum Kind {
     /// A PDF's text, page by page (`crate::fs::pdf`).
     Pdf,
+    /// A web page (decoded HTML): its readable content as Markdown or text, and its title
+    /// (`crate::web::html`).
+    Html,
+    /// A Jupyter notebook's cells and outputs (`crate::claude_code::read`).
+    Notebook,
 }
 
 impl Kind {
+    const ALL: [Kind; 3] = [Kind::Pdf, Kind::Html, Kind::Notebook];
+
     fn name(self) -> &'static str {
         match self {
             Kind::Pdf => "pdf",
+            Kind::Html => "html",
+            Kind::Notebook => "notebook",
         }
     }
 
     fn what(self) -> &'static str {
         match self {
             Kind::Pdf => "PDF",
+            Kind::Html => "web page",
+            Kind::Notebook => "notebook",
+        }
+    }
+
+    /// The most input the helper reads; larger input is refused before it gets there.
+    fn input_limit(self) -> usize {
+        match self {
+            Kind::Pdf => crate::fs::pdf::MAX_PDF_BYTES,
+            Kind::Html => crate::web::html::MAX_HTML_CHARS,
+            Kind::Notebook => crate::claude_code::read::MAX_NOTEBOOK_BYTES,
+        }
+    }
+
+    /// The parser itself, inside the helper: the text, or a message for the model.
+    fn run(self, bytes: &[u8], args: &[String]) -> Result<String, String> {
+        match self {
+            Kind::Pdf => crate::fs::pdf::extract(bytes, args.first().map(String::as_str)),
+            Kind::Html => crate::web::html::convert(bytes, args),
+            Kind::Notebook => crate::claude_code::read::notebook_text(bytes),
         }
     }
 }
@@ -186,23 +215,28 @@ pub fn helper_main(args: &[OsString]) -> u8 {
         eprintln!("talon {SUBCOMMAND}: no parser named");
         return 2;
     };
-    let limit = match kind.as_str() {
-        "pdf" => crate::fs::pdf::MAX_PDF_BYTES,
-        other => {
-            eprintln!("talon {SUBCOMMAND}: no parser {other:?}");
-            return 2;
-        }
+    let Some(kind) = Kind::ALL.into_iter().find(|k| k.name() == kind) else {
+        eprintln!("talon {SUBCOMMAND}: no parser {kind:?}");
+        return 2;
     };
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin()
         .lock()
-        .take(limit as u64 + 1)
+        .take(kind.input_limit() as u64 + 1)
         .read_to_end(&mut bytes)
     {
         eprintln!("talon {SUBCOMMAND}: cannot read the input: {e}");
         return 2;
     }
-    let result = crate::fs::pdf::extract(&bytes, rest.first().map(String::as_str));
+    let result = if bytes.len() > kind.input_limit() {
+        Err(format!(
+            "This {} is too large to read (the limit is {} MiB).",
+            kind.what(),
+            kind.input_limit() >> 20
+        ))
+    } else {
+        kind.run(&bytes, rest)
+    };
     let (text, code) = match result {
         Ok(text) => (text, 0),
         Err(message) => (message, REFUSED as u8),

@@ -19,6 +19,7 @@ struct Env {
 }
 
 async fn env(with_store: bool) -> Env {
+    common::use_parse_helper();
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
     std::fs::create_dir_all(&ws).unwrap();

@@ -53,6 +53,22 @@ fn image_mime(ext: &str) -> Option<&'static str> {
     }
 }
 
+/// The largest notebook read.
+pub const MAX_NOTEBOOK_BYTES: usize = (MAX_WHOLE_FILE_BYTES * 16) as usize;
+
+/// A notebook's cells and outputs, parsed in the helper process (the parser inside it is
+/// [`notebook_text`]): its JSON is a file an agent or a repository wrote.
+fn notebook(bytes: &[u8]) -> Result<String, String> {
+    crate::untrusted_parse::parse(crate::untrusted_parse::Kind::Notebook, bytes, &[])
+}
+
+/// The parser of [`notebook`], inside the helper.
+pub(crate) fn notebook_text(bytes: &[u8]) -> Result<String, String> {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .map_err(|e| format!("invalid notebook JSON: {e}"))
+        .and_then(|v| render_notebook(&v))
+}
+
 /// Renders a notebook's cells with their outputs.
 pub fn render_notebook(json: &serde_json::Value) -> Result<String, String> {
     let cells = json
@@ -144,11 +160,22 @@ impl Tool for Read {
             let limit = input.limit.unwrap_or(DEFAULT_LINE_LIMIT).max(1);
             // A notebook kept in memory reads as cells, like one on disk.
             if extension(std::path::Path::new(&input.file_path)) == "ipynb" {
-                return match routed.and_then(|text| {
-                    serde_json::from_str::<serde_json::Value>(&text)
-                        .map_err(|e| format!("invalid notebook JSON: {e}"))
-                        .and_then(|v| render_notebook(&v))
-                }) {
+                let rendered = match routed {
+                    Ok(text) if text.len() > MAX_NOTEBOOK_BYTES => Err(format!(
+                        "Notebook is too large to render ({} bytes).",
+                        text.len()
+                    )),
+                    Ok(text) => {
+                        crate::untrusted_parse::parse_async(
+                            crate::untrusted_parse::Kind::Notebook,
+                            text.into_bytes(),
+                            Vec::new(),
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                return match rendered {
                     Ok(text) => ToolOutput::text(text),
                     Err(e) => ToolOutput::error(e),
                 };
@@ -211,17 +238,12 @@ fn on_disk(this: &Read, jail: &Jail, session: &str, input: &ReadInput) -> ToolOu
         };
     }
     if ext == "ipynb" {
-        if size > MAX_WHOLE_FILE_BYTES * 16 {
+        if size > MAX_NOTEBOOK_BYTES as u64 {
             return ToolOutput::error(format!("Notebook is too large to render ({size} bytes)."));
         }
         let rendered = read_all(&mut opened)
             .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                serde_json::from_slice::<serde_json::Value>(&bytes)
-                    .map_err(|e| format!("invalid notebook JSON: {e}"))
-                    .map(|v| (bytes, v))
-            })
-            .and_then(|(bytes, v)| render_notebook(&v).map(|r| (bytes, r)));
+            .and_then(|bytes| notebook(&bytes).map(|r| (bytes, r)));
         return match rendered {
             Ok((bytes, text)) => {
                 this.state

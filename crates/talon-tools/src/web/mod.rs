@@ -5,6 +5,7 @@
 //! private hosts an operator allowed) and keeps the 15-minute page cache, keyed by agent, URL
 //! and mode so that a page one agent may read is never served to another that may not.
 
+pub mod html;
 pub mod openai_compat_call;
 pub mod web_fetch;
 pub mod web_search;
@@ -276,7 +277,7 @@ impl Web {
         match kind {
             Kind::Html => {
                 let html = content::decode(ct, &fetched.body, true);
-                let converted = content::html(&html, Some(fetched.url.as_str()), mode);
+                let converted = html::convert_page(html, fetched.url.as_str(), mode).await?;
                 page.title = converted.title;
                 page.hidden_removed = converted.hidden_removed;
                 page.text = if converted.content.is_empty() {

@@ -22,6 +22,7 @@ pub fn pipeline(config: &BuiltinConfig) -> Pipeline {
 
 /// A pipeline over `registry`, without rate limits.
 pub fn pipeline_over(registry: Arc<Registry>) -> Pipeline {
+    use_parse_helper();
     Pipeline::builder(registry)
         .rate_limiter(None)
         .script_analyzer(Arc::new(talon_tools::runtime::script::ShellAnalyzer))
@@ -121,13 +122,19 @@ impl Workspace {
     }
 }
 
-/// A real PDF with `pages` pages, page N saying "This is page N". Reading it needs the parsers'
-/// helper process, so this points `talon_tools::untrusted_parse` at this crate's.
-pub fn pdf(pages: usize) -> Vec<u8> {
+/// Points `talon_tools::untrusted_parse` at this crate's parsers' helper (reading a PDF, a
+/// notebook or a fetched web page needs it).
+pub fn use_parse_helper() {
     talon_tools::untrusted_parse::set_helper(
         env!("CARGO_BIN_EXE_talon-parse-helper").into(),
         Vec::new(),
     );
+}
+
+/// A real PDF with `pages` pages, page N saying "This is page N". Reading it needs the parsers'
+/// helper process.
+pub fn pdf(pages: usize) -> Vec<u8> {
+    use_parse_helper();
     let mut doc = Document::with_version("1.5");
     let pages_id = doc.new_object_id();
     let font_id = doc.add_object(dictionary! {

@@ -1,5 +1,6 @@
 //! Issue 35, parsers of untrusted bytes: a PDF built to exhaust the reader costs one call an
-//! error naming the limit it hit, never the gateway.
+//! error naming the limit it hit, never the gateway; web pages and notebooks go through the same
+//! bounded helper.
 
 use std::io::Write as _;
 
@@ -139,4 +140,102 @@ async fn h35_a_pdf_bomb_costs_one_call_not_the_gateway() {
     assert_eq!(health.status(), 200);
     let (_, body) = support::invoke(&server.addr, None, read("hello.pdf")).await;
     assert!(body.to_string().contains("Hello from a PDF"), "{body}");
+}
+
+/// One HTTP answer: `body` as `text/html`, to the first request on a loopback port.
+fn one_page(body: String) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        if let Ok((mut socket, _)) = listener.accept() {
+            let mut head = [0u8; 4096];
+            let _ = socket.read(&mut head);
+            let _ = write!(
+                socket,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/page")
+}
+
+/// Web pages and notebooks are parsed by the same bounded helper as PDFs (issue 35: every
+/// parser of untrusted bytes), not in the process that serves: `web_fetch` through the shipped
+/// binary converts a page there, `Read` renders a notebook there, and the helper refuses a page
+/// larger than its input limit, saying so, before parsing any of it.
+#[test]
+fn h35_web_pages_and_notebooks_are_parsed_in_the_bounded_helper() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = home.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let url = one_page(
+        "<html><head><title>Helper page</title></head><body><article><p>Converted by the \
+         parsers' helper process, with enough words to count as an article for Readability \
+         to pick it out of the page.</p></article></body></html>"
+            .to_string(),
+    );
+    let port = url
+        .split(':')
+        .nth(2)
+        .and_then(|p| p.split('/').next())
+        .unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!("[web]\nallow_private = [\"127.0.0.1\"]\nallowed_ports = [{port}]\n"),
+    )
+    .unwrap();
+    let out = support::command(home.path())
+        .args(["tool", "call", "web_fetch", "--workspace"])
+        .arg(&ws)
+        .args(["--args", &json!({"url": url}).to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Converted by the parsers' helper process"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Helper page"), "{stdout}");
+
+    let notebook = json!({"cells": [{"cell_type": "code", "source": "print(6*7)",
+        "outputs": [{"output_type": "stream", "text": ["42\n"]}]}]});
+    std::fs::write(ws.join("nb.ipynb"), notebook.to_string()).unwrap();
+    let out = support::command(home.path())
+        .args(["tool", "call", "Read", "--workspace"])
+        .arg(&ws)
+        .args([
+            "--args",
+            &json!({"file_path": ws.join("nb.ipynb")}).to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("print(6*7)") && stdout.contains("<output>\n42"),
+        "{stdout}"
+    );
+
+    // The helper itself: more than 16 MiB of page is refused unread.
+    let mut helper = std::process::Command::new(support::talon())
+        .args(["__parse-untrusted", "html", "markdown", "http://x/"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = helper.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&vec![b'a'; (16 << 20) + 2]);
+    });
+    let out = helper.wait_with_output().unwrap();
+    let _ = feeder.join();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("too large to read"), "{stdout}");
 }
