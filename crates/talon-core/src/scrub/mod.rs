@@ -488,18 +488,30 @@ fn prefilter_groups(keywords: &[&str]) -> Vec<Vec<usize>> {
         (false, true) => 1,
         (false, false) => 2,
     };
-    let mut groups = Vec::new();
-    for (wanted, chunk) in [
-        (0, PREFILTER_SHORT_CHUNK),
-        (1, PREFILTER_LONG_CHUNK),
-        (2, PREFILTER_LONG_CHUNK),
-    ] {
+    let group = |wanted: u8, chunk: usize| -> Vec<Vec<usize>> {
         let members: Vec<usize> = (0..keywords.len())
             .filter(|&i| kind(keywords[i]) == wanted)
             .collect();
-        groups.extend(members.chunks(chunk).map(<[usize]>::to_vec));
+        members.chunks(chunk).map(<[usize]>::to_vec).collect()
+    };
+    let mut short = group(0, PREFILTER_SHORT_CHUNK);
+    let mut long = group(1, PREFILTER_LONG_CHUNK);
+    long.extend(group(2, PREFILTER_LONG_CHUNK));
+    // A last three-byte chunk that is not full joins the smallest of the others when the two fit
+    // in one three-byte-sized automaton: one pass over the text fewer, for three-byte
+    // fingerprints on a few longer keywords (issue 35: the ten bare Discord prefixes would
+    // otherwise have made a fifth pass).
+    if let Some(last) = short.last().filter(|g| g.len() < PREFILTER_SHORT_CHUNK)
+        && let Some(smallest) = long
+            .iter_mut()
+            .filter(|g| g.len() + last.len() <= PREFILTER_SHORT_CHUNK)
+            .min_by_key(|g| g.len())
+    {
+        smallest.extend_from_slice(last);
+        short.pop();
     }
-    groups
+    short.extend(long);
+    short
 }
 
 /// A window of `reach` bytes either side of a hit, across lines, widened to whitespace.

@@ -19,8 +19,9 @@
 //!   through, and `SIGNING_KEY = "9f86d0…"` does not. GoClaw redacts every 64-hex string.
 //!
 //! Vendor formats added after an outside review (issue 21): Discord bot tokens (three dotted
-//! parts whose first decodes to a user id, found beside `token`, `discord` or `Authorization`:
-//! the shape has no literal prefix) and webhook URLs (the id is kept), Entra ID client secrets
+//! parts whose first decodes to a user id, found beside `token`, `discord` or `Authorization`,
+//! and since issue 35 bare when the id starts with 1, as every bot's since mid-2022 does: the
+//! first three characters are then `MT` and the second digit's) and webhook URLs (the id is kept), Entra ID client secrets
 //! (`…8Q~…`), Azure SAS `sig=` among other SAS fields, Vault `hvs.`/`hvb.`/`hvr.`, Google
 //! `GOCSPX-` and `ya29.`, Atlassian `ATATT3`, Databricks `dapi`, Okta `SSWS 00…`, Linear,
 //! Notion, PlanetScale, Supabase, Replicate `r8_`, Perplexity `pplx-`, xAI `xai-`, Mapbox
@@ -266,6 +267,8 @@ pub(crate) const RULES: &[Rule] = &[
     Rule {
         id: "discord_bot",
         pattern: r"[MNO][A-Za-z0-9_\-]{22,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}",
+        // Beside its words, or bare (issue 35): a bot's id starting with 1 (every bot made since
+        // mid-2022 has a 19-digit one) begins its token with one of these ten.
         keywords: &[
             "iscord",
             "ISCORD",
@@ -274,6 +277,16 @@ pub(crate) const RULES: &[Rule] = &[
             "TOKEN",
             "uthorization",
             "AUTH",
+            "MTA",
+            "MTE",
+            "MTI",
+            "MTM",
+            "MTQ",
+            "MTU",
+            "MTY",
+            "MTc",
+            "MTg",
+            "MTk",
         ],
         accept: Some(checks::accept_discord_bot),
         precheck: None,

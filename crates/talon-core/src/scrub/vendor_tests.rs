@@ -40,6 +40,11 @@ pub(super) const VENDOR_CASES: &[(&str, &str)] = &[
         "Authorization: Bot MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.AbCdEfGhIjKlMnOpQrStUvWxYz0",
         "Authorization: Bot [REDACTED]",
     ),
+    // discord_bot (issue 35: bare, a 19-digit bot id)
+    (
+        "{\"bot\": \"MTE5ODc2NTQzMjEwOTg3NjU0Mw.GhIjKl.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789ab\"}",
+        "{\"bot\": \"[REDACTED]\"}",
+    ),
     // discord_webhook
     (
         "https://discord.com/api/webhooks/123456789012345678/OfFXtNL_mhPNLyiPzTiO1njj5c48XZjCdg3fFJZ26EZXP_Dke9w_VB5HF9-XNWauOzNY",
@@ -202,6 +207,7 @@ fn h21_16_every_vendor_format_is_redacted() {
 /// query strings, and look-alikes of each new format. None of it may change.
 const ORDINARY: &[&str] = &[
     "The quick brown fox jumps over the lazy dog. Keep your Discord bot token secret and rotate it.",
+    "MTA MTE MTI: the MTU of the link is 1500; MTk.GhIjKl.AbCd is no token, nor is MTQ5.x.y.",
     "Set the cookie: it expires after a day. Our webhooks post to Discord and Slack.",
     "commit 3f786850e387550fdab836ed7e6dc881de23001b\nAuthor: Dev <dev@example.com>",
     "3f786850e387550fdab836ed7e6dc881de23001b 89e6c98d92887913cadf06b2adb97f26cde4849b refs/heads/main",
