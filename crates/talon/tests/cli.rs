@@ -695,7 +695,8 @@ fn the_readme_examples_run_as_written() {
         .env_clear()
         .env("HOME", home.path())
         .env("PATH", &path)
-        .env("TALON_DATA_DIR", support::data_dir(home.path()))
+        // The data directory a user gets (`~/.local/share/talon`, outside the clone the
+        // commands run in), wherever the target directory is.
         .output()
         .unwrap();
     let _ = mock.kill();
