@@ -37,6 +37,13 @@ pub(crate) fn is_oauth_secret(name: &str) -> bool {
     name.starts_with(MCP_OAUTH_SECRET_PREFIX)
 }
 
+/// What the bridge keeps beside a server's tokens (`mcp-oauth/<server>/challenge`: the
+/// server's own words, no credential). Server names hold no `/`.
+pub(crate) fn is_oauth_note(name: &str) -> bool {
+    name.strip_prefix(MCP_OAUTH_SECRET_PREFIX)
+        .is_some_and(|rest| rest.contains('/'))
+}
+
 /// A server as configured (everything but the secret values).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerSpec {

@@ -168,6 +168,8 @@ impl Store {
         let mut broken = Vec::new();
         for name in self.secret_names().await? {
             match self.secret(&name).await {
+                // Not a credential: scrubbing it would only hide the server's challenge.
+                Ok(Some(_)) if crate::mcp_servers::is_oauth_note(&name) => {}
                 Ok(Some(v)) if crate::mcp_servers::is_oauth_secret(&name) => {
                     // Only the tokens: the rest (client id, issuer URL, "Bearer") is not secret
                     // and would be scrubbed from every output.

@@ -101,6 +101,9 @@ async fn servers_round_trip_with_encrypted_secrets(config: &StoreConfig) {
     for name in [&beside, &other] {
         store.set_secret(name, "Bearer scope=\"a\"").await.unwrap();
     }
+    // The noted challenge is no credential: it is not scrubbed from outputs.
+    let (values, _) = store.secret_values().await.unwrap();
+    assert!(!values.iter().any(|v| v.contains("scope=")), "{values:?}");
     assert!(store.remove_mcp_server("remote").await.unwrap());
     assert!(store.secret(&beside).await.unwrap().is_none());
     assert!(store.secret(&other).await.unwrap().is_some());
