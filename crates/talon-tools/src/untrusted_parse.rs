@@ -192,10 +192,13 @@ pub async fn parse_async(kind: Kind, bytes: Vec<u8>, args: Vec<String>) -> Resul
         .unwrap_or_else(|e| Err(format!("the parser's thread failed: {e}")))
 }
 
+/// At most `cap` bytes of `from`; the rest is read and dropped, so a child writing more never
+/// blocks on a full pipe (and its output limit is reported as that, not as the time limit).
 fn read_capped(from: Option<impl Read>, cap: usize) -> Vec<u8> {
     let mut out = Vec::new();
-    if let Some(from) = from {
-        let _ = from.take(cap as u64).read_to_end(&mut out);
+    if let Some(mut from) = from {
+        let _ = (&mut from).take(cap as u64).read_to_end(&mut out);
+        let _ = std::io::copy(&mut from, &mut std::io::sink());
     }
     out
 }

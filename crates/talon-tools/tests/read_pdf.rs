@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::pdf;
+use common::{pdf, pdf_with};
 
 use std::sync::Arc;
 
@@ -85,4 +85,27 @@ async fn pdf_pages() {
     assert!(err && text.starts_with("invalid pages value"), "{text}");
     let (err, text) = read(&p, &ws, json!({"file_path": path("broken.pdf")})).await;
     assert!(err && text.starts_with("This PDF could not be"), "{text}");
+}
+
+/// A PDF whose text is larger than the helper's output limit is refused naming that limit (it
+/// was reported as the time limit: the child blocked on the full pipe until the wall clock).
+#[tokio::test]
+async fn more_text_than_the_output_limit_names_that_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("big.pdf"), pdf_with(20, |_| "x".repeat(215_000))).unwrap();
+    let registry = Arc::new(Registry::new());
+    talon_tools::register_builtin(&registry, &talon_tools::BuiltinConfig::default()).unwrap();
+    let p = Pipeline::builder(registry)
+        .rate_limiter(None)
+        .build()
+        .unwrap();
+    let (err, text) = read(
+        &p,
+        &ws,
+        json!({"file_path": ws.join("big.pdf").display().to_string(), "pages": "1-20"}),
+    )
+    .await;
+    assert!(err, "{}", &text[..text.len().min(300)]);
+    assert!(text.contains("output limit (4 MiB of text)"), "{text}");
 }

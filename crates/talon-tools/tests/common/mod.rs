@@ -134,6 +134,11 @@ pub fn use_parse_helper() {
 /// A real PDF with `pages` pages, page N saying "This is page N". Reading it needs the parsers'
 /// helper process.
 pub fn pdf(pages: usize) -> Vec<u8> {
+    pdf_with(pages, |n| format!("This is page {n}"))
+}
+
+/// A real PDF with `pages` pages, page N holding `text(N)`.
+pub fn pdf_with(pages: usize, text: impl Fn(usize) -> String) -> Vec<u8> {
     use_parse_helper();
     let mut doc = Document::with_version("1.5");
     let pages_id = doc.new_object_id();
@@ -152,10 +157,7 @@ pub fn pdf(pages: usize) -> Vec<u8> {
                 Operation::new("BT", vec![]),
                 Operation::new("Tf", vec!["F1".into(), 24.into()]),
                 Operation::new("Td", vec![100.into(), 600.into()]),
-                Operation::new(
-                    "Tj",
-                    vec![Object::string_literal(format!("This is page {n}"))],
-                ),
+                Operation::new("Tj", vec![Object::string_literal(text(n))]),
                 Operation::new("ET", vec![]),
             ],
         };
