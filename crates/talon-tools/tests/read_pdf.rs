@@ -8,7 +8,7 @@ use common::{pdf, pdf_with};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use talon_core::{CallContext, Pipeline, Registry, ToolCall};
+use talon_core::{CallContext, Pipeline, ToolCall};
 
 async fn read(p: &Pipeline, ws: &std::path::Path, args: Value) -> (bool, String) {
     let mut ctx = CallContext::new("s");
@@ -24,12 +24,7 @@ async fn pdf_pages() {
     std::fs::write(ws.join("short.pdf"), pdf(3)).unwrap();
     std::fs::write(ws.join("long.pdf"), pdf(25)).unwrap();
     std::fs::write(ws.join("broken.pdf"), b"%PDF-1.4\nnot a pdf at all").unwrap();
-    let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(&registry, &talon_tools::BuiltinConfig::default()).unwrap();
-    let p = Pipeline::builder(registry)
-        .rate_limiter(None)
-        .build()
-        .unwrap();
+    let p = common::pipeline(&talon_tools::BuiltinConfig::default());
     let path = |n: &str| ws.join(n).display().to_string();
 
     let (err, text) = read(&p, &ws, json!({"file_path": path("short.pdf")})).await;
@@ -94,12 +89,7 @@ async fn more_text_than_the_output_limit_names_that_limit() {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::write(ws.join("big.pdf"), pdf_with(20, |_| "x".repeat(215_000))).unwrap();
-    let registry = Arc::new(Registry::new());
-    talon_tools::register_builtin(&registry, &talon_tools::BuiltinConfig::default()).unwrap();
-    let p = Pipeline::builder(registry)
-        .rate_limiter(None)
-        .build()
-        .unwrap();
+    let p = common::pipeline(&talon_tools::BuiltinConfig::default());
     let (err, text) = read(
         &p,
         &ws,
