@@ -170,8 +170,8 @@ pub async fn signed_in(server: &str, oauth: &OAuthConfig) -> Result<bool, String
 
 /// Forgets `server`'s tokens (and a challenge noted for the next sign-in).
 pub async fn logout(server: &str, oauth: &OAuthConfig) -> Result<(), String> {
-    oauth.vault.clear(&challenge_key(server)).await?;
-    oauth.vault.clear(server).await
+    oauth.vault.clear(server).await?;
+    oauth.vault.clear(&challenge_key(server)).await
 }
 
 /// Where the vault keeps `server`'s noted challenge: beside its tokens, under a name no server

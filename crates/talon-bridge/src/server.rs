@@ -424,10 +424,10 @@ impl Server {
                 let listed = self.within(timeout, service.list_all_tools()).await;
                 note(&self.name, self.oauth.as_ref(), &listed).await;
                 listed?
+                    .iter()
+                    .filter_map(|t| serde_json::to_value(t).ok())
+                    .collect()
             }
-            .iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .collect(),
         };
         Ok(tools
             .into_iter()

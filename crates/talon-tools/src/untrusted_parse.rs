@@ -114,6 +114,9 @@ fn helper() -> Result<(PathBuf, Vec<OsString>), String> {
 /// Parses `bytes` as `kind` in a bounded child process; `args` go to the parser. Blocks for up to
 /// [`WALL_LIMIT`]: call it off the async threads (see [`parse_async`]).
 pub fn parse(kind: Kind, bytes: &[u8], args: &[String]) -> Result<String, String> {
+    if bytes.len() > kind.input_limit() {
+        return Err(too_large(kind));
+    }
     let (program, lead) = helper()?;
     let mut child = Command::new(&program)
         .args(&lead)
@@ -185,6 +188,16 @@ pub fn parse(kind: Kind, bytes: &[u8], args: &[String]) -> Result<String, String
     }
 }
 
+/// The refusal of input past `kind`'s limit (by the caller before the helper starts, and by the
+/// helper for whatever reaches it otherwise).
+fn too_large(kind: Kind) -> String {
+    format!(
+        "This {} is too large to read (the limit is {} MiB).",
+        kind.what(),
+        kind.input_limit() >> 20
+    )
+}
+
 /// [`parse`] on a blocking thread.
 pub async fn parse_async(kind: Kind, bytes: Vec<u8>, args: Vec<String>) -> Result<String, String> {
     tokio::task::spawn_blocking(move || parse(kind, &bytes, &args))
@@ -232,11 +245,7 @@ pub fn helper_main(args: &[OsString]) -> u8 {
         return 2;
     }
     let result = if bytes.len() > kind.input_limit() {
-        Err(format!(
-            "This {} is too large to read (the limit is {} MiB).",
-            kind.what(),
-            kind.input_limit() >> 20
-        ))
+        Err(too_large(kind))
     } else {
         kind.run(&bytes, rest)
     };

@@ -161,10 +161,6 @@ impl Tool for Read {
             // A notebook kept in memory reads as cells, like one on disk.
             if extension(std::path::Path::new(&input.file_path)) == "ipynb" {
                 let rendered = match routed {
-                    Ok(text) if text.len() > MAX_NOTEBOOK_BYTES => Err(format!(
-                        "Notebook is too large to render ({} bytes).",
-                        text.len()
-                    )),
                     Ok(text) => {
                         crate::untrusted_parse::parse_async(
                             crate::untrusted_parse::Kind::Notebook,
