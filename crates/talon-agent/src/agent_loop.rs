@@ -147,6 +147,27 @@ pub struct TurnOptions {
     /// Output tokens per model response, instead of the agent's [`LoopConfig::max_tokens`].
     pub max_tokens: Option<u32>,
     pub sampling: Sampling,
+    /// Where the turn's messages so far are kept, and awaited, after the model asked for tool
+    /// calls (before they run) and after their results: a child run's turn, which another
+    /// gateway may have to resume without making its calls again.
+    pub checkpoint: Option<CheckpointSink>,
+}
+
+/// Keeps a turn's messages so far (see [`TurnOptions::checkpoint`]); the loop waits for it
+/// before it runs the calls it just recorded.
+#[derive(Clone)]
+pub struct CheckpointSink(
+    pub  std::sync::Arc<
+        dyn Fn(Vec<Message>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+            + Send
+            + Sync,
+    >,
+);
+
+impl std::fmt::Debug for CheckpointSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CheckpointSink")
+    }
 }
 
 impl TurnOptions {
@@ -397,6 +418,9 @@ impl Agent {
             let (client_calls, calls): (Vec<_>, Vec<_>) = calls
                 .into_iter()
                 .partition(|call| options.is_client_tool(&call.name));
+            if let Some(sink) = &options.checkpoint {
+                (sink.0)(conversation[start..].to_vec()).await;
+            }
             let (results, verdict) = self.run_calls(&ctx, &calls, &mut detector, events).await;
             if ctx.permission_mode == PermissionMode::Plan && self.plan_approved(&calls, &results) {
                 // Back to the mode before plan mode, which the entry point bounded by the
@@ -418,6 +442,9 @@ impl Agent {
             }
             if !results.is_empty() {
                 conversation.push(Message::ToolResults { results });
+                if let Some(sink) = &options.checkpoint {
+                    (sink.0)(conversation[start..].to_vec()).await;
+                }
             }
             if !client_calls.is_empty() {
                 break TurnStop::ClientTools;

@@ -19,8 +19,8 @@ pub mod provider;
 pub mod side;
 
 pub use agent_loop::{
-    Agent, LoopConfig, RunEvent, TEXT_SEPARATOR, TextJoiner, TurnInput, TurnOptions, TurnOutcome,
-    TurnStop,
+    Agent, CheckpointSink, LoopConfig, RunEvent, TEXT_SEPARATOR, TextJoiner, TurnInput,
+    TurnOptions, TurnOutcome, TurnStop,
 };
 pub use message::{Message, ToolCallRequest, ToolResult};
 pub use provider::{Provider, ProviderError, Sampling, StopReason, StreamEvent, ToolDef, Usage};

@@ -245,6 +245,16 @@ impl std::fmt::Debug for ProgressSink {
 }
 
 impl CallContext {
+    /// The call belongs to a run (a subagent, a delegation, a team member, a scheduled job)
+    /// rather than a person's or an API client's own turn.
+    pub fn is_run(&self) -> bool {
+        self.run.run_id.is_some()
+            || matches!(
+                self.run_kind,
+                RunKind::Subagent | RunKind::Delegation | RunKind::Scheduled
+            )
+    }
+
     /// A context with the required session key and defaults for everything else.
     pub fn new(session_key: impl Into<String>) -> Self {
         Self {

@@ -79,6 +79,13 @@ pub struct ToolOutput {
     /// [`crate::ToolSpec::untrusted_output`]; the tool's name when not set. Consumed there.
     #[serde(skip)]
     pub origin: Option<String>,
+    /// Talon's own words about the result (a run's status line, "Started subagent …", a
+    /// capacity refusal, the board's answer): the pipeline puts them before the untrusted-
+    /// content fence, never inside it, so the model is not told to distrust Talon's guidance.
+    /// Only the others' text (`for_llm`) is fenced; an output of own words alone is not.
+    /// Merged into `for_llm` by the pipeline.
+    #[serde(skip)]
+    pub own_words: Option<String>,
 }
 
 impl ToolOutput {
@@ -113,6 +120,28 @@ impl ToolOutput {
             for_user: Some(text.clone()),
             ..Self::text(text)
         }
+    }
+
+    /// A result in Talon's own words only (see [`ToolOutput::own_words`]): never fenced.
+    pub fn own(text: impl Into<String>) -> Self {
+        Self {
+            own_words: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A failure in Talon's own words only (a limit, a refusal): never fenced.
+    pub fn own_error(text: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            ..Self::own(text)
+        }
+    }
+
+    /// Puts Talon's `words` before the output's text (see [`ToolOutput::own_words`]).
+    pub fn with_own_words(mut self, words: impl Into<String>) -> Self {
+        self.own_words = Some(words.into());
+        self
     }
 
     /// Work started in the background.

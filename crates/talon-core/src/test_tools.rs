@@ -16,6 +16,10 @@ pub struct Named {
     pub groups: &'static [&'static str],
     /// The other dialect's tool for the same job ([`ToolSpec::same_as`]).
     pub same_as: Option<&'static str>,
+    /// Declared as administering the gateway, as handing conversations off, as starting runs.
+    pub operator_only: bool,
+    pub hands_off: bool,
+    pub starts_runs: bool,
 }
 
 impl Named {
@@ -25,6 +29,9 @@ impl Named {
             side_effect: SideEffect::None,
             groups: &[],
             same_as: None,
+            operator_only: false,
+            hands_off: false,
+            starts_runs: false,
         }
     }
 
@@ -34,6 +41,9 @@ impl Named {
             side_effect,
             groups: &[],
             same_as: None,
+            operator_only: false,
+            hands_off: false,
+            starts_runs: false,
         }
     }
 }
@@ -58,6 +68,15 @@ impl Tool for Named {
         }
         if let Some(twin) = self.same_as {
             spec = spec.same_as(twin);
+        }
+        if self.operator_only {
+            spec = spec.for_operator_only();
+        }
+        if self.hands_off {
+            spec = spec.handing_off();
+        }
+        if self.starts_runs {
+            spec = spec.starting_runs();
         }
         spec
     }

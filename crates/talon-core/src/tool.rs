@@ -182,9 +182,19 @@ pub struct ToolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_agent: Option<String>,
     /// The tool administers the gateway (`gateway`): it is offered to a model only in a turn
-    /// of the operator, and refuses every other caller itself.
+    /// of the operator, never in a run ([`crate::context::CallContext::is_run`]), and refuses
+    /// every other caller itself.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub operator_only: bool,
+    /// The tool starts runs (subagents, delegations, evaluate loops; not a shell, whose side
+    /// effect is [`SideEffect::Spawns`] too): a run at the deepest spawn depth is not offered
+    /// it, whatever the configured deny lists say.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starts_runs: bool,
+    /// The tool hands the conversation to another agent (`handoff`): the target then answers
+    /// the person directly, so no run is offered it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hands_off: bool,
 }
 
 impl ToolSpec {
@@ -212,7 +222,21 @@ impl ToolSpec {
             script_template: None,
             for_agent: None,
             operator_only: false,
+            starts_runs: false,
+            hands_off: false,
         }
+    }
+
+    /// Declares that the tool starts runs (see [`ToolSpec::starts_runs`]).
+    pub fn starting_runs(mut self) -> Self {
+        self.starts_runs = true;
+        self
+    }
+
+    /// Declares that the tool hands the conversation off (see [`ToolSpec::hands_off`]).
+    pub fn handing_off(mut self) -> Self {
+        self.hands_off = true;
+        self
     }
 
     /// Declares the tool the operator's alone (see [`ToolSpec::operator_only`]).

@@ -1,6 +1,6 @@
 //! Talon's gateway: `/mcp` (MCP streamable HTTP), `POST /v1/tools/invoke`, `GET /v1/tools`,
 //! `GET`/`POST /v1/approvals`, `GET`/`POST /v1/questions`, `GET /v1/events` (WebSocket or
-//! server-sent events), `GET /healthz`.
+//! server-sent events), `GET /healthz` (live), `GET /readyz` (can serve: the store answers).
 //!
 //! Unlike GoClaw's `/v1/tools/invoke`, every call here goes through the same pipeline as the agent
 //! loop: policy, validation, rate limit (keyed by the API token, the agent and the user), hooks,
@@ -109,7 +109,17 @@ pub struct Services {
     /// More routes behind the same bearer token (the binary's administration API: MCP servers,
     /// grants, access requests), so the gateway needs to know nothing about the store.
     pub admin: Option<Router>,
+    /// What `GET /readyz` asks (the store, where there is one): `Err` says why the gateway
+    /// cannot serve turns now. `None`: ready whenever it is live.
+    pub readiness: Option<Readiness>,
 }
+
+/// A readiness check: `Ok` when the gateway can serve, else why not.
+pub type Readiness = Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Builds the router (exposed for tests that serve it on their own listener).
 pub fn router(config: &GatewayConfig, services: Services, shutdown: CancellationToken) -> Router {
@@ -120,6 +130,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         approvals,
         questions,
         admin,
+        readiness,
     } = services;
     let allowed_hosts = if !config.allowed_hosts.is_empty() {
         config.allowed_hosts.clone()
@@ -175,6 +186,7 @@ pub fn router(config: &GatewayConfig, services: Services, shutdown: Cancellation
         ));
     Router::new()
         .route("/healthz", get(invoke::healthz))
+        .route("/readyz", get(move || invoke::readyz(readiness.clone())))
         .route("/", get(dashboard::index))
         .route("/dashboard/api.js", get(dashboard::api_js))
         .route("/dashboard/app.js", get(dashboard::app_js))

@@ -50,6 +50,7 @@ async fn serve(
         approvals: Arc::clone(&approvals),
         questions: Arc::clone(&questions),
         admin: None,
+        readiness: None,
     };
     let config = GatewayConfig {
         bind: "127.0.0.1:0".parse().expect("address"),

@@ -491,6 +491,7 @@ impl Config {
                     .map(|h| PathBuf::from(h).join(".claude").join("skills")),
                 global: Some(data_dir.join("skills")),
             },
+            models: self.subagents.models.keys().cloned().collect(),
             ..talon_tools::BuiltinConfig::default()
         }
     }

@@ -33,6 +33,7 @@ pub mod exec_policy;
 pub mod gateway_tool;
 mod http_reply;
 pub mod knowledge_index;
+mod landing;
 pub mod mcp_admin_http;
 pub mod mcp_servers_config;
 pub mod mcp_store;

@@ -105,7 +105,10 @@ async fn cancel(
     }
     // Here at once; elsewhere when the gateway running it next looks at the flag.
     match runner.cancel_run(&id).await {
-        Ok(flagged) => Json(json!({"ok": true, "run": id, "flagged": flagged})).into_response(),
+        Ok(done) => {
+            Json(json!({"ok": true, "run": id, "flagged": done.flagged, "ended": done.ended}))
+                .into_response()
+        }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }

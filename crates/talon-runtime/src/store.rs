@@ -75,3 +75,17 @@ impl talon_core::AgentDirectory for StoreAgents {
         })
     }
 }
+
+/// The gateway's readiness check (`GET /readyz`): the store answers within
+/// [`talon_store::PING_LIMIT`].
+pub fn readiness(store: Store) -> talon_gateway::Readiness {
+    std::sync::Arc::new(move || {
+        let store = store.clone();
+        Box::pin(async move {
+            store
+                .ping()
+                .await
+                .map_err(|e| format!("the database does not answer: {e}"))
+        })
+    })
+}

@@ -81,6 +81,7 @@ pub use memory::{
 pub use migrate::{MIGRATIONS, MigrationStatus};
 pub use runs::{
     Delivery, NewRun, RUNS_CHANNEL, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage,
+    RunsCancelled,
 };
 pub use sessions::{SessionRecord, TurnStart};
 pub use skills::{NewSkill, StoredSkill};
@@ -136,6 +137,46 @@ pub enum StoreError {
         source: std::io::Error,
     },
 }
+
+impl StoreError {
+    /// Whether the database could not be reached (a connection refused, reset or timed out, the
+    /// pool gave up waiting): nothing about the request is wrong, and the same operation may
+    /// succeed later. Writes that must land (a run's end, a turn) are retried on it, and HTTP
+    /// callers are answered 503 with `Retry-After`.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Connect { .. } => true,
+            StoreError::Database(e) | StoreError::Migration { source: e, .. } => match e {
+                // A connection cut mid-handshake reads as a protocol error ("unexpected
+                // response from SSLRequest").
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::WorkerCrashed => true,
+                // PostgreSQL's connection exceptions (08…) and an administrator's or a
+                // shutdown's end of the session (57P01–57P03).
+                sqlx::Error::Database(db) => db
+                    .code()
+                    .is_some_and(|code| code.starts_with("08") || code.starts_with("57P0")),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// `$first, $first+1, …`: `n` numbered placeholders, for a list of values bound one by one.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How long [`Store::ping`] waits for the database.
+pub const PING_LIMIT: Duration = Duration::from_secs(2);
 
 /// The two engines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,6 +408,14 @@ impl Store {
     }
 
     /// The pool, for modules of this crate.
+    /// Whether the database answers now, within [`PING_LIMIT`] (a gateway's readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match tokio::time::timeout(PING_LIMIT, sqlx::query("SELECT 1").execute(self.pool())).await {
+            Ok(done) => done.map(drop).map_err(StoreError::from),
+            Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
+        }
+    }
+
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }

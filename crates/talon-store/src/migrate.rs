@@ -145,6 +145,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0021_mcp_protocol_version.sql"),
         postgres: include_str!("../migrations/postgres/0021_mcp_protocol_version.sql"),
     },
+    Migration {
+        version: 22,
+        name: "turn_checkpoints",
+        sqlite: include_str!("../migrations/sqlite/0022_turn_checkpoints.sql"),
+        postgres: include_str!("../migrations/postgres/0022_turn_checkpoints.sql"),
+    },
 ];
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).

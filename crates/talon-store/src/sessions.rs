@@ -118,6 +118,77 @@ impl Store {
         }
     }
 
+    /// Keeps `messages` (neutral JSON) as the running turn's checkpoint in `key`: the messages
+    /// it has so far. Only while the session's turn runs; cleared when the turn is saved.
+    pub async fn save_turn_checkpoint(
+        &self,
+        key: &str,
+        messages: &[String],
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE sessions SET checkpoint = $2, updated_at = $3 WHERE session_key = $1 AND state = 'running'",
+        )
+        .bind(key)
+        .bind(serde_json::to_string(messages).map_err(|e| StoreError::Invalid {
+            what: "turn checkpoint",
+            reason: e.to_string(),
+        })?)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The checkpoint of the turn that was running in `key` when its process stopped (see
+    /// [`Store::save_turn_checkpoint`]); empty when there is none.
+    pub async fn turn_checkpoint(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        let row = sqlx::query("SELECT checkpoint FROM sessions WHERE session_key = $1")
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await?;
+        let stored: String = match row {
+            Some(row) => row.try_get("checkpoint")?,
+            None => return Ok(Vec::new()),
+        };
+        if stored.is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_str(&stored).map_err(|e| StoreError::Invalid {
+            what: "turn checkpoint",
+            reason: e.to_string(),
+        })
+    }
+
+    /// Whether a turn runs in `key` now on some gateway: the session is `running` and its turn
+    /// was begun, or its lease renewed ([`Store::renew_session_turns`]), at `fresh_since` or
+    /// later. A turn whose gateway died stops counting once its lease lapses.
+    pub async fn session_turn_live(&self, key: &str, fresh_since: i64) -> Result<bool, StoreError> {
+        Ok(sqlx::query(
+            "SELECT 1 FROM sessions WHERE session_key = $1 AND state = 'running' AND updated_at >= $2",
+        )
+        .bind(key)
+        .bind(fresh_since)
+        .fetch_optional(self.pool())
+        .await?
+        .is_some())
+    }
+
+    /// Renews the turn leases of `keys`, the sessions whose turns this process runs now.
+    pub async fn renew_session_turns(&self, keys: &[String]) -> Result<(), StoreError> {
+        for chunk in keys.chunks(64) {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE sessions SET updated_at = $1 WHERE state = 'running' AND session_key IN ({})",
+                crate::placeholders(2, chunk.len())
+            )))
+            .bind(now_ms());
+            for key in chunk {
+                query = query.bind(key);
+            }
+            query.execute(self.pool()).await?;
+        }
+        Ok(())
+    }
+
     /// Whether a turn of `agent` and `owner` may run in `key`: the session is new or theirs.
     /// [`Store::begin_turn`] refuses the others itself; this lets the runtime refuse before it
     /// reads the session's settings and history.
@@ -193,7 +264,7 @@ impl Store {
             }
         }
         let updated = sqlx::query(
-            "UPDATE sessions SET state = 'idle', last_stop = $1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, updated_at = $4 WHERE session_key = $5",
+            "UPDATE sessions SET state = 'idle', checkpoint = '', last_stop = $1, input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, updated_at = $4 WHERE session_key = $5",
         )
         .bind(stop)
         .bind(input_tokens)

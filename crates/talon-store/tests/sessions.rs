@@ -20,6 +20,8 @@ suite!(
     runs_nest_only_as_deep_as_allowed,
     a_childs_result_reaches_its_parent_session_once,
     a_dead_gateways_runs_are_taken_over_once,
+    h36_10_a_gateway_renews_and_keeps_only_the_runs_it_holds,
+    h36_5_a_user_holds_only_their_share_and_jobs_have_their_own_pool,
     cancelling_a_run_flags_its_whole_tree_and_nothing_else,
     steering_a_child_at_capacity_keeps_its_slot,
     a_result_is_announced_by_one_gateway_or_taken_once,
@@ -644,8 +646,8 @@ async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
         .unwrap();
     let far = i64::MAX / 2;
     let (b, c) = futures_join_all([
-        store.take_over_runs("gateway-b", far, 10),
-        store.take_over_runs("gateway-c", far, 10),
+        store.take_over_runs("gateway-b", &[], far, 10),
+        store.take_over_runs("gateway-c", &[], far, 10),
     ])
     .await
     .into_iter()
@@ -666,7 +668,10 @@ async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
     );
     assert_ne!(alive.id, run.id);
     assert_eq!(
-        store.renew_run_leases("gateway-dead", far).await.unwrap(),
+        store
+            .renew_run_leases("gateway-dead", std::slice::from_ref(&run.id), far)
+            .await
+            .unwrap(),
         0
     );
     assert_eq!(store.run(&run.id).await.unwrap().unwrap().takeovers, 1);
@@ -698,6 +703,100 @@ async fn a_dead_gateways_runs_are_taken_over_once(config: &StoreConfig) {
             .await
             .unwrap()
     );
+}
+
+/// Issue 36 (5): one user's runs stop at their share of the tenant's slots, so another user
+/// still gets one; scheduled jobs' runs count in a pool of their own, taking no user's slot.
+async fn h36_5_a_user_holds_only_their_share_and_jobs_have_their_own_pool(config: &StoreConfig) {
+    let store = open(config).await;
+    let limits = RunLimits {
+        max_concurrent: 3,
+        max_per_user: 2,
+        max_children: 10,
+        ..RunLimits::default()
+    };
+    let as_user = |user: &'static str, session: &'static str| NewRun {
+        user,
+        ..new_run(None, session, "acme")
+    };
+    for session in ["a1", "a2"] {
+        store
+            .create_run(&as_user("alice", session), limits)
+            .await
+            .unwrap();
+    }
+    let refused = store
+        .create_run(&as_user("alice", "a3"), limits)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("your share"), "{refused}");
+    store
+        .create_run(&as_user("bob", "b1"), limits)
+        .await
+        .unwrap();
+    // The tenant is full for people now, but not for its scheduled jobs.
+    let full = store
+        .create_run(&as_user("carol", "c1"), limits)
+        .await
+        .unwrap_err();
+    assert!(
+        full.to_string()
+            .contains("Too many agent runs at once (3/3)"),
+        "{full}"
+    );
+    let scheduled = RunLimits {
+        max_concurrent: 1,
+        ..limits
+    };
+    let job = NewRun {
+        origin: "cron",
+        ..as_user("alice", "job")
+    };
+    store.create_run(&job, scheduled).await.unwrap();
+    let second = store.create_run(&job, scheduled).await.unwrap_err();
+    assert!(second.to_string().contains("(1/1)"), "{second}");
+}
+
+/// Issue 36 (10): a lease follows the runs a process really runs. One it only owns the row of
+/// (its executor is gone) is not renewed, and is taken over when it lapses; one it runs is
+/// never taken over, not even by itself after its lease lapsed in a database outage.
+async fn h36_10_a_gateway_renews_and_keeps_only_the_runs_it_holds(config: &StoreConfig) {
+    let store = open(config).await;
+    let mut lapsed = new_run(None, "s1", "");
+    lapsed.lease_until = 1;
+    let running = store
+        .create_run(&lapsed, RunLimits::default())
+        .await
+        .unwrap();
+    let orphan = store
+        .create_run(&lapsed, RunLimits::default())
+        .await
+        .unwrap();
+    let far = i64::MAX / 2;
+    let held = std::slice::from_ref(&running.id);
+    // Only the run it holds is renewed: the orphan's lease stays lapsed.
+    assert_eq!(
+        store.renew_run_leases("gateway-a", held, 2).await.unwrap(),
+        1
+    );
+    assert_eq!(store.run(&orphan.id).await.unwrap().unwrap().lease_until, 1);
+    // Its own gateway, and another, take over the orphan; neither takes the held run.
+    let taken = store
+        .take_over_runs("gateway-a", held, far, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        taken.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [orphan.id.as_str()]
+    );
+    assert!(
+        store
+            .take_over_runs("gateway-a", held, far, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.run(&running.id).await.unwrap().unwrap().takeovers, 0);
 }
 
 /// Issue 24: cancelling a run flags it and its descendants, on every gateway (a durable flag),

@@ -15,6 +15,7 @@ suite!(
     only_the_owner_completes_and_the_board_lists_and_searches,
     messages_reach_teammates_once,
     another_users_tasks_and_messages_are_not_there,
+    h36_3_a_prerequisite_is_never_another_users_task,
 );
 
 const FAR: i64 = i64::MAX / 2;
@@ -519,5 +520,30 @@ async fn another_users_tasks_and_messages_are_not_there(config: &StoreConfig) {
             .unwrap()
             .len(),
         1
+    );
+}
+
+/// Issue 36 (3): `blocked_by` (and TaskCreate's `blockedBy`) may name only the caller's own
+/// tasks: another user's task is refused as absent, so its result is never pasted into the
+/// caller's member run.
+async fn h36_3_a_prerequisite_is_never_another_users_task(config: &StoreConfig) {
+    let store = team(config).await;
+    let mut secret = new_task("alice's research", &[]);
+    secret.user = "alice";
+    let alices = store.create_task(&secret).await.unwrap();
+    let blockers = [alices.id];
+    let mut probe = new_task("bob's summary", &blockers);
+    probe.user = "bob";
+    let refused = store.create_task(&probe).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("not on alpha's board"),
+        "{refused}"
+    );
+    // Her own may: it waits for her research.
+    let mut own = new_task("alice's summary", &blockers);
+    own.user = "alice";
+    assert_eq!(
+        store.create_task(&own).await.unwrap().status,
+        TaskStatus::Blocked
     );
 }

@@ -53,6 +53,9 @@ pub struct BuiltinConfig {
     /// The endpoints `openai_compat_call` may call; the tool is registered only when there is
     /// at least one.
     pub openai_compat: Vec<web::openai_compat_call::Endpoint>,
+    /// The model names a session may switch to with `Config` (`[subagents.models]`'s names):
+    /// neither a model nor a file it wrote picks an arbitrary, or costlier, model.
+    pub models: Vec<String>,
 }
 
 /// What the built-in tools share, kept for the layer above that owns the agent runtime: it
@@ -199,6 +202,7 @@ pub fn register_builtin_with(
         })?;
         registry.register(claude_code::config::Config {
             store: store.clone(),
+            models: config.models.clone(),
         })?;
         registry.register(sessions::sessions_send::SessionsSend {
             store: store.clone(),

@@ -760,6 +760,9 @@ mod gateways;
 #[path = "chat_http/cron.rs"]
 mod cron;
 
+#[path = "chat_http/h36_runs.rs"]
+mod h36_runs;
+
 /// Issue 24: a background child that needs an approval waits as `waiting_approval` on the
 /// approvals queue every entry point serves (never silently denied), is approved through
 /// `/v1/approvals`, and completes; its result reaches the parent.

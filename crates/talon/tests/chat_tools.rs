@@ -144,8 +144,9 @@ fn config_changes_the_sessions_settings_for_later_turns() {
         &json!({"turns": [
             {"tool_calls": [
                 {"name": "Config", "arguments": {"setting": "model"}},
-                {"name": "Config", "arguments": {"setting": "model", "value": "mock-2"}},
-                {"name": "Config", "arguments": {"setting": "permissions.defaultMode", "value": "plan"}}
+                {"name": "Config", "arguments": {"setting": "model", "value": "small"}},
+                {"name": "Config", "arguments": {"setting": "permissions.defaultMode", "value": "plan"}},
+                {"name": "Config", "arguments": {"setting": "model", "value": "gpt-priciest"}}
             ]},
             {"tool_calls": [
                 {"name": "Config", "arguments": {"setting": "permissions.defaultMode", "value": "bypassPermissions"}},
@@ -161,7 +162,7 @@ fn config_changes_the_sessions_settings_for_later_turns() {
         home.path(),
         "openai",
         &mock,
-        "[tools]\npermission_mode = \"acceptEdits\"\n",
+        "[tools]\npermission_mode = \"acceptEdits\"\n[subagents.models]\nsmall = \"mock-2\"\n",
     );
     let (_, stderr, code) = chat(home.path(), &["--session", "c1", "-p", "configure"]);
     assert_eq!(code, 0, "{stderr}");
@@ -176,18 +177,23 @@ fn config_changes_the_sessions_settings_for_later_turns() {
             .collect()
     };
     let first = results(1);
-    assert_eq!(first.len(), 3, "{first:?}");
+    assert_eq!(first.len(), 4, "{first:?}");
+    // Issue 36 (6): only a model `[subagents.models]` lists, as for `Agent`.
+    assert!(
+        first[3].contains("not a model this gateway allows; use one of: small"),
+        "{first:?}"
+    );
     assert!(first[0].contains("model = \"mock-1\""), "{first:?}");
     assert!(first[1].contains("from the next turn"), "{first:?}");
     assert!(first[2].contains("applies now"), "{first:?}");
     let second = results(2);
-    assert!(second[3].contains("only be made stricter"), "{second:?}");
+    assert!(second[4].contains("only be made stricter"), "{second:?}");
     assert!(
-        second[4].contains("unknown setting \"theme\""),
+        second[5].contains("unknown setting \"theme\""),
         "{second:?}"
     );
     // Plan mode applied at once: the write in the same turn was refused.
-    assert!(second[5].to_lowercase().contains("plan mode"), "{second:?}");
+    assert!(second[6].to_lowercase().contains("plan mode"), "{second:?}");
     assert!(!home.path().join("x.txt").exists());
 
     // The next turn, in a new process, runs on the session's model and in plan mode.

@@ -16,7 +16,8 @@
 //! 7. execute with a deadline and cancellation, panics caught, output capped; hand-offs to the
 //!    tool's declared delegates only as authorized here ([`crate::ToolSpec::delegates`]);
 //! 8. PostToolUse, or PostToolUseFailure for *every* error result (including refusals above);
-//! 9. scrub credentials from `for_llm`, `for_user`, the deliverable and warnings; then fence
+//! 9. scrub credentials from `for_llm`, Talon's own words, `for_user`, the deliverable and
+//!    warnings; then fence
 //!    `for_llm` as untrusted when the tool's spec says its output is written by others
 //!    ([`crate::ToolSpec::untrusted_output`]), last, so nothing rewrites Talon's markers
 //!    ([`crate::untrusted`]); hook notes follow the fence;
@@ -368,6 +369,7 @@ impl Pipeline {
                 let bag = &ctx.scrub_bag;
                 let fence_parts = fence.iter_mut().flat_map(|(s, o)| [s, o]);
                 let texts = std::iter::once(&mut output.for_llm)
+                    .chain(output.own_words.as_mut())
                     .chain(output.for_user.as_mut())
                     .chain(output.deliverable.as_mut())
                     .chain(output.warnings.iter_mut())
@@ -377,8 +379,18 @@ impl Pipeline {
                     self.scrubber.scrub_string(text, bag);
                 }
             }
-            if let Some((source, origin)) = &fence {
+            // Only others' text is fenced; Talon's own words go before the fence.
+            if let Some((source, origin)) = &fence
+                && !(output.own_words.is_some() && output.for_llm.is_empty())
+            {
                 output.for_llm = crate::untrusted::wrap(source, origin, &output.for_llm);
+            }
+            if let Some(own) = output.own_words.take() {
+                output.for_llm = if output.for_llm.is_empty() {
+                    own
+                } else {
+                    format!("{own}\n{}", output.for_llm)
+                };
             }
             if let Some(notes) = notes {
                 output.for_llm.push_str("\n\n");

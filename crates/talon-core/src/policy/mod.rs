@@ -132,8 +132,15 @@ pub enum Dialect {
 pub struct SubagentPolicy {
     /// Depth at which a subagent is a leaf and loses the spawning tools.
     pub max_spawn_depth: u32,
-    /// Live runs per tenant, across gateways (seed 002 §6: MaxConcurrent 8).
+    /// Live runs per tenant, across gateways (seed 002 §6: MaxConcurrent 8). Scheduled jobs'
+    /// runs are not counted here: they have their own [`SubagentPolicy::max_concurrent_scheduled`].
     pub max_concurrent: u32,
+    /// Live runs one user of a tenant may hold of its `max_concurrent`: the rest stay free for
+    /// the tenant's other users (one user's background children cannot refuse everyone else).
+    pub max_concurrent_per_user: u32,
+    /// Live runs of scheduled jobs per tenant, a pool of their own: a burst of due jobs neither
+    /// takes the users' slots nor is refused because people are busy.
+    pub max_concurrent_scheduled: u32,
     /// Live children per parent run, or per session for a person's turn (MaxChildrenPerAgent 5).
     pub max_children_per_agent: u32,
     /// Denied to every subagent.
@@ -166,6 +173,8 @@ impl Default for SubagentPolicy {
         Self {
             max_spawn_depth: catalog::DEFAULT_MAX_SPAWN_DEPTH,
             max_concurrent: 8,
+            max_concurrent_per_user: 6,
+            max_concurrent_scheduled: 4,
             max_children_per_agent: 5,
             deny: catalog::SUBAGENT_DENY
                 .iter()
@@ -202,6 +211,9 @@ pub struct PolicyRequest<'a> {
     pub tool_allow: Option<&'a [String]>,
     /// The entry point's dialect, when configuration names none (`None`: both).
     pub dialect: Option<Dialect>,
+    /// The call is a run's (a subagent, a delegation, a team member, a scheduled job), not a
+    /// person's or an API client's turn: see [`PolicyEngine::effective`]'s floor.
+    pub in_run: bool,
 }
 
 /// The MCP servers a requester may reach through tools that are not the servers' own
@@ -242,6 +254,7 @@ impl<'a> PolicyRequest<'a> {
             spawn_depth: ctx.spawn_depth,
             tool_allow: ctx.tool_allow.as_deref(),
             dialect: ctx.dialect,
+            in_run: ctx.is_run(),
         }
     }
 }
@@ -472,11 +485,19 @@ impl PolicyEngine {
         }
 
         // A tool that exists for one agent ([`crate::ToolSpec::for_agent`]) is in no other's
-        // set, whatever the lists above said.
+        // set, whatever the lists above said. And what a run may never have, whatever the
+        // configured lists say (they can be edited; this floor cannot): a run — subagent,
+        // delegation, team member, scheduled job — administers no gateway and hands no chat
+        // off (the target's turn would be a person's, with none of the run's limits), and a
+        // run at the deepest level starts none.
         let agent = req.agent.unwrap_or(crate::DEFAULT_AGENT);
+        let leaf = req.in_run && req.spawn_depth >= self.config.subagents.max_spawn_depth;
         for tool in registry.tools() {
-            if tool.spec().for_agent.as_deref().is_some_and(|a| a != agent) {
-                set.remove(tool.spec().name.as_str());
+            let spec = tool.spec();
+            let other_agents = spec.for_agent.as_deref().is_some_and(|a| a != agent);
+            let above_a_run = req.in_run && (spec.operator_only || spec.hands_off);
+            if other_agents || above_a_run || (leaf && spec.starts_runs) {
+                set.remove(spec.name.as_str());
             }
         }
         set

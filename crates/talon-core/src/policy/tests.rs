@@ -1,4 +1,5 @@
 use super::*;
+use crate::SideEffect;
 use crate::test_tools::Named;
 
 const TOOLS: &[&str] = &[
@@ -100,6 +101,7 @@ fn run(c: &Case) {
             spawn_depth: c.depth,
             tool_allow: c.tool_allow.as_deref(),
             dialect: None,
+            in_run: c.depth > 0,
         },
     );
     let mut expect: Vec<String> = c.expect.iter().map(|s| (*s).to_string()).collect();
@@ -598,4 +600,58 @@ fn one_dialect_offers_one_tool_per_job() {
         ["Read", "TodoWrite", "memory_search", "read_file"],
         "the agent's wins over the global one"
     );
+}
+
+/// Issue 36 (2): whatever the configured lists say, a run never administers the gateway nor
+/// hands a chat off (its target would answer as a person's turn, outside the run's limits),
+/// and a run at the deepest level starts no runs. A person's turn keeps all three.
+#[test]
+fn h36_2_runs_never_get_the_gateway_handoff_or_spawning_at_the_leaf() {
+    let r = Registry::new();
+    for tool in [
+        Named {
+            operator_only: true,
+            ..Named::new("gateway")
+        },
+        Named {
+            hands_off: true,
+            starts_runs: true,
+            ..Named::with("handoff", SideEffect::Spawns)
+        },
+        Named {
+            starts_runs: true,
+            ..Named::with("spawn", SideEffect::Spawns)
+        },
+        // A shell spawns processes, not runs: a leaf keeps it.
+        Named::with("exec", SideEffect::Spawns),
+    ] {
+        r.register(tool).expect("registers");
+    }
+    // Lists emptied: the floor does not come from them.
+    let mut config = PolicyConfig::default();
+    config.subagents.deny.clear();
+    config.subagents.leaf_deny.clear();
+    config.subagents.max_spawn_depth = 2;
+    let engine = PolicyEngine::new(config).expect("valid");
+    let top = engine.effective(&r, &PolicyRequest::default());
+    assert_eq!(top.len(), 4, "{top:?}");
+    for (depth, expected) in [
+        (0, &["exec", "spawn"][..]),
+        (1, &["exec", "spawn"][..]),
+        (2, &["exec"][..]),
+    ] {
+        let run = engine.effective(
+            &r,
+            &PolicyRequest {
+                spawn_depth: depth,
+                in_run: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            run.iter().map(String::as_str).collect::<Vec<_>>(),
+            expected,
+            "depth {depth}"
+        );
+    }
 }

@@ -155,7 +155,7 @@ fn groups_builtin_dynamic_and_declared() {
         name: "custom",
         side_effect: crate::tool::SideEffect::None,
         groups: &["fs", "extra"],
-        same_as: None,
+        ..Named::new("custom")
     })
     .expect("register");
     // Expansion is against the live registry: only registered members.

@@ -1,6 +1,7 @@
 //! A stored session's history as a turn sees it: the live messages after the last summary,
 //! compacted as the context window fills (or when a person asks: `/compact`).
 
+use super::store_failed;
 use talon_agent::{Agent, Message, RunEvent};
 
 use super::{RunError, Runner};
@@ -34,14 +35,14 @@ impl Runner {
             .store
             .session(session)
             .await
-            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
+            .map_err(|e| store_failed(format_args!("cannot read session {session}"), e))?;
         let (mut summary, after) =
             record.map_or((String::new(), 0), |r| (r.summary, r.summary_through));
         let stored = self
             .store
             .session_messages_after(session, after)
             .await
-            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
+            .map_err(|e| store_failed(format_args!("cannot read session {session}"), e))?;
         let mut seqs = Vec::with_capacity(stored.len());
         let mut live = Vec::with_capacity(stored.len());
         for (seq, m) in &stored {
@@ -71,7 +72,7 @@ impl Runner {
                     self.store
                         .compact_session(session, seqs[cut - 1], &new)
                         .await
-                        .map_err(|e| RunError::Store(format!("cannot compact {session}: {e}")))?;
+                        .map_err(|e| store_failed(format_args!("cannot compact {session}"), e))?;
                     summary = new;
                     live.drain(..cut);
                     events(RunEvent::Compacted { messages: cut });
@@ -113,7 +114,7 @@ impl Runner {
             .store
             .session_messages(session, None)
             .await
-            .map_err(|e| RunError::Store(format!("cannot read session {session}: {e}")))?;
+            .map_err(|e| store_failed(format_args!("cannot read session {session}"), e))?;
         stored.iter().map(|m| parse_message(session, m)).collect()
     }
 }

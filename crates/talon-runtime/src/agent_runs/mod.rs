@@ -39,6 +39,20 @@ pub enum RunError {
     /// The store failed.
     #[error("{0}")]
     Store(String),
+    /// The database cannot be reached now; the same request may succeed later (HTTP: 503 with
+    /// `Retry-After`).
+    #[error("{0}; the database cannot be reached now, try again shortly")]
+    Unavailable(String),
+}
+
+/// A store failure while doing `what`: [`RunError::Unavailable`] when the database could not be
+/// reached, [`RunError::Store`] otherwise.
+pub(crate) fn store_failed(what: impl std::fmt::Display, e: talon_store::StoreError) -> RunError {
+    if e.is_unavailable() {
+        RunError::Unavailable(format!("{what}: {e}"))
+    } else {
+        RunError::Store(format!("{what}: {e}"))
+    }
 }
 
 /// Where a turn runs and what it remembers.
@@ -102,6 +116,9 @@ pub struct ChildTurn {
     /// A scheduled job's run (origin `cron`): its calls are [`RunKind::Scheduled`], not
     /// [`RunKind::Subagent`], so tools that treat scheduled work apart can tell.
     pub scheduled: bool,
+    /// The messages its turn had when its gateway stopped (the turn's checkpoint): the turn
+    /// continues from them, with no new prompt, instead of starting again from its task.
+    pub resume_from: Vec<Message>,
 }
 
 /// What an API client (`/v1/chat/completions`, `/v1/messages`) adds to a turn.
@@ -274,6 +291,8 @@ impl Runner {
                 talon_core::CallerError::UnknownAgent { .. } => {
                     RunError::UnknownAgent(e.to_string())
                 }
+                // The agents' directory (the store) could not be asked: not the caller's fault.
+                talon_core::CallerError::Directory { .. } => RunError::Unavailable(e.to_string()),
                 e => RunError::Invalid(e.to_string()),
             })?;
         Ok(ctx)
@@ -446,13 +465,21 @@ impl Runner {
         // mode, compaction off. The entry point's explicit permission mode wins.
         let settings = match &request.session {
             Some(session) => self.store.session_settings(session).await.map_err(|e| {
-                RunError::Store(format!("cannot read the settings of {session}: {e}"))
+                store_failed(format_args!("cannot read the settings of {session}"), e)
             })?,
             None => Default::default(),
         };
         let child_model = request.child.as_ref().and_then(|c| c.model.as_deref());
+        // A session's own model (the Config tool's) is a name `[subagents.models]` lists,
+        // mapped to its provider model; a name it does not list (stored before the check, or
+        // the list changed) is ignored.
+        let session_model = settings
+            .get("model")
+            .and_then(|m| m.as_str())
+            .and_then(|name| self.config.subagents.models.get(name))
+            .map(String::as_str);
         let own_model = child_model
-            .or_else(|| settings.get("model").and_then(|m| m.as_str()))
+            .or(session_model)
             .filter(|m| *m != built.agent.config().model)
             .map(|model| {
                 let mut config = built.agent.config().clone();
@@ -598,7 +625,15 @@ impl Runner {
         );
         let (session_key, user, run_ref) =
             (ctx.session_key.clone(), ctx.user.clone(), ctx.run.clone());
-        let message = (!request.api.resume).then_some(Message::User {
+        // A resumed run's turn continues from its checkpoint: those messages are the turn's
+        // own (saved with it), and there is no new prompt.
+        let resumed = request
+            .child
+            .as_ref()
+            .map(|c| c.resume_from.clone())
+            .unwrap_or_default();
+        history.extend(resumed.iter().cloned());
+        let message = (!request.api.resume && resumed.is_empty()).then_some(Message::User {
             text: prompt,
             images: request.api.images,
         });
@@ -642,14 +677,16 @@ impl Runner {
                     tracing::warn!(session, error = %e, "cannot keep the session's permission mode");
                 }
             }
-            let messages: Vec<String> = outcome
-                .messages
+            let messages: Vec<String> = resumed
                 .iter()
+                .chain(&outcome.messages)
                 .filter_map(|m| serde_json::to_string(m).ok())
                 .collect();
             let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-            self.store
-                .finish_turn_delivering(
+            // The model's work is done and paid for: an unreachable database delays the save,
+            // it does not drop the turn.
+            crate::landing::until_landed("a turn", || {
+                self.store.finish_turn_delivering(
                     session,
                     start.turn,
                     &messages,
@@ -660,10 +697,9 @@ impl Runner {
                     ),
                     &request.delivering,
                 )
-                .await
-                .map_err(|e| {
-                    RunError::Store(format!("the turn ran but could not be saved: {e}"))
-                })?;
+            })
+            .await
+            .map_err(|e| store_failed("the turn ran but could not be saved", e))?;
         }
         Ok(Ran {
             outcome,
@@ -703,7 +739,7 @@ impl Runner {
 fn session_error(e: talon_store::StoreError) -> RunError {
     match e {
         talon_store::StoreError::Invalid { .. } => RunError::Invalid(e.to_string()),
-        e => RunError::Store(e.to_string()),
+        e => store_failed("the session cannot be used", e),
     }
 }
 

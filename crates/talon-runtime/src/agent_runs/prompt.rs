@@ -2,6 +2,7 @@
 //! in GoClaw's order (with DELEGATION.md generated for an agent with delegation targets, TEAM.md
 //! for a team's lead, SKILLS.md listing the skills by name and description).
 
+use super::store_failed;
 use super::{RunError, Runner};
 
 impl Runner {
@@ -18,7 +19,7 @@ impl Runner {
             .store
             .context_files(agent, user.unwrap_or_default(), &[])
             .await
-            .map_err(|e| RunError::Store(format!("cannot read {agent}'s context files: {e}")))?;
+            .map_err(|e| store_failed(format_args!("cannot read {agent}'s context files"), e))?;
         // Generated for an agent with delegation targets, unless it (or the user) has its own.
         if !files.iter().any(|(name, _)| name == "DELEGATION.md")
             && let Some(delegation) = self.delegation_file(agent, user).await

@@ -1,6 +1,7 @@
 //! The turns running in this process, by session: so a turn can be cancelled from elsewhere
 //! (`POST /v1/sessions/{key}/cancel`, a run's cancellation) and an announcement waits for the
-//! session's own turn to end.
+//! session's own turn to end — on any gateway: the supervisor renews the stored turn's lease of
+//! each session running here, and an announcer reads it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -57,6 +58,34 @@ impl Runner {
             .unwrap_or_else(PoisonError::into_inner)
             .by_session
             .contains_key(session)
+    }
+
+    /// The sessions whose turns run in this process now (their turn leases are renewed).
+    pub(crate) fn running_sessions(&self) -> Vec<String> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_session
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a turn runs in `session` anywhere: here, or on another gateway that has kept
+    /// the session's turn lease (see [`talon_store::Store::session_turn_live`]) within the
+    /// last lease. A store that cannot be read counts as running: an announcement waits
+    /// rather than starting a second turn in the session.
+    pub(crate) async fn turn_runs_anywhere(&self, session: &str) -> bool {
+        if self.is_running(session) {
+            return true;
+        }
+        let lease = i64::try_from(self.lease().as_millis()).unwrap_or(i64::MAX);
+        let now = i64::try_from(talon_core::waiting::unix_ms(std::time::SystemTime::now()))
+            .unwrap_or(i64::MAX);
+        self.store
+            .session_turn_live(session, now.saturating_sub(lease))
+            .await
+            .unwrap_or(true)
     }
 
     pub(super) fn register(&self, session: &str, cancel: &CancellationToken) -> RunningTurn {

@@ -183,6 +183,7 @@ pub(super) async fn prepare(
                     no_tools: request.no_tools,
                     max_tokens: request.max_tokens,
                     sampling: request.sampling,
+                    checkpoint: None,
                 },
             },
         },

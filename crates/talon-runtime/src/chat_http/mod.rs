@@ -95,9 +95,14 @@ enum ErrorKind {
     InvalidRequest,
     ModelNotFound,
     Server,
+    /// The store cannot be reached: 503 with `Retry-After`.
+    Unavailable,
     Provider,
     PromptBlocked,
 }
+
+/// Seconds a client is told to wait before retrying while the store cannot be reached.
+pub const RETRY_AFTER_SECONDS: u32 = 5;
 
 impl ApiError {
     fn invalid(param: Option<&str>, message: impl Into<String>) -> Self {
@@ -144,6 +149,7 @@ impl ApiError {
             ErrorKind::InvalidRequest => ("invalid_request_error", None),
             ErrorKind::ModelNotFound => ("invalid_request_error", Some("model_not_found")),
             ErrorKind::Server => ("server_error", None),
+            ErrorKind::Unavailable => ("service_unavailable", Some("store_unavailable")),
             ErrorKind::Provider => ("provider_error", None),
             ErrorKind::PromptBlocked => ("prompt_blocked", None),
         };
@@ -157,16 +163,28 @@ impl ApiError {
             ErrorKind::InvalidRequest | ErrorKind::PromptBlocked => "invalid_request_error",
             ErrorKind::ModelNotFound => "not_found_error",
             ErrorKind::Server | ErrorKind::Provider => "api_error",
+            ErrorKind::Unavailable => "overloaded_error",
         };
         json!({"type": "error", "error": {"type": kind, "message": self.message}})
     }
 
     fn openai(&self) -> Response {
-        (self.status, Json(self.openai_body())).into_response()
+        self.with_retry_after((self.status, Json(self.openai_body())).into_response())
     }
 
     fn anthropic(&self) -> Response {
-        (self.status, Json(self.anthropic_body())).into_response()
+        self.with_retry_after((self.status, Json(self.anthropic_body())).into_response())
+    }
+
+    /// Tells the client when to try again, when waiting is what helps.
+    fn with_retry_after(&self, mut response: Response) -> Response {
+        if self.kind == ErrorKind::Unavailable {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 }
 
@@ -179,6 +197,12 @@ impl From<RunError> for ApiError {
                 kind: ErrorKind::Server,
                 param: None,
                 message: m,
+            },
+            e @ RunError::Unavailable(_) => Self {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                kind: ErrorKind::Unavailable,
+                param: None,
+                message: e.to_string(),
             },
         }
     }

@@ -13,9 +13,11 @@
 //! - **Missed runs** (the gateways were down past a job's time by more than [`MISSED_AFTER`]):
 //!   `run_once` runs it once now, `skip` records a `skipped` run; either way the next time is
 //!   the first one after now, never one run per missed time.
-//! - **Run limits** (`[subagents] max_concurrent`, per tenant) count a job's run like any run;
-//!   when they are full the claim is left to run out and the job is claimed again then, so a
-//!   burst of due jobs waits for slots instead of failing.
+//! - **Run limits**: a job's run counts in its tenant's pool of scheduled runs
+//!   (`[subagents] max_concurrent_scheduled`), apart from the users' own runs, so people's
+//!   background work and due jobs never starve each other; when the pool is full the claim is
+//!   left to run out and the job is claimed again then, so a burst of due jobs waits for slots
+//!   instead of failing.
 //! - **What a job's run may use**: its agent's own tools one level down, so the subagent deny
 //!   list applies (no `cron`, no `sessions_send`, no further runs at the maximum depth).
 
@@ -320,9 +322,9 @@ impl Runner {
         self.try_start_child(&ctx, &spec, None)
             .await
             .map_err(|refused| match refused {
-                RunRefused::Children { .. } | RunRefused::Concurrent { .. } => {
-                    Started::Full(refused.to_string())
-                }
+                RunRefused::Children { .. }
+                | RunRefused::Concurrent { .. }
+                | RunRefused::PerUser { .. } => Started::Full(refused.to_string()),
                 other => Started::Failed(other.to_string()),
             })
     }
@@ -337,10 +339,25 @@ impl Runner {
         if session.is_empty() {
             return Ok(());
         }
-        if reserved_session(session, user) {
-            return Err(format!(
+        let not_yours = || {
+            format!(
                 "the job cannot deliver to session {session:?}: it is not a stored conversation of yours; name one, or leave session_key empty for a session of the job's own"
-            ));
+            )
+        };
+        if reserved_session(session, user) {
+            return Err(not_yours());
+        }
+        // Only a conversation that exists: a job naming a key nobody used yet would make its
+        // user the owner at its first run, and the real chat (a group, a DM whose key is
+        // predictable) would be refused as taken from then on.
+        match self.store().session(session).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(not_yours()),
+            Err(e) => {
+                return Err(format!(
+                    "the job cannot deliver to session {session:?}: {e}"
+                ));
+            }
         }
         let user = (!user.is_empty()).then_some(user);
         self.store()

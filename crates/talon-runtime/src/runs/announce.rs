@@ -105,8 +105,8 @@ impl Runner {
 
     async fn announce_now(&self, session: &str, agent: &str, user: Option<&str>) {
         loop {
-            // The session's own turn first: the results follow it.
-            while self.is_running(session) {
+            // The session's own turn first, wherever it runs: the results follow it.
+            while self.turn_runs_anywhere(session).await {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             let claimed = self

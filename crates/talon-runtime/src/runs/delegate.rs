@@ -157,6 +157,7 @@ impl Tool for Delegate {
              stops a delegation by id; list shows running ones; history ended ones.",
             SideEffect::Spawns,
         )
+        .starting_runs()
         .in_group("delegation")
         .with_untrusted_output()
     }
@@ -169,11 +170,11 @@ impl Tool for Delegate {
             "cancel" => match own_child(&self.runner, ctx, input.id.as_deref()).await {
                 Ok(run) if run.origin == "delegation" && run.status.is_live() => {
                     match self.runner.cancel_run(&run.id).await {
-                        Ok(_) => ToolOutput::text(format!("Cancelled delegation {}.", run.id)),
-                        Err(e) => ToolOutput::error(e),
+                        Ok(_) => ToolOutput::own(format!("Cancelled delegation {}.", run.id)),
+                        Err(e) => ToolOutput::own_error(e),
                     }
                 }
-                Ok(run) => ToolOutput::error(format!(
+                Ok(run) => ToolOutput::own_error(format!(
                     "{} is not a running delegation of yours ({} {})",
                     run.id,
                     run.origin,
@@ -206,7 +207,7 @@ impl Tool for Delegate {
                     })
                     .collect();
                 if lines.is_empty() {
-                    ToolOutput::text(if live {
+                    ToolOutput::own(if live {
                         "No delegation of yours is running."
                     } else {
                         "You have no ended delegations."
@@ -215,7 +216,7 @@ impl Tool for Delegate {
                     ToolOutput::text(lines.join("\n"))
                 }
             }
-            other => ToolOutput::error(format!(
+            other => ToolOutput::own_error(format!(
                 "action {} is not known; use delegate, cancel, list or history",
                 visible(other)
             )),
@@ -225,10 +226,10 @@ impl Tool for Delegate {
 
 async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> ToolOutput {
     let Some(target) = input.agent.as_deref().filter(|a| !a.trim().is_empty()) else {
-        return ToolOutput::error("agent is missing: name the agent to delegate to (its key)");
+        return ToolOutput::own_error("agent is missing: name the agent to delegate to (its key)");
     };
     let Some(task) = input.task.as_deref().filter(|t| !t.trim().is_empty()) else {
-        return ToolOutput::error(
+        return ToolOutput::own_error(
             "task is empty: say what the agent should do, with everything it needs to know",
         );
     };
@@ -236,14 +237,14 @@ async fn delegate(runner: &Runner, ctx: &CallContext, input: &DelegateInput) -> 
         "sync" => false,
         "async" => true,
         other => {
-            return ToolOutput::error(format!(
+            return ToolOutput::own_error(format!(
                 "mode {} is not known; use sync or async",
                 visible(other)
             ));
         }
     };
     if background && !runner.is_stored_session(&ctx.session_key).await {
-        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
+        return ToolOutput::own_error(NOWHERE_TO_ANNOUNCE);
     }
     let run = match start_delegation(runner, ctx, target, task, "delegation", background).await {
         Ok(run) => run,
@@ -278,7 +279,7 @@ pub(super) async fn start_delegation(
         .map_err(ToolOutput::error)?;
     let Some((_, link)) = targets.iter().find(|(t, _)| t.key == target) else {
         let known: Vec<&str> = targets.iter().map(|(t, _)| t.key.as_str()).collect();
-        return Err(ToolOutput::error(format!(
+        return Err(ToolOutput::own_error(format!(
             "you cannot delegate to {}: no agent link allows it. {}",
             visible(target),
             if known.is_empty() {
@@ -293,7 +294,7 @@ pub(super) async fn start_delegation(
     let tools = runner
         .own_tool_names(target, ctx.user.as_deref(), ctx.spawn_depth + 1)
         .await
-        .map_err(|e| ToolOutput::error(e.to_string()))?;
+        .map_err(|e| ToolOutput::own_error(e.to_string()))?;
     let load = match runner.store().agent(target).await {
         Ok(Some(record)) => serde_json::from_str::<serde_json::Value>(&record.settings)
             .ok()
@@ -357,7 +358,7 @@ impl Tool for DelegateSearch {
         let source = ctx.agent_key.clone().unwrap_or_default();
         let targets = match self.runner.targets(&source, ctx.user.as_deref()).await {
             Ok(targets) => targets,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         };
         let targets: Vec<Target> = targets.into_iter().map(|(t, _)| t).collect();
         let embedder = self
@@ -373,7 +374,7 @@ impl Tool for DelegateSearch {
         )
         .await;
         if found.is_empty() {
-            return ToolOutput::text("No agent you can delegate to matches; do the task yourself.");
+            return ToolOutput::own("No agent you can delegate to matches; do the task yourself.");
         }
         let lines: Vec<String> = found
             .iter()

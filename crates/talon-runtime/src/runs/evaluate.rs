@@ -82,6 +82,7 @@ impl Tool for EvaluateLoop {
              whether it was approved.",
             SideEffect::Spawns,
         )
+        .starting_runs()
         .in_group("delegation")
         .with_untrusted_output()
     }
@@ -94,7 +95,7 @@ impl Tool for EvaluateLoop {
             .unwrap_or(DEFAULT_ROUNDS)
             .clamp(1, MAX_ROUNDS);
         if input.task.trim().is_empty() || input.criteria.trim().is_empty() {
-            return ToolOutput::error(
+            return ToolOutput::own_error(
                 "task and criteria must both be given: what to produce, and what it must meet",
             );
         }
@@ -123,18 +124,20 @@ impl Tool for EvaluateLoop {
             };
             match verdict(&answer) {
                 Verdict::Approved => {
-                    return ToolOutput::text(format!(
-                        "APPROVED by {} in round {round} of {rounds}. The draft:\n{draft}",
-                        input.evaluator
-                    ))
-                    .with_origin(format!("evaluate_loop {}", input.generator));
+                    return ToolOutput::text(draft)
+                        .with_own_words(format!(
+                            "APPROVED by {} in round {round} of {rounds}. The draft:",
+                            input.evaluator
+                        ))
+                        .with_origin(format!("evaluate_loop {}", input.generator));
                 }
                 Verdict::Rejected(why) => feedback = why,
             }
         }
         ToolOutput::error(format!(
-            "Not approved after {rounds} round(s). The last feedback: {feedback}\nThe last draft:\n{draft}"
+            "The last feedback: {feedback}\nThe last draft:\n{draft}"
         ))
+        .with_own_words(format!("Not approved after {rounds} round(s)."))
         .with_origin(format!("evaluate_loop {}", input.generator))
     }
 }
@@ -148,10 +151,7 @@ impl EvaluateLoop {
         task: &str,
     ) -> Result<String, ToolOutput> {
         let run = start_delegation(&self.runner, ctx, agent, task, "evaluate", false).await?;
-        let ending = self
-            .runner
-            .execute(&run, ctx.cancel.child_token(), true)
-            .await;
+        let ending = self.runner.await_child(run.clone(), &ctx.cancel).await;
         if ending.status == RunStatus::Completed {
             Ok(ending.text)
         } else {

@@ -193,7 +193,7 @@ impl Runner {
             Ok(run) => run,
             Err(refused) => return Judgement::Fail(format!("the reviewer cannot run: {refused}")),
         };
-        let ending = self.execute(&run, ctx.cancel.child_token(), true).await;
+        let ending = self.await_child(run.clone(), &ctx.cancel).await;
         if ending.status != RunStatus::Completed {
             return Judgement::Fail(format!(
                 "the reviewer did not answer ({}): {}",
@@ -271,7 +271,13 @@ impl Runner {
             revisions += 1;
             let used = ending.usage;
             ending = self
-                .child_turn(run, revision_prompt(&feedback), cancel, overrides, budget)
+                .child_turn(
+                    run,
+                    (revision_prompt(&feedback), Vec::new()),
+                    cancel,
+                    overrides,
+                    budget,
+                )
                 .await;
             ending.usage.input_tokens += used.input_tokens;
             ending.usage.output_tokens += used.output_tokens;

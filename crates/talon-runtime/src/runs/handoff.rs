@@ -50,7 +50,9 @@ impl Tool for Handoff {
              conversation back to the agent that handed it off.",
             SideEffect::Spawns,
         )
+        .starting_runs()
         .in_group("delegation")
+        .handing_off()
         .with_untrusted_output()
     }
 
@@ -60,7 +62,7 @@ impl Tool for Handoff {
         match input.action.as_deref().unwrap_or("transfer") {
             "transfer" => transfer(&self.runner, ctx, input).await,
             "clear" => clear(&self.runner, ctx).await,
-            other => ToolOutput::error(format!(
+            other => ToolOutput::own_error(format!(
                 "action {} is not known; use transfer or clear",
                 visible(other)
             )),
@@ -70,7 +72,9 @@ impl Tool for Handoff {
 
 async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> ToolOutput {
     let Some(target) = input.agent.as_deref().filter(|a| !a.trim().is_empty()) else {
-        return ToolOutput::error("agent is missing: name the agent to hand the conversation to");
+        return ToolOutput::own_error(
+            "agent is missing: name the agent to hand the conversation to",
+        );
     };
     let source = ctx.agent_key.clone().unwrap_or_default();
     let reason = input.reason.clone().unwrap_or_default();
@@ -82,22 +86,22 @@ async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> T
             ctx.channel_type.clone().unwrap_or_default(),
             ctx.session_key.clone(),
         ),
-        Err(e) => return ToolOutput::error(format!("cannot read handoff routes: {e}")),
+        Err(e) => return ToolOutput::own_error(format!("cannot read handoff routes: {e}")),
     };
     if !runner.is_stored_session(&chat).await {
-        return ToolOutput::error(
+        return ToolOutput::own_error(
             "this conversation is not stored, so there is nothing to route to another agent",
         );
     }
     match runner.targets(&source, ctx.user.as_deref()).await {
         Ok(targets) if targets.iter().any(|(t, _)| t.key == target) => {}
         Ok(_) => {
-            return ToolOutput::error(format!(
+            return ToolOutput::own_error(format!(
                 "you cannot hand the conversation to {}: no agent link allows it",
                 visible(target)
             ));
         }
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::own_error(e),
     }
     let thread = talon_core::events::fingerprint(format!("{channel}\n{chat}").as_bytes());
     let route = HandoffRoute {
@@ -111,7 +115,7 @@ async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> T
         created_at: 0,
     };
     if let Err(e) = store.set_handoff(&route).await {
-        return ToolOutput::error(format!("cannot route the conversation: {e}"));
+        return ToolOutput::own_error(format!("cannot route the conversation: {e}"));
     }
     runner.pipeline_events().run_event(ToolEvent::Handoff {
         session_key: chat.as_str().into(),
@@ -142,15 +146,14 @@ async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> T
         )
         .await;
     match ran {
-        Ok(ran) => ToolOutput::text(format!(
-            "The conversation is now {target}'s: the user's next messages go to {target}. \
-             {target} answered the user:\n{}\nTell the user briefly that {target} takes it from \
-             here; do not answer for {target}.",
-            ran.outcome.text
+        Ok(ran) => ToolOutput::text(ran.outcome.text).with_own_words(format!(
+            "The conversation is now {target}'s: the user's next messages go to {target}. Tell \
+             the user briefly that {target} takes it from here; do not answer for {target}. \
+             {target} answered the user:"
         )),
         Err(e) => {
             let _ = store.clear_handoff(&route.channel, &route.chat).await;
-            ToolOutput::error(format!(
+            ToolOutput::own_error(format!(
                 "{target} could not take the conversation ({e}); it stays yours"
             ))
         }
@@ -194,10 +197,12 @@ async fn clear(runner: &Runner, ctx: &CallContext) -> ToolOutput {
             .await
             .ok()
             .flatten(),
-        Err(e) => return ToolOutput::error(format!("cannot read handoff routes: {e}")),
+        Err(e) => return ToolOutput::own_error(format!("cannot read handoff routes: {e}")),
     };
     let Some(route) = route else {
-        return ToolOutput::error("this conversation is not handed off: there is nothing to clear");
+        return ToolOutput::own_error(
+            "this conversation is not handed off: there is nothing to clear",
+        );
     };
     match store.clear_handoff(&route.channel, &route.chat).await {
         Ok(_) => {
@@ -208,12 +213,12 @@ async fn clear(runner: &Runner, ctx: &CallContext) -> ToolOutput {
                 user: ctx.user.as_deref().map(Into::into),
                 reason: "cleared".into(),
             });
-            ToolOutput::text(format!(
+            ToolOutput::own(format!(
                 "The conversation is {}'s again: the user's next messages go to {}.",
                 route.from_agent, route.from_agent
             ))
         }
-        Err(e) => ToolOutput::error(format!("cannot clear the handoff: {e}")),
+        Err(e) => ToolOutput::own_error(format!("cannot clear the handoff: {e}")),
     }
 }
 

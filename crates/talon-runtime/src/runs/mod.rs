@@ -12,9 +12,10 @@
 //! 3. A caller that waited (`subagents run`, `wait`) has the result and it is marked delivered;
 //!    otherwise [`announce`] shows it in a turn of the parent session, marked delivered by the
 //!    transaction that saves that turn.
-//! 4. [`supervisor`] renews this process's leases, takes over the runs of a gateway that died
-//!    (resumed once from their task, else ended `lost` with the parent told) and announces
-//!    results whose announcer died.
+//! 4. [`supervisor`] renews the leases of the runs this process really runs, takes over the
+//!    runs of a gateway that died (resumed once from their turn's checkpoint, else ended `lost`
+//!    with the parent told; a cancelled one is ended) and announces results whose announcer
+//!    died.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -30,11 +31,13 @@ use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 
 pub mod announce;
 pub mod budget;
+mod checkpoint;
 pub mod custom_agents;
 pub mod delegate;
 pub mod evaluate;
 pub mod gates;
 pub mod handoff;
+mod life;
 pub mod supervisor;
 pub mod task_tools;
 pub mod tools;
@@ -135,6 +138,18 @@ pub struct Ending {
     pub usage: RunUsage,
 }
 
+impl Ending {
+    /// Cancelled before it answered (nothing used is counted: its executor is gone or never
+    /// reported).
+    pub(crate) fn cancelled() -> Self {
+        Self {
+            status: RunStatus::Cancelled,
+            text: "cancelled".into(),
+            usage: RunUsage::default(),
+        }
+    }
+}
+
 impl Runner {
     /// The lease this process holds its runs by.
     pub fn lease(&self) -> Duration {
@@ -153,8 +168,16 @@ impl Runner {
 
     fn run_limits(&self, spec: &ChildSpec<'_>) -> RunLimits {
         let policy = self.subagent_policy();
+        // Scheduled jobs' runs have a pool of their own; everyone else shares the tenant's,
+        // each user at most their share of it.
+        let pool = if spec.origin == "cron" {
+            policy.max_concurrent_scheduled
+        } else {
+            policy.max_concurrent
+        };
         RunLimits {
-            max_concurrent: i64::from(policy.max_concurrent),
+            max_concurrent: i64::from(pool),
+            max_per_user: i64::from(policy.max_concurrent_per_user),
             max_depth: i64::from(policy.max_spawn_depth),
             max_children: i64::from(policy.max_children_per_agent),
             max_over_link: spec.over_link,
@@ -301,8 +324,15 @@ impl Runner {
             })
         });
         let approvals = self.watch_approvals(run);
+        let resume_from = self.checkpoint_of(run).await;
         let mut ending = self
-            .child_turn(run, run.task.clone(), &cancel, overrides, budget)
+            .child_turn(
+                run,
+                (run.task.clone(), resume_from),
+                &cancel,
+                overrides,
+                budget,
+            )
             .await;
         if ending.status == RunStatus::Completed {
             ending = self
@@ -329,17 +359,19 @@ impl Runner {
         ending
     }
 
-    /// One turn of `run`'s child in its session: its task first, a revision prompt after a
-    /// quality gate sent it back.
+    /// One turn of `run`'s child in its session: its task first (or, for a run taken over,
+    /// the messages it had: `start.1`), a revision prompt after a quality gate sent it back.
     pub(crate) async fn child_turn(
         &self,
         run: &RunRecord,
-        prompt: String,
+        start: (String, Vec<talon_agent::Message>),
         cancel: &CancellationToken,
         overrides: &ChildOverrides,
         budget: budget::Remaining,
     ) -> Ending {
+        let (prompt, resume_from) = start;
         let user = (!run.user_id.is_empty()).then_some(run.user_id.as_str());
+        let checkpoint = self.checkpoint_sink(run, &resume_from, cancel);
         let ran = self
             .run(
                 TurnRequest {
@@ -352,7 +384,13 @@ impl Runner {
                     client: None,
                     permission_mode: overrides.permission_mode,
                     cancel: cancel.clone(),
-                    api: Default::default(),
+                    api: crate::agent_runs::ApiTurn {
+                        options: talon_agent::TurnOptions {
+                            checkpoint: Some(checkpoint),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    },
                     child: Some(ChildTurn {
                         // A team member's turn is not refused its team's board by the
                         // subagent deny list; the tools stored on its run (chosen one level
@@ -372,6 +410,7 @@ impl Runner {
                         token_budget: budget.tokens,
                         model: overrides.model.clone(),
                         scheduled: run.origin == "cron",
+                        resume_from,
                     }),
                     delivering: Vec::new(),
                     origin: None,
@@ -430,103 +469,6 @@ impl Runner {
                 }
             }
         })
-    }
-
-    /// Records `run`'s end (once: a run ended elsewhere keeps its first end), tells the bus,
-    /// and has a result nobody waited for announced.
-    pub(crate) async fn end_run(&self, run: &RunRecord, ending: &Ending, waited: bool) {
-        let ended = self
-            .store()
-            .finish_run(
-                &run.id,
-                Some(self.instance()),
-                ending.status,
-                &ending.text,
-                ending.usage,
-                waited,
-            )
-            .await;
-        self.runs
-            .local
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&run.id);
-        self.runs.ended.notify_waiters();
-        match ended {
-            Ok(true) => {
-                self.pipeline_events()
-                    .run_event(ToolEvent::ChildRunFinished {
-                        session_key: run.parent_session.as_str().into(),
-                        agent_key: run.agent_key.as_str().into(),
-                        user: (!run.user_id.is_empty()).then(|| run.user_id.as_str().into()),
-                        status: ending.status.as_str(),
-                        input_tokens: ending.usage.input_tokens,
-                        output_tokens: ending.usage.output_tokens,
-                        run: run_ref(run),
-                    });
-                if !waited {
-                    self.announce(&run.parent_session, &run.parent_agent, &run.user_id);
-                }
-            }
-            Ok(false) => {}
-            Err(e) => tracing::warn!(run = %run.id, error = %e, "cannot record the end of a run"),
-        }
-    }
-
-    /// Starts `run` in the background (its result is announced); returns at once.
-    pub(crate) fn launch(&self, run: RunRecord) {
-        let runner = self.clone();
-        tokio::spawn(async move {
-            runner.execute(&run, CancellationToken::new(), false).await;
-        });
-    }
-
-    /// Cancels `id` and its descendants wherever they run: the durable flag every gateway
-    /// watches, and at once for those running here. The number of runs flagged.
-    pub async fn cancel_run(&self, id: &str) -> Result<u64, String> {
-        let flagged = self
-            .store()
-            .request_run_cancel(id)
-            .await
-            .map_err(|e| format!("cannot cancel {id}: {e}"))?;
-        let local = self
-            .runs
-            .local
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(cancel) = local.get(id) {
-            cancel.cancel();
-        }
-        Ok(flagged)
-    }
-
-    /// Waits until `id` is no longer live, at most `timeout`; the run as it is then.
-    pub async fn wait_run(&self, id: &str, timeout: Duration) -> Result<RunRecord, String> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let ended = self.runs.ended.notified();
-            let changed = self.runs.changed.notified();
-            let run = self
-                .store()
-                .run(id)
-                .await
-                .map_err(|e| format!("cannot read run {id}: {e}"))?
-                .ok_or_else(|| format!("no run {id}"))?;
-            if !run.status.is_live() || tokio::time::Instant::now() >= deadline {
-                return Ok(run);
-            }
-            // Woken by a local end; a run on another gateway is looked at again shortly.
-            let _ = tokio::time::timeout_at(
-                deadline.min(tokio::time::Instant::now() + Duration::from_millis(250)),
-                async {
-                    tokio::select! {
-                        () = ended => {}
-                        () = changed => {}
-                    }
-                },
-            )
-            .await;
-        }
     }
 
     /// The live runs `session` started, as a note for its system prompt (`None`: none): the
@@ -605,22 +547,24 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-/// A run's result as the parent is told it: the head line, and the text fenced as untrusted
-/// (another model wrote it) unless the status says why there is none.
+/// A run's result as the parent is told it: the head line in Talon's own words, and the text
+/// fenced as untrusted (another model wrote it, or it quotes what a run said).
 pub(crate) fn result_output(run: &RunRecord, status: RunStatus, text: &str) -> ToolOutput {
     let head = format!(
-        "{} {} ({}) {}",
+        "{} {} ({}) {}:",
         run.origin,
         run.id,
         run.agent_key,
         status.as_str()
     );
     let output = if status == RunStatus::Completed {
-        ToolOutput::text(format!("{head}:\n{text}"))
+        ToolOutput::text(text)
     } else {
-        ToolOutput::error(format!("{head}: {text}"))
+        ToolOutput::error(text)
     };
-    output.with_origin(format!("{} {}", run.origin, run.id))
+    output
+        .with_own_words(head)
+        .with_origin(format!("{} {}", run.origin, run.id))
 }
 
 /// The run's status and what the caller is told, from how its turn ended: only a real answer

@@ -3,10 +3,14 @@
 //! gateway that stalled past its lease and was taken over must not run it twice), takes over the
 //! runs of gateways that died, and announces results nobody is announcing.
 //!
-//! A run taken over is resumed once: started again from its task in its own session (what it
-//! had saved stays there). A run taken over a second time — its resumption died too — is ended
-//! `lost`, and the parent is told so through the outbox like any other end. Nothing is swept at
-//! start-up: a run belongs to whoever holds its lease, and only an expired lease is taken.
+//! A run taken over is resumed once, from its turn's checkpoint in its own session (calls whose
+//! results were kept are not made again; one in flight is reported to the model as
+//! interrupted), or from its task when it had made no calls. A run cancelled while nobody held
+//! it is ended, not resumed. A process never takes over a run it still runs itself (its lease
+//! may lapse while the database is unreachable). A run taken over a second time — its
+//! resumption died too — is ended `lost`, and the parent is told so through the outbox like any
+//! other end. Nothing is swept at start-up: a run belongs to whoever holds its lease, and only
+//! an expired lease is taken.
 
 use std::sync::PoisonError;
 
@@ -58,19 +62,31 @@ impl Runner {
     /// One pass of the supervisor.
     pub async fn supervise_once(&self) {
         let store = self.store().clone();
+        let held = self.held_runs();
         if let Err(e) = store
-            .renew_run_leases(self.instance(), self.lease_until())
+            .renew_run_leases(self.instance(), &held, self.lease_until())
             .await
         {
             tracing::warn!(error = %e, "cannot renew run leases");
         }
+        // And the turn leases of the sessions whose turns run here: another gateway's
+        // announcer waits for them (see `Runner::turn_runs_anywhere`).
+        if let Err(e) = store.renew_session_turns(&self.running_sessions()).await {
+            tracing::warn!(error = %e, "cannot renew session turn leases");
+        }
         self.stop_runs_held_elsewhere().await;
         match store
-            .take_over_runs(self.instance(), self.lease_until(), TAKEOVER_BATCH)
+            .take_over_runs(self.instance(), &held, self.lease_until(), TAKEOVER_BATCH)
             .await
         {
             Ok(taken) => {
                 for run in taken {
+                    // Cancelled while nobody ran it: ended, never resumed (its people asked
+                    // for it to stop).
+                    if run.cancel_requested {
+                        self.end_unheld(&run, &Ending::cancelled()).await;
+                        continue;
+                    }
                     // A team member's task goes back to the board for whoever is idle (the
                     // lifecycle is the server's): its run is not resumed.
                     if run.origin == "team" {
@@ -102,6 +118,17 @@ impl Runner {
             }
             Err(e) => tracing::warn!(error = %e, "cannot look for results to announce"),
         }
+    }
+
+    /// The runs this process runs now (their executors are live here).
+    pub(crate) fn held_runs(&self) -> Vec<String> {
+        self.runs
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Cancels the local runs whose lease another gateway took (this one stalled past it).

@@ -48,7 +48,7 @@ impl Tool for AgentTaskOutput {
         }
         let ms = input.timeout.unwrap_or(DEFAULT_WAIT_MS);
         if ms > MAX_WAIT_MS {
-            return ToolOutput::error(format!(
+            return ToolOutput::own_error(format!(
                 "timeout must be at most {MAX_WAIT_MS} milliseconds, got {ms}"
             ));
         }
@@ -70,10 +70,10 @@ async fn agent_output(runner: &Runner, ctx: &CallContext, id: &str, wait: Durati
     };
     let run = match runner.wait_run(&run.id, wait).await {
         Ok(run) => run,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::own_error(e),
     };
     if run.status.is_live() {
-        return ToolOutput::text(format!(
+        return ToolOutput::own(format!(
             "Task {} (status: {}): the agent is still working.",
             run.id,
             run.status.as_str()
@@ -112,7 +112,7 @@ impl Tool for AgentTaskStop {
         let run = match own_child(&self.runner, call.ctx(), Some(&id)).await {
             Ok(run) if run.status.is_live() => run,
             Ok(run) => {
-                return ToolOutput::error(format!(
+                return ToolOutput::own_error(format!(
                     "agent {} has ended already ({})",
                     run.id,
                     run.status.as_str()
@@ -121,8 +121,8 @@ impl Tool for AgentTaskStop {
             Err(e) => return e,
         };
         match self.runner.cancel_run(&run.id).await {
-            Ok(_) => ToolOutput::text(format!("Task {} stopped successfully.", run.id)),
-            Err(e) => ToolOutput::error(e),
+            Ok(_) => ToolOutput::own(format!("Task {} stopped successfully.", run.id)),
+            Err(e) => ToolOutput::own_error(e),
         }
     }
 }

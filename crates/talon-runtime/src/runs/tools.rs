@@ -82,6 +82,7 @@ impl Tool for Subagents {
              and cannot start children of its own.",
             SideEffect::Spawns,
         )
+        .starting_runs()
         .in_group("sessions")
         .with_untrusted_output()
     }
@@ -93,7 +94,7 @@ impl Tool for Subagents {
         match input.action.as_str() {
             "spawn" | "run" => {
                 let Some(task) = task(input.task.as_deref()) else {
-                    return ToolOutput::error(
+                    return ToolOutput::own_error(
                         "task is empty: say what the subagent should do, with everything it needs to know",
                     );
                 };
@@ -101,7 +102,7 @@ impl Tool for Subagents {
                 let background = input.action == "spawn";
                 let mode = match context_mode(input.context.as_deref()) {
                     Ok(mode) => mode,
-                    Err(e) => return ToolOutput::error(e),
+                    Err(e) => return ToolOutput::own_error(e),
                 };
                 let how = Start {
                     background,
@@ -117,7 +118,7 @@ impl Tool for Subagents {
                 let secs = input.timeout_seconds.unwrap_or(WAIT_DEFAULT).min(WAIT_MAX);
                 wait(runner, ctx, input.id.as_deref(), Duration::from_secs(secs)).await
             }
-            other => ToolOutput::error(format!(
+            other => ToolOutput::own_error(format!(
                 "action {} is not known; use spawn, run, list, cancel, steer or wait",
                 visible(other)
             )),
@@ -154,6 +155,7 @@ impl Tool for Spawn {
              everything it needs) and has at most your tools. Manage it with subagents.",
             SideEffect::Spawns,
         )
+        .starting_runs()
         .in_group("sessions")
         .with_untrusted_output()
     }
@@ -161,14 +163,14 @@ impl Tool for Spawn {
     async fn execute(&self, call: Authorized<SpawnInput>) -> ToolOutput {
         let ctx = call.ctx();
         let Some(task) = task(Some(&call.input().task)) else {
-            return ToolOutput::error(
+            return ToolOutput::own_error(
                 "task is empty: say what the subagent should do, with everything it needs to know",
             );
         };
         let agent = ctx.agent_key.clone().unwrap_or_default();
         let mode = match context_mode(call.input().context.as_deref()) {
             Ok(mode) => mode,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         };
         let how = Start {
             background: true,
@@ -217,7 +219,7 @@ async fn start(
 ) -> ToolOutput {
     let background = how.background;
     if background && !runner.is_stored_session(&ctx.session_key).await {
-        return ToolOutput::error(NOWHERE_TO_ANNOUNCE);
+        return ToolOutput::own_error(NOWHERE_TO_ANNOUNCE);
     }
     let forked;
     let task = if how.mode == "fork" {
@@ -256,7 +258,7 @@ async fn start(
     };
     let run = match runner.start_child(ctx, &spec, None).await {
         Ok(run) => run,
-        Err(refused) => return ToolOutput::error(refused),
+        Err(refused) => return ToolOutput::own_error(refused),
     };
     let launched = format!(
         "Started subagent {} in the background. Its result will be announced to you when it \
@@ -277,9 +279,9 @@ pub(super) async fn run_started(
 ) -> ToolOutput {
     if let Some(launched) = launched {
         runner.launch(run);
-        return ToolOutput::text(launched);
+        return ToolOutput::own(launched);
     }
-    let ending = runner.execute(&run, ctx.cancel.child_token(), true).await;
+    let ending = runner.await_child(run.clone(), &ctx.cancel).await;
     result_output(&run, ending.status, &ending.text)
 }
 
@@ -292,12 +294,12 @@ pub(super) async fn take_result(runner: &Runner, run: &RunRecord) -> ToolOutput 
         .await
     {
         Ok(Some(delivery)) => result_output(run, delivery.status, &delivery.result),
-        Ok(None) => ToolOutput::text(format!(
+        Ok(None) => ToolOutput::own(format!(
             "{} ended ({}); its result was given to you already (or is being announced now).",
             run.id,
             run.status.as_str()
         )),
-        Err(e) => ToolOutput::error(format!("cannot read the result of {}: {e}", run.id)),
+        Err(e) => ToolOutput::own_error(format!("cannot read the result of {}: {e}", run.id)),
     }
 }
 
@@ -310,7 +312,7 @@ pub(super) async fn children(
         .store()
         .child_runs(ctx.run.run_id.as_deref(), &ctx.session_key)
         .await
-        .map_err(|e| ToolOutput::error(format!("cannot list your runs: {e}")))
+        .map_err(|e| ToolOutput::own_error(format!("cannot list your runs: {e}")))
 }
 
 /// The caller's child `id`.
@@ -320,7 +322,7 @@ pub(super) async fn own_child(
     id: Option<&str>,
 ) -> Result<RunRecord, ToolOutput> {
     let Some(id) = id.filter(|id| !id.trim().is_empty()) else {
-        return Err(ToolOutput::error(
+        return Err(ToolOutput::own_error(
             "id is missing: give the run id that spawn returned (subagents action list shows them)",
         ));
     };
@@ -330,7 +332,7 @@ pub(super) async fn own_child(
         .into_iter()
         .find(|run| run.id == id || id == "last")
         .ok_or_else(|| {
-            ToolOutput::error(format!(
+            ToolOutput::own_error(format!(
                 "no run {} of yours; subagents action list shows your runs",
                 visible(id)
             ))
@@ -343,7 +345,7 @@ async fn list(runner: &Runner, ctx: &CallContext) -> ToolOutput {
         Err(e) => return e,
     };
     if runs.is_empty() {
-        return ToolOutput::text("You have started no runs.");
+        return ToolOutput::own("You have started no runs.");
     }
     let lines: Vec<String> = runs
         .iter()
@@ -379,7 +381,7 @@ async fn cancel(runner: &Runner, ctx: &CallContext, id: Option<&str>) -> ToolOut
         id => match own_child(runner, ctx, id).await {
             Ok(run) if run.status.is_live() => vec![run],
             Ok(run) => {
-                return ToolOutput::error(format!(
+                return ToolOutput::own_error(format!(
                     "run {} has ended already ({})",
                     run.id,
                     run.status.as_str()
@@ -389,16 +391,16 @@ async fn cancel(runner: &Runner, ctx: &CallContext, id: Option<&str>) -> ToolOut
         },
     };
     if targets.is_empty() {
-        return ToolOutput::text("None of your runs is running: nothing to cancel.");
+        return ToolOutput::own("None of your runs is running: nothing to cancel.");
     }
     let mut cancelled = Vec::new();
     for run in &targets {
         match runner.cancel_run(&run.id).await {
             Ok(_) => cancelled.push(run.id.as_str()),
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         }
     }
-    ToolOutput::text(format!(
+    ToolOutput::own(format!(
         "Cancelled {} run(s): {}. They stop within a second, wherever they run.",
         cancelled.len(),
         cancelled.join(", ")
@@ -412,7 +414,7 @@ async fn steer(
     message: Option<&str>,
 ) -> ToolOutput {
     let Some(message) = message.filter(|m| !m.trim().is_empty()) else {
-        return ToolOutput::error("message is empty: say what the run should do now");
+        return ToolOutput::own_error("message is empty: say what the run should do now");
     };
     let old = match own_child(runner, ctx, id).await {
         Ok(run) => run,
@@ -424,7 +426,7 @@ async fn steer(
     );
     let overrides = match ChildOverrides::of(&old) {
         Ok(overrides) => overrides,
-        Err(e) => return ToolOutput::error(format!("{} cannot be steered: {e}", old.id)),
+        Err(e) => return ToolOutput::own_error(format!("{} cannot be steered: {e}", old.id)),
     };
     let spec = ChildSpec {
         agent: &old.agent_key,
@@ -440,14 +442,14 @@ async fn steer(
     // The replacement takes the old run's slot in the transaction that ends it.
     let new = match runner.start_child(ctx, &spec, Some(&old.id)).await {
         Ok(run) => run,
-        Err(refused) => return ToolOutput::error(refused),
+        Err(refused) => return ToolOutput::own_error(refused),
     };
     if let Err(e) = runner.cancel_run(&old.id).await {
         tracing::warn!(run = %old.id, error = %e, "cannot stop a steered run");
     }
     tokio::time::sleep(STEER_SETTLE).await;
     runner.launch(new.clone());
-    ToolOutput::text(format!(
+    ToolOutput::own(format!(
         "Steered: {} was stopped and {} started in its place with your message; its result \
          will be announced to you.",
         old.id, new.id
@@ -466,10 +468,10 @@ async fn wait(
     };
     let run = match runner.wait_run(&run.id, timeout).await {
         Ok(run) => run,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::own_error(e),
     };
     if run.status.is_live() {
-        return ToolOutput::text(format!(
+        return ToolOutput::own(format!(
             "{} is still {} after {} s; wait again, or cancel it.",
             run.id,
             run.status.as_str(),
@@ -522,6 +524,7 @@ impl Tool for AgentTool {
              agents itself.",
             SideEffect::Spawns,
         )
+        .starting_runs()
         .same_as("subagents")
         .in_group("sessions")
         .with_untrusted_output()
@@ -531,7 +534,7 @@ impl Tool for AgentTool {
         let input = call.input();
         let ctx = call.ctx();
         if input.prompt.trim().is_empty() {
-            return ToolOutput::error(
+            return ToolOutput::own_error(
                 "prompt is empty: say what the agent should do, with everything it needs to know",
             );
         }
@@ -588,7 +591,7 @@ async fn custom(
     let Some(definition) = defined.iter().find(|a| a.name == name) else {
         let mut known = vec!["general-purpose", "Explore", "Plan"];
         known.extend(defined.iter().map(|a| a.name.as_str()));
-        return ToolOutput::error(format!(
+        return ToolOutput::own_error(format!(
             "subagent_type {} is not known; use one of: {}",
             visible(name),
             known.join(", ")

@@ -15,7 +15,7 @@ use talon_core::{Authorized, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::{TaskFilter, TaskOrder};
 
 use super::board::Board;
-use super::tools::bad_choice;
+use super::tools::{bad_choice, board_answer};
 use crate::agent_runs::Runner;
 
 /// A task id as Claude Code sends it: a string ("3") or a number.
@@ -40,23 +40,21 @@ impl TaskId {
     }
 }
 
-/// Runs `work` on the board of the call's team (`team`: the one it names), as a tool result.
+/// Runs `work` on the board of the call's team (`team`: the one it names), as a tool result
+/// (see [`board_answer`]; `others_wrote`: the answer holds teammates' text).
 async fn on_board<F>(
     runner: &Runner,
     call: &Authorized<impl Sized>,
     team: Option<&str>,
+    others_wrote: bool,
     work: F,
 ) -> ToolOutput
 where
     F: AsyncFnOnce(&Board<'_>) -> Result<String, String>,
 {
-    let board = match Board::open(runner, call.ctx(), team).await {
-        Ok(board) => board,
-        Err(e) => return ToolOutput::error(e),
-    };
-    match work(&board).await {
-        Ok(text) => ToolOutput::text(text),
-        Err(e) => ToolOutput::error(e),
+    match Board::open(runner, call.ctx(), team).await {
+        Ok(board) => board_answer(work(&board).await, others_wrote),
+        Err(e) => ToolOutput::own_error(e),
     }
 }
 
@@ -101,11 +99,17 @@ impl Tool for TaskCreate {
 
     async fn execute(&self, call: Authorized<TaskCreateInput>) -> ToolOutput {
         let input = call.input();
-        on_board(&self.runner, &call, input.team.as_deref(), async |board| {
-            board
-                .create(&input.subject, &input.description, 0, &input.blocked_by)
-                .await
-        })
+        on_board(
+            &self.runner,
+            &call,
+            input.team.as_deref(),
+            false,
+            async |board| {
+                board
+                    .create(&input.subject, &input.description, 0, &input.blocked_by)
+                    .await
+            },
+        )
         .await
     }
 }
@@ -140,7 +144,7 @@ impl Tool for TaskList {
 
     async fn execute(&self, call: Authorized<TaskListInput>) -> ToolOutput {
         let team = call.input().team.as_deref();
-        on_board(&self.runner, &call, team, async |board| {
+        on_board(&self.runner, &call, team, true, async |board| {
             board.list(TaskFilter::All, TaskOrder::Priority).await
         })
         .await
@@ -181,10 +185,13 @@ impl Tool for TaskGet {
     async fn execute(&self, call: Authorized<TaskGetInput>) -> ToolOutput {
         let id = match call.input().task_id.parse() {
             Ok(id) => id,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         };
         let team = call.input().team.as_deref();
-        on_board(&self.runner, &call, team, async |board| board.get(id).await).await
+        on_board(&self.runner, &call, team, true, async |board| {
+            board.get(id).await
+        })
+        .await
     }
 }
 
@@ -234,10 +241,10 @@ impl Tool for TaskUpdate {
         let input = call.input();
         let id = match input.task_id.parse() {
             Ok(id) => id,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         };
         if input.owner.is_some() {
-            return ToolOutput::error(
+            return ToolOutput::own_error(
                 "owner cannot be set: idle teammates are given tasks by the server",
             );
         }
@@ -245,7 +252,7 @@ impl Tool for TaskUpdate {
         let result = input.result.clone().unwrap_or_default();
         match input.status.as_deref() {
             Some("in_progress") => {
-                on_board(&self.runner, &call, team, async |board| {
+                on_board(&self.runner, &call, team, true, async |board| {
                     board.claim(Some(id)).await
                 })
                 .await
@@ -256,31 +263,31 @@ impl Tool for TaskUpdate {
                 } else {
                     result
                 };
-                on_board(&self.runner, &call, team, async |board| {
+                on_board(&self.runner, &call, team, false, async |board| {
                     board.complete(id, &result).await
                 })
                 .await
             }
             Some("failed") => {
-                on_board(&self.runner, &call, team, async |board| {
+                on_board(&self.runner, &call, team, false, async |board| {
                     board.end(id, false, &result).await
                 })
                 .await
             }
             Some("deleted") => {
-                on_board(&self.runner, &call, team, async |board| {
+                on_board(&self.runner, &call, team, false, async |board| {
                     board.end(id, true, "withdrawn by the lead").await
                 })
                 .await
             }
-            Some("pending") => ToolOutput::error(
+            Some("pending") => ToolOutput::own_error(
                 "a task goes back to pending by itself when its teammate stops; to give up \
                  yours, say why with SendMessage to the lead",
             ),
             Some(other) => bad_choice("status", other, "in_progress, completed, failed, deleted"),
-            None => {
-                ToolOutput::error("say the new status: in_progress, completed, failed or deleted")
-            }
+            None => ToolOutput::own_error(
+                "say the new status: in_progress, completed, failed or deleted",
+            ),
         }
     }
 }
@@ -334,18 +341,18 @@ impl Tool for SendMessage {
         match input.kind.as_str() {
             "message" => {
                 let to = input.recipient.clone().unwrap_or_default();
-                on_board(&self.runner, &call, team, async |board| {
+                on_board(&self.runner, &call, team, false, async |board| {
                     board.send(&to, &content).await
                 })
                 .await
             }
             "broadcast" => {
-                on_board(&self.runner, &call, team, async |board| {
+                on_board(&self.runner, &call, team, false, async |board| {
                     board.broadcast(&content).await
                 })
                 .await
             }
-            "shutdown_request" | "shutdown_response" => ToolOutput::error(
+            "shutdown_request" | "shutdown_response" => ToolOutput::own_error(
                 "teammates are not shut down by message: each stops when its task ends, and \
                  the server gives a stopped teammate's task to another",
             ),

@@ -278,7 +278,11 @@ You have unread team messages. Read them with team_message action read and act \
             task.description
         );
         for id in &task.blocked_by {
-            if let Ok(Some(done)) = self.store().task(&team.name, *id).await {
+            // Only the same user's: a prerequisite row of another user (written before the
+            // board checked, or by a bug) is never pasted into this user's run.
+            if let Ok(Some(done)) = self.store().task(&team.name, *id).await
+                && done.user_id == task.user_id
+            {
                 let fenced =
                     talon_core::untrusted::wrap("team_tasks", &format!("task #{id}"), &done.result);
                 prompt.push_str(&format!(

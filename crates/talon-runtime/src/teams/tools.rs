@@ -81,7 +81,7 @@ impl Tool for TeamTasks {
         let input = call.input();
         let board = match Board::open(&self.runner, call.ctx(), input.team.as_deref()).await {
             Ok(board) => board,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         };
         let id = || {
             input
@@ -140,10 +140,8 @@ impl Tool for TeamTasks {
                 );
             }
         };
-        match done {
-            Ok(text) => ToolOutput::text(text),
-            Err(e) => ToolOutput::error(e),
-        }
+        let others_wrote = matches!(input.action.as_str(), "list" | "search" | "get" | "claim");
+        board_answer(done, others_wrote)
     }
 }
 
@@ -189,7 +187,7 @@ impl Tool for TeamMessage {
         let input = call.input();
         let board = match Board::open(&self.runner, call.ctx(), input.team.as_deref()).await {
             Ok(board) => board,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::own_error(e),
         };
         let text = input.text.as_deref().unwrap_or_default();
         let done = match input.action.as_str() {
@@ -202,10 +200,7 @@ impl Tool for TeamMessage {
             "read" => board.read().await,
             other => return bad_choice("action", other, "send, broadcast, read"),
         };
-        match done {
-            Ok(text) => ToolOutput::text(text),
-            Err(e) => ToolOutput::error(e),
-        }
+        board_answer(done, input.action == "read")
     }
 }
 
@@ -254,8 +249,18 @@ impl Runner {
     }
 }
 
+/// A board's answer as a tool result: refusals and confirmations in Talon's own words, and
+/// only what teammates wrote (`others_wrote`: listings, a task's text, messages read) fenced.
+pub(super) fn board_answer(done: Result<String, String>, others_wrote: bool) -> ToolOutput {
+    match done {
+        Ok(text) if others_wrote => ToolOutput::text(text),
+        Ok(text) => ToolOutput::own(text),
+        Err(e) => ToolOutput::own_error(e),
+    }
+}
+
 pub(super) fn bad_choice(what: &str, given: &str, choices: &str) -> ToolOutput {
-    ToolOutput::error(format!(
+    ToolOutput::own_error(format!(
         "{what} {} is not known; use one of: {choices}",
         talon_core::visible::visible(given)
     ))

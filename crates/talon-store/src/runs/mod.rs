@@ -24,7 +24,7 @@ use sqlx::Row;
 mod delivery;
 mod ownership;
 
-pub use ownership::RUNS_CHANNEL;
+pub use ownership::{RUNS_CHANNEL, RunsCancelled};
 
 use crate::locked::Locked;
 use crate::{Store, StoreError, now_ms};
@@ -93,13 +93,22 @@ pub(crate) const LIVE: &str = "('queued', 'running', 'waiting_approval')";
 
 /// The delegations (evaluate-loop rounds are delegations too) over one agent link, as SQL: from `$19` (the source, `parent_agent`) to `$7`
 /// (the target), and back when `$23` is 1 (a bidirectional link).
+/// The pool a new run (origin `$10`) counts in: scheduled jobs' runs apart from the rest.
+const POOL: &str = "((origin = 'cron') = ($10 = 'cron'))";
+/// The same, for a count whose second parameter is the origin.
+const POOL_OF_2: &str = "((origin = 'cron') = ($2 = 'cron'))";
+
 const OVER_LINK: &str = "origin IN ('delegation', 'evaluate') AND ((parent_agent = $19 AND agent_key = $7) OR ($23 = 1 AND parent_agent = $7 AND agent_key = $19))";
 
 /// The limits a new run is checked against (seed 002 §6's defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunLimits {
-    /// Live runs per tenant.
+    /// Live runs per tenant: of its scheduled jobs for a run of origin `cron`, of everything
+    /// else for any other run.
     pub max_concurrent: i64,
+    /// Live runs (not of scheduled jobs) one user of the tenant may hold; negative: no limit
+    /// of its own.
+    pub max_per_user: i64,
     /// How deep runs may nest (1: a person's turn may start runs, runs may not).
     pub max_depth: i64,
     /// Live children per parent run (or per parent session for runs a turn started).
@@ -116,6 +125,7 @@ impl Default for RunLimits {
     fn default() -> Self {
         Self {
             max_concurrent: 8,
+            max_per_user: -1,
             max_depth: 1,
             max_children: 5,
             max_over_link: None,
@@ -170,6 +180,10 @@ pub enum RunRefused {
         "Too many agent runs at once ({live}/{max}). Wait for one to finish or handle it yourself."
     )]
     Concurrent { live: i64, max: i64 },
+    #[error(
+        "You have {live} agent runs going, your share of this gateway ({max}); the rest are kept for other users. Wait for one of yours to finish or handle it yourself."
+    )]
+    PerUser { live: i64, max: i64 },
     #[error(
         "Runs may nest only {max} level(s) deep; this run is at depth {depth} and cannot start another. Do the work yourself."
     )]
@@ -368,7 +382,8 @@ impl Store {
         let insert = format!(
             "INSERT INTO agent_runs (id, root_id, parent_id, parent_session, session_key, depth, agent_key, tenant, user_id, origin, context_mode, status, owner, lease_until, task, created_at, updated_at, parent_agent, tools, overrides) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'running', $12, $13, $14, $15, $15, $19, $20, $24 \
-             WHERE (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND status IN {LIVE}) < $16 \
+             WHERE (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND {POOL} AND status IN {LIVE}) < $16 \
+             AND ($25 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE tenant = $8 AND user_id = $9 AND origin <> 'cron' AND status IN {LIVE}) < $25) \
              AND (SELECT COUNT(*) FROM agent_runs WHERE {sibling_column} = $17 AND parent_id = $3 AND status IN {LIVE}) < $18 \
              AND ($21 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE {OVER_LINK} AND status IN {LIVE}) < $21) \
              AND ($22 < 0 OR (SELECT COUNT(*) FROM agent_runs WHERE origin IN ('delegation', 'evaluate') AND agent_key = $7 AND status IN {LIVE}) < $22)"
@@ -400,6 +415,11 @@ impl Store {
                 limits.max_over_link.is_some_and(|(_, both)| both),
             ))
             .bind(new.overrides)
+            .bind(if new.origin == "cron" {
+                -1
+            } else {
+                limits.max_per_user
+            })
             .execute(&mut *tx.conn)
             .await;
         let inserted = match inserted {
@@ -422,9 +442,17 @@ impl Store {
             let tenant = count_live(
                 &mut tx,
                 sqlx::AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM agent_runs WHERE tenant = $1 AND status IN {LIVE}"
+                    "SELECT COUNT(*) FROM agent_runs WHERE tenant = $1 AND {POOL_OF_2} AND status IN {LIVE}"
                 )),
-                &[new.tenant],
+                &[new.tenant, new.origin],
+            )
+            .await;
+            let user = count_live(
+                &mut tx,
+                sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM agent_runs WHERE tenant = $1 AND user_id = $2 AND origin <> 'cron' AND status IN {LIVE}"
+                )),
+                &[new.tenant, new.user],
             )
             .await;
             let over_link = match limits.max_over_link {
@@ -456,7 +484,7 @@ impl Store {
                 None => None,
             };
             tx.rollback().await;
-            let (children, tenant) = (children?, tenant?);
+            let (children, tenant, user) = (children?, tenant?, user?);
             for (live, max) in [over_link, target_load].into_iter().flatten() {
                 let live = live?;
                 if live >= max {
@@ -467,6 +495,14 @@ impl Store {
                 RunRefused::Children {
                     live: children,
                     max: limits.max_children,
+                }
+            } else if new.origin != "cron"
+                && limits.max_per_user >= 0
+                && user >= limits.max_per_user
+            {
+                RunRefused::PerUser {
+                    live: user,
+                    max: limits.max_per_user,
                 }
             } else {
                 RunRefused::Concurrent {

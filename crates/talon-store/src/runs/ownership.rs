@@ -4,23 +4,47 @@
 use sqlx::Row;
 
 use super::{COLUMNS, LIVE, RunRecord};
-use crate::{Store, StoreError, now_ms};
+use crate::{Store, StoreError, now_ms, placeholders};
 
 /// The PostgreSQL channel run changes are announced on.
 pub const RUNS_CHANNEL: &str = "talon_runs";
 
+/// What [`Store::cancel_run_tree`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunsCancelled {
+    /// Live runs flagged: their gateways stop them.
+    pub flagged: u64,
+    /// Of those, the ones no gateway held, ended now.
+    pub ended: u64,
+}
+
 impl Store {
-    /// Renews `owner`'s lease on its live runs, and its claims on results it is announcing, until
-    /// `until`; the runs it no longer holds (taken over, or ended) are not renewed.
-    pub async fn renew_run_leases(&self, owner: &str, until: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE agent_runs SET lease_until = $2, updated_at = $3 WHERE owner = $1 AND status IN {LIVE}"
-        )))
-        .bind(owner)
-        .bind(until)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
+    /// Renews `owner`'s lease on `held` — the live runs it really runs now, not every row that
+    /// names it (a run whose executor is gone, or whose end could not be written yet, must not
+    /// be kept alive by a process that only owns the row) — and its claims on results it is
+    /// announcing, until `until`; the runs it no longer holds (taken over, or ended) are not
+    /// renewed. The number of runs renewed.
+    pub async fn renew_run_leases(
+        &self,
+        owner: &str,
+        held: &[String],
+        until: i64,
+    ) -> Result<u64, StoreError> {
+        let mut renewed = 0;
+        // A few runs at a time per process: bounded statements on both engines.
+        for ids in held.chunks(64) {
+            let list = placeholders(4, ids.len());
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE agent_runs SET lease_until = $2, updated_at = $3 WHERE owner = $1 AND status IN {LIVE} AND id IN ({list})"
+            )))
+            .bind(owner)
+            .bind(until)
+            .bind(now_ms());
+            for id in ids {
+                query = query.bind(id);
+            }
+            renewed += query.execute(self.pool()).await?.rows_affected();
+        }
         // And its claims on results it is announcing (see `Store::claim_deliveries`).
         sqlx::query(
             "UPDATE run_outbox SET claim_until = $2 WHERE claim_owner = $1 AND delivered_at = 0 AND claim_until > 0",
@@ -29,35 +53,46 @@ impl Store {
         .bind(until)
         .execute(self.pool())
         .await?;
-        Ok(done.rows_affected())
+        Ok(renewed)
     }
 
     /// Takes over, for `owner` until `until`, at most `limit` live runs whose lease ran out (their
-    /// gateway died); the runs taken, the longest expired first. One statement takes them: on
+    /// gateway died); the runs taken, the longest expired first. Never one of `held`, the runs
+    /// `owner` runs now: a run whose lease lapsed while this process could not reach the store
+    /// is still running (or ending) here, and taking it again would start it twice. One statement takes them: on
     /// PostgreSQL its rows are picked `FOR UPDATE SKIP LOCKED`, so two gateways never take the
     /// same run, nor wait for each other's takeover.
     pub async fn take_over_runs(
         &self,
         owner: &str,
+        held: &[String],
         until: i64,
         limit: usize,
     ) -> Result<Vec<RunRecord>, StoreError> {
         let now = now_ms();
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        // The held runs are few (a process runs `max_concurrent` at most): listed inline.
+        let not_held = if held.is_empty() {
+            String::new()
+        } else {
+            format!(" AND id NOT IN ({})", placeholders(5, held.len()))
+        };
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
             "WITH picked AS MATERIALIZED (\
-             SELECT id FROM agent_runs WHERE status IN {LIVE} AND lease_until < $1 \
+             SELECT id FROM agent_runs WHERE status IN {LIVE} AND lease_until < $1{not_held} \
              ORDER BY lease_until, id LIMIT $4{}) \
              UPDATE agent_runs SET owner = $2, lease_until = $3, updated_at = $1, takeovers = takeovers + 1 \
-             WHERE status IN {LIVE} AND lease_until < $1 AND id IN (SELECT id FROM picked) \
+             WHERE status IN {LIVE} AND lease_until < $1{not_held} AND id IN (SELECT id FROM picked) \
              RETURNING {COLUMNS}",
             self.skip_locked()
         )))
         .bind(now)
         .bind(owner)
         .bind(until)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(self.pool())
-        .await?;
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX));
+        for id in held {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         // RETURNING follows no order; the oldest takeover goes first. `created_at` stands in
         // for the old lease, which the statement has overwritten.
         let mut taken = rows
@@ -102,6 +137,41 @@ impl Store {
             self.notify_runs().await;
         }
         Ok(flagged)
+    }
+
+    /// Cancels `id` and every live run below it ([`Store::request_run_cancel`]), and ends at
+    /// once, `cancelled` and delivered (whoever cancelled knows; no model turn starts for it),
+    /// those of its tree no gateway holds: a lapsed lease means nobody watches the flag, and the
+    /// run would otherwise stay `running` with its slot held. The CLI (with or without a
+    /// gateway running) and every gateway call this one operation.
+    pub async fn cancel_run_tree(&self, id: &str) -> Result<RunsCancelled, StoreError> {
+        let flagged = self.request_run_cancel(id).await?;
+        let unheld = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM agent_runs WHERE cancel_requested = 1 AND status IN {LIVE} AND lease_until < $2 \
+             AND root_id = (SELECT root_id FROM agent_runs WHERE id = $1)"
+        )))
+        .bind(id)
+        .bind(now_ms())
+        .fetch_all(self.pool())
+        .await?;
+        let mut ended = 0;
+        for row in unheld {
+            let run: String = row.try_get("id")?;
+            if self
+                .finish_run(
+                    &run,
+                    None,
+                    super::RunStatus::Cancelled,
+                    "cancelled",
+                    super::RunUsage::default(),
+                    true,
+                )
+                .await?
+            {
+                ended += 1;
+            }
+        }
+        Ok(RunsCancelled { flagged, ended })
     }
 
     /// Tells the other processes on this database that runs changed (a cancel, an end), so

@@ -4,7 +4,8 @@
 
 use sqlx::Row;
 
-use super::tasks::{TASK_COLUMNS, TaskFilter, TaskOrder, TaskRecord, placeholders, task};
+use super::tasks::{TASK_COLUMNS, TaskFilter, TaskOrder, TaskRecord, task};
+use crate::placeholders;
 use crate::{Store, StoreError};
 
 impl Store {

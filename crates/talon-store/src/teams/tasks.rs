@@ -1,8 +1,8 @@
 //! A team's task board. Every change that depends on what the board holds is one statement or
 //! one transaction under the team's lock, so it holds across gateways:
 //!
-//! - **create** checks the prerequisites (`blocked_by`) exist on the same board and have not
-//!   failed; a task waits `blocked` until all of them completed. Prerequisites are only named at
+//! - **create** checks the prerequisites (`blocked_by`) exist on the same board, are the same
+//!   user's, and have not failed; a task waits `blocked` until all of them completed. Prerequisites are only named at
 //!   creation and only existing tasks can be named, so they never form a cycle.
 //! - **claim** is one conditional `UPDATE` (`FOR UPDATE SKIP LOCKED` on PostgreSQL): of any
 //!   number of claimers exactly one gets a task. The claim holds a lease; a task whose lease
@@ -19,7 +19,7 @@
 use sqlx::Row;
 
 use crate::locked::Locked;
-use crate::{Store, StoreError, now_ms};
+use crate::{Store, StoreError, now_ms, placeholders};
 
 /// Dispatches after which a task that still did not finish fails (GoClaw's maxTaskDispatches).
 pub const MAX_DISPATCHES: i64 = 3;
@@ -165,14 +165,6 @@ fn invalid(reason: String) -> StoreError {
     }
 }
 
-/// `$first, $first+1, …` for `n` values.
-pub(super) fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 impl Store {
     /// Posts a task on its team's board: `pending`, or `blocked` until its prerequisites all
     /// completed. Refused, saying why, for an unknown team, an empty or overlong text, or a
@@ -210,10 +202,14 @@ impl Store {
             let mut waiting = false;
             if !blockers.is_empty() {
                 let sql = format!(
-                    "SELECT id, status FROM team_tasks WHERE team = $1 AND id IN ({})",
-                    placeholders(2, blockers.len())
+                    "SELECT id, status FROM team_tasks WHERE team = $1 AND user_id = $2 AND id IN ({})",
+                    placeholders(3, blockers.len())
                 );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(new.team);
+                // Another user's task is as absent as another team's: its result would be
+                // pasted into this user's member run.
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(new.team)
+                    .bind(new.user);
                 for id in &blockers {
                     query = query.bind(*id);
                 }

@@ -3,7 +3,7 @@
 //!
 //! | Setting | Value | Takes effect |
 //! |---|---|---|
-//! | `model` | the model's name | from the session's next turn |
+//! | `model` | a name `[subagents.models]` lists | from the session's next turn |
 //! | `permissions.defaultMode` | `plan`, `dontAsk`, `default`, `acceptEdits` | at once, and in later turns |
 //! | `autoCompactEnabled` | `true` / `false` | from the next turn |
 //!
@@ -47,6 +47,9 @@ pub struct ConfigInput {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub store: Store,
+    /// The model names a session may switch to (`[subagents.models]`'s): the runtime maps a
+    /// stored name to its provider model, and ignores one it does not list.
+    pub models: Vec<String>,
 }
 
 /// The stricter-or-equal mode named by `value` for a call now in `current`, or why not.
@@ -65,18 +68,27 @@ pub fn stricter_mode(current: PermissionMode, value: &Value) -> Result<Permissio
     Ok(mode)
 }
 
-/// The checked value of `setting`, or why it is wrong.
-fn checked(ctx: &CallContext, setting: &str, value: &Value) -> Result<Value, String> {
+/// The checked value of `setting`, or why it is wrong; `models`: the names a session may
+/// switch to.
+fn checked(
+    ctx: &CallContext,
+    models: &[String],
+    setting: &str,
+    value: &Value,
+) -> Result<Value, String> {
     match setting {
         "model" => match value.as_str().map(str::trim) {
-            Some(name)
-                if !name.is_empty()
-                    && name.len() <= 200
-                    && !name.chars().any(|c| c.is_control() || c.is_whitespace()) =>
-            {
-                Ok(json!(name))
-            }
-            _ => Err(format!("{value} is not a model name")),
+            Some(name) if models.iter().any(|m| m == name) => Ok(json!(name)),
+            Some(_) if models.is_empty() => Err(
+                "this gateway lets no session change its model (the operator lists the models \
+                 it may use in [subagents.models]); keep the current one"
+                    .into(),
+            ),
+            _ => Err(format!(
+                "{} is not a model this gateway allows; use one of: {}",
+                talon_core::visible::visible(&value.to_string()),
+                models.join(", ")
+            )),
         },
         PERMISSION_MODE => stricter_mode(ctx.permission_mode, value).map(|m| json!(m.as_str())),
         "autoCompactEnabled" => match value {
@@ -148,7 +160,7 @@ impl Tool for Config {
         let Some(value) = &input.value else {
             return ToolOutput::text(format!("{setting} = {}", current(ctx, &stored, setting)));
         };
-        let value = match checked(ctx, setting, value) {
+        let value = match checked(ctx, &self.models, setting, value) {
             Ok(value) => value,
             Err(e) => return ToolOutput::error(e),
         };
@@ -188,16 +200,32 @@ mod tests {
     #[test]
     fn values_are_checked_per_setting() {
         let ctx = CallContext::new("s");
+        let models = ["small-1".to_string()];
         assert_eq!(
-            checked(&ctx, "model", &json!(" small-1 ")),
+            checked(&ctx, &models, "model", &json!(" small-1 ")),
             Ok(json!("small-1"))
         );
-        assert!(checked(&ctx, "model", &json!("two words")).is_err());
         assert_eq!(
-            checked(&ctx, "autoCompactEnabled", &json!("false")),
+            checked(&ctx, &models, "autoCompactEnabled", &json!("false")),
             Ok(json!(false))
         );
-        assert!(checked(&ctx, "autoCompactEnabled", &json!(3)).is_err());
-        assert!(checked(&ctx, "theme", &json!("dark")).is_err_and(|e| e.contains("model")));
+        assert!(checked(&ctx, &models, "autoCompactEnabled", &json!(3)).is_err());
+        assert!(
+            checked(&ctx, &models, "theme", &json!("dark")).is_err_and(|e| e.contains("model"))
+        );
+    }
+
+    /// Issue 36 (6): a session's model is held to `[subagents.models]`, as `Agent`'s and a
+    /// custom agent's are; with none listed it cannot change at all.
+    #[test]
+    fn h36_6_the_model_is_one_the_gateway_allows() {
+        let ctx = CallContext::new("s");
+        let models = ["small-1".to_string()];
+        let refused = checked(&ctx, &models, "model", &json!("gpt-priciest")).unwrap_err();
+        assert!(refused.contains("use one of: small-1"), "{refused}");
+        assert!(
+            checked(&ctx, &[], "model", &json!("small-1"))
+                .is_err_and(|e| e.contains("[subagents.models]"))
+        );
     }
 }

@@ -1,6 +1,7 @@
-//! `talon runs list|show|cancel`: the agent runs in the store (subagents and, later,
-//! delegations and other children), read and cancelled directly in the store, so it works
-//! whether or not a gateway runs; a cancel is a durable flag the running gateway acts on.
+//! `talon runs list|show|cancel`: the agent runs in the store (subagents, delegations, team
+//! members, scheduled jobs), read and cancelled directly in the store, so it works whether or
+//! not a gateway runs; a cancel is a durable flag the running gateway acts on, and a run no
+//! gateway holds is ended at once (the same operation `POST /v1/runs/{id}/cancel` calls).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -117,10 +118,11 @@ pub async fn run(config: Config, data_dir: &Path, command: RunsCommand) -> ExitC
             Ok(Some(run)) if !run.status.is_live() => {
                 usage_error(format!("run {id:?} has ended ({})", run.status.as_str()))
             }
-            Ok(Some(_)) => match store.request_run_cancel(&id).await {
-                Ok(n) => {
+            Ok(Some(_)) => match store.cancel_run_tree(&id).await {
+                Ok(done) => {
                     println!(
-                        "cancel requested for {n} run(s); the gateway running them stops them"
+                        "cancel requested for {} run(s); {} no gateway held ended now, the gateways running the rest stop them",
+                        done.flagged, done.ended
                     );
                     ExitCode::SUCCESS
                 }

@@ -161,6 +161,7 @@ pub async fn run(
             .merge(talon_runtime::agents_http::routes(rt.store.clone()))
             .merge(talon_runtime::teams_http::routes(rt.store.clone())),
         ),
+        readiness: Some(talon_runtime::store::readiness(rt.store.clone())),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;
     rt.shutdown().await;

@@ -91,6 +91,12 @@ fn a_parent_spawns_three_children_in_parallel_and_gets_each_result_once() {
             spawned.contains("in the background"),
             "{kind}: spawn returns at once: {spawned}"
         );
+        // Issue 36 (8): Talon's own words are not fenced as untrusted (the model is told to
+        // follow them); only what another model wrote is.
+        assert!(
+            !spawned.contains("EXTERNAL_UNTRUSTED_CONTENT"),
+            "{kind}: {spawned}"
+        );
         // The last request of the parent holds its whole history: each result in it once,
         // fenced as untrusted.
         let last = started.last().unwrap()["messages"].to_string();

@@ -134,6 +134,20 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
     );
     assert_eq!(status, 400);
     assert!(bad["error"].to_string().contains("IANA"), "{bad}");
+    // Issue 36 (4): a job cannot name a chat nobody has used yet: its first run would make
+    // its user the owner, and the chat's real people would be told "session … is taken".
+    let (status, squat) = status_json(
+        &format!("{base}/v1/cron?user=bob"),
+        Some(&json!({"name": "squat", "every": "1h", "message": "x",
+                     "session_key": "telegram:group:-1001"})),
+    );
+    assert_eq!(status, 400, "{squat}");
+    assert!(
+        squat["error"]
+            .to_string()
+            .contains("not a stored conversation of yours"),
+        "{squat}"
+    );
 
     // Its hour passes: the gateway's scheduler runs it once.
     make_due(home.path(), &id);
@@ -418,7 +432,7 @@ fn due_jobs_beyond_the_run_limit_wait_for_a_slot_instead_of_failing() {
     std::fs::write(
         home.path().join("talon.toml"),
         format!(
-            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[subagents]\nmax_concurrent = 1\nlease_seconds = 1\n",
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n[subagents]\nmax_concurrent_scheduled = 1\nlease_seconds = 1\n",
             mock.url
         ),
     )

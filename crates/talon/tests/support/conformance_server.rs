@@ -513,6 +513,7 @@ pub fn serve() -> Served {
         approvals: Arc::new(talon_core::approvals::Approvals::new(events.clone())),
         questions: Arc::new(talon_core::questions::Questions::new(events)),
         admin: None,
+        readiness: None,
     };
     let config = talon_gateway::GatewayConfig {
         bind: "127.0.0.1:0".parse().expect("address"),

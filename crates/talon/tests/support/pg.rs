@@ -25,8 +25,13 @@ impl Schema {
 
     /// What a Talon process on this schema needs: the database, the schema, the shared key.
     pub fn env(&self) -> [(&'static str, &str); 3] {
+        self.env_at(&self.url)
+    }
+
+    /// [`Schema::env`] reaching the database at `url` (a [`Relay`]'s).
+    pub fn env_at<'a>(&'a self, url: &'a str) -> [(&'static str, &'a str); 3] {
         [
-            ("TALON_DATABASE_URL", self.url.as_str()),
+            ("TALON_DATABASE_URL", url),
             ("TALON_DATABASE__SCHEMA", self.name.as_str()),
             ("TALON_ENCRYPTION_KEY", KEY),
         ]
@@ -93,5 +98,82 @@ pub fn until(what: &str, mut done: impl FnMut() -> bool) {
     while !done() {
         assert!(std::time::Instant::now() < deadline, "timed out: {what}");
         std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A TCP relay in front of the test database that can cut every connection and refuse new ones
+/// (an outage of the network between a gateway and PostgreSQL), and restore them.
+pub struct Relay {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    live: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    /// Relays 127.0.0.1:<port> to the database server of `url` (its host and port).
+    pub fn to(url: &str) -> Self {
+        let rest = url.split("://").nth(1).unwrap_or(url);
+        let host_port = rest
+            .split('@')
+            .next_back()
+            .unwrap_or(rest)
+            .split(['/', '?'])
+            .next()
+            .unwrap_or("127.0.0.1:5432");
+        let target = if host_port.contains(':') {
+            host_port.to_string()
+        } else {
+            format!("{host_port}:5432")
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let live = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (cut_in, live_in) = (cut.clone(), live.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if cut_in.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut streams = live_in.lock().unwrap();
+                streams.push(client.try_clone().unwrap());
+                streams.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Self { port, cut, live }
+    }
+
+    /// `url` with its host and port replaced by the relay's.
+    pub fn url(&self, url: &str) -> String {
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (user, after) = rest.split_once('@').map_or(("", rest), |(u, a)| (u, a));
+        let path = &after[after.find(['/', '?']).unwrap_or(after.len())..];
+        let at = if user.is_empty() { "" } else { "@" };
+        format!("{scheme}://{user}{at}127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Cuts every connection through the relay and refuses new ones until [`Relay::restore`].
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for stream in self.live.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }

@@ -1,0 +1,476 @@
+//! Issue 36: the edges between run kinds, through `talon serve` as an operator runs it. A
+//! waited-for child belongs to the run service: a turn whose client disconnects cancels it and
+//! its row ends (no slot held, nothing resumed or announced later). A cancel reaches a run no
+//! gateway holds. A run never administers the gateway nor hands the chat off. Each on one
+//! SQLite gateway, and where `TALON_TEST_DATABASE_URL` is set also on two gateways sharing
+//! PostgreSQL with one killed (`kill -9`).
+
+use std::io::Write;
+
+use super::*;
+
+use support::pg::{Schema, database_url, until};
+
+/// A home whose gateway talks to `mock`, with `extra` appended to its talon.toml.
+fn home_with(mock: &support::chat::Mock, extra: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("talon.toml"),
+        format!(
+            "[tools]\npermission_mode = \"bypassPermissions\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-1\"\n{extra}",
+            mock.url
+        ),
+    )
+    .unwrap();
+    home
+}
+
+/// Alice's runs whose task starts with `task`, as gateway `base` shows them.
+fn runs_of(base: &str, task: &str) -> Vec<Value> {
+    let (_, runs) = status_json(&format!("{base}/v1/runs?user=alice"), None);
+    runs["runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r["task"].as_str().is_some_and(|t| t.starts_with(task)))
+        .collect()
+}
+
+/// Whether the mock was asked by a conversation whose first user message holds `marker`.
+fn asked(mock: &support::chat::Mock, marker: &str) -> bool {
+    !support::chat::of_conversation(requests(mock), marker).is_empty()
+}
+
+/// Posts `text` as alice in session `session` of gateway `addr`, and hangs up without reading
+/// the answer once `hang_up_when` holds.
+fn post_then_disconnect(addr: &str, session: &str, text: &str, hang_up_when: impl FnMut() -> bool) {
+    let body = json!({"text": text, "user": "alice"}).to_string();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/sessions/{session}/messages HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    until("the turn reaches the point to hang up at", hang_up_when);
+    drop(stream);
+}
+
+/// Break 1: eight turns whose clients disconnect while they wait for a child (`subagents run`)
+/// took every slot for good. Now each child is cancelled with its turn and its row ends
+/// `cancelled`: with two slots, three such disconnects in a row leave both free, nothing is
+/// announced into the abandoned conversations, and a fourth turn's child runs.
+#[test]
+fn h36_1_a_disconnected_turn_cancels_and_ends_its_waited_for_child() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = |task: &str| json!({"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": task}}]});
+    let mut conversations = vec![
+        json!({"when": "TASK-HANG", "turns": [{"text": "never", "delay_ms": 60000}]}),
+        json!({"when": "TASK-QUICK", "turns": [{"text": "quick result"}]}),
+        json!({"when": "wait for a quick helper", "turns": [run("TASK-QUICK: go"), {"text": "Quick done."}]}),
+    ];
+    for i in 1..=3 {
+        conversations.push(json!({"when": format!("wait for hanging helper {i}"),
+            "turns": [run(&format!("TASK-HANG-{i}: wait")), {"text": "never seen"}]}));
+    }
+    let mock = mock_provider(scratch.path(), &json!({ "conversations": conversations }));
+    let home = home_with(
+        &mock,
+        "[subagents]\nmax_concurrent = 2\nlease_seconds = 2\n",
+    );
+    let server = support::serve_in(home.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    for i in 1..=3 {
+        let task = format!("TASK-HANG-{i}");
+        post_then_disconnect(
+            &server.addr,
+            &format!("room-{i}"),
+            &format!("wait for hanging helper {i}"),
+            || asked(&mock, &task),
+        );
+        until("the abandoned child's row ends cancelled", || {
+            runs_of(&base, &task)
+                .first()
+                .is_some_and(|r| r["status"] == "cancelled")
+        });
+    }
+    // Both slots are free: a waited-for child runs and answers.
+    let reply = post(
+        &format!("{base}/v1/sessions/room-4/messages"),
+        &json!({"text": "wait for a quick helper", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Quick done."), "{reply}");
+    // Nothing was announced into the abandoned conversations, however long the gateway runs.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        !requests(&mock)
+            .iter()
+            .any(|r| r.to_string().contains("have ended")),
+        "a cancelled waited-for child is never announced"
+    );
+    for r in runs_of(&base, "TASK-HANG") {
+        assert_eq!(r["status"], "cancelled", "{r}");
+    }
+}
+
+/// Break 1: a cancel of a run no gateway holds (its gateway was killed) used to be a flag
+/// nobody watched. `talon runs cancel` (the operation `POST /v1/runs/{id}/cancel` calls too)
+/// ends it at once, and the next gateway neither resumes it nor announces it. On SQLite, and on
+/// PostgreSQL with another gateway started after.
+#[test]
+fn h36_1_a_cancel_ends_a_run_whose_gateway_was_killed() {
+    let schema = database_url().map(|url| Schema::new(&url, "h36cancel"));
+    let scratch = tempfile::tempdir().unwrap();
+    let passes: Vec<(&str, Option<&Schema>)> = std::iter::once(("sqlite", None))
+        .chain(schema.as_ref().map(|s| ("postgres", Some(s))))
+        .collect();
+    let mut conversations = Vec::new();
+    for (pass, _) in &passes {
+        conversations.push(json!({"when": format!("TASK-ORPHAN-{pass}"),
+            "turns": [{"text": "never", "delay_ms": 60000}]}));
+        conversations.push(json!({"when": format!("start an orphan {pass}"), "turns": [
+            {"tool_calls": [{"name": "spawn", "arguments": {"task": format!("TASK-ORPHAN-{pass}: think")}}]},
+            {"text": "Spawned it."},
+            {"text": format!("never announced {pass}")}
+        ]}));
+    }
+    let mock = mock_provider(scratch.path(), &json!({ "conversations": conversations }));
+    for (pass, schema) in passes {
+        let task = format!("TASK-ORPHAN-{pass}");
+        let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
+        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let mut a = support::serve_in(home_a.path(), &env);
+        let base_a = format!("http://{}", a.addr);
+        let reply = post(
+            &format!("{base_a}/v1/sessions/orphans/messages"),
+            &json!({"text": format!("start an orphan {pass}"), "user": "alice"}),
+            &[],
+        );
+        assert!(reply.contains("Spawned it."), "{pass}: {reply}");
+        until("the child asks its model", || asked(&mock, &task));
+        let id = runs_of(&base_a, &task)[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // The operator's CLI, no gateway running (on PostgreSQL a gateway started now would
+        // take the lapsed run over first).
+        let out = support::command(home_a.path())
+            .envs(env.iter().copied())
+            .args(["runs", "cancel", &id])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{pass}: {said}");
+        assert!(
+            said.contains("1 no gateway held ended now"),
+            "{pass}: {said}"
+        );
+        let home_c = match schema {
+            None => home_a,
+            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
+        };
+        // A gateway started now finds it ended: not resumed, not announced.
+        let c = support::serve_in(home_c.path(), &env);
+        let run = &runs_of(&format!("http://{}", c.addr), &task)[0];
+        assert_eq!(run["status"], "cancelled", "{pass}: {run}");
+        let asked_before = support::chat::of_conversation(requests(&mock), &task).len();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        assert_eq!(
+            support::chat::of_conversation(requests(&mock), &task).len(),
+            asked_before,
+            "{pass}: not resumed"
+        );
+        // The parent asked twice (the spawn, then its answer); an announcement would be a third.
+        assert_eq!(
+            support::chat::of_conversation(requests(&mock), &format!("start an orphan {pass}"))
+                .len(),
+            2,
+            "{pass}: not announced"
+        );
+        drop(c);
+    }
+}
+
+/// Break 2: a run — here a subagent with `bypassPermissions`, of a user the operator named —
+/// is never offered `handoff` or `gateway`, and its calls of them are refused by the policy:
+/// the configuration is untouched.
+#[test]
+fn h36_2_a_run_neither_hands_off_nor_administers_the_gateway() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "TASK-ESCAPE", "turns": [
+                {"tool_calls": [
+                    {"name": "handoff", "arguments": {"agent": "default", "reason": "take over"}},
+                    {"name": "gateway", "arguments": {"action": "config.patch", "patch": {"chat": {"system": "obey the child"}}}}
+                ]},
+                {"text": "child done"}
+            ]},
+            {"when": "try to escape", "turns": [
+                {"tool_calls": [{"name": "subagents", "arguments": {"action": "run", "task": "TASK-ESCAPE: widen yourself"}}]},
+                {"text": "Parent done."}
+            ]}
+        ]}),
+    );
+    let home = home_with(&mock, "[gateway]\noperators = [\"alice\"]\n");
+    let before = std::fs::read_to_string(home.path().join("talon.toml")).unwrap();
+    let server = support::serve_in(home.path(), &[]);
+    let base = format!("http://{}", server.addr);
+    let reply = post(
+        &format!("{base}/v1/sessions/escape/messages"),
+        &json!({"text": "try to escape", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Parent done."), "{reply}");
+    let parent = support::chat::of_conversation(requests(&mock), "try to escape");
+    assert!(
+        support::chat::offered(&parent[0]).contains(&"gateway".to_string()),
+        "the operator's own turn has the gateway tool"
+    );
+    let child = support::chat::of_conversation(requests(&mock), "TASK-ESCAPE");
+    let offered = support::chat::offered(&child[0]);
+    for tool in ["handoff", "gateway"] {
+        assert!(!offered.contains(&tool.to_string()), "{tool}: {offered:?}");
+    }
+    let results = child[1]["messages"].to_string();
+    assert_eq!(
+        results.matches("tool not allowed by policy").count(),
+        2,
+        "{results}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("talon.toml")).unwrap(),
+        before
+    );
+}
+
+/// Break 7: with two gateways on one PostgreSQL, the other gateway's supervisor announced a
+/// fresh result while the session's own turn still ran on the first, so two turns ran at once
+/// and the history was out of order. The announcer now waits for the session's turn wherever
+/// it runs (the store's turn lease): the announcement's turn sees the parent's answer before it.
+#[test]
+fn h36_7_an_announcement_on_another_gateway_waits_for_the_sessions_turn() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "h36announce");
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "Runs you started in the background have ended", "last": true,
+             "turns": [{"text": "Announced."}]},
+            {"when": "TASK-FAST", "turns": [{"text": "fast result"}]},
+            {"when": "spawn then think", "turns": [
+                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-FAST: hurry"}}]},
+                {"text": "Parent finished.", "delay_ms": 5000}
+            ]}
+        ]}),
+    );
+    let env = schema.env();
+    let config = "[subagents]\nlease_seconds = 1\n";
+    let (home_a, home_b) = (home_with(&mock, config), home_with(&mock, config));
+    let a = support::serve_in(home_a.path(), &env);
+    let b = support::serve_in(home_b.path(), &env);
+    let reply = post(
+        &format!("http://{}/v1/sessions/think/messages", a.addr),
+        &json!({"text": "spawn then think", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Parent finished."), "{reply}");
+    let announcements = || {
+        requests(&mock)
+            .into_iter()
+            .filter(|r| {
+                r["messages"]
+                    .as_array()
+                    .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
+                    .is_some_and(|m| m["content"].to_string().contains("have ended"))
+            })
+            .collect::<Vec<_>>()
+    };
+    until("the result is announced", || !announcements().is_empty());
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let made = announcements();
+    assert_eq!(made.len(), 1, "announced once");
+    let history = made[0]["messages"].to_string();
+    assert!(
+        history.contains("Parent finished."),
+        "the announcement follows the session's own turn: {history}"
+    );
+    drop((a, b));
+}
+
+/// Break 9: a run taken over after its gateway died started again from its task, so the calls
+/// it had made ran twice. It now continues from its turn's checkpoint: the call whose result
+/// was kept (`datetime`) is not made again, and the call in flight at the `kill -9` (`exec`)
+/// is reported to the model as interrupted, not silently repeated. On one SQLite gateway
+/// restarted, and on a second gateway sharing PostgreSQL.
+#[test]
+fn h36_9_a_taken_over_run_resumes_from_its_checkpoint() {
+    let schema = database_url().map(|url| Schema::new(&url, "h36resume"));
+    let scratch = tempfile::tempdir().unwrap();
+    let passes: Vec<(&str, Option<&Schema>)> = std::iter::once(("sqlite", None))
+        .chain(schema.as_ref().map(|s| ("postgres", Some(s))))
+        .collect();
+    let mut conversations = Vec::new();
+    for (pass, _) in &passes {
+        conversations.push(json!({"when": format!("TASK-CKPT-{pass}"), "turns": [
+            {"tool_calls": [{"name": "datetime", "arguments": {"timezone": "UTC"}}]},
+            {"tool_calls": [{"name": "exec", "arguments": {"command": "sleep 30"}}]},
+            {"text": "resumed result"}
+        ]}));
+        conversations.push(json!({"when": format!("checkpointed helper {pass}"), "turns": [
+            {"tool_calls": [{"name": "spawn", "arguments": {"task": format!("TASK-CKPT-{pass}: work")}}]},
+            {"text": "Spawned it."},
+            {"text": "Told."}
+        ]}));
+    }
+    let mock = mock_provider(scratch.path(), &json!({ "conversations": conversations }));
+    for (pass, schema) in passes {
+        let task = format!("TASK-CKPT-{pass}");
+        let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
+        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let mut a = support::serve_in(home_a.path(), &env);
+        let reply = post(
+            &format!("http://{}/v1/sessions/ckpt/messages", a.addr),
+            &json!({"text": format!("checkpointed helper {pass}"), "user": "alice"}),
+            &[],
+        );
+        assert!(reply.contains("Spawned it."), "{pass}: {reply}");
+        // The child has its datetime result and runs `sleep 30`: kill its gateway there.
+        until("the child starts its second call", || {
+            support::chat::of_conversation(requests(&mock), &task).len() >= 2
+        });
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        let home_b = match schema {
+            None => home_a,
+            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
+        };
+        let b = support::serve_in(home_b.path(), &env);
+        until("the run is resumed and completes", || {
+            runs_of(&format!("http://{}", b.addr), &task)
+                .first()
+                .is_some_and(|r| r["status"] == "completed")
+        });
+        let asked = support::chat::of_conversation(requests(&mock), &task);
+        // A leaf run keeps the shell: it spawns processes, not runs.
+        let offered = support::chat::offered(&asked[0]);
+        assert!(offered.contains(&"exec".to_string()), "{pass}: {offered:?}");
+        assert_eq!(asked.len(), 3, "{pass}: no call made twice: {asked:?}");
+        let resumed = asked[2]["messages"].to_string();
+        assert!(
+            resumed.contains("was interrupted") && resumed.contains("exec"),
+            "{pass}: the call in flight is reported: {resumed}"
+        );
+        assert_eq!(
+            resumed.matches("\"datetime\"").count(),
+            1,
+            "{pass}: the kept call is not made again: {resumed}"
+        );
+        drop(b);
+    }
+}
+
+/// The raw answer (status line, headers and body) of `method path` with `body` on `addr`.
+fn raw(addr: &str, method: &str, path: &str, body: Option<&Value>) -> String {
+    use std::io::Read;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// Break 10: with the database unreachable, `/healthz` said 200 and turns failed after 30 s with
+/// a 500; a child whose turn ended during the outage was failed or left `running`. Now
+/// `/readyz` answers 503 with `Retry-After` while the store is unreachable (200 again after), a
+/// turn is refused 503 with `Retry-After`, and a child whose answer came during the outage
+/// keeps its result: the turn's save and the run's end wait for the database, and the parent
+/// is told once.
+#[test]
+fn h36_10_a_database_outage_neither_fails_nor_orphans_runs() {
+    let Some(url) = database_url() else { return };
+    let schema = Schema::new(&url, "h36outage");
+    let relay = support::pg::Relay::to(&url);
+    let relayed = relay.url(&url);
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = mock_provider(
+        scratch.path(),
+        &json!({"conversations": [
+            {"when": "Runs you started in the background have ended", "last": true,
+             "turns": [{"text": "Heard back."}]},
+            {"when": "TASK-OUTAGE", "turns": [{"text": "outage result", "delay_ms": 2500}]},
+            {"when": "helper through an outage", "turns": [
+                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-OUTAGE: work"}}]},
+                {"text": "Spawned it."}
+            ]}
+        ]}),
+    );
+    let home = home_with(&mock, "[subagents]\nlease_seconds = 2\n");
+    let server = support::serve_in(home.path(), &schema.env_at(&relayed));
+    let base = format!("http://{}", server.addr);
+    assert!(raw(&server.addr, "GET", "/readyz", None).starts_with("HTTP/1.1 200"));
+    let reply = post(
+        &format!("{base}/v1/sessions/outage/messages"),
+        &json!({"text": "helper through an outage", "user": "alice"}),
+        &[],
+    );
+    assert!(reply.contains("Spawned it."), "{reply}");
+    until("the child asks its model", || asked(&mock, "TASK-OUTAGE"));
+    // The database goes away while the child's model answers.
+    relay.cut();
+    let ready = raw(&server.addr, "GET", "/readyz", None);
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    assert!(ready.to_lowercase().contains("retry-after: 5"), "{ready}");
+    let refused = raw(
+        &server.addr,
+        "POST",
+        "/v1/sessions/outage-2/messages",
+        Some(&json!({"text": "hello", "user": "alice"})),
+    );
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.to_lowercase().contains("retry-after"), "{refused}");
+    assert!(refused.contains("try again shortly"), "{refused}");
+    // Longer than the lease: the gateway must not take its own live run over afterwards.
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    relay.restore();
+    until("the store answers again", || {
+        raw(&server.addr, "GET", "/readyz", None).starts_with("HTTP/1.1 200")
+    });
+    until("the child's end lands", || {
+        runs_of(&base, "TASK-OUTAGE")
+            .first()
+            .is_some_and(|r| r["status"] != "running")
+    });
+    let run = &runs_of(&base, "TASK-OUTAGE")[0];
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["takeovers"], 0, "{run}");
+    assert!(run["result"].to_string().contains("outage result"), "{run}");
+    until("the parent is told", || {
+        let (_, shown) = status_json(&format!("{base}/v1/sessions/outage?user=alice"), None);
+        shown.to_string().contains("Heard back.")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (_, shown) = status_json(&format!("{base}/v1/sessions/outage?user=alice"), None);
+    assert_eq!(
+        shown.to_string().matches("outage result").count(),
+        1,
+        "{shown}"
+    );
+}
