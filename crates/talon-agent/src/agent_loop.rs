@@ -16,19 +16,12 @@ use serde::Serialize;
 use serde_json::Value;
 use talon_core::hooks::{HookEvent, HookPermission};
 use talon_core::permission::PermissionMode;
-use talon_core::{CallContext, Pipeline, ToolCall};
+use talon_core::{CallContext, Pipeline, SessionEffect, ToolCall};
 
 use crate::gate;
 use crate::loop_detect::{CallKind, LoopDetector, Verdict};
 use crate::message::{Image, Message, ToolCallRequest, ToolResult};
 use crate::provider::{ChatRequest, Provider, Sampling, StopReason, StreamEvent, ToolDef, Usage};
-
-/// The Claude Code tool whose success ends plan mode (this crate does not know the tools).
-const EXIT_PLAN_MODE: &str = "ExitPlanMode";
-/// The Config tool and its permission-mode setting (the tool sits in a crate this one must
-/// not depend on, so the names are repeated; the chat tests cover both ends).
-const CONFIG: &str = "Config";
-const CONFIG_PERMISSION_MODE: &str = "permissions.defaultMode";
 
 /// Limits and model choice for a run.
 #[derive(Debug, Clone)]
@@ -156,13 +149,10 @@ pub struct TurnOptions {
 /// Keeps a turn's messages so far (see [`TurnOptions::checkpoint`]); the loop waits for it
 /// before it runs the calls it just recorded.
 #[derive(Clone)]
-pub struct CheckpointSink(
-    pub  std::sync::Arc<
-        dyn Fn(Vec<Message>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-            + Send
-            + Sync,
-    >,
-);
+pub struct CheckpointSink(pub std::sync::Arc<dyn Fn(Vec<Message>) -> Checkpointed + Send + Sync>);
+
+/// A checkpoint being kept (see [`CheckpointSink`]).
+pub type Checkpointed = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 impl std::fmt::Debug for CheckpointSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -421,24 +411,37 @@ impl Agent {
             if let Some(sink) = &options.checkpoint {
                 (sink.0)(conversation[start..].to_vec()).await;
             }
-            let (results, verdict) = self.run_calls(&ctx, &calls, &mut detector, events).await;
-            if ctx.permission_mode == PermissionMode::Plan && self.plan_approved(&calls, &results) {
-                // Back to the mode before plan mode, which the entry point bounded by the
-                // configured one: approving a plan never loosens what the operator set.
+            let (results, verdict, effects) =
+                self.run_calls(&ctx, &calls, &mut detector, events).await;
+            // What the calls declared they change about the turn (a plan approved, a stricter
+            // mode), applied in the model's order; never looser than the person allowed.
+            for effect in effects {
                 let mut next = (*ctx).clone();
-                next.permission_mode = ctx.mode_after_plan;
-                ctx = Arc::new(next);
-                events(RunEvent::PlanApproved {
-                    mode: ctx.permission_mode,
-                });
-            }
-            if let Some(mode) = self.mode_configured(&ctx, &calls, &results) {
-                let mut next = (*ctx).clone();
-                if mode == PermissionMode::Plan && ctx.permission_mode != PermissionMode::Plan {
-                    next.mode_after_plan = ctx.permission_mode.stricter(ctx.mode_after_plan);
+                match effect {
+                    SessionEffect::LeavePlanMode if ctx.permission_mode == PermissionMode::Plan => {
+                        // Back to the mode before plan mode, which the entry point bounded by
+                        // the configured one: approving a plan never loosens what the operator
+                        // set.
+                        next.permission_mode = ctx.mode_after_plan;
+                        ctx = Arc::new(next);
+                        events(RunEvent::PlanApproved {
+                            mode: ctx.permission_mode,
+                        });
+                    }
+                    SessionEffect::PermissionMode(mode)
+                        if mode.is_no_looser_than(ctx.permission_mode) =>
+                    {
+                        if mode == PermissionMode::Plan
+                            && ctx.permission_mode != PermissionMode::Plan
+                        {
+                            next.mode_after_plan =
+                                ctx.permission_mode.stricter(ctx.mode_after_plan);
+                        }
+                        next.permission_mode = mode;
+                        ctx = Arc::new(next);
+                    }
+                    _ => {}
                 }
-                next.permission_mode = mode;
-                ctx = Arc::new(next);
             }
             if !results.is_empty() {
                 conversation.push(Message::ToolResults { results });
@@ -479,37 +482,6 @@ impl Agent {
             permission_mode: ctx.permission_mode,
             mode_after_plan: ctx.mode_after_plan,
         }
-    }
-
-    /// Whether a call of `ExitPlanMode` in this batch succeeded (the user approved the plan).
-    fn plan_approved(&self, calls: &[ToolCallRequest], results: &[ToolResult]) -> bool {
-        let registry = self.pipeline.registry();
-        calls.iter().zip(results).any(|(call, result)| {
-            !result.is_error
-                && registry.canonical_name(&call.name).as_deref() == Some(EXIT_PLAN_MODE)
-        })
-    }
-
-    /// The permission mode a successful `Config` call in this batch set, if any (the last).
-    fn mode_configured(
-        &self,
-        ctx: &CallContext,
-        calls: &[ToolCallRequest],
-        results: &[ToolResult],
-    ) -> Option<PermissionMode> {
-        let registry = self.pipeline.registry();
-        calls
-            .iter()
-            .zip(results)
-            .rev()
-            .filter(|(call, result)| {
-                !result.is_error && registry.canonical_name(&call.name).as_deref() == Some(CONFIG)
-            })
-            .filter_map(|(call, _)| serde_json::from_str::<serde_json::Value>(&call.arguments).ok())
-            .filter(|args| args["setting"] == CONFIG_PERMISSION_MODE)
-            .filter_map(|args| serde_json::from_value::<PermissionMode>(args["value"].clone()).ok())
-            // The tool allowed only a stricter mode; checked again rather than trusted.
-            .find(|mode| mode.is_no_looser_than(ctx.permission_mode))
     }
 
     /// One model request, streamed to `events`, abandoned on cancellation.
@@ -568,7 +540,7 @@ impl Agent {
         calls: &[ToolCallRequest],
         detector: &mut LoopDetector,
         events: RunSink<'_>,
-    ) -> (Vec<ToolResult>, Option<String>) {
+    ) -> (Vec<ToolResult>, Option<String>, Vec<SessionEffect>) {
         let registry = self.pipeline.registry();
         let batch: Vec<(bool, _)> = calls
             .iter()
@@ -581,8 +553,10 @@ impl Agent {
             .collect();
         let finished = gate::run_batch(batch, self.config.max_parallel).await;
         let mut results = Vec::with_capacity(finished.len());
+        let mut effects = Vec::new();
         let mut stop = None;
-        for (call, (mut result, kind)) in calls.iter().zip(finished) {
+        for (call, (mut result, kind, effect)) in calls.iter().zip(finished) {
+            effects.extend(effect);
             if stop.is_none() {
                 match detector.record(&call.name, kind, &call.arguments, &result.content) {
                     Verdict::Fine => {}
@@ -598,7 +572,7 @@ impl Agent {
             }
             results.push(result);
         }
-        (results, stop)
+        (results, stop, effects)
     }
 
     /// One call through the pipeline, or an "aborted" result if the turn was cancelled first.
@@ -607,14 +581,14 @@ impl Agent {
         ctx: &Arc<CallContext>,
         call: &ToolCallRequest,
         events: RunSink<'_>,
-    ) -> (ToolResult, CallKind) {
+    ) -> (ToolResult, CallKind, Option<SessionEffect>) {
         let kind = self
             .pipeline
             .registry()
             .resolve(&call.name)
             .map_or(CallKind::Neutral, |t| CallKind::of(t.spec().side_effect));
         if ctx.cancel.is_cancelled() {
-            return (aborted(call, Duration::ZERO), kind);
+            return (aborted(call, Duration::ZERO), kind, None);
         }
         events(RunEvent::ToolStarted {
             call_id: call.id.clone(),
@@ -637,8 +611,13 @@ impl Agent {
             summary: summary_of(&outcome.output.for_llm),
         });
         if ctx.cancel.is_cancelled() && outcome.failed_stage.is_some() {
-            return (aborted(call, elapsed), kind);
+            return (aborted(call, elapsed), kind, None);
         }
+        // Only a call that succeeded changes its turn.
+        let effect = outcome
+            .output
+            .session_effect
+            .filter(|_| !outcome.output.is_error);
         let images = outcome
             .output
             .media
@@ -657,6 +636,7 @@ impl Agent {
                 images,
             },
             kind,
+            effect,
         )
     }
 }

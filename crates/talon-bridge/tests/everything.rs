@@ -4,8 +4,7 @@
 //! annotations, grouped, and called through Talon's pipeline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../talon/tests/support/npm.rs"]
-mod npm;
+use crate::npm;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,8 +3,7 @@
 //! a tool too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../talon/tests/support/npm.rs"]
-mod npm;
+use crate::npm;
 
 use std::collections::HashMap;
 use std::sync::Arc;

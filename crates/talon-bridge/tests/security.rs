@@ -5,11 +5,9 @@
 //! configure). Issue 22's regressions (`h22_…`) are in `security/h22.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod security {
-    mod h22;
-    mod h22_7;
-    mod h22_9;
-}
+mod h22;
+mod h22_7;
+mod h22_9;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -3,8 +3,7 @@
 //! every call, and servers added and removed while the bridge runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../talon/tests/support/npm.rs"]
-mod npm;
+use crate::npm;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

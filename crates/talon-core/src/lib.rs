@@ -50,7 +50,7 @@ pub use context::{
     CallContext, ClientHandle, ClientRequests, DEFAULT_AGENT, LogLevel, LogMessage, LogSink,
     ProgressSink, ProgressUpdate, RunKind,
 };
-pub use output::{Media, ToolOutput, Usage};
+pub use output::{Media, SessionEffect, ToolOutput, Usage};
 pub use pipeline::{CallOutcome, FailedStage, Pipeline, PipelineBuilder, ToolCall};
 pub use registry::Registry;
 pub use script::{ScriptAnalysis, ScriptAnalyzer};

@@ -86,6 +86,23 @@ pub struct ToolOutput {
     /// Merged into `for_llm` by the pipeline.
     #[serde(skip)]
     pub own_words: Option<String>,
+    /// What the call changes about the turn it runs in (a plan approved, a stricter permission
+    /// mode): the agent loop applies it, so no crate recognises these tools by name.
+    #[serde(skip)]
+    pub session_effect: Option<SessionEffect>,
+}
+
+/// A change a successful call makes to the turn it runs in, declared in its output and applied
+/// by the agent loop. It can only narrow what the turn may do, or return to what the person
+/// already allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEffect {
+    /// The person approved the plan: the turn leaves plan mode for the mode before it (never
+    /// looser than the configured one).
+    LeavePlanMode,
+    /// The turn continues in this permission mode; ignored unless it is no looser than the
+    /// turn's mode now.
+    PermissionMode(crate::permission::PermissionMode),
 }
 
 impl ToolOutput {
@@ -141,6 +158,12 @@ impl ToolOutput {
     /// Puts Talon's `words` before the output's text (see [`ToolOutput::own_words`]).
     pub fn with_own_words(mut self, words: impl Into<String>) -> Self {
         self.own_words = Some(words.into());
+        self
+    }
+
+    /// Declares what the call changes about its turn (see [`ToolOutput::session_effect`]).
+    pub fn with_session_effect(mut self, effect: SessionEffect) -> Self {
+        self.session_effect = Some(effect);
         self
     }
 

@@ -127,7 +127,7 @@ impl Tool for NeedsArgs {
 pub enum Misbehave {
     Panic,
     Sleep(Duration),
-    Output(ToolOutput),
+    Output(Box<ToolOutput>),
 }
 
 pub struct Bad(pub &'static str, pub Misbehave);
@@ -144,7 +144,7 @@ impl Tool for Bad {
                 tokio::time::sleep(*d).await;
                 ToolOutput::text("slept")
             }
-            Misbehave::Output(o) => o.clone(),
+            Misbehave::Output(o) => (**o).clone(),
         }
     }
 }

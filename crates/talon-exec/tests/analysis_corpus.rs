@@ -7,12 +7,9 @@
 
 #![allow(clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use common::{config, decision, groups_hit};
 
-mod analysis_corpus {
-    mod bypasses;
-    mod goclaw;
-    mod rules;
-}
+mod bypasses;
+mod goclaw;
+mod rules;

@@ -3,8 +3,7 @@
 
 #![allow(clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::collections::HashSet;
 
 use talon_exec::analysis::{Ask, Decision, Security, analyze};

@@ -207,6 +207,7 @@ impl WebSection {
                 max_redirects: self.max_redirects,
                 extra_ports: self.allowed_ports.clone(),
                 env_proxy: true,
+                proxy: None,
             },
             resolver: defaults.resolver,
         };

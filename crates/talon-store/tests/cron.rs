@@ -11,8 +11,6 @@ use talon_store::{
     ScheduleKind, Store, StoreConfig,
 };
 
-mod common;
-
 suite!(
     jobs_are_their_users_own,
     two_gateways_never_claim_one_job,

@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use talon_store::{CustomToolSpec, EncryptionKey, Engine, Store, StoreConfig};
 
-mod common;
-
 suite!(
     custom_tools_round_trip_with_encrypted_variables,
     bad_custom_tools_are_refused_with_what_to_fix,

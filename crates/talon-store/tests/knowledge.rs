@@ -9,8 +9,6 @@ use talon_store::{
     StoreConfig,
 };
 
-mod common;
-
 suite!(
     vectors_are_searched_by_model_and_scope,
     a_rewrite_keeps_the_vectors_of_unchanged_chunks,

@@ -10,8 +10,6 @@ use talon_store::{
     StoreConfig, SubjectKind,
 };
 
-mod common;
-
 suite!(
     servers_round_trip_with_encrypted_secrets,
     bad_servers_are_refused_with_what_to_fix,

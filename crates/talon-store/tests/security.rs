@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use talon_store::{MAX_MEMORY_QUERY_BYTES, MAX_MEMORY_QUERY_TERMS, Store, StoreConfig, StoreError};
 
-mod common;
-
 suite!(
     h22_8_memory_queries_are_bounded_and_deduplicated,
     h22_8_flooding_memory_search_leaves_the_store_to_others,

@@ -4,8 +4,6 @@
 
 use talon_store::{NewRun, RunLimits, RunRefused, RunStatus, RunUsage, Store, StoreConfig};
 
-mod common;
-
 suite!(
     turns_append_in_order_and_count_tokens,
     an_unfinished_turn_is_reported_as_interrupted,

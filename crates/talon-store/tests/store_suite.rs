@@ -5,8 +5,6 @@
 
 use talon_store::{AgentType, EncryptionKey, Engine, Store, StoreConfig, StoreError};
 
-mod common;
-
 suite!(
     migrations_apply_once_and_are_recorded,
     a_newer_database_is_refused,

@@ -5,8 +5,6 @@
 
 use talon_store::{NewTask, Store, StoreConfig, TaskFilter, TaskOrder, TaskStatus};
 
-mod common;
-
 suite!(
     teams_have_a_lead_and_members_and_an_agent_may_be_in_several,
     prerequisites_are_checked_and_only_success_unblocks,

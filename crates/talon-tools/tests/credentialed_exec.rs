@@ -2,8 +2,7 @@
 //! store with a token, granted to one agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::collections::HashMap;

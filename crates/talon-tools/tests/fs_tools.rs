@@ -1,8 +1,7 @@
 //! The filesystem tools in both dialects, through the pipeline, against a real workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 use std::sync::Arc;

@@ -1,12 +1,11 @@
 //! Issue 21, item 12: with `HTTP_PROXY=http://localhost:PORT` and `NO_PROXY=localhost` (a common
 //! set-up), a `web_fetch` of `http://localhost:…/` went direct and its name was resolved without
 //! the address guard, because the proxy's host name was trusted for every connection. A local
-//! listener stands in for the proxy, another for a loopback service. Alone in its test binary
-//! because it sets process environment.
+//! listener stands in for the proxy, another for a loopback service; the fetcher is given the
+//! routes those variables set.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -34,25 +33,6 @@ async fn h21_12_a_no_proxy_target_named_like_the_proxy_is_still_checked() {
         vec![("/", ok("text/plain", "loopback service"))],
     )
     .await;
-    // SAFETY: this test binary has no other test, and nothing else reads the environment while
-    // the variables are set (the fetcher reads them when it is built, below).
-    unsafe {
-        std::env::set_var(
-            "HTTP_PROXY",
-            format!("http://localhost:{}", proxy.addr.port()),
-        );
-        std::env::set_var("NO_PROXY", "localhost");
-        for name in [
-            "http_proxy",
-            "no_proxy",
-            "HTTPS_PROXY",
-            "https_proxy",
-            "ALL_PROXY",
-            "all_proxy",
-        ] {
-            std::env::remove_var(name);
-        }
-    }
     // What any resolver answers for these names; the guard refuses loopback and metadata.
     let resolver = StaticResolver::new()
         .with("site.test", ["93.184.216.34".parse().unwrap()])
@@ -63,6 +43,11 @@ async fn h21_12_a_no_proxy_target_named_like_the_proxy_is_still_checked() {
         ..WebConfig::default()
     };
     web.fetch.extra_ports = vec![loopback.addr.port(), proxy.addr.port()];
+    // What `HTTP_PROXY=http://localhost:<port>` and `NO_PROXY=localhost` set.
+    web.fetch.proxy = Some(talon_web::ProxyRoutes {
+        proxies: vec![("http", format!("http://localhost:{}", proxy.addr.port()))],
+        no_proxy: "localhost".into(),
+    });
     let pipeline = common::pipeline(&BuiltinConfig {
         web,
         ..BuiltinConfig::default()

@@ -3,8 +3,7 @@
 //! both cases a write never changes the link's other name outside the workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::path::PathBuf;
 use std::sync::Arc;
 

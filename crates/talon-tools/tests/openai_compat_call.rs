@@ -4,8 +4,7 @@
 //! address guard, the path rules and the no-redirect rule hold.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

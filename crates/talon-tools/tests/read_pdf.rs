@@ -1,8 +1,7 @@
 //! Read on PDFs: text per page, the pages parameter, and the limits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use common::{pdf, pdf_with};
 
 use std::sync::Arc;

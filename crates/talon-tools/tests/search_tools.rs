@@ -1,8 +1,7 @@
 //! glob / search (GoClaw) and Glob / Grep (Claude Code) over one engine, through the pipeline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 

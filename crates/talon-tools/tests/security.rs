@@ -7,13 +7,9 @@
 //! query limit; `groups`: every tool is in its capability group in both dialects.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-mod security {
-    mod bash_cwd;
-    mod context_files;
-    mod files;
-    mod groups;
-    mod memory_search;
-    mod sessions;
-}
+mod bash_cwd;
+mod context_files;
+mod files;
+mod groups;
+mod memory_search;
+mod sessions;

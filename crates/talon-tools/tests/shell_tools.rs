@@ -1,8 +1,7 @@
 //! `exec` (GoClaw) and `Bash` (Claude Code) through the pipeline, sandboxed as by default.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use serde_json::{Value, json};

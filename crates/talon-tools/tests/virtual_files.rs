@@ -2,8 +2,7 @@
 //! agents, through read_file / write_file / edit and Read / Write / Edit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -430,5 +429,4 @@ async fn concurrent_context_file_edits_all_land() {
     }
 }
 
-#[path = "virtual_files/routing.rs"]
 mod routing;

@@ -4,8 +4,7 @@
 //! bomb, a non-UTF-8 page, redirect chains).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::io::Write;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;

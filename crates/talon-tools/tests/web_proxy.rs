@@ -1,9 +1,9 @@
-//! `web_fetch` through an HTTP proxy from `HTTP_PROXY`: requests go to the proxy, and the target
-//! is still checked first. Alone in its test binary because it sets process environment.
+//! `web_fetch` through an HTTP proxy (`HTTP_PROXY`'s routes, given to the fetcher as the
+//! environment would give them): requests go to the proxy, and the target is still checked
+//! first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use common::http::{ok, serve};
@@ -24,20 +24,18 @@ async fn requests_go_through_the_proxy_and_targets_are_still_checked() {
         )],
     )
     .await;
-    // SAFETY: this test binary has no other test, and nothing else reads the environment while
-    // the variables are set (the fetcher reads them when it is built, below).
-    unsafe {
-        std::env::set_var("HTTP_PROXY", proxy.base());
-        std::env::remove_var("NO_PROXY");
-        std::env::remove_var("no_proxy");
-    }
     let resolver = StaticResolver::new()
         .with("site.test", ["93.184.216.34".parse().unwrap()])
         .with("meta.test", ["169.254.169.254".parse().unwrap()]);
-    let web = WebConfig {
+    let mut web = WebConfig {
         resolver: Arc::new(resolver),
         ..WebConfig::default()
     };
+    // What `HTTP_PROXY=<proxy>` with no `NO_PROXY` sets.
+    web.fetch.proxy = Some(talon_web::ProxyRoutes {
+        proxies: vec![("http", proxy.base())],
+        no_proxy: String::new(),
+    });
     let pipeline = common::pipeline(&BuiltinConfig {
         web,
         ..BuiltinConfig::default()

@@ -2,8 +2,7 @@
 //! replays its response shape, with failures and the fallback chain.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use common::http::{Reply, ok, serve, status};

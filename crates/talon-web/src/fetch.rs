@@ -66,6 +66,30 @@ pub struct FetchConfig {
     pub extra_ports: Vec<u16>,
     /// Use `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` from the environment.
     pub env_proxy: bool,
+    /// Proxies given here instead of the environment's (an embedding application's own
+    /// settings, or a test's): read once, like the environment's, when the fetcher is built.
+    pub proxy: Option<ProxyRoutes>,
+}
+
+/// Where requests go through a proxy: the proxy URL of each scheme (`http`, `https`) that has
+/// one, and `NO_PROXY`'s list of hosts that go direct.
+#[derive(Debug, Clone, Default)]
+pub struct ProxyRoutes {
+    pub proxies: Vec<(&'static str, String)>,
+    pub no_proxy: String,
+}
+
+impl ProxyRoutes {
+    /// The routes the environment sets (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`,
+    /// either case).
+    pub fn from_env() -> Self {
+        Self {
+            proxies: env_proxies(),
+            no_proxy: std::env::var("NO_PROXY")
+                .or_else(|_| std::env::var("no_proxy"))
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl Default for FetchConfig {
@@ -76,6 +100,7 @@ impl Default for FetchConfig {
             max_redirects: MAX_REDIRECTS,
             extra_ports: Vec::new(),
             env_proxy: true,
+            proxy: None,
         }
     }
 }
@@ -275,11 +300,12 @@ impl Fetcher {
             .build()
             .map_err(|e| FetchError::Client(e.to_string()))?;
         let mut proxied = None;
-        let proxies = if config.env_proxy {
-            env_proxies()
-        } else {
-            Vec::new()
+        let routes = match &config.proxy {
+            Some(routes) => routes.clone(),
+            None if config.env_proxy => ProxyRoutes::from_env(),
+            None => ProxyRoutes::default(),
         };
+        let ProxyRoutes { proxies, no_proxy } = routes;
         if !proxies.is_empty() {
             let mut builder = builder();
             let mut proxy_hosts = Vec::new();
@@ -307,9 +333,7 @@ impl Fetcher {
             proxied = Some(Proxied {
                 client,
                 schemes,
-                no_proxy: std::env::var("NO_PROXY")
-                    .or_else(|_| std::env::var("no_proxy"))
-                    .unwrap_or_default(),
+                no_proxy,
             });
         }
         Ok(Self {

@@ -18,4 +18,4 @@ pub mod hidden;
 pub mod search;
 pub mod target;
 
-pub use fetch::{FetchConfig, FetchError, Fetched, Fetcher};
+pub use fetch::{FetchConfig, FetchError, Fetched, Fetcher, ProxyRoutes};

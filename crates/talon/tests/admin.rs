@@ -1,8 +1,7 @@
 //! `talon migrate`, `talon agents`, `talon secrets`, and what `talon serve` creates on first start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;

@@ -2,12 +2,8 @@
 //! its HTTP API and `talon custom-tools`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
-mod automation {
-    mod channels;
-    mod custom_tools;
-    mod gateway;
-    mod inventory;
-    mod openai_compat;
-}
+mod channels;
+mod custom_tools;
+mod gateway;
+mod inventory;
+mod openai_compat;

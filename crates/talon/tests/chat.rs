@@ -4,8 +4,7 @@
 //! and a model server independent of Talon's mock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use serde_json::{Value, json};
 use support::chat::{chat, mock_provider, requests};
 
@@ -668,8 +667,6 @@ fn claude_codes_agent_tool_runs_an_explore_agent_with_read_only_tools() {
     );
 }
 
-#[path = "chat/runs.rs"]
 mod runs;
 
-#[path = "chat/teams.rs"]
 mod teams;

@@ -3,8 +3,7 @@
 //! events on /v1/events, and clear errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use serde_json::{Value, json};
 use support::chat::{http, listen, mock_provider, post, requests, status_json};
 
@@ -754,13 +753,10 @@ fn a_running_subagent_is_listed_and_cancelled_over_http() {
     assert!(told.contains("cancelled"), "the parent is told: {told}");
 }
 
-#[path = "chat_http/gateways.rs"]
 mod gateways;
 
-#[path = "chat_http/cron.rs"]
 mod cron;
 
-#[path = "chat_http/h36_runs.rs"]
 mod h36_runs;
 
 /// Issue 24: a background child that needs an approval waits as `waiting_approval` on the
@@ -866,5 +862,4 @@ fn a_child_waiting_for_approval_is_approved_over_http_and_completes() {
     assert!(told.to_string().contains("child done"), "{told}");
 }
 
-#[path = "chat_http/teams.rs"]
 mod teams;

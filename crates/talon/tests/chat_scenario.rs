@@ -6,8 +6,7 @@
 //! from a model server written apart from Talon (`support/independent_provider.py`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 

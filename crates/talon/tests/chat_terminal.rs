@@ -3,9 +3,8 @@
 //! done-when story in one interactive session (Ctrl-C cancelling a turn).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/npm.rs"]
-mod npm;
-mod support;
+use crate::support;
+use crate::support::npm;
 
 use std::process::Stdio;
 

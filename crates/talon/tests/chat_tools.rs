@@ -3,8 +3,7 @@
 //! small model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::io::{Read, Write};
 
 use serde_json::{Value, json};

@@ -1,8 +1,7 @@
 //! `talon tools list` and `talon tool call`: output, exit codes, configuration errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use support::command;
 
 fn run(args: &[&str], env: &[(&str, &str)], config: Option<&str>) -> (i32, String, String) {

@@ -2,8 +2,7 @@
 //! `talon tool call exec` as the granted agent, and take it away again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -3,8 +3,7 @@
 //! default agent, and see each other's memory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::path::Path;
 
 use serde_json::{Value, json};

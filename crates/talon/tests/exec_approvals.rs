@@ -3,8 +3,7 @@
 //! per agent as the whole command and kept across restarts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::time::Duration;
 
 use serde_json::{Value, json};

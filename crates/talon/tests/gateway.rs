@@ -1,8 +1,7 @@
 //! `talon serve`: /healthz, /v1/tools/invoke through the pipeline, auth, rate limits, /mcp auth.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use serde_json::{Value, json};
 
 #[tokio::test]

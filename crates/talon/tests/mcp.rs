@@ -1,8 +1,7 @@
 //! Talon's MCP server driven by a real client (the official Python SDK) over stdio and HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use serde_json::Value;
 
 fn check_report(report: &Value) {

@@ -2,9 +2,8 @@
 //! that never answers), lists them, and calls them through `talon tool call`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/npm.rs"]
-mod npm;
-mod support;
+use crate::support;
+use crate::support::npm;
 
 use support::command;
 

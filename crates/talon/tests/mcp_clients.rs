@@ -4,9 +4,8 @@
 //! Python SDK's turn is in `mcp.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/npm.rs"]
-mod npm;
-mod support;
+use crate::support;
+use crate::support::npm;
 
 use std::path::Path;
 use std::process::{Command, Output};

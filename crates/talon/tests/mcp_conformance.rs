@@ -17,10 +17,8 @@
 //! install needs the network. docs/MCP_CONFORMANCE.md has the command and the results.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
-#[path = "support/npm.rs"]
-mod npm;
+use crate::support;
+use crate::support::npm;
 
 #[path = "support/conformance_server.rs"]
 mod conformance_server;

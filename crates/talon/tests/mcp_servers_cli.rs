@@ -2,9 +2,8 @@
 //! without a restart, grants and access requests holding on the next call.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/npm.rs"]
-mod npm;
-mod support;
+use crate::support;
+use crate::support::npm;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

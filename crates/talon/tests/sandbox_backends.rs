@@ -3,8 +3,7 @@
 //! refusing them, and `talon doctor` reporting which backend is active.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support;
 use std::path::{Path, PathBuf};
 
 /// A home with a workspace, a directory beside it and `talon.toml` holding `config`.

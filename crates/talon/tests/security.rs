@@ -4,22 +4,18 @@
 //! reach; `sandbox`: what a sandboxed command must not reach, through every backend.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
-mod security {
-    mod channels;
-    mod custom_tools;
-    mod gateway;
-    mod h35_config;
-    mod h35_credentials;
-    mod h35_gateway;
-    mod h35_parsers;
-    mod h35_sandbox;
-    mod h35_skills;
-    mod modes;
-    mod openai_compat;
-    mod sandbox;
-    mod sessions;
-    mod terminal;
-    mod turns;
-}
+mod channels;
+mod custom_tools;
+mod gateway;
+mod h35_config;
+mod h35_credentials;
+mod h35_gateway;
+mod h35_parsers;
+mod h35_sandbox;
+mod h35_skills;
+mod modes;
+mod openai_compat;
+mod sandbox;
+mod sessions;
+mod terminal;
+mod turns;

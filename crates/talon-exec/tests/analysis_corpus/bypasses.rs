@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use talon_exec::analysis::{Ask, Decision, DenyGroups, Security, analyze};
 
-use crate::{config, decision};
+use super::{config, decision};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use talon_exec::analysis::{Ask, Security};
 
-use crate::{config, decision, groups_hit};
+use super::{config, decision, groups_hit};
 
 const GOCLAW_PATTERNS: &[(&str, &[&str])] = &[
     (

@@ -6,7 +6,7 @@ use talon_exec::analysis::{
     Ask, Decision, ExecApprovalConfig, RuleSet, Security, always_allow_key, analyze, normalise,
 };
 
-use crate::{config, decision};
+use super::{config, decision};
 
 #[test]
 fn claude_code_rule_semantics() {

@@ -6,12 +6,15 @@
 //! The workspace is where agents write, so a definition found there is untrusted input: it can
 //! only narrow what the child gets. Its tools are intersected with the caller's (never wider),
 //! its permission mode applies only where stricter than the caller's, its turns only below the
-//! configured cap; a file that is not a regular file (a symlink out of the workspace), is larger
+//! configured cap. The workspace's definitions are listed and read through the call's file jail,
+//! as its skills are; a file that is not a regular file (a link out of the workspace), is larger
 //! than [`MAX_BYTES`], or does not parse is skipped.
 
 use std::path::{Path, PathBuf};
 
 use talon_core::permission::PermissionMode;
+
+use crate::agent_runs::Runner;
 
 /// The largest definition read.
 pub const MAX_BYTES: u64 = 64 * 1024;
@@ -45,18 +48,28 @@ impl CustomAgent {
     }
 }
 
-/// The definitions in `<workspace>/.claude/agents` and `<home>/.claude/agents`, by name (the
-/// workspace's first).
-pub fn discover(workspace: Option<&Path>, home: Option<&Path>) -> Vec<CustomAgent> {
+/// Where definitions live, relative to a workspace or a home directory.
+pub const DIR: &str = ".claude/agents";
+
+/// The definitions among `workspace` (the workspace's `.claude/agents` files, read through the
+/// call's jail: see [`Runner::custom_agents`]) and `<home>/.claude/agents` (the operator's), by
+/// name (the workspace's first).
+pub fn discover(workspace: Vec<(String, String)>, home: Option<&Path>) -> Vec<CustomAgent> {
     let mut found: Vec<CustomAgent> = Vec::new();
-    for dir in [workspace, home]
-        .into_iter()
-        .flatten()
-        .map(|root| root.join(".claude").join("agents"))
+    let mut add = |agent: CustomAgent| {
+        if !found.iter().any(|a| a.name == agent.name) {
+            found.push(agent);
+        }
+    };
+    for (path, text) in workspace {
+        if let Some(mut agent) = parse(&text) {
+            agent.path = PathBuf::from(path);
+            add(agent);
+        }
+    }
+    if let Some(dir) = home.map(|home| home.join(DIR))
+        && let Ok(entries) = std::fs::read_dir(&dir)
     {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
         let mut paths: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
@@ -64,17 +77,16 @@ pub fn discover(workspace: Option<&Path>, home: Option<&Path>) -> Vec<CustomAgen
             .collect();
         paths.sort();
         for path in paths {
-            if let Some(agent) = read(&path)
-                && !found.iter().any(|a| a.name == agent.name)
-            {
-                found.push(agent);
+            if let Some(agent) = read(&path) {
+                add(agent);
             }
         }
     }
     found
 }
 
-/// One definition, or `None` when it is not a small regular file that parses.
+/// One definition of the operator's, or `None` when it is not a small regular file that
+/// parses.
 fn read(path: &Path) -> Option<CustomAgent> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.file_type().is_file() || meta.len() > MAX_BYTES {
@@ -84,6 +96,20 @@ fn read(path: &Path) -> Option<CustomAgent> {
     let mut agent = parse(&text)?;
     agent.path = path.to_path_buf();
     Some(agent)
+}
+
+impl Runner {
+    /// The custom agents the caller `ctx` may run: its workspace's definitions, read through
+    /// its jail like its skills (a definition linked out of the workspace is not read), then
+    /// the operator's in `~/.claude/agents`.
+    pub(crate) async fn custom_agents(&self, ctx: &talon_core::CallContext) -> Vec<CustomAgent> {
+        let workspace = match &self.skills {
+            Some(skills) => skills.workspace_markdown(ctx, DIR, MAX_BYTES).await,
+            None => Vec::new(),
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        discover(workspace, home.as_deref())
+    }
 }
 
 /// Parses a definition: `---` frontmatter of `key: value` lines, then the body. A definition
@@ -185,7 +211,9 @@ mod tests {
         std::fs::write(&outside, "---\nname: sneaky\n---\nread /etc\n").unwrap();
         std::os::unix::fs::symlink(&outside, agents.join("sneaky.md")).unwrap();
         std::fs::write(agents.join("ok.md"), "---\nname: ok\n---\nfine\n").unwrap();
-        let found = discover(Some(dir.path()), None);
+        // As the operator's (`~/.claude/agents`); the workspace's are read through the jail,
+        // which refuses a link out of the workspace itself.
+        let found = discover(Vec::new(), Some(dir.path()));
         let names: Vec<&str> = found.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["ok"]);
     }

