@@ -8,6 +8,14 @@
 //! - [`mock`]: a scripted OpenAI- and Anthropic-compatible server for tests and offline demos.
 //!
 //! This crate sits above the tools: tools never call it (subagent-style tools get a callback).
+//!
+//! # Charter
+//!
+//! - **Owns:** providers (OpenAI, Anthropic wire formats), the agent loop, loop detection,
+//!   checkpoints, the mock provider.
+//! - **Never contains:** tool implementations or names: it reads only what tools declare
+//!   (`ToolSpec`, `ToolOutput::session_effect`).
+//! - **A new feature goes:** a new provider is a module under `provider`.
 
 pub mod agent_loop;
 pub mod compact;

@@ -5,6 +5,14 @@
 //! the dialect's names ([`names`]) in the groups `mcp` and `mcp:<server>`, with a risk from their
 //! annotations. A bridged tool is an ordinary registered tool, so every call to it goes through
 //! Talon's pipeline: policy, approvals, rate limits, hooks, scrubbing and audit.
+//!
+//! # Charter
+//!
+//! - **Owns:** Talon as an MCP client: connecting servers, OAuth, grants, bridging their tools into
+//!   the registry.
+//! - **Never contains:** its own approval or policy path: bridged tools go through the pipeline
+//!   like any other.
+//! - **A new feature goes:** a new MCP transport or protocol revision.
 
 pub mod access;
 pub mod catalog;

@@ -17,6 +17,18 @@
 //!
 //! This crate does no I/O beyond running shell-command hooks and creating per-agent workspace
 //! directories; storage, network and tools live in the crates above it.
+//!
+//! # Charter
+//!
+//! - **Owns:** the contracts every other crate builds on: `Tool`, `ToolSpec` (a tool declares its
+//!   properties here, never elsewhere by name), the registry, the one pipeline and its sealed
+//!   `Authorized`, the policy engine and its floor for runs, permission modes, approvals and
+//!   questions, hooks, scrubbing, the untrusted-content fence, events.
+//! - **Never contains:** storage, network, processes (beyond hooks), providers, HTTP, or any tool
+//!   of its own but test doubles.
+//! - **A new feature goes:** a property a new kind of tool needs (a browser that hands off pages, a
+//!   media tool that returns files) is a field of `ToolSpec` or `ToolOutput` read by the pipeline
+//!   or the policy; a new step of every call is a pipeline step.
 
 pub mod approvals;
 pub mod caller;

@@ -17,6 +17,12 @@
 //! why); [`bm25`] ranks short in-memory documents by words and [`nearest`] by meaning (tools,
 //! skills, agents); [`CachedEmbedder`] remembers candidates' vectors between searches;
 //! [`ConceptEmbedder`] is a fixed table of synonyms for tests.
+//!
+//! # Charter
+//!
+//! - **Owns:** embedders (local candle model, OpenAI-compatible, test doubles) and rank fusion.
+//! - **Never contains:** storage or tools.
+//! - **A new feature goes:** a new embedding provider.
 
 mod bm25;
 mod cache;

@@ -8,6 +8,14 @@
 //!
 //! [`Shell`] puts them together: the tools (`exec`, `Bash`) hand it a command, a working
 //! directory and a workspace, and get back an [`Outcome`] or the reason nothing ran.
+//!
+//! # Charter
+//!
+//! - **Owns:** running commands contained: the sandboxes (bubblewrap, Landlock, Docker), command
+//!   analysis, credentialed execution, background processes.
+//! - **Never contains:** tools' schemas or policy decisions (it enforces what it is given).
+//! - **A new feature goes:** a new sandbox backend (another host, a VM) is a backend here behind
+//!   `Sandbox`; a browser process runs contained through it.
 
 pub mod analysis;
 pub mod background;

@@ -29,6 +29,14 @@
 //! Writes are atomic ([`Jail::write`]): a temporary file in the same directory, `fsync`, then
 //! `renameat` over the target; the file's permission bits are kept; a crash or a full disk never
 //! leaves a half-written file.
+//!
+//! # Charter
+//!
+//! - **Owns:** the file jail: kernel-resolved, fd-relative access to a workspace and its extra
+//!   roots, atomic writes.
+//! - **Never contains:** tools, policy, or any path check done on strings.
+//! - **A new feature goes:** a new kind of file access (a browser download directory, media files)
+//!   is a root or an operation of the jail.
 
 mod error;
 mod list;

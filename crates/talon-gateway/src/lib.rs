@@ -9,6 +9,14 @@
 //! gateway refuses to listen beyond loopback without one. In front of everything, `/healthz`
 //! included, the browser guard (`guard`) keeps web pages out: allowed `Host` only, no cross-site
 //! `Origin` or `Sec-Fetch-Site`, JSON bodies only.
+//!
+//! # Charter
+//!
+//! - **Owns:** the HTTP front: guard, auth, the tools API, approvals, questions, events, readiness,
+//!   the dashboard.
+//! - **Never contains:** the store or the runtime (routes over them are merged in by the runtime).
+//! - **A new feature goes:** a route over the runtime lives in talon-runtime and is merged here
+//!   through `Services::admin`.
 
 mod access_log;
 mod approvals;

@@ -10,6 +10,12 @@
 //! side, each way), and rmcp hands every message through a service task and parses it into typed
 //! structures that Talon turns back into JSON at once. Here a message is parsed once into
 //! [`serde_json::Value`] parts, and the task that wants to write writes.
+//!
+//! # Charter
+//!
+//! - **Owns:** JSON-RPC 2.0 framing over stdio and streams, bounded.
+//! - **Never contains:** MCP semantics.
+//! - **A new feature goes:** a new JSON-RPC transport.
 
 pub mod limits;
 mod lines;

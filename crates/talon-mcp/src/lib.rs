@@ -9,6 +9,12 @@
 //! `Mcp-Session-Id` the transport assigned. Each call is bound to its agent and workspace by
 //! [`Callers`], like every other entry point's, and the session can follow calls through MCP
 //! logging (see the `logging` module).
+//!
+//! # Charter
+//!
+//! - **Owns:** Talon as an MCP server over stdio and HTTP.
+//! - **Never contains:** tool logic: every call goes through the pipeline.
+//! - **A new feature goes:** a new MCP server capability.
 
 // rmcp marks MCP logging deprecated (SEP-2577); Talon still serves it, see the `logging` module.
 #![allow(deprecated)]

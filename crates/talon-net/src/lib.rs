@@ -43,6 +43,14 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Charter
+//!
+//! - **Owns:** the address guard: resolving once and dialing what it checked, the egress proxy and
+//!   bridge for sandboxes, Talon's own listeners.
+//! - **Never contains:** HTTP clients of tools, or any decision made after the dial.
+//! - **A new feature goes:** a new outbound client (a browser's proxy, a media download) dials
+//!   through the guard or the proxy.
 
 pub mod addr;
 pub mod bridge;

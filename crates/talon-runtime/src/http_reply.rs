@@ -16,12 +16,23 @@ pub(crate) fn error(status: StatusCode, message: impl std::fmt::Display) -> Resp
         .into_response()
 }
 
-/// A store error: 400 when the input was wrong, 404 when what it names does not exist, 500
-/// otherwise.
+/// A store error: 400 when the input was wrong, 404 when what it names does not exist, 503
+/// with `Retry-After` when the database cannot be reached (try again), 500 otherwise.
 pub(crate) fn store_error(e: StoreError) -> Response {
     match e {
         StoreError::Invalid { .. } => error(StatusCode::BAD_REQUEST, e),
         StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e),
+        e if e.is_unavailable() => unavailable(e),
         e => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
+}
+
+/// 503 with `Retry-After`: the database cannot be reached now.
+pub(crate) fn unavailable(message: impl std::fmt::Display) -> Response {
+    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, message);
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(crate::chat_http::RETRY_AFTER_SECONDS),
+    );
+    response
 }

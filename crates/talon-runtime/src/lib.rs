@@ -15,6 +15,17 @@
 //! a terminal's [`talon_core::approvals::Prompter`] as an input ([`runtime::Overrides`]). The one
 //! exception is [`spinner`], drawn on stderr only when it is a terminal, for waits inside the
 //! runtime (the first start's migrations).
+//!
+//! # Charter
+//!
+//! - **Owns:** configuration and wiring, the turn engine (`agent_runs`), and the services over it:
+//!   runs (their authority, life, checkpoints, supervisor), teams, cron, channels, handoff, the
+//!   gateway tool; each service owns its tools, its HTTP routes and its typed errors.
+//! - **Never contains:** terminal I/O or exit codes (the binary's), tool implementations that do
+//!   not need the runtime (talon-tools').
+//! - **A new feature goes:** a new channel is a module under `channels`; a new run kind starts its
+//!   runs through `Runner::start_child` from its caller's narrowed authority; a browser or media
+//!   tool that needs sessions registers here.
 
 pub mod agent_runs;
 pub mod agent_services;

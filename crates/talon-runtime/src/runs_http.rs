@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::agent_runs::Runner;
-use crate::http_reply::error;
+use crate::http_reply::{error, store_error, unavailable};
 
 /// The routes over `runner`.
 pub fn routes(runner: Runner) -> Router {
@@ -56,7 +56,7 @@ async fn list(State(runner): State<Runner>, Query(q): Query<RunsQuery>) -> Respo
         .await
     {
         Ok(runs) => Json(json!({"runs": runs})).into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -69,7 +69,7 @@ async fn owned(
     match runner.store().run(id).await {
         Ok(Some(run)) if run.user_id == user.unwrap_or_default() => Ok(run),
         Ok(_) => Err(not_found(id)),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Err(e) => Err(store_error(e)),
     }
 }
 
@@ -84,6 +84,7 @@ async fn show(
     };
     match runner.history(&run.session_key).await {
         Ok(messages) => Json(json!({"run": run, "messages": messages})).into_response(),
+        Err(e @ crate::agent_runs::RunError::Unavailable(_)) => unavailable(e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
@@ -109,6 +110,8 @@ async fn cancel(
             Json(json!({"ok": true, "run": id, "flagged": done.flagged, "ended": done.ended}))
                 .into_response()
         }
+        Err(e @ crate::runs::RunsError::Unavailable(_)) => unavailable(e),
+        Err(crate::runs::RunsError::UnknownRun(_)) => not_found(&id),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }

@@ -11,6 +11,15 @@
 //! build time). Only the schema files (`migrations/<engine>/`) and full-text search differ per
 //! engine. Integers are `i64` everywhere and times are Unix milliseconds, so one Rust type reads
 //! both engines.
+//!
+//! # Charter
+//!
+//! - **Owns:** SQLite and PostgreSQL: migrations, sessions and turn checkpoints, runs and their
+//!   outbox, leases, teams, cron, secrets, memory, audit.
+//! - **Never contains:** business rules beyond what one statement or transaction must hold across
+//!   gateways; no tool, HTTP or runtime types.
+//! - **A new feature goes:** a new durable record (a browser profile, a media job) is a table with
+//!   a migration for both engines and a test in the store suite on both.
 
 mod agent_links;
 mod agents;

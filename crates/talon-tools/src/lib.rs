@@ -5,6 +5,15 @@
 //! `Edit`, `TodoWrite`, …) lives in [`claude_code`] and calls the same operations. Which dialect a
 //! client sees is policy: the `fs` group is GoClaw's, the `claude_code` group is Claude Code's, and
 //! a profile or allow/deny list picks one or both.
+//!
+//! # Charter
+//!
+//! - **Owns:** the built-in tools in both dialects (GoClaw's and Claude Code's), each spec beside
+//!   its executor.
+//! - **Never contains:** runs, sessions' turns or anything needing the agent runtime (the runtime
+//!   registers those), HTTP routes.
+//! - **A new feature goes:** a browser tool or a media tool is a module here (spec, schema,
+//!   executor, snapshot entry); one that needs the runtime is registered by talon-runtime.
 
 /// Unwraps a `Result` whose error displays as a message for the model, or returns that message
 /// as the tool's error result.

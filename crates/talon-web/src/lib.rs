@@ -10,6 +10,13 @@
 //! - the untrusted-content fence is `talon_core::untrusted`, applied by the pipeline to every
 //!   tool that declares `untrusted_output` (the web tools, the MCP bridge);
 //! - [`cache`]: the 15-minute cache.
+//!
+//! # Charter
+//!
+//! - **Owns:** fetching and searching the web under the guard, HTML to text, the page cache.
+//! - **Never contains:** tools' specs (talon-tools wraps it).
+//! - **A new feature goes:** a browser tool's page loading and the media fetchers live beside
+//!   `fetch`, dialing through the guard.
 
 pub mod cache;
 pub mod content;

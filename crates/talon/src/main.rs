@@ -1,4 +1,10 @@
 //! `talon`: the CLI that wires Talon's crates together.
+//!
+//! # Charter
+//!
+//! - **Owns:** the `talon` binary: commands, terminal prompts and forms, exit codes.
+//! - **Never contains:** logic the HTTP API also needs (that is the runtime's typed operations).
+//! - **A new feature goes:** a new command is a module under `commands` calling the runtime.
 
 mod commands;
 mod prompt;

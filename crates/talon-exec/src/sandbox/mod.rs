@@ -19,6 +19,7 @@
 mod bwrap;
 mod confine;
 pub mod credentials;
+pub mod diagnose;
 pub mod docker;
 pub mod landlock;
 mod net_helper;

@@ -250,6 +250,11 @@ impl Runner {
                     return (job_status(run.status), run.result);
                 }
                 Ok(_) => self.renew_job_leases().await,
+                // The database is away: the run is not gone, look again.
+                Err(e @ crate::runs::RunsError::Unavailable(_)) => {
+                    tracing::warn!(job = %job.id, error = %e, "cannot see a job's run now; waiting");
+                    tokio::time::sleep(self.lease() / 3).await;
+                }
                 Err(e) => {
                     tracing::warn!(job = %job.id, error = %e, "the run of a job whose gateway stopped is gone");
                     return (

@@ -171,7 +171,7 @@ impl Tool for Delegate {
                 Ok(run) if run.origin == "delegation" && run.status.is_live() => {
                     match self.runner.cancel_run(&run.id).await {
                         Ok(_) => ToolOutput::own(format!("Cancelled delegation {}.", run.id)),
-                        Err(e) => ToolOutput::own_error(e),
+                        Err(e) => ToolOutput::own_error(e.to_string()),
                     }
                 }
                 Ok(run) => ToolOutput::own_error(format!(

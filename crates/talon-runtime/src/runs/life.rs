@@ -12,6 +12,30 @@ use talon_store::{RunRecord, RunStatus, RunUsage};
 use tokio_util::sync::CancellationToken;
 
 use super::{Ending, run_ref};
+
+/// Why an operation on runs failed: the CLI, the HTTP API and the tools tell these apart (a run
+/// that does not exist is the caller's to fix; an unreachable database is worth a retry).
+#[derive(Debug, thiserror::Error)]
+pub enum RunsError {
+    #[error("no run {0:?}")]
+    UnknownRun(String),
+    /// The database cannot be reached now.
+    #[error("{0}; the database cannot be reached now, try again shortly")]
+    Unavailable(String),
+    #[error("{0}")]
+    Store(String),
+}
+
+impl RunsError {
+    /// A store failure while doing `what`.
+    fn of(what: String, e: talon_store::StoreError) -> Self {
+        if e.is_unavailable() {
+            Self::Unavailable(format!("{what}: {e}"))
+        } else {
+            Self::Store(format!("{what}: {e}"))
+        }
+    }
+}
 use crate::agent_runs::Runner;
 
 impl Runner {
@@ -112,12 +136,12 @@ impl Runner {
     /// Cancels `id` and its descendants wherever they run: the durable flag every gateway
     /// watches, at once for those running here, and ended now where nobody holds them
     /// ([`talon_store::Store::cancel_run_tree`]; `talon runs cancel` calls the same).
-    pub async fn cancel_run(&self, id: &str) -> Result<talon_store::RunsCancelled, String> {
+    pub async fn cancel_run(&self, id: &str) -> Result<talon_store::RunsCancelled, RunsError> {
         let mut done = self
             .store()
             .cancel_run_tree(id)
             .await
-            .map_err(|e| format!("cannot cancel {id}: {e}"))?;
+            .map_err(|e| RunsError::of(format!("cannot cancel {id}"), e))?;
         let held = {
             let local = self
                 .runs
@@ -167,7 +191,7 @@ impl Runner {
     }
 
     /// Waits until `id` is no longer live, at most `timeout`; the run as it is then.
-    pub async fn wait_run(&self, id: &str, timeout: Duration) -> Result<RunRecord, String> {
+    pub async fn wait_run(&self, id: &str, timeout: Duration) -> Result<RunRecord, RunsError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let ended = self.runs.ended.notified();
@@ -176,8 +200,8 @@ impl Runner {
                 .store()
                 .run(id)
                 .await
-                .map_err(|e| format!("cannot read run {id}: {e}"))?
-                .ok_or_else(|| format!("no run {id}"))?;
+                .map_err(|e| RunsError::of(format!("cannot read run {id}"), e))?
+                .ok_or_else(|| RunsError::UnknownRun(id.to_string()))?;
             if !run.status.is_live() || tokio::time::Instant::now() >= deadline {
                 return Ok(run);
             }

@@ -38,6 +38,7 @@ pub mod evaluate;
 pub mod gates;
 pub mod handoff;
 mod life;
+pub use life::RunsError;
 pub mod supervisor;
 pub mod task_tools;
 pub mod tools;

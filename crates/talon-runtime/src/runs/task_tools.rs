@@ -70,7 +70,7 @@ async fn agent_output(runner: &Runner, ctx: &CallContext, id: &str, wait: Durati
     };
     let run = match runner.wait_run(&run.id, wait).await {
         Ok(run) => run,
-        Err(e) => return ToolOutput::own_error(e),
+        Err(e) => return ToolOutput::own_error(e.to_string()),
     };
     if run.status.is_live() {
         return ToolOutput::own(format!(
@@ -122,7 +122,7 @@ impl Tool for AgentTaskStop {
         };
         match self.runner.cancel_run(&run.id).await {
             Ok(_) => ToolOutput::own(format!("Task {} stopped successfully.", run.id)),
-            Err(e) => ToolOutput::own_error(e),
+            Err(e) => ToolOutput::own_error(e.to_string()),
         }
     }
 }

@@ -397,7 +397,7 @@ async fn cancel(runner: &Runner, ctx: &CallContext, id: Option<&str>) -> ToolOut
     for run in &targets {
         match runner.cancel_run(&run.id).await {
             Ok(_) => cancelled.push(run.id.as_str()),
-            Err(e) => return ToolOutput::own_error(e),
+            Err(e) => return ToolOutput::own_error(e.to_string()),
         }
     }
     ToolOutput::own(format!(
@@ -468,7 +468,7 @@ async fn wait(
     };
     let run = match runner.wait_run(&run.id, timeout).await {
         Ok(run) => run,
-        Err(e) => return ToolOutput::own_error(e),
+        Err(e) => return ToolOutput::own_error(e.to_string()),
     };
     if run.status.is_live() {
         return ToolOutput::own(format!(
