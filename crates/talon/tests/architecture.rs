@@ -178,3 +178,36 @@ fn the_binary_holds_only_commands_and_terminal_io() {
         );
     }
 }
+
+/// Issue 36: one integration-test binary per crate. Every test binary links the whole stack,
+/// so each file of its own under `tests/` cost a link and a start (69 of them made the suite
+/// grow from 11 to 16 minutes while the tests grew 3%). A crate with more than one file in
+/// `tests/` declares `autotests = false` and the one `[[test]]` root (`tests/suite.rs`) whose
+/// modules they are.
+#[test]
+fn each_crate_has_one_integration_test_binary() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        let roots = std::fs::read_dir(dir.join("tests")).map_or(0, |files| {
+            files
+                .filter_map(Result::ok)
+                .filter(|f| f.path().extension().is_some_and(|e| e == "rs"))
+                .count()
+        });
+        let declared = manifest.matches("[[test]]").count();
+        let binaries = if manifest.contains("autotests = false") {
+            declared
+        } else {
+            declared + roots
+        };
+        assert!(
+            binaries <= 1,
+            "{} builds {binaries} integration-test binaries; make tests/suite.rs the one root (autotests = false, [[test]] name = \"suite\") and the other files its modules",
+            dir.display()
+        );
+    }
+}

@@ -334,41 +334,15 @@ impl Runner {
             })
     }
 
-    /// Refuses a job whose results would go to a session `agent` and `user` do not own.
+    /// Refuses a job whose results would go to a session `agent` and `user` do not own (see
+    /// [`check_job_session`]).
     pub async fn check_job_session(
         &self,
         session: &str,
         agent: &str,
         user: &str,
     ) -> Result<(), String> {
-        if session.is_empty() {
-            return Ok(());
-        }
-        let not_yours = || {
-            format!(
-                "the job cannot deliver to session {session:?}: it is not a stored conversation of yours; name one, or leave session_key empty for a session of the job's own"
-            )
-        };
-        if reserved_session(session, user) {
-            return Err(not_yours());
-        }
-        // Only a conversation that exists: a job naming a key nobody used yet would make its
-        // user the owner at its first run, and the real chat (a group, a DM whose key is
-        // predictable) would be refused as taken from then on.
-        match self.store().session(session).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return Err(not_yours()),
-            Err(e) => {
-                return Err(format!(
-                    "the job cannot deliver to session {session:?}: {e}"
-                ));
-            }
-        }
-        let user = (!user.is_empty()).then_some(user);
-        self.store()
-            .check_session_owner(session, agent, user)
-            .await
-            .map_err(|e| format!("the job cannot deliver to session {session:?}: {e}"))
+        check_job_session(self.store(), session, agent, user).await
     }
 }
 
@@ -396,6 +370,44 @@ fn reserved_session(session: &str, user: &str) -> bool {
         ["agent", _, _, "user", owner, _, ..] => *owner != talon_core::caller::key_part(user),
         _ => false,
     }
+}
+
+/// Refuses a job whose results would go to a session `agent` and `user` do not own: a
+/// conversation of theirs that exists. One check for the `cron` tool, `/v1/cron` and `talon cron`.
+pub async fn check_job_session(
+    store: &talon_store::Store,
+    session: &str,
+    agent: &str,
+    user: &str,
+) -> Result<(), String> {
+    if session.is_empty() {
+        return Ok(());
+    }
+    let not_yours = || {
+        format!(
+            "the job cannot deliver to session {session:?}: it is not a stored conversation of yours; name one, or leave session_key empty for a session of the job's own"
+        )
+    };
+    if reserved_session(session, user) {
+        return Err(not_yours());
+    }
+    // Only a conversation that exists: a job naming a key nobody used yet would make its
+    // user the owner at its first run, and the real chat (a group, a DM whose key is
+    // predictable) would be refused as taken from then on.
+    match store.session(session).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(not_yours()),
+        Err(e) => {
+            return Err(format!(
+                "the job cannot deliver to session {session:?}: {e}"
+            ));
+        }
+    }
+    let user = (!user.is_empty()).then_some(user);
+    store
+        .check_session_owner(session, agent, user)
+        .await
+        .map_err(|e| format!("the job cannot deliver to session {session:?}: {e}"))
 }
 
 /// A run's end as a job's history records it.

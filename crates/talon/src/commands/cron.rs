@@ -169,25 +169,16 @@ fn no_job(id: &str) -> ExitCode {
     ))
 }
 
-/// Refuses a target session another agent or user owns.
+/// The runtime's check of a job's session (the `cron` tool and `/v1/cron` make the same).
 async fn check_session(
     store: &Store,
     session: &str,
     agent: &str,
     user: &str,
 ) -> Result<(), ExitCode> {
-    if session.is_empty() {
-        return Ok(());
-    }
-    let owner = (!user.is_empty()).then_some(user);
-    store
-        .check_session_owner(session, agent, owner)
+    talon_runtime::cron::check_job_session(store, session, agent, user)
         .await
-        .map_err(|e| {
-            usage_error(format!(
-                "the job cannot deliver to session {session:?}: {e}"
-            ))
-        })
+        .map_err(usage_error)
 }
 
 /// Refuses a chat `[channels.<name>]` does not take results of scheduled runs for (the

@@ -148,6 +148,19 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
             .contains("not a stored conversation of yours"),
         "{squat}"
     );
+    // `talon cron add` makes the same check (one function).
+    let out = support::command(home.path())
+        .args([
+            "cron", "add", "squat", "x", "--every", "1h", "--user", "bob",
+        ])
+        .args(["--session", "telegram:group:-1001"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a stored conversation of yours"),
+        "{out:?}"
+    );
 
     // Its hour passes: the gateway's scheduler runs it once.
     make_due(home.path(), &id);
