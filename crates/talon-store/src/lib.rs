@@ -452,6 +452,47 @@ impl Store {
         Ok(())
     }
 
+    /// The tables and their columns, `(table, column)`, as this engine holds them: the schema
+    /// the migrations made, for comparing the two engines. SQLite's full-text tables (virtual
+    /// tables and their shadow tables) and the bookkeeping table are left out: PostgreSQL keeps
+    /// full-text search in indexes instead.
+    pub async fn schema_columns(
+        &self,
+    ) -> Result<std::collections::BTreeSet<(String, String)>, StoreError> {
+        use sqlx::Row;
+        let rows = match self.engine {
+            Engine::Sqlite => {
+                sqlx::query(
+                    "SELECT m.name AS t, p.name AS c FROM sqlite_master m, pragma_table_info(m.name) p \
+                     WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.sql NOT LIKE 'CREATE VIRTUAL%' \
+                     AND NOT EXISTS (SELECT 1 FROM sqlite_master v WHERE v.type = 'table' \
+                       AND v.sql LIKE 'CREATE VIRTUAL%' AND m.name LIKE v.name || '_%')",
+                )
+                .fetch_all(self.pool())
+                .await?
+            }
+            Engine::Postgres => {
+                sqlx::query(
+                    "SELECT table_name::text AS t, column_name::text AS c FROM information_schema.columns \
+                     WHERE table_schema = current_schema()",
+                )
+                .fetch_all(self.pool())
+                .await?
+            }
+        };
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<String, _>("t")?,
+                    row.try_get::<String, _>("c")?,
+                ))
+            })
+            .filter(|pair: &Result<(String, String), StoreError>| {
+                pair.as_ref().map_or(true, |(t, _)| t != "talon_migrations")
+            })
+            .collect()
+    }
+
     /// The stored ciphertext of a secret (to show it is not plaintext).
     pub async fn raw_secret_bytes(&self, name: &str) -> Result<Vec<u8>, StoreError> {
         use sqlx::Row;

@@ -12,6 +12,7 @@ mod custom_tools;
 mod knowledge;
 mod mcp_store;
 mod postgres_tls;
+mod schema;
 mod security;
 mod sessions;
 mod store_suite;

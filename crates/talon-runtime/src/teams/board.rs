@@ -272,17 +272,13 @@ impl<'a> Board<'a> {
         if messages.is_empty() {
             return Ok("No unread messages.".into());
         }
+        // Teammates wrote them: the pipeline fences the tool's output as untrusted (after
+        // scrubbing it), as it does every tool's that declares so.
         Ok(messages
             .iter()
-            .map(|m| {
-                talon_core::untrusted::wrap(
-                    "team_message",
-                    &format!("message {} from {}", m.id, m.sender),
-                    &m.body,
-                )
-            })
+            .map(|m| format!("message {} from {}:\n{}", m.id, m.sender, m.body))
             .collect::<Vec<_>>()
-            .join("\n"))
+            .join("\n\n"))
     }
 }
 
@@ -315,16 +311,16 @@ fn line(task: &TaskRecord) -> String {
     line
 }
 
-/// The board as the model sees it (fenced: models wrote the tasks).
+/// The board as the model sees it (models wrote the tasks: the pipeline fences the tool's
+/// output).
 fn board(team: &TeamRecord, tasks: &[TaskRecord]) -> String {
     if tasks.is_empty() {
         return format!("No tasks on {}'s board match.", team.name);
     }
-    let lines = tasks.iter().map(line).collect::<Vec<_>>().join("\n");
-    talon_core::untrusted::wrap("team_tasks", &format!("team {}", team.name), &lines)
+    tasks.iter().map(line).collect::<Vec<_>>().join("\n")
 }
 
-/// One task whole (fenced).
+/// One task whole.
 fn detail(task: &TaskRecord) -> String {
     let mut text = line(task);
     if !task.description.is_empty() {
@@ -333,5 +329,5 @@ fn detail(task: &TaskRecord) -> String {
     if !task.result.is_empty() {
         text.push_str(&format!("\nResult: {}", task.result));
     }
-    talon_core::untrusted::wrap("team_tasks", &format!("task #{}", task.id), &text)
+    text
 }

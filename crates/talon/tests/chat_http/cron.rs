@@ -151,7 +151,15 @@ fn a_due_job_runs_once_as_an_agent_run_and_its_result_reaches_its_session() {
     // `talon cron add` makes the same check (one function).
     let out = support::command(home.path())
         .args([
-            "cron", "add", "squat", "x", "--every", "1h", "--user", "bob",
+            "cron",
+            "add",
+            "squat",
+            "--message",
+            "x",
+            "--every",
+            "1h",
+            "--user",
+            "bob",
         ])
         .args(["--session", "telegram:group:-1001"])
         .output()
