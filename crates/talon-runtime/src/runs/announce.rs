@@ -109,6 +109,14 @@ impl Runner {
             while self.turn_runs_anywhere(session).await {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            // The session of a run that has ended takes no more turns: its results are
+            // settled, not announced to nobody.
+            if self.is_ended_runs_session(session).await {
+                if let Err(e) = self.store().settle_deliveries(session).await {
+                    tracing::warn!(session, error = %e, "cannot settle an ended run's results");
+                }
+                return;
+            }
             let claimed = self
                 .store()
                 .claim_deliveries(session, self.instance(), self.lease_until(), BATCH)
@@ -155,6 +163,22 @@ impl Runner {
                 return;
             }
         }
+    }
+
+    /// Whether `session` is the session of a run that has ended (a run's session key ends in
+    /// its id).
+    async fn is_ended_runs_session(&self, session: &str) -> bool {
+        let Some(id) = session
+            .rsplit(':')
+            .next()
+            .filter(|id| id.starts_with("run-"))
+        else {
+            return false;
+        };
+        matches!(
+            self.store().run(id).await,
+            Ok(Some(run)) if run.session_key == session && !run.status.is_live()
+        )
     }
 
     /// Hands the announcements for `session` to the caller (a terminal showing it) while the

@@ -70,6 +70,11 @@ impl Runner {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&run.id);
         self.runs.ended.notify_waiters();
+        // Results of its own children still waiting for its session would start a turn there
+        // for nobody: the run has ended.
+        if let Err(e) = self.store().settle_deliveries(&run.session_key).await {
+            tracing::warn!(run = %run.id, error = %e, "cannot settle an ended run's results");
+        }
         if ended {
             self.pipeline_events()
                 .run_event(ToolEvent::ChildRunFinished {

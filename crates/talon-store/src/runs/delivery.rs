@@ -107,6 +107,20 @@ impl Store {
         Ok(())
     }
 
+    /// Marks every result still waiting for `session` delivered, without a turn: the session is
+    /// an ended run's, and a turn there would run for nobody (its results were for that run).
+    /// The number settled.
+    pub async fn settle_deliveries(&self, session: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE run_outbox SET delivered_at = $2 WHERE parent_session = $1 AND delivered_at = 0",
+        )
+        .bind(session)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Takes `child`'s result for a caller that waited for it (`subagents wait`), marking it
     /// delivered; `None` when it is not there or was delivered (or is being announced) already.
     pub async fn take_delivery(

@@ -475,46 +475,53 @@ fn h36_10_a_database_outage_neither_fails_nor_orphans_runs() {
     );
 }
 
-/// Break 8 (second half): a grandchild that ends after its parent run ended — here the child
-/// answered at once and left its own background child running — started a model turn in the
-/// ended run's session, for nobody. Its result is now recorded delivered instead: the ended
-/// child's session gets no announcement turn.
+/// Break 8 (second half): a grandchild that ended after its parent run ended, or while that run
+/// still worked and so waited for it, started a model turn in the ended run's session, for
+/// nobody. Its result is now recorded delivered: the ended child's session gets no
+/// announcement turn, in either order.
 #[test]
 fn h36_8_a_grandchild_ending_after_its_parent_run_starts_no_turn() {
     let scratch = tempfile::tempdir().unwrap();
-    let mock = mock_provider(
-        scratch.path(),
-        &json!({"conversations": [
-            {"when": "Runs you started in the background have ended", "last": true,
-             "turns": [{"text": "Heard back."}]},
-            {"when": "TASK-GRAND", "turns": [{"text": "grand result", "delay_ms": 1500}]},
-            {"when": "TASK-CHILD", "turns": [
-                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-GRAND: dig"}}]},
-                {"text": "child done"}
-            ]},
-            {"when": "nest two", "turns": [
-                {"tool_calls": [{"name": "spawn", "arguments": {"task": "TASK-CHILD: delegate"}}]},
-                {"text": "Spawned."}
-            ]}
-        ]}),
-    );
+    // `late`: the grandchild ends after the child; `early`: while the child still works.
+    let orders = [("late", 1500, 0), ("early", 0, 2500)];
+    let mut conversations = vec![
+        json!({"when": "Runs you started in the background have ended",
+        "last": true, "turns": [{"text": "Heard back."}]}),
+    ];
+    for (order, grand_delay, child_delay) in orders {
+        conversations.push(json!({"when": format!("TASK-GRAND-{order}"),
+            "turns": [{"text": "grand result", "delay_ms": grand_delay}]}));
+        conversations.push(json!({"when": format!("TASK-CHILD-{order}"), "turns": [
+            {"tool_calls": [{"name": "spawn", "arguments": {"task": format!("TASK-GRAND-{order}: dig")}}]},
+            {"text": "child done", "delay_ms": child_delay}
+        ]}));
+        conversations.push(json!({"when": format!("nest two {order}"), "turns": [
+            {"tool_calls": [{"name": "spawn", "arguments": {"task": format!("TASK-CHILD-{order}: delegate")}}]},
+            {"text": "Spawned."}
+        ]}));
+    }
+    let mock = mock_provider(scratch.path(), &json!({ "conversations": conversations }));
     let home = home_with(&mock, "[subagents]\nmax_spawn_depth = 2\n");
     let server = support::serve_in(home.path(), &[]);
     let base = format!("http://{}", server.addr);
-    let reply = post(
-        &format!("{base}/v1/sessions/nest/messages"),
-        &json!({"text": "nest two", "user": "alice"}),
-        &[],
-    );
-    assert!(reply.contains("Spawned."), "{reply}");
-    until("the grandchild ends", || {
-        runs_of(&base, "TASK-GRAND")
-            .first()
-            .is_some_and(|r| r["status"] == "completed")
-    });
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    // The child's session: its two requests, no announcement turn after it ended.
-    let child = support::chat::of_conversation(requests(&mock), "TASK-CHILD");
-    assert_eq!(child.len(), 2, "{child:?}");
-    assert_eq!(runs_of(&base, "TASK-CHILD")[0]["status"], "completed");
+    for (order, _, _) in orders {
+        let reply = post(
+            &format!("{base}/v1/sessions/nest-{order}/messages"),
+            &json!({"text": format!("nest two {order}"), "user": "alice"}),
+            &[],
+        );
+        assert!(reply.contains("Spawned."), "{order}: {reply}");
+        let (child, grand) = (format!("TASK-CHILD-{order}"), format!("TASK-GRAND-{order}"));
+        until("both runs end", || {
+            [&child, &grand].iter().all(|task| {
+                runs_of(&base, task)
+                    .first()
+                    .is_some_and(|r| r["status"] == "completed")
+            })
+        });
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // The child's session: its two requests, no announcement turn after it ended.
+        let asked = support::chat::of_conversation(requests(&mock), &child);
+        assert_eq!(asked.len(), 2, "{order}: {asked:?}");
+    }
 }
