@@ -113,6 +113,10 @@ pub enum StoreError {
         "the database is at schema version {found}, newer than this Talon binary supports ({supported}); upgrade Talon instead of downgrading the database"
     )]
     TooNew { found: i64, supported: i64 },
+    #[error(
+        "migration {version} ({name}) is not the one applied to this database: its file was changed after it was applied; restore it, and put the change in a new migration"
+    )]
+    MigrationChanged { version: i64, name: &'static str },
     #[error("migration {version} ({name}) failed: {source}")]
     Migration {
         version: i64,

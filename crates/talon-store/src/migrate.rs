@@ -151,7 +151,27 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0022_turn_checkpoints.sql"),
         postgres: include_str!("../migrations/postgres/0022_turn_checkpoints.sql"),
     },
+    Migration {
+        version: 23,
+        name: "migration_checksums",
+        sqlite: include_str!("../migrations/sqlite/0023_migration_checksums.sql"),
+        postgres: include_str!("../migrations/postgres/0023_migration_checksums.sql"),
+    },
 ];
+
+/// The version from which `talon_migrations` records checksums.
+const CHECKSUMS_FROM: i64 = 23;
+
+/// FNV-1a 64 of `sql`, in hex: enough to notice an edited migration (not a defence against a
+/// forger, who could edit the bookkeeping row as well).
+fn checksum(sql: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sql.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
 
 /// Arbitrary, fixed key for `pg_advisory_lock` ("talon" in ASCII).
 const ADVISORY_LOCK: i64 = 0x74_61_6c_6f_6e;
@@ -209,16 +229,61 @@ impl Store {
         // Fast path for every start but the first: an up-to-date schema needs no lock and no
         // write (one read; `talon mcp` starts in milliseconds).
         if matches!(current_version(&mut conn).await, Ok(v) if v == latest()) {
+            self.check_checksums(&mut conn).await?;
             return Ok(Vec::new());
         }
         // Lock first: even CREATE TABLE IF NOT EXISTS races between PostgreSQL sessions.
         self.lock_migrations(&mut conn).await?;
         let result = match sqlx::query(BOOKKEEPING).execute(&mut *conn).await {
-            Ok(_) => self.apply_pending(&mut conn).await,
+            Ok(_) => match self.apply_pending(&mut conn).await {
+                Ok(applied) => self.check_checksums(&mut conn).await.map(|()| applied),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e.into()),
         };
         self.unlock_migrations(&mut conn).await;
         result
+    }
+
+    /// This engine's SQL of `migration`.
+    fn sql_of(&self, migration: &Migration) -> &'static str {
+        match self.engine {
+            Engine::Sqlite => migration.sqlite,
+            Engine::Postgres => migration.postgres,
+        }
+    }
+
+    /// Records the checksums of applied migrations that have none yet, and refuses a database
+    /// where an applied migration's checksum differs from this binary's: the file was edited
+    /// after it was applied, and the schema is not what the version says.
+    async fn check_checksums(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+        if current_version(conn).await? < CHECKSUMS_FROM {
+            return Ok(());
+        }
+        let rows = sqlx::query("SELECT version, checksum FROM talon_migrations")
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in rows {
+            let version: i64 = row.try_get("version")?;
+            let stored: String = row.try_get("checksum")?;
+            let Some(migration) = MIGRATIONS.iter().find(|m| m.version == version) else {
+                continue;
+            };
+            let ours = checksum(self.sql_of(migration));
+            if stored.is_empty() {
+                sqlx::query("UPDATE talon_migrations SET checksum = $2 WHERE version = $1")
+                    .bind(version)
+                    .bind(&ours)
+                    .execute(&mut *conn)
+                    .await?;
+            } else if stored != ours {
+                return Err(StoreError::MigrationChanged {
+                    version,
+                    name: migration.name,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Serialises migrators on PostgreSQL (SQLite serialises with `BEGIN IMMEDIATE`).
@@ -245,10 +310,7 @@ impl Store {
     async fn apply_pending(&self, conn: &mut sqlx::AnyConnection) -> Result<Vec<i64>, StoreError> {
         let mut applied = Vec::new();
         for migration in MIGRATIONS {
-            let sql = match self.engine {
-                Engine::Sqlite => migration.sqlite,
-                Engine::Postgres => migration.postgres,
-            };
+            let sql = self.sql_of(migration);
             let fail = |source| StoreError::Migration {
                 version: migration.version,
                 name: migration.name,

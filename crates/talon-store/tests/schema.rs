@@ -50,3 +50,26 @@ async fn h36_both_engines_end_with_the_same_schema() {
         "columns only PostgreSQL has"
     );
 }
+
+/// Issue 36: each applied migration's checksum is recorded; a database whose applied migration
+/// differs from this binary's (the file was edited after release) is refused at start, naming
+/// it, on both engines.
+async fn h36_an_edited_migration_is_refused_at_start(config: &talon_store::StoreConfig) {
+    let store = Store::open(config).await.unwrap();
+    store
+        .execute_admin(
+            "UPDATE talon_migrations SET checksum = '0123456789abcdef' WHERE version = 5",
+        )
+        .await
+        .unwrap();
+    drop(store);
+    let refused = Store::open(config).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("migration 5 (sessions) is not the one applied"),
+        "{refused}"
+    );
+}
+
+suite!(h36_an_edited_migration_is_refused_at_start);
