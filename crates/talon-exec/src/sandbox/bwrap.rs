@@ -25,7 +25,8 @@ pub struct Bubblewrap {
     program: PathBuf,
 }
 
-fn find_program() -> Option<PathBuf> {
+/// `bwrap` on `PATH`, else in `/usr/bin` or `/bin`.
+pub(crate) fn find_program() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])

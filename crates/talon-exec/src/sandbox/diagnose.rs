@@ -10,7 +10,7 @@
 //! the probes ran and every command failed.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::sandbox::{
     self, Backend, Bubblewrap, SandboxMode, landlock::Landlock, reason, seccomp_program,
@@ -40,14 +40,6 @@ pub struct Check {
     pub fix: Option<String>,
 }
 
-fn find_bwrap() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
-        .map(|dir| dir.join("bwrap"))
-        .find(|p| p.is_file())
-}
-
 fn version(program: &Path) -> String {
     std::process::Command::new(program)
         .arg("--version")
@@ -60,7 +52,7 @@ fn version(program: &Path) -> String {
 }
 
 fn bubblewrap() -> Check {
-    let Some(program) = find_bwrap() else {
+    let Some(program) = super::bwrap::find_program() else {
         return Check {
             name: "bubblewrap",
             works: false,

@@ -25,6 +25,13 @@ fn home_with(mock: &support::chat::Mock, extra: &str) -> tempfile::TempDir {
     home
 }
 
+/// The engines a scenario runs on: SQLite, and PostgreSQL on `schema` where there is one.
+fn engines(schema: Option<&Schema>) -> Vec<(&'static str, Option<&Schema>)> {
+    std::iter::once(("sqlite", None))
+        .chain(schema.map(|s| ("postgres", Some(s))))
+        .collect()
+}
+
 /// Alice's runs whose task starts with `task`, as gateway `base` shows them.
 fn runs_of(base: &str, task: &str) -> Vec<Value> {
     let (_, runs) = status_json(&format!("{base}/v1/runs?user=alice"), None);
@@ -123,9 +130,7 @@ fn h36_1_a_disconnected_turn_cancels_and_ends_its_waited_for_child() {
 fn h36_1_a_cancel_ends_a_run_whose_gateway_was_killed() {
     let schema = database_url().map(|url| Schema::new(&url, "h36cancel"));
     let scratch = tempfile::tempdir().unwrap();
-    let passes: Vec<(&str, Option<&Schema>)> = std::iter::once(("sqlite", None))
-        .chain(schema.as_ref().map(|s| ("postgres", Some(s))))
-        .collect();
+    let passes = engines(schema.as_ref());
     let mut conversations = Vec::new();
     for (pass, _) in &passes {
         conversations.push(json!({"when": format!("TASK-ORPHAN-{pass}"),
@@ -314,9 +319,7 @@ fn h36_7_an_announcement_on_another_gateway_waits_for_the_sessions_turn() {
 fn h36_9_a_taken_over_run_resumes_from_its_checkpoint() {
     let schema = database_url().map(|url| Schema::new(&url, "h36resume"));
     let scratch = tempfile::tempdir().unwrap();
-    let passes: Vec<(&str, Option<&Schema>)> = std::iter::once(("sqlite", None))
-        .chain(schema.as_ref().map(|s| ("postgres", Some(s))))
-        .collect();
+    let passes = engines(schema.as_ref());
     let mut conversations = Vec::new();
     for (pass, _) in &passes {
         conversations.push(json!({"when": format!("TASK-CKPT-{pass}"), "turns": [
