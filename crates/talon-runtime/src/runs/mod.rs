@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
 
 pub mod announce;
+pub mod authority;
 pub mod budget;
 mod checkpoint;
 pub mod custom_agents;
@@ -186,13 +187,13 @@ impl Runner {
         }
     }
 
-    /// The new run's row, for the caller `ctx`.
+    /// The new run's row, for the caller `ctx`, with its narrowed `tools` and `overrides`.
     fn new_run<'a>(
         &'a self,
         ctx: &'a CallContext,
         spec: &'a ChildSpec<'a>,
         prefix: &'a str,
-        overrides: &'a str,
+        (tools, overrides): (&'a [String], &'a str),
     ) -> NewRun<'a> {
         NewRun {
             parent: ctx.run.run_id.as_deref(),
@@ -205,7 +206,7 @@ impl Runner {
             origin: spec.origin,
             context_mode: spec.context_mode,
             task: spec.task,
-            tools: &spec.tools,
+            tools,
             overrides,
             owner: self.instance(),
             lease_until: self.lease_until(),
@@ -235,13 +236,18 @@ impl Runner {
     ) -> Result<RunRecord, RunRefused> {
         // The child's session is the user's, under the agent that runs it.
         let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
-        let overrides = serde_json::to_string(&spec.overrides).map_err(|e| {
+        // Whatever the call site asked for, the run is narrowed to its caller's authority here,
+        // the one place every run kind starts through.
+        let narrowed = authority::Authority::of_caller(self, ctx)
+            .await
+            .narrow(spec, authority::runs_with_own_tools(spec.origin));
+        let overrides = serde_json::to_string(&narrowed.overrides).map_err(|e| {
             RunRefused::Store(talon_store::StoreError::Invalid {
                 what: "run settings",
                 reason: format!("cannot be recorded: {e}"),
             })
         })?;
-        let new = self.new_run(ctx, spec, &prefix, &overrides);
+        let new = self.new_run(ctx, spec, &prefix, (&narrowed.tools, &overrides));
         let created = match replacing {
             Some(old) => {
                 self.store()

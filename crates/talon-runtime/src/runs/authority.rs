@@ -1,0 +1,152 @@
+//! A run's authority: what the turn that starts a run may pass on to it. It is computed once
+//! from the caller, in [`Runner::try_start_child`] — the one function every run kind starts
+//! through (subagents, delegations, evaluate rounds, gate reviews, team members, scheduled
+//! jobs, steered replacements) — and every child spec is narrowed to it there before its row is
+//! written. Whatever a call site asked for, the run stored can only be narrower:
+//!
+//! - its permission mode is the caller's or stricter;
+//! - its model is one `[subagents.models]` maps to (a name the operator listed), or none;
+//! - a subagent's tools are among the caller's offered tools (a delegation, a team member or a
+//!   scheduled job runs with its own agent's tools one level down, computed by its service);
+//! - its request cap is never above what the caller's own run may still make.
+//!
+//! The fields are private: the only way to get a narrower spec is [`Authority::narrow`], and
+//! there is no way to widen one.
+
+use std::collections::BTreeSet;
+
+use talon_core::CallContext;
+use talon_core::permission::PermissionMode;
+
+use super::{ChildOverrides, ChildSpec};
+use crate::agent_runs::Runner;
+
+/// What a caller may pass on to the runs it starts (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authority {
+    tools: BTreeSet<String>,
+    permission_mode: PermissionMode,
+    models: BTreeSet<String>,
+    max_requests: Option<u32>,
+}
+
+/// A child spec's tools and settings once narrowed to its caller's authority.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Narrowed {
+    pub tools: Vec<String>,
+    pub overrides: ChildOverrides,
+}
+
+impl Authority {
+    /// The authority of the caller `ctx`: the tools offered to it now, its permission mode, the
+    /// provider models `[subagents.models]` allows, and its own run's request cap (none for a
+    /// person's turn; a run's as it was stored).
+    pub(crate) async fn of_caller(runner: &Runner, ctx: &CallContext) -> Self {
+        let max_requests = match ctx.run.run_id.as_deref() {
+            Some(id) => match runner.store().run(id).await {
+                Ok(Some(run)) => ChildOverrides::of(&run).ok().and_then(|o| o.max_requests),
+                _ => None,
+            },
+            None => None,
+        };
+        Self {
+            tools: runner.tool_names(ctx).await.into_iter().collect(),
+            permission_mode: ctx.permission_mode,
+            models: runner.subagent_policy().models.values().cloned().collect(),
+            max_requests,
+        }
+    }
+
+    /// `spec` narrowed to this authority (see the module docs). `own_tools`: the run's tools
+    /// come from its own agent (a delegation, a team member, a scheduled job), not the caller's.
+    pub fn narrow(&self, spec: &ChildSpec<'_>, own_tools: bool) -> Narrowed {
+        let tools = if own_tools {
+            spec.tools.clone()
+        } else {
+            spec.tools
+                .iter()
+                .filter(|tool| self.tools.contains(*tool))
+                .cloned()
+                .collect()
+        };
+        let mut overrides = spec.overrides.clone();
+        overrides.permission_mode = Some(
+            overrides
+                .permission_mode
+                .map_or(self.permission_mode, |m| m.stricter(self.permission_mode)),
+        );
+        overrides.model = overrides.model.filter(|m| self.models.contains(m));
+        overrides.max_requests = match (overrides.max_requests, self.max_requests) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Narrowed { tools, overrides }
+    }
+}
+
+/// The origins whose runs take their own agent's tools rather than the caller's.
+pub(crate) fn runs_with_own_tools(origin: &str) -> bool {
+    matches!(origin, "delegation" | "evaluate" | "team" | "cron" | "gate")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authority() -> Authority {
+        Authority {
+            tools: ["read_file", "exec"].map(String::from).into(),
+            permission_mode: PermissionMode::Default,
+            models: ["small-1".to_string()].into(),
+            max_requests: Some(3),
+        }
+    }
+
+    fn spec(tools: &[&str], overrides: ChildOverrides) -> ChildSpec<'static> {
+        ChildSpec {
+            agent: "default",
+            task: "t",
+            tools: tools.iter().map(|t| t.to_string()).collect(),
+            origin: "subagent",
+            background: true,
+            over_link: None,
+            target_load: None,
+            context_mode: "fresh",
+            overrides,
+        }
+    }
+
+    /// Issue 36: whatever a call site asks for, the stored run is never wider than its caller.
+    #[test]
+    fn h36_a_child_spec_is_only_ever_narrowed() {
+        let wide = ChildOverrides {
+            permission_mode: Some(PermissionMode::BypassPermissions),
+            model: Some("gpt-priciest".into()),
+            max_requests: Some(50),
+            ..ChildOverrides::default()
+        };
+        let narrowed = authority().narrow(&spec(&["read_file", "gateway", "exec"], wide), false);
+        assert_eq!(narrowed.tools, ["read_file", "exec"]);
+        assert_eq!(
+            narrowed.overrides.permission_mode,
+            Some(PermissionMode::Default)
+        );
+        assert_eq!(narrowed.overrides.model, None);
+        assert_eq!(narrowed.overrides.max_requests, Some(3));
+        // Stricter and listed settings stay; a delegation keeps its own agent's tools.
+        let strict = ChildOverrides {
+            permission_mode: Some(PermissionMode::Plan),
+            model: Some("small-1".into()),
+            max_requests: Some(2),
+            ..ChildOverrides::default()
+        };
+        let narrowed = authority().narrow(&spec(&["write_file"], strict), true);
+        assert_eq!(narrowed.tools, ["write_file"]);
+        assert_eq!(
+            narrowed.overrides.permission_mode,
+            Some(PermissionMode::Plan)
+        );
+        assert_eq!(narrowed.overrides.model.as_deref(), Some("small-1"));
+        assert_eq!(narrowed.overrides.max_requests, Some(2));
+    }
+}
