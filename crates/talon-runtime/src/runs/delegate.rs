@@ -318,7 +318,7 @@ pub(super) async fn start_delegation(
     runner
         .start_child(ctx, &spec, None)
         .await
-        .map_err(ToolOutput::error)
+        .map_err(|refused| ToolOutput::own_error(refused.to_string()))
 }
 
 /// Input of [`DelegateSearch`].

@@ -213,17 +213,16 @@ impl Runner {
         }
     }
 
-    /// Creates the run for `spec` started by the caller `ctx`, within the limits (refused in
-    /// the seeds' words); `replacing`: the live run it takes the place of (steering).
+    /// Creates the run for `spec` started by the caller `ctx`, narrowed to its authority and
+    /// within the limits (refused in the seeds' words: [`RunRefused`] says which);
+    /// `replacing`: the live run it takes the place of (steering).
     pub async fn start_child(
         &self,
         ctx: &CallContext,
         spec: &ChildSpec<'_>,
         replacing: Option<&str>,
-    ) -> Result<RunRecord, String> {
-        self.try_start_child(ctx, spec, replacing)
-            .await
-            .map_err(|refused| refused.to_string())
+    ) -> Result<RunRecord, RunRefused> {
+        self.try_start_child(ctx, spec, replacing).await
     }
 
     /// [`Runner::start_child`], saying which limit refused it (a scheduled job waits and tries

@@ -258,7 +258,7 @@ async fn start(
     };
     let run = match runner.start_child(ctx, &spec, None).await {
         Ok(run) => run,
-        Err(refused) => return ToolOutput::own_error(refused),
+        Err(refused) => return ToolOutput::own_error(refused.to_string()),
     };
     let launched = format!(
         "Started subagent {} in the background. Its result will be announced to you when it \
@@ -442,7 +442,7 @@ async fn steer(
     // The replacement takes the old run's slot in the transaction that ends it.
     let new = match runner.start_child(ctx, &spec, Some(&old.id)).await {
         Ok(run) => run,
-        Err(refused) => return ToolOutput::own_error(refused),
+        Err(refused) => return ToolOutput::own_error(refused.to_string()),
     };
     if let Err(e) = runner.cancel_run(&old.id).await {
         tracing::warn!(run = %old.id, error = %e, "cannot stop a steered run");

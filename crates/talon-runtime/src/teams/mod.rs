@@ -263,7 +263,9 @@ You have unread team messages. Read them with team_message action read and act \
                 ..ChildOverrides::default()
             },
         };
-        self.start_child(parent, &spec, None).await
+        self.start_child(parent, &spec, None)
+            .await
+            .map_err(|refused| refused.to_string())
     }
 
     /// What a member's run is given: TEAM.md, its task, and the results of the task's
