@@ -173,9 +173,6 @@ pub(crate) async fn healthz() -> Response {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")})).into_response()
 }
 
-/// Seconds a caller of an unready gateway is told to wait.
-const READY_RETRY_SECONDS: u32 = 5;
-
 /// `GET /readyz`: 200 when the gateway can serve turns now, else 503 with `Retry-After` and
 /// why (a load balancer sends turns elsewhere meanwhile; `/healthz` says only that it lives).
 pub(crate) async fn readyz(readiness: Option<crate::Readiness>) -> Response {
@@ -189,7 +186,7 @@ pub(crate) async fn readyz(readiness: Option<crate::Readiness>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             [(
                 axum::http::header::RETRY_AFTER,
-                READY_RETRY_SECONDS.to_string(),
+                crate::RETRY_AFTER_SECONDS.to_string(),
             )],
             Json(json!({"status": "unavailable", "reason": why})),
         )

@@ -42,6 +42,10 @@ use talon_core::{CallContext, Callers, Pipeline};
 use talon_mcp::TalonMcp;
 use tokio_util::sync::CancellationToken;
 
+/// Seconds a caller is told to wait (`Retry-After`) while the gateway cannot serve: its store
+/// does not answer (`/readyz`, and every route that needed it).
+pub const RETRY_AFTER_SECONDS: u32 = 5;
+
 /// The default listen address.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8790";
 

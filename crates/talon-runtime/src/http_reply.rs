@@ -32,7 +32,7 @@ pub(crate) fn unavailable(message: impl std::fmt::Display) -> Response {
     let mut response = error(StatusCode::SERVICE_UNAVAILABLE, message);
     response.headers_mut().insert(
         axum::http::header::RETRY_AFTER,
-        axum::http::HeaderValue::from(crate::chat_http::RETRY_AFTER_SECONDS),
+        axum::http::HeaderValue::from(talon_gateway::RETRY_AFTER_SECONDS),
     );
     response
 }

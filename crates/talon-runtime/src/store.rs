@@ -77,15 +77,16 @@ impl talon_core::AgentDirectory for StoreAgents {
 }
 
 /// The gateway's readiness check (`GET /readyz`): the store answers within
-/// [`talon_store::PING_LIMIT`].
+/// [`talon_store::PING_LIMIT`]. The route needs no token, so its answer names no database
+/// detail; the error goes to the log.
 pub fn readiness(store: Store) -> talon_gateway::Readiness {
     std::sync::Arc::new(move || {
         let store = store.clone();
         Box::pin(async move {
-            store
-                .ping()
-                .await
-                .map_err(|e| format!("the database does not answer: {e}"))
+            store.ping().await.map_err(|e| {
+                tracing::warn!(error = %e, "not ready: the database does not answer");
+                "the database does not answer".to_string()
+            })
         })
     })
 }

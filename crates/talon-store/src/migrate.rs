@@ -229,14 +229,18 @@ impl Store {
         // Fast path for every start but the first: an up-to-date schema needs no lock and no
         // write (one read; `talon mcp` starts in milliseconds).
         if matches!(current_version(&mut conn).await, Ok(v) if v == latest()) {
-            self.check_checksums(&mut conn).await?;
+            self.check_checksums(&mut conn, latest()).await?;
             return Ok(Vec::new());
         }
         // Lock first: even CREATE TABLE IF NOT EXISTS races between PostgreSQL sessions.
         self.lock_migrations(&mut conn).await?;
         let result = match sqlx::query(BOOKKEEPING).execute(&mut *conn).await {
             Ok(_) => match self.apply_pending(&mut conn).await {
-                Ok(applied) => self.check_checksums(&mut conn).await.map(|()| applied),
+                // `apply_pending` has made the database the latest version (or refused).
+                Ok(applied) => self
+                    .check_checksums(&mut conn, latest())
+                    .await
+                    .map(|()| applied),
                 Err(e) => Err(e),
             },
             Err(e) => Err(e.into()),
@@ -256,8 +260,12 @@ impl Store {
     /// Records the checksums of applied migrations that have none yet, and refuses a database
     /// where an applied migration's checksum differs from this binary's: the file was edited
     /// after it was applied, and the schema is not what the version says.
-    async fn check_checksums(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
-        if current_version(conn).await? < CHECKSUMS_FROM {
+    async fn check_checksums(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        current: i64,
+    ) -> Result<(), StoreError> {
+        if current < CHECKSUMS_FROM {
             return Ok(());
         }
         let rows = sqlx::query("SELECT version, checksum FROM talon_migrations")

@@ -101,9 +101,6 @@ enum ErrorKind {
     PromptBlocked,
 }
 
-/// Seconds a client is told to wait before retrying while the store cannot be reached.
-pub const RETRY_AFTER_SECONDS: u32 = 5;
-
 impl ApiError {
     fn invalid(param: Option<&str>, message: impl Into<String>) -> Self {
         Self {
@@ -181,7 +178,7 @@ impl ApiError {
         if self.kind == ErrorKind::Unavailable {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from(RETRY_AFTER_SECONDS),
+                axum::http::HeaderValue::from(talon_gateway::RETRY_AFTER_SECONDS),
             );
         }
         response

@@ -109,9 +109,13 @@ impl Runner {
             while self.turn_runs_anywhere(session).await {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            // The session of a run that has ended takes no more turns: its results are
-            // settled, not announced to nobody.
-            if self.is_ended_runs_session(session).await {
+            // A run's session takes no announcement turns: a run is one turn (revisions
+            // aside), and once that turn is over the run is ending, so a turn there would run
+            // for nobody. Its results (a cancelled run's grandchild's, a child's that ended
+            // after its parent) are settled instead; while its turn runs, it takes them itself
+            // (`subagents wait`, `TaskOutput`). Every announcement passes here: a local end,
+            // and the supervisor's sweep of results nobody announces.
+            if self.is_runs_session(session).await {
                 if let Err(e) = self.store().settle_deliveries(session).await {
                     tracing::warn!(session, error = %e, "cannot settle an ended run's results");
                 }
@@ -165,9 +169,8 @@ impl Runner {
         }
     }
 
-    /// Whether `session` is the session of a run that has ended (a run's session key ends in
-    /// its id).
-    async fn is_ended_runs_session(&self, session: &str) -> bool {
+    /// Whether `session` is a run's own session (a run's session key ends in its id).
+    async fn is_runs_session(&self, session: &str) -> bool {
         let Some(id) = session
             .rsplit(':')
             .next()
@@ -175,10 +178,7 @@ impl Runner {
         else {
             return false;
         };
-        matches!(
-            self.store().run(id).await,
-            Ok(Some(run)) if run.session_key == session && !run.status.is_live()
-        )
+        matches!(self.store().run(id).await, Ok(Some(run)) if run.session_key == session)
     }
 
     /// Hands the announcements for `session` to the caller (a terminal showing it) while the

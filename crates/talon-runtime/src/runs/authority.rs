@@ -24,7 +24,9 @@ use crate::agent_runs::Runner;
 /// What a caller may pass on to the runs it starts (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Authority {
-    tools: BTreeSet<String>,
+    /// The caller's offered tools; `None` for a run that takes its own agent's (a delegation, a
+    /// team member, a gate review, a scheduled job), whose service computes them.
+    tools: Option<BTreeSet<String>>,
     permission_mode: PermissionMode,
     models: BTreeSet<String>,
     max_requests: Option<u32>,
@@ -38,10 +40,11 @@ pub struct Narrowed {
 }
 
 impl Authority {
-    /// The authority of the caller `ctx`: the tools offered to it now, its permission mode, the
-    /// provider models `[subagents.models]` allows, and its own run's request cap (none for a
-    /// person's turn; a run's as it was stored).
-    pub(crate) async fn of_caller(runner: &Runner, ctx: &CallContext) -> Self {
+    /// The authority of the caller `ctx` over a run of `origin`: the tools offered to it now
+    /// (when the run takes the caller's), its permission mode, the provider models
+    /// `[subagents.models]` allows, and its own run's request cap (none for a person's turn; a
+    /// run's as it was stored).
+    pub(crate) async fn of_caller(runner: &Runner, ctx: &CallContext, origin: &str) -> Self {
         let max_requests = match ctx.run.run_id.as_deref() {
             Some(id) => match runner.store().run(id).await {
                 Ok(Some(run)) => ChildOverrides::of(&run).ok().and_then(|o| o.max_requests),
@@ -49,25 +52,29 @@ impl Authority {
             },
             None => None,
         };
+        let tools = if runs_with_own_tools(origin) {
+            None
+        } else {
+            Some(runner.tool_names(ctx).await.into_iter().collect())
+        };
         Self {
-            tools: runner.tool_names(ctx).await.into_iter().collect(),
+            tools,
             permission_mode: ctx.permission_mode,
             models: runner.subagent_policy().models.values().cloned().collect(),
             max_requests,
         }
     }
 
-    /// `spec` narrowed to this authority (see the module docs). `own_tools`: the run's tools
-    /// come from its own agent (a delegation, a team member, a scheduled job), not the caller's.
-    pub fn narrow(&self, spec: &ChildSpec<'_>, own_tools: bool) -> Narrowed {
-        let tools = if own_tools {
-            spec.tools.clone()
-        } else {
-            spec.tools
+    /// `spec` narrowed to this authority (see the module docs).
+    pub fn narrow(&self, spec: &ChildSpec<'_>) -> Narrowed {
+        let tools = match &self.tools {
+            Some(caller) => spec
+                .tools
                 .iter()
-                .filter(|tool| self.tools.contains(*tool))
+                .filter(|tool| caller.contains(*tool))
                 .cloned()
-                .collect()
+                .collect(),
+            None => spec.tools.clone(),
         };
         let mut overrides = spec.overrides.clone();
         overrides.permission_mode = Some(
@@ -85,7 +92,7 @@ impl Authority {
 }
 
 /// The origins whose runs take their own agent's tools rather than the caller's.
-pub(crate) fn runs_with_own_tools(origin: &str) -> bool {
+fn runs_with_own_tools(origin: &str) -> bool {
     matches!(origin, "delegation" | "evaluate" | "team" | "cron" | "gate")
 }
 
@@ -93,9 +100,9 @@ pub(crate) fn runs_with_own_tools(origin: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn authority() -> Authority {
+    fn authority(tools: Option<&[&str]>) -> Authority {
         Authority {
-            tools: ["read_file", "exec"].map(String::from).into(),
+            tools: tools.map(|t| t.iter().map(|t| t.to_string()).collect()),
             permission_mode: PermissionMode::Default,
             models: ["small-1".to_string()].into(),
             max_requests: Some(3),
@@ -125,7 +132,8 @@ mod tests {
             max_requests: Some(50),
             ..ChildOverrides::default()
         };
-        let narrowed = authority().narrow(&spec(&["read_file", "gateway", "exec"], wide), false);
+        let narrowed = authority(Some(&["read_file", "exec"]))
+            .narrow(&spec(&["read_file", "gateway", "exec"], wide));
         assert_eq!(narrowed.tools, ["read_file", "exec"]);
         assert_eq!(
             narrowed.overrides.permission_mode,
@@ -140,7 +148,7 @@ mod tests {
             max_requests: Some(2),
             ..ChildOverrides::default()
         };
-        let narrowed = authority().narrow(&spec(&["write_file"], strict), true);
+        let narrowed = authority(None).narrow(&spec(&["write_file"], strict));
         assert_eq!(narrowed.tools, ["write_file"]);
         assert_eq!(
             narrowed.overrides.permission_mode,

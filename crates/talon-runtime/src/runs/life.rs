@@ -40,15 +40,13 @@ use crate::agent_runs::Runner;
 
 impl Runner {
     /// Records `run`'s end (once: a run ended elsewhere keeps its first end), tells the bus,
-    /// and has a result nobody waited for announced. Nothing is announced into the session of
-    /// a parent run that has ended (a model turn there would run for nobody, and a cancelled
-    /// run's grandchild would start one): such an end is recorded delivered.
+    /// and has a result nobody waited for announced (the announcer settles, without a turn, a
+    /// result for the session of a run that has ended: see [`crate::runs::announce`]).
     ///
     /// The write is retried until it lands: a run whose end could not be recorded (the
     /// database is unreachable) stays held here — its lease renewed, never taken over by this
     /// process — so its result is neither lost nor produced twice.
     pub(crate) async fn end_run(&self, run: &RunRecord, ending: &Ending, waited: bool) {
-        let quiet = waited || !self.parent_is_live(run).await;
         let ended = crate::landing::until_landed("the end of a run", || {
             self.store().finish_run(
                 &run.id,
@@ -56,7 +54,7 @@ impl Runner {
                 ending.status,
                 &ending.text,
                 ending.usage,
-                quiet,
+                waited,
             )
         })
         .await
@@ -70,11 +68,6 @@ impl Runner {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&run.id);
         self.runs.ended.notify_waiters();
-        // Results of its own children still waiting for its session would start a turn there
-        // for nobody: the run has ended.
-        if let Err(e) = self.store().settle_deliveries(&run.session_key).await {
-            tracing::warn!(run = %run.id, error = %e, "cannot settle an ended run's results");
-        }
         if ended {
             self.pipeline_events()
                 .run_event(ToolEvent::ChildRunFinished {
@@ -86,19 +79,10 @@ impl Runner {
                     output_tokens: ending.usage.output_tokens,
                     run: run_ref(run),
                 });
-            if !quiet {
+            if !waited {
                 self.announce(&run.parent_session, &run.parent_agent, &run.user_id);
             }
         }
-    }
-
-    /// Whether `run`'s parent run (if it has one) still runs; a parent that cannot be read is
-    /// taken as live (its result then waits in the outbox rather than being dropped).
-    async fn parent_is_live(&self, run: &RunRecord) -> bool {
-        if run.parent_id.is_empty() {
-            return true;
-        }
-        !matches!(self.store().run(&run.parent_id).await, Ok(Some(parent)) if !parent.status.is_live())
     }
 
     /// Runs `run` for a caller that waits for it, and its ending. The run belongs to the run

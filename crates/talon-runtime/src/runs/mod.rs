@@ -237,9 +237,9 @@ impl Runner {
         let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
         // Whatever the call site asked for, the run is narrowed to its caller's authority here,
         // the one place every run kind starts through.
-        let narrowed = authority::Authority::of_caller(self, ctx)
+        let narrowed = authority::Authority::of_caller(self, ctx, spec.origin)
             .await
-            .narrow(spec, authority::runs_with_own_tools(spec.origin));
+            .narrow(spec);
         let overrides = serde_json::to_string(&narrowed.overrides).map_err(|e| {
             RunRefused::Store(talon_store::StoreError::Invalid {
                 what: "run settings",

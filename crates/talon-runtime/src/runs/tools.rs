@@ -238,13 +238,9 @@ async fn start(
         .filter(|spec| keep(spec))
         .map(|spec| spec.name)
         .collect();
-    // A child is never looser than its caller: a definition's mode applies only where stricter.
-    let mut overrides = how.overrides;
-    overrides.permission_mode = Some(
-        overrides
-            .permission_mode
-            .map_or(ctx.permission_mode, |m| m.stricter(ctx.permission_mode)),
-    );
+    // A definition's mode applies only where stricter than the caller's: `start_child`
+    // narrows every spec to its caller's authority.
+    let overrides = how.overrides;
     let spec = ChildSpec {
         agent,
         task,

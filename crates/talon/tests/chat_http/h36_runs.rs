@@ -441,6 +441,11 @@ fn h36_10_a_database_outage_neither_fails_nor_orphans_runs() {
     let ready = raw(&server.addr, "GET", "/readyz", None);
     assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
     assert!(ready.to_lowercase().contains("retry-after: 5"), "{ready}");
+    // The route needs no token: it names no database detail.
+    assert!(
+        !ready.contains("127.0.0.1") && !ready.contains("postgres"),
+        "{ready}"
+    );
     let refused = raw(
         &server.addr,
         "POST",
