@@ -8,8 +8,8 @@
 //!   statement or runs under a row lock, never read-then-write.
 //!
 //! Queries are written once against sqlx's `Any` driver with runtime SQL (no live database at
-//! build time). Only the schema files (`migrations/<engine>/`) and full-text search differ per
-//! engine. Integers are `i64` everywhere and times are Unix milliseconds, so one Rust type reads
+//! build time). Only full-text search and the schema's per-engine fragments (one migration file
+//! per version, `migrations/`, with per-engine tokens and blocks) differ per engine. Integers are `i64` everywhere and times are Unix milliseconds, so one Rust type reads
 //! both engines.
 //!
 //! # Charter
@@ -19,7 +19,7 @@
 //! - **Never contains:** business rules beyond what one statement or transaction must hold across
 //!   gateways; no tool, HTTP or runtime types.
 //! - **A new feature goes:** a new durable record (a browser profile, a media job) is a table with
-//!   a migration for both engines and a test in the store suite on both.
+//!   a migration (one file, both engines) and a test in the store suite on both.
 
 mod agent_links;
 mod agents;
@@ -87,7 +87,7 @@ pub use memory::{
     MAX_MEMORY_QUERY_TERMS, MEMORY_SEARCH_TIMEOUT, MemoryDocument, MemoryHit, UpdateError, chunk,
     memory_query_terms, memory_search_slots,
 };
-pub use migrate::{MIGRATIONS, MigrationStatus};
+pub use migrate::{MIGRATIONS, MigrationSourceError, MigrationStatus};
 pub use runs::{
     Delivery, NewRun, RUNS_CHANNEL, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage,
     RunsCancelled,
@@ -117,6 +117,15 @@ pub enum StoreError {
         "migration {version} ({name}) is not the one applied to this database: its file was changed after it was applied; restore it, and put the change in a new migration"
     )]
     MigrationChanged { version: i64, name: &'static str },
+    /// A migration's source has a malformed per-engine fragment (caught by the unit tests; a
+    /// shipped binary's sources render).
+    #[error("migration {version} ({name}) cannot be rendered: {source}")]
+    MigrationSource {
+        version: i64,
+        name: &'static str,
+        #[source]
+        source: MigrationSourceError,
+    },
     #[error("migration {version} ({name}) failed: {source}")]
     Migration {
         version: i64,

@@ -1,163 +1,185 @@
 //! Versioned migrations: applied in order, recorded in `talon_migrations`, each in its own
 //! transaction, and never on a database newer than this binary.
 //!
+//! **One source per version.** Each migration is one file, `migrations/NNNN_name.sql`, for both
+//! engines: the two dialects share almost all their text, and two copies drift apart. Where they
+//! differ, the file holds per-engine fragments (inline tokens such as `{{bigint}}`, whole-line
+//! `-- @sqlite` / `-- @postgres` / `-- @end` blocks), rendered per engine by [`render`] once, on
+//! first use (`migrations/README.md` says how to write one).
+//!
+//! **Checksums.** From v23 each applied migration's checksum, over the engine's rendered SQL, is
+//! recorded, and a database whose applied migration's text changed is refused at start. So the
+//! rendering of an applied migration must never change, byte for byte: the unit tests pin every
+//! version's checksums on both engines, and a change goes in a new migration.
+//!
 //! Concurrent starts are safe: PostgreSQL serialises migrators with an advisory lock; SQLite
 //! takes the write lock up front (`BEGIN IMMEDIATE`) and re-reads the version under it.
 
+mod render;
+#[cfg(test)]
+mod tests;
+
+use std::sync::OnceLock;
+
 use sqlx::{Acquire, Row};
+
+pub use render::MigrationSourceError;
 
 use crate::{Engine, Store, StoreError, now_ms};
 
-/// One schema change, in both dialects.
+/// One schema change, written once for both engines (see the module comment).
 #[derive(Debug)]
 pub struct Migration {
     pub version: i64,
     pub name: &'static str,
-    sqlite: &'static str,
-    postgres: &'static str,
+    /// The SQL source, with the engines' fragments ([`render`]).
+    source: &'static str,
+}
+
+const fn migration(version: i64, name: &'static str, source: &'static str) -> Migration {
+    Migration {
+        version,
+        name,
+        source,
+    }
 }
 
 /// Every migration, in order.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-        postgres: include_str!("../migrations/postgres/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "exec",
-        sqlite: include_str!("../migrations/sqlite/0002_exec.sql"),
-        postgres: include_str!("../migrations/postgres/0002_exec.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "mcp",
-        sqlite: include_str!("../migrations/sqlite/0003_mcp.sql"),
-        postgres: include_str!("../migrations/postgres/0003_mcp.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "mcp_oauth",
-        sqlite: include_str!("../migrations/sqlite/0004_mcp_oauth.sql"),
-        postgres: include_str!("../migrations/postgres/0004_mcp_oauth.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "sessions",
-        sqlite: include_str!("../migrations/sqlite/0005_sessions.sql"),
-        postgres: include_str!("../migrations/postgres/0005_sessions.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "session_settings",
-        sqlite: include_str!("../migrations/sqlite/0006_session_settings.sql"),
-        postgres: include_str!("../migrations/postgres/0006_session_settings.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "session_owner",
-        sqlite: include_str!("../migrations/sqlite/0007_session_owner.sql"),
-        postgres: include_str!("../migrations/postgres/0007_session_owner.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "runs",
-        sqlite: include_str!("../migrations/sqlite/0008_runs.sql"),
-        postgres: include_str!("../migrations/postgres/0008_runs.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "run_delivery",
-        sqlite: include_str!("../migrations/sqlite/0009_run_delivery.sql"),
-        postgres: include_str!("../migrations/postgres/0009_run_delivery.sql"),
-    },
-    Migration {
-        version: 10,
-        name: "agent_links",
-        sqlite: include_str!("../migrations/sqlite/0010_agent_links.sql"),
-        postgres: include_str!("../migrations/postgres/0010_agent_links.sql"),
-    },
-    Migration {
-        version: 11,
-        name: "handoff_routes",
-        sqlite: include_str!("../migrations/sqlite/0011_handoff_routes.sql"),
-        postgres: include_str!("../migrations/postgres/0011_handoff_routes.sql"),
-    },
-    Migration {
-        version: 12,
-        name: "run_overrides",
-        sqlite: include_str!("../migrations/sqlite/0012_run_overrides.sql"),
-        postgres: include_str!("../migrations/postgres/0012_run_overrides.sql"),
-    },
-    Migration {
-        version: 13,
-        name: "teams",
-        sqlite: include_str!("../migrations/sqlite/0013_teams.sql"),
-        postgres: include_str!("../migrations/postgres/0013_teams.sql"),
-    },
-    Migration {
-        version: 14,
-        name: "memory_vectors",
-        sqlite: include_str!("../migrations/sqlite/0014_memory_vectors.sql"),
-        postgres: include_str!("../migrations/postgres/0014_memory_vectors.sql"),
-    },
-    Migration {
-        version: 15,
-        name: "skills",
-        sqlite: include_str!("../migrations/sqlite/0015_skills.sql"),
-        postgres: include_str!("../migrations/postgres/0015_skills.sql"),
-    },
-    Migration {
-        version: 16,
-        name: "knowledge_graph",
-        sqlite: include_str!("../migrations/sqlite/0016_knowledge_graph.sql"),
-        postgres: include_str!("../migrations/postgres/0016_knowledge_graph.sql"),
-    },
-    Migration {
-        version: 17,
-        name: "custom_tools",
-        sqlite: include_str!("../migrations/sqlite/0017_custom_tools.sql"),
-        postgres: include_str!("../migrations/postgres/0017_custom_tools.sql"),
-    },
-    Migration {
-        version: 18,
-        name: "cron",
-        sqlite: include_str!("../migrations/sqlite/0018_cron.sql"),
-        postgres: include_str!("../migrations/postgres/0018_cron.sql"),
-    },
-    Migration {
-        version: 19,
-        name: "cron_delivery",
-        sqlite: include_str!("../migrations/sqlite/0019_cron_delivery.sql"),
-        postgres: include_str!("../migrations/postgres/0019_cron_delivery.sql"),
-    },
-    Migration {
-        version: 20,
-        name: "cli_credential_destinations",
-        sqlite: include_str!("../migrations/sqlite/0020_cli_credential_destinations.sql"),
-        postgres: include_str!("../migrations/postgres/0020_cli_credential_destinations.sql"),
-    },
-    Migration {
-        version: 21,
-        name: "mcp_protocol_version",
-        sqlite: include_str!("../migrations/sqlite/0021_mcp_protocol_version.sql"),
-        postgres: include_str!("../migrations/postgres/0021_mcp_protocol_version.sql"),
-    },
-    Migration {
-        version: 22,
-        name: "turn_checkpoints",
-        sqlite: include_str!("../migrations/sqlite/0022_turn_checkpoints.sql"),
-        postgres: include_str!("../migrations/postgres/0022_turn_checkpoints.sql"),
-    },
-    Migration {
-        version: 23,
-        name: "migration_checksums",
-        sqlite: include_str!("../migrations/sqlite/0023_migration_checksums.sql"),
-        postgres: include_str!("../migrations/postgres/0023_migration_checksums.sql"),
-    },
+    migration(1, "init", include_str!("../migrations/0001_init.sql")),
+    migration(2, "exec", include_str!("../migrations/0002_exec.sql")),
+    migration(3, "mcp", include_str!("../migrations/0003_mcp.sql")),
+    migration(
+        4,
+        "mcp_oauth",
+        include_str!("../migrations/0004_mcp_oauth.sql"),
+    ),
+    migration(
+        5,
+        "sessions",
+        include_str!("../migrations/0005_sessions.sql"),
+    ),
+    migration(
+        6,
+        "session_settings",
+        include_str!("../migrations/0006_session_settings.sql"),
+    ),
+    migration(
+        7,
+        "session_owner",
+        include_str!("../migrations/0007_session_owner.sql"),
+    ),
+    migration(8, "runs", include_str!("../migrations/0008_runs.sql")),
+    migration(
+        9,
+        "run_delivery",
+        include_str!("../migrations/0009_run_delivery.sql"),
+    ),
+    migration(
+        10,
+        "agent_links",
+        include_str!("../migrations/0010_agent_links.sql"),
+    ),
+    migration(
+        11,
+        "handoff_routes",
+        include_str!("../migrations/0011_handoff_routes.sql"),
+    ),
+    migration(
+        12,
+        "run_overrides",
+        include_str!("../migrations/0012_run_overrides.sql"),
+    ),
+    migration(13, "teams", include_str!("../migrations/0013_teams.sql")),
+    migration(
+        14,
+        "memory_vectors",
+        include_str!("../migrations/0014_memory_vectors.sql"),
+    ),
+    migration(15, "skills", include_str!("../migrations/0015_skills.sql")),
+    migration(
+        16,
+        "knowledge_graph",
+        include_str!("../migrations/0016_knowledge_graph.sql"),
+    ),
+    migration(
+        17,
+        "custom_tools",
+        include_str!("../migrations/0017_custom_tools.sql"),
+    ),
+    migration(18, "cron", include_str!("../migrations/0018_cron.sql")),
+    migration(
+        19,
+        "cron_delivery",
+        include_str!("../migrations/0019_cron_delivery.sql"),
+    ),
+    migration(
+        20,
+        "cli_credential_destinations",
+        include_str!("../migrations/0020_cli_credential_destinations.sql"),
+    ),
+    migration(
+        21,
+        "mcp_protocol_version",
+        include_str!("../migrations/0021_mcp_protocol_version.sql"),
+    ),
+    migration(
+        22,
+        "turn_checkpoints",
+        include_str!("../migrations/0022_turn_checkpoints.sql"),
+    ),
+    migration(
+        23,
+        "migration_checksums",
+        include_str!("../migrations/0023_migration_checksums.sql"),
+    ),
 ];
+
+/// Both engines' SQL of one migration.
+struct Rendered {
+    sqlite: String,
+    postgres: String,
+}
+
+impl Rendered {
+    fn sql(&self, engine: Engine) -> &str {
+        match engine {
+            Engine::Sqlite => &self.sqlite,
+            Engine::Postgres => &self.postgres,
+        }
+    }
+}
+
+type RenderFailure = (&'static Migration, MigrationSourceError);
+
+/// Every migration with its SQL for `engine`, in order. Rendered once, on first use (the sources
+/// are compiled in, and a unit test renders them all, so this does not fail in a shipped binary).
+fn migrations_for(
+    engine: Engine,
+) -> Result<impl Iterator<Item = (&'static Migration, &'static str)>, StoreError> {
+    static RENDERED: OnceLock<Result<Vec<Rendered>, RenderFailure>> = OnceLock::new();
+    let rendered = RENDERED.get_or_init(|| {
+        MIGRATIONS
+            .iter()
+            .map(|m| {
+                let sqlite = render::render(m.source, Engine::Sqlite).map_err(|e| (m, e))?;
+                let postgres = render::render(m.source, Engine::Postgres).map_err(|e| (m, e))?;
+                Ok(Rendered { sqlite, postgres })
+            })
+            .collect()
+    });
+    match rendered {
+        Ok(all) => Ok(MIGRATIONS
+            .iter()
+            .zip(all)
+            .map(move |(m, r)| (m, r.sql(engine)))),
+        Err((m, e)) => Err(StoreError::MigrationSource {
+            version: m.version,
+            name: m.name,
+            source: e.clone(),
+        }),
+    }
+}
 
 /// The version from which `talon_migrations` records checksums.
 const CHECKSUMS_FROM: i64 = 23;
@@ -249,14 +271,6 @@ impl Store {
         result
     }
 
-    /// This engine's SQL of `migration`.
-    fn sql_of(&self, migration: &Migration) -> &'static str {
-        match self.engine {
-            Engine::Sqlite => migration.sqlite,
-            Engine::Postgres => migration.postgres,
-        }
-    }
-
     /// Records the checksums of applied migrations that have none yet, and refuses a database
     /// where an applied migration's checksum differs from this binary's: the file was edited
     /// after it was applied, and the schema is not what the version says.
@@ -274,10 +288,12 @@ impl Store {
         for row in rows {
             let version: i64 = row.try_get("version")?;
             let stored: String = row.try_get("checksum")?;
-            let Some(migration) = MIGRATIONS.iter().find(|m| m.version == version) else {
+            let Some((migration, sql)) =
+                migrations_for(self.engine)?.find(|(m, _)| m.version == version)
+            else {
                 continue;
             };
-            let ours = checksum(self.sql_of(migration));
+            let ours = checksum(sql);
             if stored.is_empty() {
                 sqlx::query("UPDATE talon_migrations SET checksum = $2 WHERE version = $1")
                     .bind(version)
@@ -317,8 +333,7 @@ impl Store {
 
     async fn apply_pending(&self, conn: &mut sqlx::AnyConnection) -> Result<Vec<i64>, StoreError> {
         let mut applied = Vec::new();
-        for migration in MIGRATIONS {
-            let sql = self.sql_of(migration);
+        for (migration, sql) in migrations_for(self.engine)? {
             let fail = |source| StoreError::Migration {
                 version: migration.version,
                 name: migration.name,

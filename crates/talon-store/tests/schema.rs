@@ -1,5 +1,5 @@
-//! Issue 36: the SQLite and PostgreSQL migrations are written apart, one file per engine and
-//! version; this keeps them the same schema. Both engines are migrated from empty and must end
+//! Issue 36: each migration is one source with per-engine fragments (tokens and blocks), and
+//! the fragments may differ by more than spelling; this keeps the engines the same schema. Both engines are migrated from empty and must end
 //! with the same tables and columns, but for the differences listed here on purpose.
 
 use std::collections::BTreeSet;
