@@ -98,25 +98,3 @@ fn applied_migrations_keep_their_checksums() {
         }
     }
 }
-
-/// TEMPORARY: the rendered sources equal the per-engine files they replace, byte for byte.
-#[test]
-fn rendered_equals_the_old_files() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-    let mut files: Vec<_> = std::fs::read_dir(dir.join("sqlite"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), MIGRATIONS.len());
-    for (engine, sub) in [(Engine::Sqlite, "sqlite"), (Engine::Postgres, "postgres")] {
-        for ((m, sql), file) in migrations_for(engine).unwrap().zip(&files) {
-            let old = std::fs::read_to_string(dir.join(sub).join(file)).unwrap();
-            assert!(
-                old == sql,
-                "{sub}/{file:?} (v{}) differs:\n{sql}",
-                m.version
-            );
-        }
-    }
-}
