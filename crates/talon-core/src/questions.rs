@@ -8,6 +8,8 @@
 //! A question belongs to the user of the turn that asked it: [`Questions::pending`] and
 //! [`Questions::answer`] see only that user's (several users share one `talon serve`).
 
+pub mod form;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 

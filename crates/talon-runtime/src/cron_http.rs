@@ -23,8 +23,9 @@ use serde_json::json;
 use talon_store::CronJob;
 
 use crate::agent_runs::Runner;
+use crate::cron::ops::{self, Asker, CronError};
 use crate::cron::request::JobFields;
-use crate::http_reply::{error, store_error};
+use crate::http_reply::{error, store_error, unavailable};
 
 /// The routes over `runner` (whose scheduler is woken by changes).
 pub fn routes(runner: Runner) -> Router {
@@ -72,42 +73,33 @@ async fn list(State(runner): State<Runner>, Query(q): Query<CronQuery>) -> Respo
     }
 }
 
+/// A refused or failed operation: 400 for a request to fix, 404 for a job the user does not
+/// have, 503 with `Retry-After` while the database cannot be reached.
+fn cron_error(e: CronError) -> Response {
+    match e {
+        CronError::Invalid(_) => error(StatusCode::BAD_REQUEST, e),
+        CronError::NotFound { id } => not_found(&id),
+        CronError::Unavailable(_) => unavailable(e),
+        CronError::Store(e) => store_error(e),
+    }
+}
+
+fn asker(runner: &Runner) -> Asker<'_> {
+    Asker::Gateway {
+        runner,
+        agent: runner.default_agent(),
+        origin: None,
+    }
+}
+
 async fn add(
     State(runner): State<Runner>,
     Query(q): Query<CronQuery>,
     Json(fields): Json<JobFields>,
 ) -> Response {
-    let default = runner.default_agent().to_string();
-    let mut new = match fields.new_job(q.user(), &default) {
-        Ok(new) => new,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    let user = (!q.user().is_empty()).then_some(q.user());
-    if let Err(e) = runner
-        .context(Some(new.agent), user, crate::cron::CHANNEL)
-        .await
-    {
-        return error(StatusCode::BAD_REQUEST, e);
-    }
-    if let Some(delivery) = &mut new.delivery
-        && let Err(e) = runner
-            .check_job_delivery(None, new.agent, q.user(), delivery)
-            .await
-    {
-        return error(StatusCode::BAD_REQUEST, e);
-    }
-    if let Err(e) = runner
-        .check_job_session(new.session_key, new.agent, q.user())
-        .await
-    {
-        return error(StatusCode::BAD_REQUEST, e);
-    }
-    match runner.store().add_cron_job(&new).await {
-        Ok(job) => {
-            runner.wake_scheduler();
-            (StatusCode::CREATED, Json(json!({"job": shown(&job)}))).into_response()
-        }
-        Err(e) => store_error(e),
+    match ops::add(&asker(&runner), q.user(), &fields).await {
+        Ok(job) => (StatusCode::CREATED, Json(json!({"job": shown(&job)}))).into_response(),
+        Err(e) => cron_error(e),
     }
 }
 
@@ -129,39 +121,9 @@ async fn update(
     Query(q): Query<CronQuery>,
     Json(fields): Json<JobFields>,
 ) -> Response {
-    let job = match runner.store().cron_job(q.user(), &id).await {
-        Ok(Some(job)) => job,
-        Ok(None) => return not_found(&id),
-        Err(e) => return store_error(e),
-    };
-    let mut patch = match fields.patch(&job) {
-        Ok(patch) => patch,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    if let Some(Some(delivery)) = &mut patch.delivery
-        && let Err(e) = runner
-            .check_job_delivery(None, &job.agent, q.user(), delivery)
-            .await
-    {
-        return error(StatusCode::BAD_REQUEST, e);
-    }
-    if let Some(session) = &patch.session_key
-        && let Err(e) = runner
-            .check_job_session(session, &job.agent, q.user())
-            .await
-    {
-        return error(StatusCode::BAD_REQUEST, e);
-    }
-    match runner
-        .store()
-        .update_cron_job(q.user(), &job.id, &patch)
-        .await
-    {
-        Ok(job) => {
-            runner.wake_scheduler();
-            Json(json!({"job": shown(&job)})).into_response()
-        }
-        Err(e) => store_error(e),
+    match ops::update(&asker(&runner), q.user(), &id, &fields).await {
+        Ok(job) => Json(json!({"job": shown(&job)})).into_response(),
+        Err(e) => cron_error(e),
     }
 }
 
@@ -182,25 +144,15 @@ async fn run(
     Path(id): Path<String>,
     Query(q): Query<CronQuery>,
 ) -> Response {
-    let force = match q.mode.as_deref().unwrap_or("force") {
-        "force" => true,
-        "due" => false,
-        other => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("mode {other:?}: use force (run now) or due (only if it is due)"),
-            );
-        }
+    let result = match ops::force_mode(q.mode.as_deref()) {
+        Ok(force) => ops::run(&asker(&runner), q.user(), &id, force).await,
+        Err(e) => Err(e),
     };
-    match runner.store().request_cron_run(q.user(), &id, force).await {
+    match result {
         Ok((job, started)) => {
-            if started {
-                runner.wake_scheduler();
-            }
             Json(json!({"ok": true, "started": started, "job": shown(&job)})).into_response()
         }
-        Err(talon_store::StoreError::NotFound { .. }) => not_found(&id),
-        Err(e) => store_error(e),
+        Err(e) => cron_error(e),
     }
 }
 

@@ -33,6 +33,8 @@ use talon_bridge::Bridge;
 use talon_bridge::link::Status;
 use talon_store::{GrantSpec, RequestStatus, Store, StoreError, SubjectKind};
 
+use crate::http_reply::{error, store_error};
+use crate::mcp_admin::{McpAdmin, McpAdminError, grant_json, request_json};
 use crate::mcp_servers_config::McpServerSection;
 
 #[derive(Clone)]
@@ -40,7 +42,7 @@ struct Admin {
     store: Store,
     bridge: Option<Arc<Bridge>>,
     /// Names in talon.toml: not stored, not removable here.
-    configured: Arc<Vec<String>>,
+    configured: Arc<[String]>,
     /// Whether callers are authenticated (a gateway token): only then may a body define a
     /// server that runs a command on the host.
     commands_allowed: bool,
@@ -70,20 +72,28 @@ pub fn routes(
         .with_state(Admin {
             store,
             bridge,
-            configured: Arc::new(configured),
+            configured: configured.into(),
             commands_allowed: authenticated,
         })
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({"ok": false, "error": message.into()}))).into_response()
+/// A refused or failed operation: 400 for a request to fix, 404 for what does not exist, 409
+/// for a name of `talon.toml`, 503 with `Retry-After` while the database cannot be reached.
+fn refused(e: McpAdminError) -> Response {
+    match e {
+        McpAdminError::Invalid(_) => error(StatusCode::BAD_REQUEST, e),
+        McpAdminError::Configured { .. } => error(StatusCode::CONFLICT, e),
+        McpAdminError::NotFound(_) => error(StatusCode::NOT_FOUND, e),
+        McpAdminError::Store(e) => store_error(e),
+    }
 }
 
-fn store_error(e: StoreError) -> Response {
-    match e {
-        StoreError::Invalid { .. } => error(StatusCode::BAD_REQUEST, e.to_string()),
-        StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
-        e => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+impl Admin {
+    fn ops(&self) -> McpAdmin<'_> {
+        McpAdmin {
+            store: &self.store,
+            configured: &self.configured,
+        }
     }
 }
 
@@ -132,7 +142,7 @@ async fn list_servers(State(admin): State<Admin>) -> Response {
                 "status": live.get(&s.spec.name)})
         })
         .collect();
-    Json(json!({"servers": servers, "bridged": live, "configured": *admin.configured}))
+    Json(json!({"servers": servers, "bridged": live, "configured": &*admin.configured}))
         .into_response()
 }
 
@@ -210,15 +220,6 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
              or in talon.toml, or set gateway.token; URL servers are accepted",
         );
     }
-    if admin.configured.contains(&b.name) {
-        return error(
-            StatusCode::CONFLICT,
-            format!(
-                "{} is configured in talon.toml; choose another name",
-                b.name
-            ),
-        );
-    }
     // The body is a server section like talon.toml's (without the fields that would read the
     // gateway's environment), turned into a record by its rule.
     let given = b.env.is_some() || b.headers.is_some() || !b.replace;
@@ -245,39 +246,24 @@ async fn add_server(State(admin): State<Admin>, raw: Body<ServerBody>) -> Respon
         protocol_version: b.protocol_version,
         enabled: b.enabled,
     };
-    let (spec, secrets) = match section.checked_spec(&b.name) {
-        Ok(pair) => pair,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    let secrets = given.then_some(secrets);
     match admin
-        .store
-        .put_mcp_server(&spec, secrets.as_ref(), b.replace)
+        .ops()
+        .add_server(&b.name, section, b.replace, given)
         .await
     {
-        Ok(()) => (
+        Ok(spec) => (
             StatusCode::CREATED,
             Json(json!({"ok": true, "name": spec.name})),
         )
             .into_response(),
-        Err(e) => store_error(e),
+        Err(e) => refused(e),
     }
 }
 
 async fn remove_server(State(admin): State<Admin>, Path(name): Path<String>) -> Response {
-    if admin.configured.contains(&name) {
-        return error(
-            StatusCode::CONFLICT,
-            format!("{name} is configured in talon.toml; remove it there"),
-        );
-    }
-    match admin.store.remove_mcp_server(&name).await {
-        Ok(true) => Json(json!({"ok": true})).into_response(),
-        Ok(false) => error(
-            StatusCode::NOT_FOUND,
-            format!("no stored MCP server named {name}"),
-        ),
-        Err(e) => store_error(e),
+    match admin.ops().remove_server(&name).await {
+        Ok(()) => Json(json!({"ok": true})).into_response(),
+        Err(e) => refused(e),
     }
 }
 
@@ -290,14 +276,7 @@ struct ServerFilter {
 async fn list_grants(State(admin): State<Admin>, Query(f): Query<ServerFilter>) -> Response {
     match admin.store.mcp_grants(f.server.as_deref()).await {
         Ok(grants) => {
-            let grants: Vec<Value> = grants
-                .iter()
-                .map(|g| {
-                    json!({"server": g.server, "kind": g.kind.as_str(), "subject": g.subject,
-                        "enabled": g.enabled, "allow": g.tool_allow, "deny": g.tool_deny,
-                        "granted_by": g.granted_by, "updated_at": g.updated_at})
-                })
-                .collect();
+            let grants: Vec<Value> = grants.iter().map(grant_json).collect();
             Json(json!({"grants": grants})).into_response()
         }
         Err(e) => store_error(e),
@@ -343,9 +322,9 @@ async fn put_grant(State(admin): State<Admin>, raw: Body<GrantBody>) -> Response
         tool_deny: b.deny,
         granted_by: b.granted_by.unwrap_or_else(|| "http".into()),
     };
-    match admin.store.put_mcp_grant(&grant).await {
+    match admin.ops().put_grant(&grant).await {
         Ok(()) => Json(json!({"ok": true})).into_response(),
-        Err(e) => store_error(e),
+        Err(e) => refused(e),
     }
 }
 
@@ -357,13 +336,9 @@ async fn remove_grant(
         Ok(k) => k,
         Err(e) => return store_error(e),
     };
-    match admin.store.remove_mcp_grant(&server, kind, &subject).await {
-        Ok(true) => Json(json!({"ok": true})).into_response(),
-        Ok(false) => error(
-            StatusCode::NOT_FOUND,
-            format!("{} {subject} has no grant for {server}", kind.as_str()),
-        ),
-        Err(e) => store_error(e),
+    match admin.ops().remove_grant(&server, kind, &subject).await {
+        Ok(()) => Json(json!({"ok": true})).into_response(),
+        Err(e) => refused(e),
     }
 }
 
@@ -371,13 +346,6 @@ async fn remove_grant(
 struct StatusFilter {
     #[serde(default)]
     status: Option<String>,
-}
-
-fn request_json(r: &talon_store::McpAccessRequest) -> Value {
-    json!({"id": r.id, "server": r.server, "kind": r.kind.as_str(), "subject": r.subject,
-        "tools": r.tool_allow, "reason": r.reason, "requested_by": r.requested_by,
-        "status": r.status.as_str(), "reviewed_by": r.reviewed_by,
-        "review_note": r.review_note, "created_at": r.created_at, "reviewed_at": r.reviewed_at})
 }
 
 async fn list_requests(State(admin): State<Admin>, Query(f): Query<StatusFilter>) -> Response {
@@ -422,12 +390,12 @@ async fn file_request(State(admin): State<Admin>, raw: Body<RequestBody>) -> Res
     };
     let by = b.requested_by.unwrap_or_else(|| subject.clone());
     match admin
-        .store
-        .request_mcp_access(&b.server, kind, &subject, &b.tools, &b.reason, &by)
+        .ops()
+        .request_access(&b.server, (kind, &subject), &b.tools, &b.reason, &by)
         .await
     {
         Ok(id) => (StatusCode::CREATED, Json(json!({"ok": true, "id": id}))).into_response(),
-        Err(e) => store_error(e),
+        Err(e) => refused(e),
     }
 }
 
@@ -463,7 +431,7 @@ async fn review(
         .await
     {
         Ok(r) => Json(json!({"ok": true, "request": request_json(&r)})).into_response(),
-        Err(e @ StoreError::Invalid { .. }) => error(StatusCode::CONFLICT, e.to_string()),
+        Err(e @ StoreError::Invalid { .. }) => error(StatusCode::CONFLICT, e),
         Err(e) => store_error(e),
     }
 }

@@ -515,7 +515,7 @@ fn the_operators_cli_is_complete() {
     // `config show`: values with their sources, secrets masked.
     std::fs::write(
         &path,
-        "[gateway]\ntoken = \"hunter2\"\nbind = \"127.0.0.1:9000\"\n[mcp_servers.gh]\ncommand = \"gh-mcp\"\nenv = { GH_PAT = \"ghp_live_value\" }\n",
+        "[gateway]\ntoken = \"hunter2\"\nbind = \"127.0.0.1:9000\"\n[mcp_servers.gh]\ncommand = \"gh-mcp\"\nargs = [\"--api-key\", \"plain-key-value\"]\nenv = { GH_PAT = \"ghp_live_value\" }\n",
     )
     .unwrap();
     let mut show = command(home);
@@ -529,7 +529,11 @@ fn the_operators_cli_is_complete() {
         !shown.contains("ghp_live_value"),
         "an MCP server's env is masked: {shown}"
     );
-    assert!(shown.contains("gateway.token = \"********\""), "{shown}");
+    assert!(
+        !shown.contains("plain-key-value"),
+        "the value after a credential flag is masked, as the gateway tool masks it: {shown}"
+    );
+    assert!(shown.contains("gateway.token = \"[redacted]\""), "{shown}");
     assert!(
         shown.contains(&format!("gateway.bind = \"127.0.0.1:9000\"  # {path_arg}")),
         "{shown}"

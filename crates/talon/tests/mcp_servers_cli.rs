@@ -288,6 +288,18 @@ async fn a_running_gateway_follows_servers_added_and_removed_over_http_and_the_c
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
+    // A grant or a request for a server nobody configured is refused over HTTP as on the CLI
+    // (one operation): it would otherwise wait for whoever adds a server under that name.
+    for (path, body) in [
+        ("/v1/mcp-grants", json!({"server": "nowhere", "agent": "a"})),
+        (
+            "/v1/mcp-access-requests",
+            json!({"server": "nowhere", "agent": "a"}),
+        ),
+    ] {
+        let unknown = client.post(api(path)).json(&body).send().await.unwrap();
+        assert_eq!(unknown.status(), 404, "{path}");
+    }
 
     // Removed with the CLI (another process): the gateway drops its tools.
     let (ok, stdout, stderr) = talon(server.home.path(), &["mcp-servers", "remove", "everything"]);

@@ -9,16 +9,16 @@
 
 use talon_store::{CronDelivery, CronJob, CronRunStatus};
 
-use crate::agent_runs::Runner;
+use crate::agent_runs::{RunError, Runner};
+use crate::cron::ops::CronError;
 
 impl Runner {
     /// The tenant of `agent`'s job for `user` (`''`: none), whose channels it may use.
-    async fn job_tenant(&self, agent: &str, user: &str) -> Result<Option<String>, String> {
+    async fn job_tenant(&self, agent: &str, user: &str) -> Result<Option<String>, RunError> {
         let user = (!user.is_empty()).then_some(user);
         self.context(Some(agent), user, super::CHANNEL)
             .await
             .map(|ctx| ctx.tenant)
-            .map_err(|e| e.to_string())
     }
 
     /// Checks that `agent`'s job for `user`, made by a call from `origin` (its conversation's
@@ -30,7 +30,7 @@ impl Runner {
         agent: &str,
         user: &str,
         delivery: &mut CronDelivery,
-    ) -> Result<(), String> {
+    ) -> Result<(), CronError> {
         let tenant = self.job_tenant(agent, user).await?;
         let tenant = tenant.as_deref();
         let channels = &self.channels;
@@ -43,7 +43,8 @@ impl Runner {
                     .admit(&delivery.channel, tenant, chat, automated)
                     .map(|_| ())
             },
-        )?;
+        )
+        .map_err(CronError::Invalid)?;
         Ok(())
     }
 

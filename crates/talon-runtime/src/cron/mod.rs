@@ -30,9 +30,11 @@ use talon_store::{
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_runs::Runner;
+use crate::cron::ops::CronError;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
 mod delivery;
+pub mod ops;
 pub mod request;
 pub mod tool;
 
@@ -333,17 +335,6 @@ impl Runner {
                 other => Started::Failed(other.to_string()),
             })
     }
-
-    /// Refuses a job whose results would go to a session `agent` and `user` do not own (see
-    /// [`check_job_session`]).
-    pub async fn check_job_session(
-        &self,
-        session: &str,
-        agent: &str,
-        user: &str,
-    ) -> Result<(), String> {
-        check_job_session(self.store(), session, agent, user).await
-    }
 }
 
 /// Why a job's run did not start.
@@ -373,20 +364,21 @@ fn reserved_session(session: &str, user: &str) -> bool {
 }
 
 /// Refuses a job whose results would go to a session `agent` and `user` do not own: a
-/// conversation of theirs that exists. One check for the `cron` tool, `/v1/cron` and `talon cron`.
-pub async fn check_job_session(
+/// conversation of theirs that exists. One check for the `cron` tool, `/v1/cron` and `talon cron`
+/// ([`ops`]); an unreachable database is [`CronError::Unavailable`], not a refusal.
+pub(crate) async fn check_job_session(
     store: &talon_store::Store,
     session: &str,
     agent: &str,
     user: &str,
-) -> Result<(), String> {
+) -> Result<(), CronError> {
     if session.is_empty() {
         return Ok(());
     }
     let not_yours = || {
-        format!(
+        CronError::Invalid(format!(
             "the job cannot deliver to session {session:?}: it is not a stored conversation of yours; name one, or leave session_key empty for a session of the job's own"
-        )
+        ))
     };
     if reserved_session(session, user) {
         return Err(not_yours());
@@ -394,20 +386,19 @@ pub async fn check_job_session(
     // Only a conversation that exists: a job naming a key nobody used yet would make its
     // user the owner at its first run, and the real chat (a group, a DM whose key is
     // predictable) would be refused as taken from then on.
-    match store.session(session).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return Err(not_yours()),
-        Err(e) => {
-            return Err(format!(
-                "the job cannot deliver to session {session:?}: {e}"
-            ));
-        }
+    if store.session(session).await?.is_none() {
+        return Err(not_yours());
     }
     let user = (!user.is_empty()).then_some(user);
     store
         .check_session_owner(session, agent, user)
         .await
-        .map_err(|e| format!("the job cannot deliver to session {session:?}: {e}"))
+        .map_err(|e| match CronError::from(e) {
+            CronError::Invalid(reason) => CronError::Invalid(format!(
+                "the job cannot deliver to session {session:?}: {reason}"
+            )),
+            e => e,
+        })
 }
 
 /// A run's end as a job's history records it.

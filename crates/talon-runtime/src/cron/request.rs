@@ -3,6 +3,8 @@
 //! that say how to fix a request.
 
 use serde::Deserialize;
+
+use super::ops::CronError;
 use talon_store::cron_schedule::local_time;
 use talon_store::{
     CronDelivery, CronJob, CronJobPatch, CronRun, MissedPolicy, NewCronJob, Schedule, ScheduleKind,
@@ -45,6 +47,10 @@ pub struct JobFields {
     pub to: Option<String>,
 }
 
+fn invalid(reason: impl Into<String>) -> CronError {
+    CronError::Invalid(reason.into())
+}
+
 fn given(value: &Option<String>) -> Option<&str> {
     value.as_deref().filter(|v| !v.trim().is_empty())
 }
@@ -52,7 +58,7 @@ fn given(value: &Option<String>) -> Option<&str> {
 impl JobFields {
     /// The schedule the request gives, read in its time zone (or `zone`, the job's current
     /// one): `None` when it gives none.
-    fn schedule(&self, zone: &str) -> Result<Option<Schedule>, String> {
+    fn schedule(&self, zone: &str) -> Result<Option<Schedule>, CronError> {
         let kinds: Vec<(ScheduleKind, &str)> = [
             (ScheduleKind::At, given(&self.at)),
             (ScheduleKind::Every, given(&self.every)),
@@ -66,15 +72,17 @@ impl JobFields {
             [] => Ok(None),
             [(kind, value)] => Schedule::parse(*kind, value, zone)
                 .map(Some)
-                .map_err(|e| e.to_string()),
-            _ => Err("give one schedule: at (once), every (an interval) or cron (an expression), not several".into()),
+                .map_err(|e| invalid(e.to_string())),
+            _ => Err(invalid(
+                "give one schedule: at (once), every (an interval) or cron (an expression), not several",
+            )),
         }
     }
 
     /// The chat the request sends results to: `None` when it names none, `Some(None)` when it
     /// stops sending (`channel: ""`). Whether the caller may send there is checked apart
     /// (`Runner::check_job_delivery`); it comes back unpinned.
-    fn delivery(&self) -> Result<Option<Option<CronDelivery>>, String> {
+    fn delivery(&self) -> Result<Option<Option<CronDelivery>>, CronError> {
         match (&self.channel, given(&self.to)) {
             (None, None) => Ok(None),
             (Some(c), _) if c.trim().is_empty() => Ok(Some(None)),
@@ -83,26 +91,38 @@ impl JobFields {
                 to: to.trim().to_string(),
                 pinned: false,
             }))),
-            _ => Err("to deliver results to a chat, give both channel (a configured channel's name) and to (the chat id, optionally /topic); channel \"\" stops delivering".into()),
+            _ => Err(invalid(
+                "to deliver results to a chat, give both channel (a configured channel's name) and to (the chat id, optionally /topic); channel \"\" stops delivering",
+            )),
         }
     }
 
-    fn missed(&self) -> Result<Option<MissedPolicy>, String> {
+    fn missed(&self) -> Result<Option<MissedPolicy>, CronError> {
         given(&self.missed)
-            .map(|m| MissedPolicy::parse(m).map_err(|e| e.to_string()))
+            .map(|m| MissedPolicy::parse(m).map_err(|e| invalid(e.to_string())))
             .transpose()
     }
 
     /// The job to create for `user`, run by `agent` unless the request names one.
-    pub fn new_job<'a>(&'a self, user: &'a str, agent: &'a str) -> Result<NewCronJob<'a>, String> {
+    pub fn new_job<'a>(
+        &'a self,
+        user: &'a str,
+        agent: &'a str,
+    ) -> Result<NewCronJob<'a>, CronError> {
         let Some(name) = given(&self.name) else {
-            return Err("name the job (name), so it can be listed, changed and removed".into());
+            return Err(invalid(
+                "name the job (name), so it can be listed, changed and removed",
+            ));
         };
         let Some(schedule) = self.schedule("UTC")? else {
-            return Err("say when it runs: at (once, e.g. 2026-12-01T09:00:00Z), every (e.g. 30m, 2h, 1d) or cron (e.g. \"0 9 * * MON-FRI\"), with timezone for local times".into());
+            return Err(invalid(
+                "say when it runs: at (once, e.g. 2026-12-01T09:00:00Z), every (e.g. 30m, 2h, 1d) or cron (e.g. \"0 9 * * MON-FRI\"), with timezone for local times",
+            ));
         };
         let Some(message) = given(&self.message) else {
-            return Err("say what the agent should do when the job runs (message)".into());
+            return Err(invalid(
+                "say what the agent should do when the job runs (message)",
+            ));
         };
         Ok(NewCronJob {
             user,
@@ -120,17 +140,18 @@ impl JobFields {
 
     /// The changes to `job` the request asks for; a time zone alone re-reads the job's
     /// schedule in it.
-    pub fn patch(&self, job: &CronJob) -> Result<CronJobPatch, String> {
+    pub fn patch(&self, job: &CronJob) -> Result<CronJobPatch, CronError> {
         if self.agent.is_some() {
-            return Err(
-                "a job's agent cannot change: remove it and add one for the other agent".into(),
-            );
+            return Err(invalid(
+                "a job's agent cannot change: remove it and add one for the other agent",
+            ));
         }
         let mut schedule = self.schedule(&job.schedule.timezone)?;
         if schedule.is_none()
             && let Some(zone) = given(&self.timezone)
         {
-            let tz = talon_store::cron_schedule::time_zone(zone).map_err(|e| e.to_string())?;
+            let tz =
+                talon_store::cron_schedule::time_zone(zone).map_err(|e| invalid(e.to_string()))?;
             schedule = Some(Schedule {
                 timezone: tz.iana_name().unwrap_or("UTC").to_string(),
                 ..job.schedule.clone()
@@ -217,6 +238,7 @@ mod tests {
             fields
                 .new_job("", "a")
                 .unwrap_err()
+                .to_string()
                 .contains("name the job")
         );
         fields.name = Some("news".into());
@@ -224,6 +246,7 @@ mod tests {
             fields
                 .new_job("", "a")
                 .unwrap_err()
+                .to_string()
                 .contains("say when it runs")
         );
         fields.every = Some("30m".into());
@@ -232,13 +255,26 @@ mod tests {
             fields
                 .new_job("", "a")
                 .unwrap_err()
+                .to_string()
                 .contains("give one schedule")
         );
         fields.cron = None;
-        assert!(fields.new_job("", "a").unwrap_err().contains("message"));
+        assert!(
+            fields
+                .new_job("", "a")
+                .unwrap_err()
+                .to_string()
+                .contains("message")
+        );
         fields.message = Some("read the news".into());
         fields.missed = Some("later".into());
-        assert!(fields.new_job("", "a").unwrap_err().contains("run_once"));
+        assert!(
+            fields
+                .new_job("", "a")
+                .unwrap_err()
+                .to_string()
+                .contains("run_once")
+        );
         fields.missed = Some("skip".into());
         let job = fields.new_job("alice", "helper").unwrap();
         assert_eq!((job.agent, job.missed), ("helper", MissedPolicy::Skip));
@@ -246,7 +282,7 @@ mod tests {
         fields.timezone = Some("Nowhere/Land".into());
         fields.every = None;
         fields.cron = Some("0 9 * * *".into());
-        let e = fields.new_job("alice", "helper").unwrap_err();
+        let e = fields.new_job("alice", "helper").unwrap_err().to_string();
         assert!(e.contains("IANA"), "{e}");
     }
 }

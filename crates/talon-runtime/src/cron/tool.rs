@@ -9,6 +9,7 @@ use talon_core::visible::visible;
 use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::cron_schedule::local_time;
 
+use super::ops::{self, Asker, CronError};
 use super::request::{JobFields, job_line, run_line};
 use crate::agent_runs::Runner;
 
@@ -100,7 +101,7 @@ impl Tool for Cron {
             "add" => self.add(ctx, &user, input).await,
             "update" => self.update(ctx, &user, input).await,
             "remove" => self.remove(&user, input).await,
-            "run" => self.run(&user, input).await,
+            "run" => self.run(ctx, &user, input).await,
             "runs" => self.runs(&user, input).await,
             other => Err(format!(
                 "action {} is not known; use status, list, add, update, remove, run or runs",
@@ -157,6 +158,14 @@ fn id(input: &CronInput) -> Result<&str, String> {
         })
 }
 
+/// A refused operation in the model's words.
+fn refused(e: CronError) -> String {
+    match e {
+        CronError::NotFound { id } => no_job(&id),
+        e => e.to_string(),
+    }
+}
+
 fn no_job(id: &str) -> String {
     format!(
         "you have no job {}; action list shows your jobs",
@@ -211,23 +220,9 @@ impl Cron {
         input: &CronInput,
     ) -> Result<String, String> {
         let agent = ctx.agent_key.clone().unwrap_or_default();
-        let fields = fields(ctx, input);
-        let mut new = fields.new_job(user, &agent)?;
-        self.runner
-            .check_job_session(new.session_key, new.agent, user)
-            .await?;
-        if let Some(delivery) = &mut new.delivery {
-            self.runner
-                .check_job_delivery(origin(ctx), new.agent, user, delivery)
-                .await?;
-        }
-        let job = self
-            .runner
-            .store()
-            .add_cron_job(&new)
+        let job = ops::add(&self.asker(ctx, &agent), user, &fields(ctx, input))
             .await
-            .map_err(|e| e.to_string())?;
-        self.runner.wake_scheduler();
+            .map_err(refused)?;
         Ok(format!(
             "scheduled: {}\nresults go to session {}",
             job_line(&job),
@@ -242,29 +237,18 @@ impl Cron {
         input: &CronInput,
     ) -> Result<String, String> {
         let id = id(input)?;
-        let store = self.runner.store();
-        let job = store
-            .cron_job(user, id)
+        let job = ops::update(&self.asker(ctx, ""), user, id, &fields(ctx, input))
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| no_job(id))?;
-        let mut patch = fields(ctx, input).patch(&job)?;
-        if let Some(session) = &patch.session_key {
-            self.runner
-                .check_job_session(session, &job.agent, user)
-                .await?;
-        }
-        if let Some(Some(delivery)) = &mut patch.delivery {
-            self.runner
-                .check_job_delivery(origin(ctx), &job.agent, user, delivery)
-                .await?;
-        }
-        let job = store
-            .update_cron_job(user, &job.id, &patch)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.runner.wake_scheduler();
+            .map_err(refused)?;
         Ok(format!("updated: {}", job_line(&job)))
+    }
+
+    fn asker<'a>(&'a self, ctx: &'a CallContext, agent: &'a str) -> Asker<'a> {
+        Asker::Gateway {
+            runner: &self.runner,
+            agent,
+            origin: origin(ctx),
+        }
     }
 
     async fn remove(&self, user: &str, input: &CronInput) -> Result<String, String> {
@@ -276,27 +260,17 @@ impl Cron {
         }
     }
 
-    async fn run(&self, user: &str, input: &CronInput) -> Result<String, String> {
+    async fn run(
+        &self,
+        ctx: &CallContext,
+        user: &str,
+        input: &CronInput,
+    ) -> Result<String, String> {
         let id = id(input)?;
-        let force = match input.mode.as_deref().unwrap_or("force") {
-            "force" => true,
-            "due" => false,
-            other => {
-                return Err(format!(
-                    "mode {} is not known; use force (run now) or due (only if it is due)",
-                    visible(other)
-                ));
-            }
-        };
-        let (job, asked) = self
-            .runner
-            .store()
-            .request_cron_run(user, id, force)
+        let force = ops::force_mode(input.mode.as_deref()).map_err(refused)?;
+        let (job, asked) = ops::run(&self.asker(ctx, ""), user, id, force)
             .await
-            .map_err(|e| match e {
-                talon_store::StoreError::NotFound { .. } => no_job(id),
-                e => e.to_string(),
-            })?;
+            .map_err(refused)?;
         if !asked {
             return Ok(format!(
                 "job {} is not due (next: {}); mode force runs it now",
@@ -304,7 +278,6 @@ impl Cron {
                 local_time(job.next_run_at, &job.schedule.timezone)
             ));
         }
-        self.runner.wake_scheduler();
         Ok(format!(
             "job {} starts now; its result goes to session {} (action runs shows it when it ends)",
             job.id,

@@ -1,7 +1,7 @@
 //! The configuration file as the `gateway` tool shows and changes it.
 //!
 //! **Shown** with every credential replaced, found by key, by position and by shape (see
-//! [`super::redact`]): a model that reads the configuration learns its shape, never a
+//! [`crate::config_redact`]): a model that reads the configuration learns its shape, never a
 //! credential.
 //!
 //! **Changed** only in [`PATCHABLE_SECTIONS`] and [`PATCHABLE_KEYS`]: the agent loop's defaults
@@ -57,7 +57,7 @@ fn section_mut<'a, S: AsRef<str>>(
 
 pub fn shown(text: &str, section: Option<&str>) -> Result<String, String> {
     let mut doc = parse(text)?;
-    super::redact::redact_document(&mut doc);
+    crate::config_redact::redact_document(&mut doc);
     let Some(section) = section.map(str::trim).filter(|s| !s.is_empty()) else {
         return Ok(doc.to_string());
     };

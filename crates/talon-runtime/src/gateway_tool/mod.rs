@@ -15,7 +15,6 @@
 //! reload never takes a working gateway down for a file that does not load.
 
 pub mod config_edit;
-mod redact;
 
 use std::path::PathBuf;
 use std::sync::Arc;

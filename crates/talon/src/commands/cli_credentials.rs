@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use talon_exec::credentialed::{self, PRESETS, Preset};
-use talon_store::{CliCredential, CliCredentialSpec, DEFAULT_CLI_TIMEOUT_SECS, Store, StoreError};
+use talon_runtime::cli_credentials::{self as ops, CredentialError, Registration};
+use talon_store::{CliCredential, Store, StoreError};
 
 use super::usage_error;
 use crate::config::Config;
@@ -135,9 +135,9 @@ pub async fn run(config: Config, data_dir: &Path, command: CliCredentialsCommand
             Err(e) => fail(e),
         },
         CliCredentialsCommand::Remove { name } => {
-            let name = match credentialed::normalize_binary_name(&name) {
+            let name = match binary_name(&name) {
                 Ok(n) => n,
-                Err(e) => return usage_error(e),
+                Err(code) => return code,
             };
             match store.remove_cli_credential(&name).await {
                 Ok(true) => {
@@ -170,7 +170,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CliCredentialsCommand
 }
 
 fn binary_name(name: &str) -> Result<String, ExitCode> {
-    credentialed::normalize_binary_name(name).map_err(usage_error)
+    ops::binary_name(name).map_err(usage_error)
 }
 
 async fn grant(store: &Store, binary: &str, agents: &[String]) -> ExitCode {
@@ -193,89 +193,40 @@ async fn grant(store: &Store, binary: &str, agents: &[String]) -> ExitCode {
 
 /// Registers (or with `--replace` updates) the binary; returns its normalised name.
 async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
-    let name = binary_name(&r.name)?;
-    let preset: Option<&Preset> = match (&r.preset, r.no_preset) {
-        (Some(p), _) => Some(credentialed::preset(p).ok_or_else(|| {
-            usage_error(format!(
-                "unknown preset {p:?}; presets: {}",
-                PRESETS
-                    .iter()
-                    .map(|p| p.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?),
-        (None, false) => credentialed::preset(&name),
-        (None, true) => None,
-    };
-    let path = match r.path.clone().or_else(|| {
-        r.name
-            .starts_with('/')
-            .then(|| PathBuf::from(r.name.trim()))
-    }) {
-        Some(path) => path,
-        None => find_on_path(&name).ok_or_else(|| {
-            usage_error(format!(
-                "{name} is not on PATH; give its absolute path with --path"
-            ))
-        })?,
-    };
-    credentialed::verify_binary_path(&name, &path, &[]).map_err(usage_error)?;
-    let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let mut deny_args = preset.map(|p| strings(p.deny_args)).unwrap_or_default();
-    deny_args.extend(r.deny_args.iter().cloned());
-    let mut deny_verbose = preset.map(|p| strings(p.deny_verbose)).unwrap_or_default();
-    deny_verbose.extend(r.deny_verbose.iter().cloned());
-    credentialed::check_patterns(&name, &deny_args, &deny_verbose).map_err(usage_error)?;
-    for destination in &r.destinations {
-        credentialed::destinations::Destination::parse(destination).map_err(usage_error)?;
-    }
     let env = read_pairs("an environment entry", &r.env, r.env_from_stdin)?;
-    let spec = CliCredentialSpec {
-        binary_name: name.clone(),
-        binary_path: path.display().to_string(),
-        deny_args,
-        deny_verbose,
-        timeout_seconds: r
-            .timeout
-            .or(preset.map(|p| p.timeout_secs))
-            .unwrap_or(DEFAULT_CLI_TIMEOUT_SECS),
-        tips: r
-            .tips
-            .clone()
-            .or(preset.map(|p| p.tips.to_string()))
-            .unwrap_or_default(),
+    let registration = Registration {
+        name: r.name.clone(),
+        preset: r.preset.clone(),
+        no_preset: r.no_preset,
+        path: r.path.clone(),
+        deny_args: r.deny_args.clone(),
+        deny_verbose: r.deny_verbose.clone(),
         destinations: r.destinations.clone(),
+        timeout: r.timeout,
+        tips: r.tips.clone(),
+        replace: r.replace,
     };
-    let exists = store.cli_credential(&name).await.map_err(fail)?.is_some();
-    let result = if exists && r.replace {
-        let new_env = (!env.is_empty()).then_some(&env);
-        store.update_cli_credential(&spec, new_env).await
-    } else {
-        store.add_cli_credential(&spec, &env).await
-    };
-    result.map_err(|e| match e {
-        StoreError::Invalid { .. } if exists => usage_error(format!(
-            "{name} is already registered; pass --replace to change it, or remove it first"
-        )),
-        e => store_error(e),
-    })?;
+    let done = ops::register(store, &registration, &env)
+        .await
+        .map_err(refused)?;
     let names: Vec<&str> = env.keys().map(String::as_str).collect();
+    let env_shown = match (names.is_empty(), done.updated) {
+        (false, _) => names.join(", "),
+        (true, true) => "unchanged".to_string(),
+        (true, false) => "none".to_string(),
+    };
     println!(
-        "{} {name} ({}): env {}; {}; timeout {}s",
-        if exists { "updated" } else { "registered" },
-        spec.binary_path,
-        if names.is_empty() {
-            if exists {
-                "unchanged".to_string()
-            } else {
-                "none".to_string()
-            }
+        "{} {} ({}): env {env_shown}; {}; timeout {}s",
+        if done.updated {
+            "updated"
         } else {
-            names.join(", ")
+            "registered"
         },
-        preset.map_or("no preset".to_string(), |p| format!("preset {}", p.name)),
-        spec.timeout_seconds
+        done.spec.binary_name,
+        done.spec.binary_path,
+        done.preset
+            .map_or("no preset".to_string(), |p| format!("preset {}", p.name)),
+        done.spec.timeout_seconds
     );
     let short: Vec<&str> = env
         .iter()
@@ -288,9 +239,9 @@ async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
             short.join(", ")
         );
     }
-    if let Some(p) = preset
+    if let Some(p) = done.preset
         && env.is_empty()
-        && !exists
+        && !done.updated
         && !p.env_hint.is_empty()
     {
         eprintln!(
@@ -299,19 +250,15 @@ async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
             p.env_hint.join(", ")
         );
     }
-    Ok(name)
+    Ok(done.spec.binary_name)
 }
 
-/// The first executable `name` in an absolute directory of `PATH`.
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+fn refused(e: CredentialError) -> ExitCode {
+    if e.is_usage() {
+        usage_error(e)
+    } else {
+        fail(e)
+    }
 }
 
 /// `NAME=VALUE` entries from the command line and, with `from_stdin`, stdin's lines (blank
@@ -321,41 +268,17 @@ pub(crate) fn read_pairs(
     pairs: &[String],
     from_stdin: bool,
 ) -> Result<BTreeMap<String, String>, ExitCode> {
-    let mut lines: Vec<String> = pairs.to_vec();
+    let mut text = String::new();
     if from_stdin {
-        let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
             .map_err(|e| fail(format!("cannot read stdin: {e}")))?;
-        lines.extend(
-            text.lines()
-                .map(|l| l.trim_end_matches('\r'))
-                .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-                .map(str::to_string),
-        );
     }
-    let mut env = BTreeMap::new();
-    for line in lines {
-        let Some((name, value)) = line.split_once('=') else {
-            // Never echo the line: it may be a bare secret.
-            return Err(usage_error(format!(
-                "{what} is not NAME=VALUE (the entry is not shown, it may hold a secret)"
-            )));
-        };
-        let name = name.trim();
-        if env.insert(name.to_string(), value.to_string()).is_some() {
-            return Err(usage_error(format!("{name} is given twice")));
-        }
-    }
-    Ok(env)
-}
-
-/// The preset a registration still follows: one named like it whose rules it keeps.
-fn preset_of(c: &CliCredential) -> Option<&'static str> {
-    let p = credentialed::preset(&c.spec.binary_name)?;
-    let has = |list: &[String], wanted: &[&str]| wanted.iter().all(|w| list.iter().any(|x| x == w));
-    (has(&c.spec.deny_args, p.deny_args) && has(&c.spec.deny_verbose, p.deny_verbose))
-        .then_some(p.name)
+    let stdin_lines = text
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    ops::parse_pairs(what, pairs.iter().map(String::as_str).chain(stdin_lines)).map_err(refused)
 }
 
 fn print_list(list: &[CliCredential], json: bool) {
@@ -368,7 +291,7 @@ fn print_list(list: &[CliCredential], json: bool) {
                     "path": c.spec.binary_path,
                     "env": c.env_names,
                     "grants": c.grants,
-                    "preset": preset_of(c),
+                    "preset": ops::preset_of(c),
                     "timeout_seconds": c.spec.timeout_seconds,
                     "deny_args": c.spec.deny_args,
                     "deny_verbose": c.spec.deny_verbose,
@@ -396,7 +319,7 @@ fn print_list(list: &[CliCredential], json: bool) {
         println!("  granted to: {}", or_none(&c.grants));
         println!(
             "  preset: {}; timeout {}s",
-            preset_of(c).unwrap_or("none"),
+            ops::preset_of(c).unwrap_or("none"),
             c.spec.timeout_seconds
         );
         println!("  deny args: {}", or_none(&c.spec.deny_args));

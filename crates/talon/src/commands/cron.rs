@@ -9,8 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use talon_core::visible::{visible, visible_lines};
+use talon_runtime::cron::ops::{self, Asker, CronError};
 use talon_runtime::cron::request::{JobFields, job_line, run_line};
-use talon_store::{CronDelivery, CronJob, Store, StoreError};
+use talon_store::CronJob;
 
 use super::usage_error;
 use crate::config::Config;
@@ -155,9 +156,11 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
-fn store_failed(e: StoreError) -> ExitCode {
+/// A refused operation: a usage error when the request was at fault.
+fn refused(e: CronError) -> ExitCode {
     match e {
-        StoreError::Invalid { .. } | StoreError::NotFound { .. } => usage_error(e),
+        CronError::NotFound { id } => no_job(&id),
+        e if e.is_usage() => usage_error(e),
         e => fail(e),
     }
 }
@@ -169,53 +172,23 @@ fn no_job(id: &str) -> ExitCode {
     ))
 }
 
-/// The runtime's check of a job's session (the `cron` tool and `/v1/cron` make the same).
-async fn check_session(
-    store: &Store,
-    session: &str,
-    agent: &str,
-    user: &str,
-) -> Result<(), ExitCode> {
-    talon_runtime::cron::check_job_session(store, session, agent, user)
-        .await
-        .map_err(usage_error)
-}
-
-/// Refuses a chat `[channels.<name>]` does not take results of scheduled runs for (the
-/// gateway checks again, with the job's tenant, at each delivery).
-fn check_delivery(config: &Config, delivery: Option<&CronDelivery>) -> Result<(), ExitCode> {
-    let Some(d) = delivery else { return Ok(()) };
-    let Some(section) = config.channels.get(&d.channel) else {
-        let names: Vec<&str> = config.channels.keys().map(String::as_str).collect();
-        return Err(usage_error(format!(
-            "no channel {} in the configuration; the channels are: {}",
-            visible(&d.channel),
-            names.join(", ")
-        )));
-    };
-    let (chat, _) = d.chat_and_thread();
-    talon_runtime::channels::admit_section(
-        &d.channel,
-        section,
-        section.tenant.as_deref(),
-        chat,
-        true,
-    )
-    .map_err(usage_error)
-}
-
-fn print_job(prefix: &str, job: &CronJob) {
+fn print_job(prefix: &str, job: &CronJob) -> ExitCode {
     println!(
         "{prefix}{}\nresults go to session {}",
         visible(&job_line(job)),
         visible(&talon_runtime::agent_runs::Runner::job_session(job))
     );
+    ExitCode::SUCCESS
 }
 
 pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitCode {
     let store = match crate::store::open(&config, data_dir).await {
         Ok(store) => store,
         Err(e) => return fail(e),
+    };
+    let asker = Asker::Operator {
+        store: &store,
+        config: &config,
     };
     match command {
         CronCommand::List { user, json } => {
@@ -242,42 +215,15 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
             fields,
             message,
         } => {
-            if let Some(agent) = &agent {
-                match store.agent(agent).await {
-                    Ok(Some(_)) => {}
-                    Ok(None) => {
-                        return usage_error(format!(
-                            "no agent {}; `talon agents create {}` creates it",
-                            visible(agent),
-                            visible(agent)
-                        ));
-                    }
-                    Err(e) => return fail(e),
-                }
-            }
-            let user = fields.user();
             let job_fields = JobFields {
                 agent,
                 name: Some(name),
                 message: Some(message),
                 ..fields.fields()
             };
-            let new = match job_fields.new_job(&user, &config.agents.default) {
-                Ok(new) => new,
-                Err(e) => return usage_error(e),
-            };
-            if let Err(code) = check_session(&store, new.session_key, new.agent, &user).await {
-                return code;
-            }
-            if let Err(code) = check_delivery(&config, new.delivery.as_ref()) {
-                return code;
-            }
-            match store.add_cron_job(&new).await {
-                Ok(job) => {
-                    print_job("scheduled: ", &job);
-                    ExitCode::SUCCESS
-                }
-                Err(e) => store_failed(e),
+            match ops::add(&asker, &fields.user(), &job_fields).await {
+                Ok(job) => print_job("scheduled: ", &job),
+                Err(e) => refused(e),
             }
         }
         CronCommand::Update {
@@ -288,12 +234,6 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
             disable,
             enable,
         } => {
-            let user = fields.user();
-            let job = match store.cron_job(&user, &id).await {
-                Ok(Some(job)) => job,
-                Ok(None) => return no_job(&id),
-                Err(e) => return fail(e),
-            };
             let job_fields = JobFields {
                 name,
                 message,
@@ -304,26 +244,9 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
                 },
                 ..fields.fields()
             };
-            let patch = match job_fields.patch(&job) {
-                Ok(patch) => patch,
-                Err(e) => return usage_error(e),
-            };
-            if let Some(session) = &patch.session_key
-                && let Err(code) = check_session(&store, session, &job.agent, &user).await
-            {
-                return code;
-            }
-            if let Some(delivery) = &patch.delivery
-                && let Err(code) = check_delivery(&config, delivery.as_ref())
-            {
-                return code;
-            }
-            match store.update_cron_job(&user, &job.id, &patch).await {
-                Ok(job) => {
-                    print_job("updated: ", &job);
-                    ExitCode::SUCCESS
-                }
-                Err(e) => store_failed(e),
+            match ops::update(&asker, &fields.user(), &id, &job_fields).await {
+                Ok(job) => print_job("updated: ", &job),
+                Err(e) => refused(e),
             }
         }
         CronCommand::Remove { id, user } => {
@@ -338,7 +261,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
         }
         CronCommand::Run { id, mode, user } => {
             let user = user.unwrap_or_default();
-            match store.request_cron_run(&user, &id, mode == "force").await {
+            match ops::run(&asker, &user, &id, mode == "force").await {
                 Ok((job, true)) => {
                     println!(
                         "job {} asked to run; a running gateway starts it (`talon cron runs {}` shows it when it ends)",
@@ -357,8 +280,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CronCommand) -> ExitC
                     );
                     ExitCode::SUCCESS
                 }
-                Err(StoreError::NotFound { .. }) => no_job(&id),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         CronCommand::Runs {

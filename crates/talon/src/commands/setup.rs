@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use figment::value::Value as FigValue;
 use talon_core::visible::visible;
 
 use super::usage_error;
@@ -80,71 +79,6 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
-/// Keys whose values are shown as `********`.
-fn is_secret(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    if key.ends_with("_env") {
-        // The name of a variable holding a secret, not the secret.
-        return false;
-    }
-    [
-        "token",
-        "secret",
-        "password",
-        "api_key",
-        "api-key",
-        "apikey",
-        "private",
-        "authorization",
-        "cookie",
-    ]
-    .iter()
-    .any(|word| key.contains(word))
-}
-
-/// One set value: its dotted key, the value as TOML would write it (masked when secret), and
-/// where it came from.
-fn leaves(
-    figment: &figment::Figment,
-    path: &str,
-    value: &FigValue,
-    out: &mut Vec<(String, serde_json::Value, String)>,
-) {
-    if let FigValue::Dict(_, dict) = value {
-        for (key, child) in dict {
-            let child_path = if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}.{key}")
-            };
-            leaves(figment, &child_path, child, out);
-        }
-        return;
-    }
-    let last = path.rsplit('.').next().unwrap_or(path);
-    // An MCP server's env and headers are its secrets (the store keeps them encrypted), whatever
-    // their names.
-    let secret_table = path.starts_with("mcp_servers.")
-        && path
-            .split('.')
-            .any(|part| matches!(part, "env" | "headers"));
-    let json = if secret_table || is_secret(last) {
-        serde_json::json!("********")
-    } else {
-        value
-            .deserialize::<serde_json::Value>()
-            .unwrap_or(serde_json::Value::Null)
-    };
-    let source = figment.find_metadata(path).map_or_else(
-        || "?".to_string(),
-        |m| match &m.source {
-            Some(figment::Source::File(file)) => file.display().to_string(),
-            _ => m.name.to_string(),
-        },
-    );
-    out.push((path.to_string(), json, source));
-}
-
 /// `talon config show [--json]`: every value set, by a file or a `TALON_*` variable, with its
 /// source; everything else is the default.
 pub fn show(explicit: Option<&Path>, data_dir: Option<&Path>, as_json: bool) -> ExitCode {
@@ -163,16 +97,14 @@ pub fn show(explicit: Option<&Path>, data_dir: Option<&Path>, as_json: bool) -> 
     {
         return usage_error(e);
     }
-    let merged: FigValue = match figment.extract() {
-        Ok(value) => value,
+    let set = match talon_runtime::config_redact::set_values(&figment) {
+        Ok(set) => set,
         Err(e) => return usage_error(e),
     };
-    let mut set = Vec::new();
-    leaves(&figment, "", &merged, &mut set);
     if as_json {
         let values: Vec<_> = set
             .iter()
-            .map(|(key, value, source)| serde_json::json!({"key": key, "value": value, "source": source}))
+            .map(|v| serde_json::json!({"key": v.key, "value": v.value, "source": v.source}))
             .collect();
         println!("{}", serde_json::json!({"file": file, "values": values}));
         return ExitCode::SUCCESS;
@@ -184,12 +116,12 @@ pub fn show(explicit: Option<&Path>, data_dir: Option<&Path>, as_json: bool) -> 
     if set.is_empty() {
         println!("# nothing is set: every value is the default");
     }
-    for (key, value, source) in &set {
+    for v in &set {
         println!(
             "{} = {}  # {}",
-            visible(key),
-            visible(&value.to_string()),
-            visible(source)
+            visible(&v.key),
+            visible(&v.value.to_string()),
+            visible(&v.source)
         );
     }
     ExitCode::SUCCESS
@@ -204,22 +136,6 @@ pub fn completions(shell: clap_complete::Shell, command: &mut clap::Command) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_are_masked_and_their_variable_names_are_not() {
-        for key in [
-            "token",
-            "api_key",
-            "Authorization",
-            "client_secret",
-            "X-Api-Key",
-        ] {
-            assert!(is_secret(key), "{key}");
-        }
-        for key in ["bearer_token_env", "api_key_env", "bind", "profile"] {
-            assert!(!is_secret(key), "{key}");
-        }
-    }
 
     #[test]
     fn the_template_is_a_valid_configuration() {

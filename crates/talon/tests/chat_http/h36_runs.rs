@@ -455,6 +455,25 @@ fn h36_10_a_database_outage_neither_fails_nor_orphans_runs() {
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     assert!(refused.to_lowercase().contains("retry-after"), "{refused}");
     assert!(refused.contains("try again shortly"), "{refused}");
+    // The services' routes say the same, never a 400 blaming the request or a bare 500: the
+    // cron and MCP administration operations answer typed errors.
+    for (path, body) in [
+        (
+            "/v1/cron?user=alice",
+            json!({"name": "n", "every": "1h", "message": "m", "session_key": "outage"}),
+        ),
+        (
+            "/v1/mcp-grants",
+            json!({"server": "gone", "agent": "helper"}),
+        ),
+    ] {
+        let answer = raw(&server.addr, "POST", path, Some(&body));
+        assert!(answer.starts_with("HTTP/1.1 503"), "{path}: {answer}");
+        assert!(
+            answer.to_lowercase().contains("retry-after"),
+            "{path}: {answer}"
+        );
+    }
     // Longer than the lease: the gateway must not take its own live run over afterwards.
     std::thread::sleep(std::time::Duration::from_secs(8));
     relay.restore();

@@ -18,6 +18,7 @@ use super::usage_error;
 use crate::config::Config;
 use crate::mcp_servers_config::McpServerSection;
 use crate::store;
+use talon_runtime::mcp_admin::{McpAdmin, McpAdminError, grant_json, request_json};
 
 /// `talon mcp-servers …`
 #[derive(Debug, Subcommand)]
@@ -224,24 +225,21 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    let configured: Vec<String> = config.mcp_servers.keys().cloned().collect();
+    let admin = McpAdmin {
+        store: &store,
+        configured: &configured,
+    };
     match command {
-        McpServersCommand::Add(args) => add(&config, &store, *args).await,
+        McpServersCommand::Add(args) => add(&admin, *args).await,
         McpServersCommand::List { json } => list(&config, &store, json).await,
-        McpServersCommand::Remove { name } => {
-            if config.mcp_servers.contains_key(&name) {
-                return usage_error(format!(
-                    "{name} is configured in talon.toml; remove it there"
-                ));
+        McpServersCommand::Remove { name } => match admin.remove_server(&name).await {
+            Ok(()) => {
+                println!("removed {name} with its grants");
+                ExitCode::SUCCESS
             }
-            match store.remove_mcp_server(&name).await {
-                Ok(true) => {
-                    println!("removed {name} with its grants");
-                    ExitCode::SUCCESS
-                }
-                Ok(false) => usage_error(format!("no stored MCP server named {name}")),
-                Err(e) => fail(e),
-            }
-        }
+            Err(e) => refused(e),
+        },
         McpServersCommand::Test { name, json } => test(&config, &store, &name, json).await,
         McpServersCommand::Login { name, no_browser } => {
             login(&config, &store, &name, no_browser).await
@@ -261,10 +259,7 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                 tool_deny: args.deny,
                 granted_by: operator(),
             };
-            if let Err(code) = known_server(&config, &store, &grant.server).await {
-                return code;
-            }
-            match store.put_mcp_grant(&grant).await {
+            match admin.put_grant(&grant).await {
                 Ok(()) => {
                     println!(
                         "{}: granted to {} {}",
@@ -274,7 +269,7 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                     );
                     ExitCode::SUCCESS
                 }
-                Err(e) => store_error(e),
+                Err(e) => refused(e),
             }
         }
         McpServersCommand::Revoke(who) => {
@@ -282,30 +277,18 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            match store.remove_mcp_grant(&who.server, kind, &subject).await {
-                Ok(true) => {
+            match admin.remove_grant(&who.server, kind, &subject).await {
+                Ok(()) => {
                     println!("{}: revoked from {} {subject}", who.server, kind.as_str());
                     ExitCode::SUCCESS
                 }
-                Ok(false) => usage_error(format!(
-                    "{} {subject} has no grant for {}",
-                    kind.as_str(),
-                    who.server
-                )),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         McpServersCommand::Grants { server, json } => {
             match store.mcp_grants(server.as_deref()).await {
                 Ok(grants) => {
-                    let rows: Vec<_> = grants
-                    .iter()
-                    .map(|g| {
-                        json!({"server": g.server, "kind": g.kind.as_str(), "subject": g.subject,
-                            "enabled": g.enabled, "allow": g.tool_allow, "deny": g.tool_deny,
-                            "granted_by": g.granted_by})
-                    })
-                    .collect();
+                    let rows: Vec<_> = grants.iter().map(grant_json).collect();
                     print_rows(&rows, json, |r| {
                         format!(
                             "{}\t{} {}\t{}\tallow={}\tdeny={}",
@@ -331,14 +314,10 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            if let Err(code) = known_server(&config, &store, &args.who.server).await {
-                return code;
-            }
-            match store
-                .request_mcp_access(
+            match admin
+                .request_access(
                     &args.who.server,
-                    kind,
-                    &subject,
+                    (kind, &subject),
                     &args.tools,
                     &args.reason,
                     &operator(),
@@ -351,7 +330,7 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                     );
                     ExitCode::SUCCESS
                 }
-                Err(e) => store_error(e),
+                Err(e) => refused(e),
             }
         }
         McpServersCommand::Requests { status, json } => {
@@ -361,15 +340,7 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
             };
             match store.mcp_access_requests(status).await {
                 Ok(requests) => {
-                    let rows: Vec<_> = requests
-                        .iter()
-                        .map(|r| {
-                            json!({"id": r.id, "server": r.server, "kind": r.kind.as_str(),
-                                "subject": r.subject, "tools": r.tool_allow, "reason": r.reason,
-                                "requested_by": r.requested_by, "status": r.status.as_str(),
-                                "reviewed_by": r.reviewed_by, "review_note": r.review_note})
-                        })
-                        .collect();
+                    let rows: Vec<_> = requests.iter().map(request_json).collect();
                     print_rows(&rows, json, |r| {
                         format!(
                             "{}\t{}\t{}\t{} {}\ttools={}\t{}",
@@ -439,27 +410,16 @@ async fn review(store: &Store, args: ReviewArgs, approve: bool) -> ExitCode {
     }
 }
 
-/// A server known to talon.toml or the store, or a usage error naming the known ones.
-async fn known_server(config: &Config, store: &Store, name: &str) -> Result<(), ExitCode> {
-    if config.mcp_servers.contains_key(name) {
-        return Ok(());
-    }
-    match store.mcp_server(name).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(usage_error(format!(
-            "no MCP server named {name}; `talon mcp-servers list` shows them"
-        ))),
-        Err(e) => Err(fail(e)),
+/// A refused operation: a usage error when the request was at fault.
+fn refused(e: McpAdminError) -> ExitCode {
+    if e.is_usage() {
+        usage_error(e)
+    } else {
+        fail(e)
     }
 }
 
-async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
-    if config.mcp_servers.contains_key(&args.name) {
-        return usage_error(format!(
-            "{} is configured in talon.toml; choose another name",
-            args.name
-        ));
-    }
+async fn add(admin: &McpAdmin<'_>, args: AddArgs) -> ExitCode {
     // The arguments are a server section like talon.toml's, turned into a record by its rule.
     let stdio = args.url.is_none() && args.transport.as_deref().is_none_or(|t| t == "stdio");
     let stdin_target = if stdio { "env" } else { "header" };
@@ -502,15 +462,11 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
         protocol_version: args.protocol_version,
         enabled: !args.disabled,
     };
-    let (spec, secrets) = match section.checked_spec(&args.name) {
-        Ok(pair) => pair,
-        Err(e) => return usage_error(e),
-    };
-    match store
-        .put_mcp_server(&spec, given.then_some(&secrets), args.replace)
+    match admin
+        .add_server(&args.name, section, args.replace, given)
         .await
     {
-        Ok(()) => {
+        Ok(spec) => {
             println!(
                 "{} {} ({}); running gateways connect it within seconds",
                 if args.replace { "changed" } else { "added" },
@@ -519,7 +475,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) => store_error(e),
+        Err(e) => refused(e),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The configuration file with its credentials replaced, for the `gateway` tool's `config.get`.
+//! The configuration with its credentials replaced, for the `gateway` tool's `config.get` and
+//! `talon config show` (one rule for both: an operator's terminal and a model see the same mask).
 //!
 //! A credential is recognised three ways, because key names alone missed some (issue 35):
 //!
@@ -19,7 +20,7 @@ use talon_core::context::ScrubBag;
 use talon_core::scrub::Scrubber;
 use toml_edit::{Item, Table};
 
-pub(super) const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Whether a key's value is a credential.
 fn is_secret_key(key: &str) -> bool {
@@ -221,8 +222,120 @@ fn redact_table(table: &mut Table, path: &[&str], place: Place) {
 }
 
 /// Replaces every credential in a whole configuration document.
-pub(super) fn redact_document(doc: &mut toml_edit::DocumentMut) {
+pub(crate) fn redact_document(doc: &mut toml_edit::DocumentMut) {
     redact_table(doc.as_table_mut(), &[], Place::Plain);
+}
+
+/// One value the configuration's sources set, as `talon config show` lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetValue {
+    /// Its dotted key (`gateway.token`).
+    pub key: String,
+    /// Its value, credentials replaced by the rules of [`redact_document`].
+    pub value: serde_json::Value,
+    /// What set it: the file's path, or the `TALON_*` variables.
+    pub source: String,
+}
+
+/// Every value `figment`'s sources set, with credentials replaced exactly as the `gateway`
+/// tool's `config.get` replaces them.
+pub fn set_values(figment: &figment::Figment) -> Result<Vec<SetValue>, Box<figment::Error>> {
+    let merged: serde_json::Value = figment.extract().map_err(Box::new)?;
+    let mut doc = toml_edit::DocumentMut::new();
+    if let serde_json::Value::Object(map) = &merged {
+        fill_table(doc.as_table_mut(), map);
+    }
+    redact_document(&mut doc);
+    let mut out = Vec::new();
+    collect_values(figment, doc.as_table(), "", &mut out);
+    Ok(out)
+}
+
+fn fill_table(table: &mut Table, map: &serde_json::Map<String, serde_json::Value>) {
+    for (key, value) in map {
+        match value {
+            serde_json::Value::Object(inner) => {
+                let mut child = Table::new();
+                fill_table(&mut child, inner);
+                table.insert(key, Item::Table(child));
+            }
+            serde_json::Value::Null => {}
+            other => {
+                table.insert(key, Item::Value(toml_value(other)));
+            }
+        }
+    }
+}
+
+fn toml_value(value: &serde_json::Value) -> toml_edit::Value {
+    use serde_json::Value as J;
+    match value {
+        J::String(s) => s.as_str().into(),
+        J::Bool(b) => (*b).into(),
+        J::Number(n) => n
+            .as_i64()
+            .map_or_else(|| n.as_f64().unwrap_or_default().into(), Into::into),
+        J::Array(items) => toml_edit::Value::Array(
+            items
+                .iter()
+                .filter(|v| !v.is_null())
+                .map(toml_value)
+                .collect(),
+        ),
+        J::Object(map) => {
+            let mut table = toml_edit::InlineTable::new();
+            for (key, value) in map.iter().filter(|(_, v)| !v.is_null()) {
+                table.insert(key, toml_value(value));
+            }
+            toml_edit::Value::InlineTable(table)
+        }
+        J::Null => "".into(),
+    }
+}
+
+fn json_value(value: &toml_edit::Value) -> serde_json::Value {
+    use toml_edit::Value as T;
+    match value {
+        T::String(s) => s.value().as_str().into(),
+        T::Integer(n) => (*n.value()).into(),
+        T::Float(f) => (*f.value()).into(),
+        T::Boolean(b) => (*b.value()).into(),
+        T::Datetime(d) => d.value().to_string().into(),
+        T::Array(items) => items.iter().map(json_value).collect(),
+        T::InlineTable(table) => table
+            .iter()
+            .map(|(k, v)| (k.to_string(), json_value(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    }
+}
+
+fn collect_values(figment: &figment::Figment, table: &Table, path: &str, out: &mut Vec<SetValue>) {
+    for (key, item) in table.iter() {
+        let key = if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        };
+        match item {
+            Item::Table(inner) => collect_values(figment, inner, &key, out),
+            Item::Value(value) => {
+                let source = figment.find_metadata(&key).map_or_else(
+                    || "?".to_string(),
+                    |m| match &m.source {
+                        Some(figment::Source::File(file)) => file.display().to_string(),
+                        _ => m.name.to_string(),
+                    },
+                );
+                out.push(SetValue {
+                    value: json_value(value),
+                    key,
+                    source,
+                });
+            }
+            Item::None | Item::ArrayOfTables(_) => {}
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,162 @@
+//! The MCP administration service's typed operations: stored servers, grants and access
+//! requests. `talon mcp-servers` and the gateway's `/v1/mcp-*` routes ([`crate::mcp_admin_http`])
+//! call these, so a rule (a name `talon.toml` already uses is not stored, a grant or a request
+//! names a server that exists) holds on both, and each caller only translates
+//! [`McpAdminError`]: HTTP into a status, the CLI into an exit code.
+
+use serde_json::{Value, json};
+use talon_store::{
+    GrantSpec, McpAccessRequest, McpGrant, McpServerSpec, Store, StoreError, SubjectKind,
+};
+
+use crate::mcp_servers_config::McpServerSection;
+
+/// Why an MCP administration operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum McpAdminError {
+    /// The request is wrong; the message says how to fix it.
+    #[error("{0}")]
+    Invalid(String),
+    /// The name belongs to a server of `talon.toml`, which only the file changes.
+    #[error("{name} is configured in talon.toml; {hint}")]
+    Configured { name: String, hint: &'static str },
+    /// What the request names does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store failed (an unreachable database among others).
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for McpAdminError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Invalid { .. } => McpAdminError::Invalid(e.to_string()),
+            StoreError::NotFound { .. } => McpAdminError::NotFound(e.to_string()),
+            e => McpAdminError::Store(e),
+        }
+    }
+}
+
+impl McpAdminError {
+    /// Whether the caller's request was at fault (a usage error), not the service.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, McpAdminError::Store(_))
+    }
+}
+
+/// The operations over `store`, with the names `talon.toml` configures.
+pub struct McpAdmin<'a> {
+    pub store: &'a Store,
+    pub configured: &'a [String],
+}
+
+impl McpAdmin<'_> {
+    fn configured(&self, name: &str) -> bool {
+        self.configured.iter().any(|c| c == name)
+    }
+
+    /// Stores the server `section` describes as `name` (or with `replace` changes it); its
+    /// secrets are written only when `secrets_given` (a change keeps the stored ones otherwise).
+    pub async fn add_server(
+        &self,
+        name: &str,
+        section: McpServerSection,
+        replace: bool,
+        secrets_given: bool,
+    ) -> Result<McpServerSpec, McpAdminError> {
+        if self.configured(name) {
+            return Err(McpAdminError::Configured {
+                name: name.to_string(),
+                hint: "choose another name",
+            });
+        }
+        // A server section like talon.toml's, turned into a record by its one rule.
+        let (spec, secrets) = section.checked_spec(name).map_err(McpAdminError::Invalid)?;
+        self.store
+            .put_mcp_server(&spec, secrets_given.then_some(&secrets), replace)
+            .await?;
+        Ok(spec)
+    }
+
+    /// Removes the stored server `name` with its grants.
+    pub async fn remove_server(&self, name: &str) -> Result<(), McpAdminError> {
+        if self.configured(name) {
+            return Err(McpAdminError::Configured {
+                name: name.to_string(),
+                hint: "remove it there",
+            });
+        }
+        if self.store.remove_mcp_server(name).await? {
+            Ok(())
+        } else {
+            Err(McpAdminError::NotFound(format!(
+                "no stored MCP server named {name}"
+            )))
+        }
+    }
+
+    /// Refuses a server neither `talon.toml` nor the store knows.
+    pub async fn known_server(&self, name: &str) -> Result<(), McpAdminError> {
+        if self.configured(name) || self.store.mcp_server(name).await?.is_some() {
+            return Ok(());
+        }
+        Err(McpAdminError::NotFound(format!(
+            "no MCP server named {name}; `talon mcp-servers list` (GET /v1/mcp-servers) shows them"
+        )))
+    }
+
+    /// Creates or replaces a grant of a known server.
+    pub async fn put_grant(&self, grant: &GrantSpec) -> Result<(), McpAdminError> {
+        self.known_server(&grant.server).await?;
+        Ok(self.store.put_mcp_grant(grant).await?)
+    }
+
+    /// Withdraws the grant of `server` to `kind` `subject`.
+    pub async fn remove_grant(
+        &self,
+        server: &str,
+        kind: SubjectKind,
+        subject: &str,
+    ) -> Result<(), McpAdminError> {
+        if self.store.remove_mcp_grant(server, kind, subject).await? {
+            Ok(())
+        } else {
+            Err(McpAdminError::NotFound(format!(
+                "{} {subject} has no grant for {server}",
+                kind.as_str()
+            )))
+        }
+    }
+
+    /// Files a request for access to a known server; its id.
+    pub async fn request_access(
+        &self,
+        server: &str,
+        (kind, subject): (SubjectKind, &str),
+        tools: &[String],
+        reason: &str,
+        by: &str,
+    ) -> Result<i64, McpAdminError> {
+        self.known_server(server).await?;
+        Ok(self
+            .store
+            .request_mcp_access(server, kind, subject, tools, reason, by)
+            .await?)
+    }
+}
+
+/// A grant as both the API and `talon mcp-servers grants --json` show it.
+pub fn grant_json(g: &McpGrant) -> Value {
+    json!({"server": g.server, "kind": g.kind.as_str(), "subject": g.subject,
+        "enabled": g.enabled, "allow": g.tool_allow, "deny": g.tool_deny,
+        "granted_by": g.granted_by, "updated_at": g.updated_at})
+}
+
+/// An access request as both the API and `talon mcp-servers requests --json` show it.
+pub fn request_json(r: &McpAccessRequest) -> Value {
+    json!({"id": r.id, "server": r.server, "kind": r.kind.as_str(), "subject": r.subject,
+        "tools": r.tool_allow, "reason": r.reason, "requested_by": r.requested_by,
+        "status": r.status.as_str(), "reviewed_by": r.reviewed_by,
+        "review_note": r.review_note, "created_at": r.created_at, "reviewed_at": r.reviewed_at})
+}
