@@ -31,13 +31,13 @@ pub fn routes(store: Store) -> Router {
 async fn list(State(store): State<Store>) -> Response {
     let agents = match store.agents().await {
         Ok(agents) => agents,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => return store_error(e),
     };
     let mut out = Vec::with_capacity(agents.len());
     for agent in agents {
         let files = match store.agent_files(&agent.key).await {
             Ok(files) => files,
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+            Err(e) => return store_error(e),
         };
         out.push(json!({"key": agent.key, "type": agent.agent_type.as_str(),
                         "created_at": agent.created_at, "files": files}));
@@ -54,14 +54,14 @@ async fn file(State(store): State<Store>, Path((key, name)): Path<(String, Strin
                 "agent {key:?} has no context file {name:?}; GET /v1/agents lists each agent's files"
             ),
         ),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => store_error(e),
     }
 }
 
 async fn links(State(store): State<Store>) -> Response {
     match store.agent_links().await {
         Ok(links) => Json(json!({"links": links})).into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => store_error(e),
     }
 }
 
@@ -117,6 +117,6 @@ async fn unlink(
             StatusCode::NOT_FOUND,
             format!("there is no link from {source:?} to {target:?}"),
         ),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => store_error(e),
     }
 }

@@ -29,6 +29,7 @@ use talon_core::Registry;
 use talon_store::{CustomToolSpec, Store, StoredCustomTool};
 
 use crate::custom_tools::{CustomToolPatch, DefineError, define, update};
+use crate::http_reply::{error, store_error};
 
 #[derive(Clone)]
 struct Admin {
@@ -53,15 +54,11 @@ pub fn routes(store: Store, registry: Arc<Registry>, authenticated: bool) -> Rou
         })
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({"ok": false, "error": message.into()}))).into_response()
-}
-
 fn define_error(e: DefineError) -> Response {
     match e {
         DefineError::Invalid(_) => error(StatusCode::BAD_REQUEST, e.to_string()),
         DefineError::NotFound(_) => error(StatusCode::NOT_FOUND, e.to_string()),
-        DefineError::Store(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        DefineError::Store(e) => store_error(e),
     }
 }
 
@@ -97,7 +94,7 @@ async fn list(State(admin): State<Admin>) -> Response {
         Ok(tools) => {
             Json(json!({"tools": tools.iter().map(tool_json).collect::<Vec<_>>()})).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => store_error(e),
     }
 }
 
@@ -105,7 +102,7 @@ async fn show(State(admin): State<Admin>, Path(name): Path<String>) -> Response 
     match admin.store.custom_tool(&name).await {
         Ok(Some(t)) => Json(tool_json(&t)).into_response(),
         Ok(None) => define_error(DefineError::NotFound(name)),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => store_error(e),
     }
 }
 
@@ -209,7 +206,7 @@ async fn remove(State(admin): State<Admin>, Path(name): Path<String>) -> Respons
     match admin.store.remove_custom_tool(&name).await {
         Ok(true) => Json(json!({"ok": true, "removed": name})).into_response(),
         Ok(false) => define_error(DefineError::NotFound(name)),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => store_error(e),
     }
 }
 

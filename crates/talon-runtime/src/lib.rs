@@ -58,6 +58,7 @@ pub mod openai_compat_config;
 pub mod runs;
 pub mod runs_http;
 pub mod runtime;
+pub mod serve;
 pub mod server_ips;
 pub mod spinner;
 pub mod store;

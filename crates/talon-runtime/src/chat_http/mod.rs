@@ -205,6 +205,17 @@ impl From<RunError> for ApiError {
     }
 }
 
+impl From<talon_store::StoreError> for ApiError {
+    /// An unreachable database is 503 with `Retry-After` (try again), anything else 500.
+    fn from(e: talon_store::StoreError) -> Self {
+        if e.is_unavailable() {
+            RunError::Unavailable(e.to_string()).into()
+        } else {
+            RunError::Store(e.to_string()).into()
+        }
+    }
+}
+
 /// A response naming its agent and session for the request log.
 trait Labelled {
     fn labelled(self, labels: talon_gateway::RequestLabels) -> Response;
@@ -266,7 +277,7 @@ async fn list_models(State(runner): State<Runner>) -> Response {
         Ok(agents) => Json(json!({"object": "list",
                                   "data": agents.iter().map(model_json).collect::<Vec<_>>()}))
         .into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+        Err(e) => ApiError::from(e).openai(),
     }
 }
 
@@ -276,7 +287,7 @@ async fn show_model(State(runner): State<Runner>, Path(model): Path<String>) -> 
     match runner.store().agent(&key).await {
         Ok(Some(agent)) => Json(model_json(&agent)).into_response(),
         Ok(None) => ApiError::model_not_found(&model).openai(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+        Err(e) => ApiError::from(e).openai(),
     }
 }
 
@@ -425,7 +436,7 @@ async fn owned(
         .store()
         .owned_session(key, None, user)
         .await
-        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e))
+        .map_err(|e| ApiError::from(e).openai())
 }
 
 async fn cancel_turn(
@@ -467,7 +478,7 @@ async fn list_sessions(State(runner): State<Runner>, Query(q): Query<ListQuery>)
         .await
     {
         Ok(list) => Json(json!({"sessions": list})).into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e),
+        Err(e) => ApiError::from(e).openai(),
     }
 }
 

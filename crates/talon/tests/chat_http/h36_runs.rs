@@ -455,19 +455,18 @@ fn h36_10_a_database_outage_neither_fails_nor_orphans_runs() {
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     assert!(refused.to_lowercase().contains("retry-after"), "{refused}");
     assert!(refused.contains("try again shortly"), "{refused}");
-    // The services' routes say the same, never a 400 blaming the request or a bare 500: the
-    // cron and MCP administration operations answer typed errors.
-    for (path, body) in [
-        (
-            "/v1/cron?user=alice",
-            json!({"name": "n", "every": "1h", "message": "m", "session_key": "outage"}),
-        ),
-        (
-            "/v1/mcp-grants",
-            json!({"server": "gone", "agent": "helper"}),
-        ),
+    // The services' routes say the same, never a 400 blaming the request or a bare 500: their
+    // operations answer typed errors.
+    let cron = json!({"name": "n", "every": "1h", "message": "m", "session_key": "outage"});
+    let grant = json!({"server": "gone", "agent": "helper"});
+    for (method, path, body) in [
+        ("POST", "/v1/cron?user=alice", Some(&cron)),
+        ("POST", "/v1/mcp-grants", Some(&grant)),
+        ("GET", "/v1/agent-links", None),
+        ("GET", "/v1/custom-tools", None),
+        ("GET", "/v1/models", None),
     ] {
-        let answer = raw(&server.addr, "POST", path, Some(&body));
+        let answer = raw(&server.addr, method, path, body);
         assert!(answer.starts_with("HTTP/1.1 503"), "{path}: {answer}");
         assert!(
             answer.to_lowercase().contains("retry-after"),
