@@ -21,6 +21,7 @@
 mod access_log;
 mod approvals;
 mod auth;
+pub mod client;
 mod dashboard;
 mod events;
 mod guard;

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
-use talon_core::error_text::with_causes;
 use talon_core::visible::{visible, visible_lines};
+use talon_gateway::client::{ClientError, GatewayClient as Gateway};
 
 use super::usage_error;
 use crate::config::Config;
@@ -74,75 +74,21 @@ pub enum QuestionsCommand {
     },
 }
 
-/// A gateway client with the configured token.
-struct Gateway {
-    base: String,
-    token: Option<String>,
-    user: Option<String>,
-    http: reqwest::Client,
-}
-
-impl Gateway {
-    fn new(config: &Config, target: Target) -> Self {
-        let base = target.url.unwrap_or_else(|| {
-            let bind = config
-                .gateway
-                .bind
-                .clone()
-                .unwrap_or_else(|| talon_gateway::DEFAULT_BIND.to_string());
-            format!("http://{bind}")
-        });
-        Self {
-            base: base.trim_end_matches('/').to_string(),
-            token: config.gateway.token.clone().filter(|t| !t.is_empty()),
-            user: target.user.filter(|u| !u.is_empty()),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    /// `GET` or (with a body) `POST` `path`; the JSON answer, or what went wrong.
-    async fn send(&self, path: &str, body: Option<&Value>) -> Result<Value, String> {
-        let url = format!("{}{path}", self.base);
-        let mut request = match body {
-            Some(body) => self.http.post(&url).json(body),
-            None => self.http.get(&url),
-        };
-        if let Some(user) = &self.user {
-            request = request.query(&[("user", user)]);
-        }
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.map_err(|e| {
-            format!(
-                "cannot reach the gateway at {}: {} (is `talon serve` running? pass --url)",
-                self.base,
-                with_causes(&e)
-            )
-        })?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| format!("reading the gateway's answer: {}", with_causes(&e)))?;
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        if status.is_success() {
-            return Ok(value);
-        }
-        let message = value
-            .pointer("/error/message")
-            .or_else(|| value.get("error"))
-            .and_then(Value::as_str)
-            .map_or_else(|| value.to_string(), str::to_string);
-        Err(format!(
-            "the gateway answered {status}: {}",
-            visible(&message)
-        ))
-    }
+/// A client of the gateway `target` names (default: the configured `gateway.bind`).
+fn gateway(config: &Config, target: Target) -> Gateway {
+    let base = target.url.unwrap_or_else(|| {
+        let bind = config
+            .gateway
+            .bind
+            .clone()
+            .unwrap_or_else(|| talon_gateway::DEFAULT_BIND.to_string());
+        format!("http://{bind}")
+    });
+    Gateway::new(&base, config.gateway.token.clone(), target.user)
 }
 
 /// Exit 0 with what the gateway said, or 1 with the failure on stderr.
-fn finish(result: Result<(), String>) -> ExitCode {
+fn finish(result: Result<(), ClientError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -153,7 +99,7 @@ fn finish(result: Result<(), String>) -> ExitCode {
 }
 
 pub async fn approvals(config: &Config, target: Target, command: ApprovalsCommand) -> ExitCode {
-    let gateway = Gateway::new(config, target);
+    let gateway = gateway(config, target);
     finish(match command {
         ApprovalsCommand::List { json } => list_approvals(&gateway, json).await,
         ApprovalsCommand::Allow { id, always } => {
@@ -170,7 +116,7 @@ pub async fn approvals(config: &Config, target: Target, command: ApprovalsComman
     })
 }
 
-async fn list_approvals(gateway: &Gateway, json: bool) -> Result<(), String> {
+async fn list_approvals(gateway: &Gateway, json: bool) -> Result<(), ClientError> {
     let answer = gateway.send("/v1/approvals", None).await?;
     if json {
         println!("{answer}");
@@ -201,7 +147,7 @@ async fn list_approvals(gateway: &Gateway, json: bool) -> Result<(), String> {
     Ok(())
 }
 
-async fn resolve(gateway: &Gateway, body: Value) -> Result<(), String> {
+async fn resolve(gateway: &Gateway, body: Value) -> Result<(), ClientError> {
     let answer = gateway.send("/v1/approvals", Some(&body)).await?;
     println!(
         "{}: {}",
@@ -212,7 +158,7 @@ async fn resolve(gateway: &Gateway, body: Value) -> Result<(), String> {
 }
 
 pub async fn questions(config: &Config, target: Target, command: QuestionsCommand) -> ExitCode {
-    let gateway = Gateway::new(config, target);
+    let gateway = gateway(config, target);
     match command {
         QuestionsCommand::List { json } => finish(list_questions(&gateway, json).await),
         QuestionsCommand::Answer {
@@ -254,7 +200,7 @@ fn content(fields: &[String]) -> Result<Map<String, Value>, String> {
         .collect()
 }
 
-async fn list_questions(gateway: &Gateway, json: bool) -> Result<(), String> {
+async fn list_questions(gateway: &Gateway, json: bool) -> Result<(), ClientError> {
     let answer = gateway.send("/v1/questions", None).await?;
     if json {
         println!("{answer}");
@@ -299,7 +245,7 @@ async fn list_questions(gateway: &Gateway, json: bool) -> Result<(), String> {
     Ok(())
 }
 
-async fn answer(gateway: &Gateway, body: &Value) -> Result<(), String> {
+async fn answer(gateway: &Gateway, body: &Value) -> Result<(), ClientError> {
     gateway.send("/v1/questions", Some(body)).await?;
     println!(
         "{}: answered",
