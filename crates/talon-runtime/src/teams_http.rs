@@ -26,6 +26,7 @@ use serde_json::json;
 use talon_store::{Store, TaskFilter, TaskOrder};
 
 use crate::http_reply::{error, store_error};
+use crate::teams::ops::{self, TeamsError};
 
 /// The routes over `store`.
 pub fn routes(store: Store) -> Router {
@@ -39,10 +40,17 @@ pub fn routes(store: Store) -> Router {
 }
 
 fn no_team(name: &str) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        format!("there is no team {name:?}; GET /v1/teams lists them"),
-    )
+    refused(ops::no_team(name))
+}
+
+/// A refused or failed operation: 400 for a request to fix, 404 for what does not exist, 503
+/// with `Retry-After` while the database cannot be reached.
+fn refused(e: TeamsError) -> Response {
+    match e {
+        TeamsError::Invalid(_) => error(StatusCode::BAD_REQUEST, e),
+        TeamsError::NotFound(_) => error(StatusCode::NOT_FOUND, e),
+        TeamsError::Store(e) => store_error(e),
+    }
 }
 
 async fn list(State(store): State<Store>) -> Response {
@@ -66,22 +74,9 @@ async fn create(State(store): State<Store>, body: axum::body::Bytes) -> Response
         Ok(new) => new,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid team: {e}")),
     };
-    match store.agent(&new.lead).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("there is no agent {:?} to lead the team", new.lead),
-            );
-        }
-        Err(e) => return store_error(e),
-    }
-    match store
-        .create_team(&new.name, &new.lead, &new.description)
-        .await
-    {
+    match ops::create(&store, &new.name, &new.lead, &new.description).await {
         Ok(team) => (StatusCode::CREATED, Json(json!({"team": team}))).into_response(),
-        Err(e) => store_error(e),
+        Err(e) => refused(e),
     }
 }
 
@@ -94,10 +89,9 @@ async fn show(State(store): State<Store>, Path(name): Path<String>) -> Response 
 }
 
 async fn delete(State(store): State<Store>, Path(name): Path<String>) -> Response {
-    match store.delete_team(&name).await {
-        Ok(true) => Json(json!({"ok": true})).into_response(),
-        Ok(false) => no_team(&name),
-        Err(e) => store_error(e),
+    match ops::delete(&store, &name).await {
+        Ok(()) => Json(json!({"ok": true})).into_response(),
+        Err(e) => refused(e),
     }
 }
 
@@ -120,23 +114,9 @@ async fn add(
             Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid member: {e}")),
         }
     };
-    match store.agent(&agent).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("there is no agent {agent:?}"),
-            );
-        }
-        Err(e) => return store_error(e),
-    }
-    match store.add_team_member(&name, &agent, &membership.role).await {
-        Ok(()) => match store.team(&name).await {
-            Ok(Some(team)) => Json(json!({"team": team})).into_response(),
-            Ok(None) => no_team(&name),
-            Err(e) => store_error(e),
-        },
-        Err(e) => store_error(e),
+    match ops::add_member(&store, &name, &agent, &membership.role).await {
+        Ok(team) => Json(json!({"team": team})).into_response(),
+        Err(e) => refused(e),
     }
 }
 
@@ -144,13 +124,9 @@ async fn remove(
     State(store): State<Store>,
     Path((name, agent)): Path<(String, String)>,
 ) -> Response {
-    match store.remove_team_member(&name, &agent).await {
-        Ok(true) => Json(json!({"ok": true})).into_response(),
-        Ok(false) => error(
-            StatusCode::NOT_FOUND,
-            format!("{agent:?} is not a member of {name:?}"),
-        ),
-        Err(e) => store_error(e),
+    match ops::remove_member(&store, &name, &agent).await {
+        Ok(()) => Json(json!({"ok": true})).into_response(),
+        Err(e) => refused(e),
     }
 }
 

@@ -29,6 +29,7 @@ use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
 mod board;
 pub mod claude_code;
+pub mod ops;
 pub mod tools;
 
 /// The session setting that holds a conversation's team.

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use talon_core::visible::visible;
-use talon_store::{StoreError, TaskFilter, TaskOrder, TeamRecord};
+use talon_runtime::teams::ops::{self, TeamsError};
+use talon_store::{TaskFilter, TaskOrder, TeamRecord};
 
 use super::usage_error;
 use crate::config::Config;
@@ -80,18 +81,17 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
 }
 
 /// A store error: the caller's (exit 2) when it says what was wrong with the input.
-fn failed(e: StoreError) -> ExitCode {
-    match e {
-        StoreError::Invalid { .. } | StoreError::NotFound { .. } => usage_error(e),
-        e => fail(e),
-    }
+fn no_team(name: &str) -> ExitCode {
+    refused(ops::no_team(name))
 }
 
-fn no_team(name: &str) -> ExitCode {
-    usage_error(format!(
-        "there is no team {}; `talon teams list` lists them",
-        visible(name)
-    ))
+/// A refused operation: a usage error when the request was at fault.
+fn refused(e: TeamsError) -> ExitCode {
+    if e.is_usage() {
+        usage_error(e)
+    } else {
+        fail(e)
+    }
 }
 
 fn print_team(team: &TeamRecord) {
@@ -118,55 +118,36 @@ pub async fn run(config: Config, data_dir: &Path, command: TeamsCommand) -> Exit
             name,
             lead,
             description,
-        } => match store.agent(&lead).await {
-            Ok(None) => usage_error(format!(
-                "there is no agent {}; create it first with `talon agents create`",
-                visible(&lead)
-            )),
-            Err(e) => fail(e),
-            Ok(Some(_)) => match store.create_team(&name, &lead, &description).await {
-                Ok(team) => {
-                    println!("created team {} led by {}", team.name, team.lead);
-                    ExitCode::SUCCESS
-                }
-                Err(e) => failed(e),
-            },
+        } => match ops::create(&store, &name, &lead, &description).await {
+            Ok(team) => {
+                println!("created team {} led by {}", team.name, team.lead);
+                ExitCode::SUCCESS
+            }
+            Err(e) => refused(e),
         },
-        TeamsCommand::Delete { name } => match store.delete_team(&name).await {
-            Ok(true) => {
+        TeamsCommand::Delete { name } => match ops::delete(&store, &name).await {
+            Ok(()) => {
                 println!("deleted team {name}");
                 ExitCode::SUCCESS
             }
-            Ok(false) => no_team(&name),
-            Err(e) => fail(e),
+            Err(e) => refused(e),
         },
-        TeamsCommand::Add { name, agent, role } => match store.agent(&agent).await {
-            Ok(None) => usage_error(format!(
-                "there is no agent {}; create it first with `talon agents create`",
-                visible(&agent)
-            )),
-            Err(e) => fail(e),
-            Ok(Some(_)) => match store.add_team_member(&name, &agent, &role).await {
-                Ok(()) => {
+        TeamsCommand::Add { name, agent, role } => {
+            match ops::add_member(&store, &name, &agent, &role).await {
+                Ok(_) => {
                     println!("{agent} is on team {name}");
                     ExitCode::SUCCESS
                 }
-                Err(e) => failed(e),
-            },
-        },
+                Err(e) => refused(e),
+            }
+        }
         TeamsCommand::Remove { name, agent } => {
-            match store.remove_team_member(&name, &agent).await {
-                Ok(true) => {
+            match ops::remove_member(&store, &name, &agent).await {
+                Ok(()) => {
                     println!("{agent} left team {name}");
                     ExitCode::SUCCESS
                 }
-                Ok(false) => usage_error(format!(
-                    "{} is not a member of {}; `talon teams show {}` lists them",
-                    visible(&agent),
-                    visible(&name),
-                    visible(&name)
-                )),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         TeamsCommand::List { json } => match store.teams().await {

@@ -92,6 +92,33 @@ fn a_team_on_two_gateways_survives_a_killed_gateway() {
         Some(&json!({"name": "beta", "lead": "nobody"})),
     );
     assert_eq!(status, 400, "{unknown}");
+    // The same operations refuse the same things on the CLI (usage errors) and over HTTP.
+    for (args, wanted) in [
+        (
+            &["create", "beta", "--lead", "nobody"][..],
+            "there is no agent",
+        ),
+        (&["add", "alpha", "nobody"][..], "there is no agent"),
+        (&["delete", "gamma"][..], "there is no team"),
+    ] {
+        let out = support::command(home_a.path())
+            .envs(env)
+            .arg("teams")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(wanted),
+            "{out:?}"
+        );
+    }
+    let (status, stranger) = method_json(
+        "PUT",
+        &format!("{base_b}/v1/teams/alpha/members/nobody"),
+        &json!({}),
+    );
+    assert_eq!(status, 400, "{stranger}");
     for member in ["ann", "bob", "cy"] {
         let (status, team) = method_json(
             "PUT",

@@ -1,0 +1,102 @@
+//! The teams service's typed operations on a team itself (the board is the tools'): creating
+//! and deleting a team and changing its members, with the rule that a lead or member is an
+//! agent that exists. `talon teams` and `/v1/teams` call them and only translate [`TeamsError`].
+
+use talon_core::visible::visible;
+use talon_store::{Store, StoreError, TeamRecord};
+
+/// Why a team operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TeamsError {
+    /// The request is wrong; the message says how to fix it.
+    #[error("{0}")]
+    Invalid(String),
+    /// The team, or the member, does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store failed (an unreachable database among others).
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for TeamsError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Invalid { .. } => TeamsError::Invalid(e.to_string()),
+            StoreError::NotFound { .. } => TeamsError::NotFound(e.to_string()),
+            e => TeamsError::Store(e),
+        }
+    }
+}
+
+impl TeamsError {
+    /// Whether the caller's request was at fault (a usage error), not the service.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, TeamsError::Store(_))
+    }
+}
+
+/// "No team NAME" in the words both callers use.
+pub fn no_team(name: &str) -> TeamsError {
+    TeamsError::NotFound(format!(
+        "there is no team {}; `talon teams list` (GET /v1/teams) lists them",
+        visible(name)
+    ))
+}
+
+/// Refuses an agent that does not exist.
+async fn existing_agent(store: &Store, agent: &str) -> Result<(), TeamsError> {
+    match store.agent(agent).await? {
+        Some(_) => Ok(()),
+        None => Err(TeamsError::Invalid(format!(
+            "there is no agent {}; create it first (`talon agents create`)",
+            visible(agent)
+        ))),
+    }
+}
+
+/// Creates the team `name` led by the existing agent `lead`.
+pub async fn create(
+    store: &Store,
+    name: &str,
+    lead: &str,
+    description: &str,
+) -> Result<TeamRecord, TeamsError> {
+    existing_agent(store, lead).await?;
+    Ok(store.create_team(name, lead, description).await?)
+}
+
+/// Deletes the team `name` with its board and messages.
+pub async fn delete(store: &Store, name: &str) -> Result<(), TeamsError> {
+    if store.delete_team(name).await? {
+        Ok(())
+    } else {
+        Err(no_team(name))
+    }
+}
+
+/// Puts the existing agent `agent` on the team `name` with `role`; the team as it is now.
+pub async fn add_member(
+    store: &Store,
+    name: &str,
+    agent: &str,
+    role: &str,
+) -> Result<TeamRecord, TeamsError> {
+    existing_agent(store, agent).await?;
+    store.add_team_member(name, agent, role).await?;
+    store.team(name).await?.ok_or_else(|| no_team(name))
+}
+
+/// Takes `agent` off the team `name`.
+pub async fn remove_member(store: &Store, name: &str, agent: &str) -> Result<(), TeamsError> {
+    if store.remove_team_member(name, agent).await? {
+        Ok(())
+    } else {
+        Err(TeamsError::NotFound(format!(
+            "{} is not a member of {}; `talon teams show {}` lists them",
+            visible(agent),
+            visible(name),
+            visible(name)
+        )))
+    }
+}
