@@ -29,6 +29,7 @@
 
 pub mod agent_runs;
 pub mod agent_services;
+pub mod agents_admin;
 pub mod agents_http;
 pub mod audit;
 pub mod channels;

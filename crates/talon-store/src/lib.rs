@@ -43,6 +43,7 @@ mod pg_tls;
 mod private_file;
 mod runs;
 mod secrets;
+pub use secrets::RotatedKey;
 mod sessions;
 mod skills;
 mod teams;

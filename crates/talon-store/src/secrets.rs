@@ -1,6 +1,8 @@
 //! Secrets at rest. A wrong key is a clear error at unlock time (a key-check value is stored
 //! encrypted), and a corrupted secret fails alone, naming itself.
 
+use std::path::Path;
+
 use sqlx::Row;
 
 use crate::{EncryptionKey, Store, StoreError, now_ms};
@@ -192,6 +194,47 @@ impl Store {
         Ok((values, broken))
     }
 
+    /// Rotates the key kept in `data_dir` (`talon secrets rotate-key`): a new key is written
+    /// first beside the old one (`encryption.key.new`), so a crash never leaves secrets
+    /// encrypted with a key that exists nowhere; every secret is re-encrypted with it; then it
+    /// replaces the key file. When the key comes from [`crate::KEY_ENV`] the new one is left
+    /// beside it for the operator to put there ([`RotatedKey::staged`]).
+    pub async fn rotate_key_file(&mut self, data_dir: &Path) -> Result<RotatedKey, StoreError> {
+        let key_file = data_dir.join(crate::KEY_FILE);
+        let from_env = std::env::var(crate::KEY_ENV).is_ok_and(|v| !v.is_empty());
+        let new = EncryptionKey::generate();
+        let staged = key_file.with_extension("key.new");
+        let _ = std::fs::remove_file(&staged);
+        new.write_new(&staged)?;
+        let count = match self.rotate_key(new).await {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = std::fs::remove_file(&staged);
+                return Err(e);
+            }
+        };
+        if from_env {
+            return Ok(RotatedKey {
+                count,
+                key_file: staged,
+                staged: true,
+            });
+        }
+        std::fs::rename(&staged, &key_file).map_err(|source| StoreError::Io {
+            path: format!(
+                "{} (the secrets were re-encrypted; the new key is in {})",
+                key_file.display(),
+                staged.display()
+            ),
+            source,
+        })?;
+        Ok(RotatedKey {
+            count,
+            key_file,
+            staged: false,
+        })
+    }
+
     /// Re-encrypts every secret and the key check with `new` in one transaction; on success the
     /// store uses `new`. Returns how many secrets were re-encrypted.
     pub async fn rotate_key(&mut self, new: EncryptionKey) -> Result<usize, StoreError> {
@@ -232,4 +275,13 @@ impl Store {
         self.key = Some(new);
         Ok(count)
     }
+}
+
+/// A rotated key: how many secrets were re-encrypted and where the new key is.
+#[derive(Debug)]
+pub struct RotatedKey {
+    pub count: usize,
+    pub key_file: std::path::PathBuf,
+    /// The key comes from the environment: the new one waits in `key_file` to be put there.
+    pub staged: bool,
 }

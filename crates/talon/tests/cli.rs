@@ -485,6 +485,12 @@ fn the_operators_cli_is_complete() {
     assert_eq!((code, files.trim()), (0, "[\"SOUL.md\"]"));
     let (code, soul, _) = run_in(home, &["agents", "get-file", "helper", "SOUL.md"], "");
     assert_eq!((code, soul.as_str()), (0, "Be kind.\n"));
+    let (code, _, stderr) = run_in(home, &["agents", "get-file", "helper", "TOOLS.md"], "");
+    assert_eq!(code, 2, "a file the agent lacks is the caller's to fix: {stderr}");
+    assert!(stderr.contains("list-files"), "{stderr}");
+    let (code, _, stderr) = run_in(home, &["agents", "create", "odd", "--settings", "{"], "");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not valid JSON"), "{stderr}");
     let (code, _, stderr) = run_in(home, &["agents", "delete", "default"], "");
     assert_eq!(code, 2, "the default agent stays");
     assert!(stderr.contains("default agent"), "{stderr}");

@@ -4,7 +4,8 @@ use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
-use talon_store::{AgentType, EncryptionKey, Store};
+use talon_runtime::agents_admin::{self as ops, AgentsError};
+use talon_store::Store;
 
 use super::usage_error;
 use crate::config::Config;
@@ -74,28 +75,13 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
             key,
             agent_type,
             settings,
-        } => {
-            let agent_type: AgentType = match agent_type.parse() {
-                Ok(t) => t,
-                Err(e) => return usage_error(e),
-            };
-            match serde_json::from_str::<serde_json::Value>(&settings) {
-                Ok(parsed) => {
-                    if let Err(e) = crate::runs::gates::check_agent_settings(&parsed) {
-                        return usage_error(format!("--settings: {e}"));
-                    }
-                }
-                Err(e) => return usage_error(format!("--settings is not valid JSON: {e}")),
+        } => match ops::create(&store, &key, &agent_type, &settings).await {
+            Ok(agent_type) => {
+                println!("agent {key} ({})", agent_type.as_str());
+                ExitCode::SUCCESS
             }
-            match store.upsert_agent(&key, agent_type, &settings).await {
-                Ok(()) => {
-                    println!("agent {key} ({})", agent_type.as_str());
-                    ExitCode::SUCCESS
-                }
-                Err(e @ talon_store::StoreError::Invalid { .. }) => usage_error(e),
-                Err(e) => fail(e),
-            }
-        }
+            Err(e) => refused(e),
+        },
         AgentsCommand::List { json } => match store.agents().await {
             Ok(agents) => {
                 if json {
@@ -131,11 +117,7 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                     Err(e) => return usage_error(format!("cannot read {}: {e}", from.display())),
                 }
             };
-            let result = match &user {
-                Some(user) => store.set_user_file(&key, user, &file, &content).await,
-                None => store.set_agent_file(&key, &file, &content).await,
-            };
-            match result {
+            match ops::set_file(&store, &key, user.as_deref(), &file, &content).await {
                 Ok(()) => {
                     println!(
                         "{file} set for agent {key}{}",
@@ -143,41 +125,20 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                     );
                     ExitCode::SUCCESS
                 }
-                Err(
-                    e @ (talon_store::StoreError::NotFound { .. }
-                    | talon_store::StoreError::Invalid { .. }),
-                ) => usage_error(e),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         AgentsCommand::GetFile { key, file, user } => {
-            let found = match &user {
-                Some(user) => store.user_file(&key, user, &file).await,
-                None => store.agent_file(&key, &file).await,
-            };
-            match found {
-                Ok(Some(content)) => {
+            match ops::file(&store, &key, user.as_deref(), &file).await {
+                Ok(content) => {
                     print!("{content}");
                     ExitCode::SUCCESS
                 }
-                Ok(None) => fail(format!(
-                    "agent {key:?} has no {file}{}; `talon agents list-files {key}` lists them",
-                    user.map(|u| format!(" of user {u:?}")).unwrap_or_default()
-                )),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         AgentsCommand::ListFiles { key, user, json } => {
-            match store.agent(&key).await {
-                Ok(Some(_)) => {}
-                Ok(None) => return usage_error(unknown_agent(&key)),
-                Err(e) => return fail(e),
-            }
-            let files = match &user {
-                Some(user) => store.user_files(&key, user).await,
-                None => store.agent_files(&key).await,
-            };
-            match files {
+            match ops::files(&store, &key, user.as_deref()).await {
                 Ok(files) if json => {
                     println!("{}", serde_json::json!(files));
                     ExitCode::SUCCESS
@@ -188,31 +149,18 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
-        AgentsCommand::Delete { key } => {
-            if key == config.agents.default {
-                return usage_error(format!(
-                    "{key:?} is the default agent ([agents] default); choose another default first"
-                ));
+        AgentsCommand::Delete { key } => match ops::delete(&store, &config, &key).await {
+            Ok(()) => {
+                println!(
+                    "agent {key} and its context files deleted; its sessions and memory stay in the store"
+                );
+                ExitCode::SUCCESS
             }
-            if config.agents.entries.contains_key(&key) {
-                return usage_error(format!(
-                    "agent {key:?} is configured in talon.toml ([agents.{key}]), which creates it at every start: remove it there"
-                ));
-            }
-            match store.delete_agent(&key).await {
-                Ok(true) => {
-                    println!(
-                        "agent {key} and its context files deleted; its sessions and memory stay in the store"
-                    );
-                    ExitCode::SUCCESS
-                }
-                Ok(false) => usage_error(unknown_agent(&key)),
-                Err(e) => fail(e),
-            }
-        }
+            Err(e) => refused(e),
+        },
         AgentsCommand::Link {
             source,
             target,
@@ -221,19 +169,12 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
             allow_users,
             deny_users,
         } => {
-            let direction = if bidirectional {
-                talon_store::LinkDirection::Bidirectional
-            } else {
-                talon_store::LinkDirection::Outbound
-            };
             let settings = talon_store::LinkSettings {
                 allow_users,
                 deny_users,
             };
-            match store
-                .link_agents(&source, &target, direction, max_concurrent, &settings)
-                .await
-            {
+            let pair = (source.as_str(), target.as_str());
+            match ops::link(&store, pair, bidirectional, max_concurrent, &settings).await {
                 Ok(link) => {
                     println!(
                         "{} {} {} (at most {} at once)",
@@ -244,23 +185,16 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                     );
                     ExitCode::SUCCESS
                 }
-                Err(
-                    e @ (talon_store::StoreError::Invalid { .. }
-                    | talon_store::StoreError::NotFound { .. }),
-                ) => usage_error(e),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         AgentsCommand::Unlink { source, target } => {
-            match store.unlink_agents(&source, &target).await {
-                Ok(true) => {
+            match ops::unlink(&store, &source, &target).await {
+                Ok(()) => {
                     println!("{source} no longer delegates to {target}");
                     ExitCode::SUCCESS
                 }
-                Ok(false) => usage_error(format!(
-                    "there is no link from {source:?} to {target:?}; `talon agents links` lists them"
-                )),
-                Err(e) => fail(e),
+                Err(e) => refused(e),
             }
         }
         AgentsCommand::Links { json } => match store.agent_links().await {
@@ -305,8 +239,13 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
     }
 }
 
-fn unknown_agent(key: &str) -> String {
-    format!("no agent {key:?}; `talon agents list` lists them")
+/// A refused operation: a usage error when the request was at fault.
+fn refused(e: AgentsError) -> ExitCode {
+    if e.is_usage() {
+        usage_error(e)
+    } else {
+        fail(e)
+    }
 }
 
 pub async fn secrets(config: Config, data_dir: &Path, command: SecretsCommand) -> ExitCode {
@@ -357,43 +296,25 @@ pub async fn secrets(config: Config, data_dir: &Path, command: SecretsCommand) -
             )),
             Err(e) => fail(e),
         },
-        SecretsCommand::RotateKey => {
-            let key_file = data_dir.join(talon_store::KEY_FILE);
-            let from_env = std::env::var(talon_store::KEY_ENV).is_ok_and(|v| !v.is_empty());
-            let new = EncryptionKey::generate();
-            // Write the new key first (beside the old one), so a crash never leaves secrets
-            // encrypted with a key that exists nowhere.
-            let staged = key_file.with_extension("key.new");
-            let _ = std::fs::remove_file(&staged);
-            if let Err(e) = new.write_new(&staged) {
-                return fail(e);
-            }
-            let count = match store.rotate_key(new.clone()).await {
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = std::fs::remove_file(&staged);
-                    return fail(e);
-                }
-            };
-            if from_env {
+        SecretsCommand::RotateKey => match store.rotate_key_file(data_dir).await {
+            Ok(done) if done.staged => {
                 println!(
-                    "re-encrypted {count} secrets. The new key is in {}; set {} to its contents before the next start.",
-                    staged.display(),
+                    "re-encrypted {} secrets. The new key is in {}; set {} to its contents before the next start.",
+                    done.count,
+                    done.key_file.display(),
                     talon_store::KEY_ENV
                 );
-            } else if let Err(e) = std::fs::rename(&staged, &key_file) {
-                return fail(format!(
-                    "secrets were re-encrypted but the new key could not replace {}: {e}; the new key is in {}",
-                    key_file.display(),
-                    staged.display()
-                ));
-            } else {
-                println!(
-                    "re-encrypted {count} secrets; {} holds the new key",
-                    key_file.display()
-                );
+                ExitCode::SUCCESS
             }
-            ExitCode::SUCCESS
-        }
+            Ok(done) => {
+                println!(
+                    "re-encrypted {} secrets; {} holds the new key",
+                    done.count,
+                    done.key_file.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
     }
 }
