@@ -85,6 +85,51 @@ pub enum DefineError {
     Store(#[from] talon_store::StoreError),
 }
 
+/// A parameter schema from `NAME:TYPE[:required][:description]` entries (`talon custom-tools
+/// --param`), or from `json`, a whole JSON Schema (`--parameters`); `None` when neither is given.
+pub fn parameter_schema(
+    json: Option<&str>,
+    params: &[String],
+) -> Result<Option<serde_json::Value>, DefineError> {
+    if let Some(text) = json {
+        return serde_json::from_str(text)
+            .map(Some)
+            .map_err(|e| DefineError::Invalid(format!("--parameters is not JSON: {e}")));
+    }
+    if params.is_empty() {
+        return Ok(None);
+    }
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for entry in params {
+        let mut parts = entry.splitn(4, ':');
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            return Err(DefineError::Invalid(format!(
+                "--param {entry:?}: give NAME:TYPE, e.g. path:string"
+            )));
+        };
+        let mut rest: Vec<&str> = parts.collect();
+        if rest.first() == Some(&"required") {
+            required.push(serde_json::Value::from(name));
+            rest.remove(0);
+        }
+        let mut schema = serde_json::json!({ "type": kind });
+        if let Some(description) = rest.first().filter(|d| !d.is_empty()) {
+            schema["description"] = (*description).into();
+        }
+        if properties.insert(name.to_string(), schema).is_some() {
+            return Err(DefineError::Invalid(format!(
+                "--param {name} is given twice"
+            )));
+        }
+    }
+    Ok(Some(serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    })))
+}
+
 /// Checks `spec` completely and stores it (a new tool, or with `replace` a changed one); `env`
 /// replaces the stored variables when given. `registry`: the running registry, whose tools'
 /// names are refused as well (the built-in vocabulary always is).

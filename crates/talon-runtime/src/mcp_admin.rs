@@ -9,6 +9,7 @@ use talon_store::{
     GrantSpec, McpAccessRequest, McpGrant, McpServerSpec, Store, StoreError, SubjectKind,
 };
 
+use crate::config::Config;
 use crate::mcp_servers_config::McpServerSection;
 
 /// Why an MCP administration operation was refused or failed.
@@ -159,4 +160,60 @@ pub fn request_json(r: &McpAccessRequest) -> Value {
         "tools": r.tool_allow, "reason": r.reason, "requested_by": r.requested_by,
         "status": r.status.as_str(), "reviewed_by": r.reviewed_by,
         "review_note": r.review_note, "created_at": r.created_at, "reviewed_at": r.reviewed_at})
+}
+
+/// One row of `list`.
+fn row(spec: &McpServerSpec, source: &str, secret_names: Vec<String>) -> Value {
+    let target = if spec.transport == "stdio" {
+        std::iter::once(spec.command.as_str())
+            .chain(spec.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        spec.url.clone()
+    };
+    json!({"name": spec.name, "source": source, "transport": spec.transport, "target": target,
+        "enabled": spec.enabled, "required": spec.required, "require_grant": spec.require_grant,
+        "oauth": spec.oauth, "secrets": secret_names})
+}
+
+/// Every server `talon mcp-servers list` shows: those of `talon.toml`, then the stored ones it
+/// does not shadow, each with its secrets' names (never values) and, for OAuth, whether it is
+/// signed in.
+pub async fn listed_servers(config: &Config, store: &Store) -> Result<Vec<Value>, McpAdminError> {
+    let from_file = crate::mcp_servers_config::specs(&config.mcp_servers)
+        .map_err(|e| McpAdminError::Invalid(e.to_string()))?;
+    let stored = store.mcp_servers().await?;
+    let mut rows: Vec<_> = from_file
+        .iter()
+        .map(|(spec, secrets)| {
+            let names = secrets
+                .env
+                .keys()
+                .chain(secrets.headers.keys())
+                .cloned()
+                .collect();
+            row(spec, "talon.toml", names)
+        })
+        .collect();
+    let shadowed: std::collections::BTreeSet<&String> = config.mcp_servers.keys().collect();
+    rows.extend(
+        stored
+            .iter()
+            .filter(|s| !shadowed.contains(&s.spec.name))
+            .map(|s: &talon_store::StoredMcpServer| {
+                let names = s.env_names.iter().chain(&s.header_names).cloned().collect();
+                row(&s.spec, "store", names)
+            }),
+    );
+    let vault = crate::mcp_store::vault(store);
+    for row in rows.iter_mut().filter(|r| r["oauth"] == json!(true)) {
+        let name = row["name"].as_str().unwrap_or_default().to_string();
+        row["oauth"] = match vault.load(&name).await {
+            Ok(Some(_)) => json!("signed in"),
+            Ok(None) => json!("needs login"),
+            Err(e) => json!(format!("unknown: {e}")),
+        };
+    }
+    Ok(rows)
 }

@@ -486,7 +486,10 @@ fn the_operators_cli_is_complete() {
     let (code, soul, _) = run_in(home, &["agents", "get-file", "helper", "SOUL.md"], "");
     assert_eq!((code, soul.as_str()), (0, "Be kind.\n"));
     let (code, _, stderr) = run_in(home, &["agents", "get-file", "helper", "TOOLS.md"], "");
-    assert_eq!(code, 2, "a file the agent lacks is the caller's to fix: {stderr}");
+    assert_eq!(
+        code, 2,
+        "a file the agent lacks is the caller's to fix: {stderr}"
+    );
     assert!(stderr.contains("list-files"), "{stderr}");
     let (code, _, stderr) = run_in(home, &["agents", "create", "odd", "--settings", "{"], "");
     assert_eq!(code, 2, "{stderr}");

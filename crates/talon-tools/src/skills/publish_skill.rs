@@ -80,17 +80,7 @@ impl Tool for PublishSkill {
                  a skill for everyone is the operator's to publish (talon skills publish DIR)",
             );
         };
-        let frontmatter = serde_json::Value::Object(md.frontmatter.clone()).to_string();
-        let published = store
-            .publish_skill(&talon_store::NewSkill {
-                name: &md.name,
-                user: &user,
-                description: &md.description,
-                frontmatter: &frontmatter,
-                instructions: &md.instructions,
-                files: &files,
-            })
-            .await;
+        let published = store_skill(store, &md, &files, &user).await;
         match published {
             Ok(version) => ToolOutput::text(format!(
                 "Published skill {} (version {version}, {} file(s) besides SKILL.md), for user {user}.",
@@ -100,6 +90,27 @@ impl Tool for PublishSkill {
             Err(e) => ToolOutput::error(format!("the skill could not be stored: {e}")),
         }
     }
+}
+
+/// Stores the skill read from a directory as the next version of `md.name` for `user` (`""`:
+/// everyone), the one write the tool and `talon skills publish` share; the version stored.
+pub async fn store_skill(
+    store: &talon_store::Store,
+    md: &skill_md::SkillMd,
+    files: &[(String, Vec<u8>)],
+    user: &str,
+) -> Result<i64, talon_store::StoreError> {
+    let frontmatter = serde_json::Value::Object(md.frontmatter.clone()).to_string();
+    store
+        .publish_skill(&talon_store::NewSkill {
+            name: &md.name,
+            user,
+            description: &md.description,
+            frontmatter: &frontmatter,
+            instructions: &md.instructions,
+            files,
+        })
+        .await
 }
 
 /// A skill directory anywhere on disk (the operator's `talon skills publish`), read as the

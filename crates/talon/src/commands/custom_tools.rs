@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use talon_core::visible::visible;
-use talon_runtime::custom_tools::{CustomToolPatch, DefineError, define, update};
+use talon_runtime::custom_tools::{CustomToolPatch, DefineError, define, parameter_schema, update};
 use talon_store::{CustomToolSpec, StoredCustomTool};
 
 use super::cli_credentials::read_pairs;
@@ -122,42 +122,8 @@ fn operator() -> String {
 }
 
 /// The parameter schema `--param` entries or `--parameters` describe, if any.
-fn parameters(common: &CommonArgs) -> Result<Option<serde_json::Value>, String> {
-    if let Some(text) = &common.parameters {
-        return serde_json::from_str(text)
-            .map(Some)
-            .map_err(|e| format!("--parameters is not JSON: {e}"));
-    }
-    if common.params.is_empty() {
-        return Ok(None);
-    }
-    let mut properties = serde_json::Map::new();
-    let mut required = Vec::new();
-    for entry in &common.params {
-        let mut parts = entry.splitn(4, ':');
-        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
-            return Err(format!(
-                "--param {entry:?}: give NAME:TYPE, e.g. path:string"
-            ));
-        };
-        let mut rest: Vec<&str> = parts.collect();
-        if rest.first() == Some(&"required") {
-            required.push(serde_json::Value::from(name));
-            rest.remove(0);
-        }
-        let mut schema = serde_json::json!({ "type": kind });
-        if let Some(description) = rest.first().filter(|d| !d.is_empty()) {
-            schema["description"] = (*description).into();
-        }
-        if properties.insert(name.to_string(), schema).is_some() {
-            return Err(format!("--param {name} is given twice"));
-        }
-    }
-    Ok(Some(serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-    })))
+fn parameters(common: &CommonArgs) -> Result<Option<serde_json::Value>, DefineError> {
+    parameter_schema(common.parameters.as_deref(), &common.params)
 }
 
 fn env(common: &CommonArgs) -> Result<Option<BTreeMap<String, String>>, ExitCode> {
@@ -200,7 +166,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
             match parameters(&args.common) {
                 Ok(Some(p)) => spec.parameters = p,
                 Ok(None) => {}
-                Err(e) => return usage_error(e),
+                Err(e) => return define_failed(e),
             }
             spec.working_dir = args.common.working_dir.clone().unwrap_or_default();
             spec.timeout_secs = args.common.timeout.unwrap_or(spec.timeout_secs);
@@ -272,7 +238,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
                 command: args.command,
                 parameters: match parameters(&args.common) {
                     Ok(p) => p,
-                    Err(e) => return usage_error(e),
+                    Err(e) => return define_failed(e),
                 },
                 working_dir: args.common.working_dir,
                 timeout_secs: args.common.timeout,

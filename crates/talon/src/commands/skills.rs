@@ -170,19 +170,8 @@ async fn publish(store: &talon_store::Store, dir: &Path, user: Option<&str>) -> 
         Ok(read) => read,
         Err(e) => return usage_error(format!("{}: {}", dir.display(), visible(&e))),
     };
-    let frontmatter = serde_json::Value::Object(md.frontmatter.clone()).to_string();
     let user = user.unwrap_or_default();
-    match store
-        .publish_skill(&talon_store::NewSkill {
-            name: &md.name,
-            user,
-            description: &md.description,
-            frontmatter: &frontmatter,
-            instructions: &md.instructions,
-            files: &files,
-        })
-        .await
-    {
+    match talon_tools::skills::publish_skill::store_skill(store, &md, &files, user).await {
         Ok(version) => {
             println!(
                 "published skill {} (version {version}, {} file(s)) for {}",

@@ -1,13 +1,11 @@
 //! `talon mcp-servers`: the MCP servers Talon bridges (from `talon.toml` and the store), who may
 //! use them, and requests for access. Changes reach running gateways without a restart.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
-use talon_store::{GrantSpec, McpServerSpec, RequestStatus, Store, StoredMcpServer, SubjectKind};
+use talon_store::{GrantSpec, RequestStatus, Store, SubjectKind};
 
 mod connect;
 
@@ -479,61 +477,11 @@ async fn add(admin: &McpAdmin<'_>, args: AddArgs) -> ExitCode {
     }
 }
 
-/// One row of `list`.
-fn row(spec: &McpServerSpec, source: &str, secret_names: Vec<String>) -> serde_json::Value {
-    let target = if spec.transport == "stdio" {
-        std::iter::once(spec.command.as_str())
-            .chain(spec.args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" ")
-    } else {
-        spec.url.clone()
-    };
-    json!({"name": spec.name, "source": source, "transport": spec.transport, "target": target,
-        "enabled": spec.enabled, "required": spec.required, "require_grant": spec.require_grant,
-        "oauth": spec.oauth, "secrets": secret_names})
-}
-
 async fn list(config: &Config, store: &Store, json: bool) -> ExitCode {
-    let from_file = match crate::mcp_servers_config::specs(&config.mcp_servers) {
-        Ok(specs) => specs,
-        Err(e) => return usage_error(e),
+    let rows = match talon_runtime::mcp_admin::listed_servers(config, store).await {
+        Ok(rows) => rows,
+        Err(e) => return refused(e),
     };
-    let stored = match store.mcp_servers().await {
-        Ok(list) => list,
-        Err(e) => return fail(e),
-    };
-    let mut rows: Vec<_> = from_file
-        .iter()
-        .map(|(spec, secrets)| {
-            let names = secrets
-                .env
-                .keys()
-                .chain(secrets.headers.keys())
-                .cloned()
-                .collect();
-            row(spec, "talon.toml", names)
-        })
-        .collect();
-    let shadowed: BTreeSet<&String> = config.mcp_servers.keys().collect();
-    rows.extend(
-        stored
-            .iter()
-            .filter(|s| !shadowed.contains(&s.spec.name))
-            .map(|s: &StoredMcpServer| {
-                let names = s.env_names.iter().chain(&s.header_names).cloned().collect();
-                row(&s.spec, "store", names)
-            }),
-    );
-    let vault = crate::mcp_store::vault(store);
-    for row in rows.iter_mut().filter(|r| r["oauth"] == json!(true)) {
-        let name = row["name"].as_str().unwrap_or_default().to_string();
-        row["oauth"] = match vault.load(&name).await {
-            Ok(Some(_)) => json!("signed in"),
-            Ok(None) => json!("needs login"),
-            Err(e) => json!(format!("unknown: {e}")),
-        };
-    }
     print_rows(&rows, json, |r| {
         let mut flags = Vec::new();
         if let Some(state) = r["oauth"].as_str() {
