@@ -217,3 +217,48 @@ pub async fn listed_servers(config: &Config, store: &Store) -> Result<Vec<Value>
     }
     Ok(rows)
 }
+
+/// The bridge configuration of server `name`, from `talon.toml` or the store, secrets
+/// included (`talon mcp-servers test`, `login`).
+pub async fn server_config(
+    config: &Config,
+    store: &Store,
+    name: &str,
+) -> Result<talon_bridge::ServerConfig, McpAdminError> {
+    let vault = crate::mcp_store::vault(store);
+    let invalid = |e: &dyn std::fmt::Display| McpAdminError::Invalid(e.to_string());
+    if let Some(section) = config.mcp_servers.get(name) {
+        let (spec, secrets) = section
+            .checked_spec(name)
+            .map_err(|e| invalid(&format!("[mcp_servers.{name}]: {e}")))?;
+        return crate::mcp_servers_config::server_config(&spec, &secrets, &vault)
+            .map_err(|e| invalid(&e));
+    }
+    let Some(stored) = store.mcp_server(name).await? else {
+        return Err(McpAdminError::NotFound(format!(
+            "no MCP server named {name}; `talon mcp-servers list` shows them"
+        )));
+    };
+    let secrets = store.mcp_server_secrets(&stored).await?;
+    crate::mcp_servers_config::server_config(&stored.spec, &secrets, &vault)
+        .map_err(|e| invalid(&e))
+}
+
+/// The OAuth settings of server `name`; refused when it does not sign in with OAuth.
+pub async fn oauth_settings(
+    config: &Config,
+    store: &Store,
+    name: &str,
+) -> Result<(talon_bridge::HttpConfig, talon_bridge::oauth::OAuthConfig), McpAdminError> {
+    match server_config(config, store, name).await?.transport {
+        talon_bridge::Transport::Http(http) => match http.oauth.clone() {
+            Some(oauth) => Ok((http, oauth)),
+            None => Err(McpAdminError::Invalid(format!(
+                "{name} does not sign in with OAuth: set oauth = true (talon.toml) or add it with --oauth"
+            ))),
+        },
+        _ => Err(McpAdminError::Invalid(format!(
+            "{name} is not a streamable HTTP server; only those sign in with OAuth"
+        ))),
+    }
+}

@@ -7,62 +7,9 @@ use serde_json::json;
 use talon_store::Store;
 
 use super::super::cli_credentials::fail;
-use super::super::usage_error;
 use crate::config::Config;
 use talon_core::visible::visible;
-
-/// The bridge configuration of server `name`, from talon.toml or the store.
-async fn resolve(
-    config: &Config,
-    store: &Store,
-    name: &str,
-) -> Result<talon_bridge::ServerConfig, ExitCode> {
-    let vault = crate::mcp_store::vault(store);
-    let server = if let Some(section) = config.mcp_servers.get(name) {
-        section
-            .checked_spec(name)
-            .map_err(|e| format!("[mcp_servers.{name}]: {e}"))
-            .and_then(|(spec, secrets)| {
-                crate::mcp_servers_config::server_config(&spec, &secrets, &vault)
-            })
-    } else {
-        match store.mcp_server(name).await {
-            Ok(Some(stored)) => match store.mcp_server_secrets(&stored).await {
-                Ok(secrets) => {
-                    crate::mcp_servers_config::server_config(&stored.spec, &secrets, &vault)
-                }
-                Err(e) => return Err(fail(e)),
-            },
-            Ok(None) => {
-                return Err(usage_error(format!(
-                    "no MCP server named {name}; `talon mcp-servers list` shows them"
-                )));
-            }
-            Err(e) => return Err(fail(e)),
-        }
-    };
-    server.map_err(usage_error)
-}
-
-/// The OAuth settings of server `name`, or a usage error when it does not sign in with OAuth.
-async fn oauth_of(
-    config: &Config,
-    store: &Store,
-    name: &str,
-) -> Result<(talon_bridge::HttpConfig, talon_bridge::oauth::OAuthConfig), ExitCode> {
-    let server = resolve(config, store, name).await?;
-    match server.transport {
-        talon_bridge::Transport::Http(http) => match http.oauth.clone() {
-            Some(oauth) => Ok((http, oauth)),
-            None => Err(usage_error(format!(
-                "{name} does not sign in with OAuth: set oauth = true (talon.toml) or add it with --oauth"
-            ))),
-        },
-        _ => Err(usage_error(format!(
-            "{name} is not a streamable HTTP server; only those sign in with OAuth"
-        ))),
-    }
-}
+use talon_runtime::mcp_admin::{oauth_settings, server_config};
 
 /// Opens `url` in the user's browser: `$BROWSER`, else xdg-open; the URL is printed either way.
 fn open_browser(url: &str) {
@@ -84,9 +31,9 @@ pub(super) async fn login(
     name: &str,
     no_browser: bool,
 ) -> ExitCode {
-    let (http, oauth) = match oauth_of(config, store, name).await {
+    let (http, oauth) = match oauth_settings(config, store, name).await {
         Ok(pair) => pair,
-        Err(code) => return code,
+        Err(e) => return super::refused(e),
     };
     let open = |url: &str| {
         if no_browser {
@@ -111,9 +58,9 @@ pub(super) async fn login(
 }
 
 pub(super) async fn logout(config: &Config, store: &Store, name: &str) -> ExitCode {
-    let (_, oauth) = match oauth_of(config, store, name).await {
+    let (_, oauth) = match oauth_settings(config, store, name).await {
         Ok(pair) => pair,
-        Err(code) => return code,
+        Err(e) => return super::refused(e),
     };
     match talon_bridge::oauth::logout(name, &oauth).await {
         Ok(()) => {
@@ -125,9 +72,9 @@ pub(super) async fn logout(config: &Config, store: &Store, name: &str) -> ExitCo
 }
 
 pub(super) async fn test(config: &Config, store: &Store, name: &str, json: bool) -> ExitCode {
-    let server = match resolve(config, store, name).await {
+    let server = match server_config(config, store, name).await {
         Ok(s) => s,
-        Err(code) => return code,
+        Err(e) => return super::refused(e),
     };
     let started = Instant::now();
     // Starting a server can take a while (npx downloading a package on its first run).

@@ -409,7 +409,7 @@ async fn review(store: &Store, args: ReviewArgs, approve: bool) -> ExitCode {
 }
 
 /// A refused operation: a usage error when the request was at fault.
-fn refused(e: McpAdminError) -> ExitCode {
+pub(super) fn refused(e: McpAdminError) -> ExitCode {
     if e.is_usage() {
         usage_error(e)
     } else {
