@@ -201,6 +201,97 @@ fn h36_1_a_cancel_ends_a_run_whose_gateway_was_killed() {
     }
 }
 
+/// Break 1 with `kill -9`: the gateway running a turn that waits for its child dies. Nobody
+/// cancelled the child, so it is not lost: the next gateway (the same home restarted on SQLite,
+/// a second gateway on PostgreSQL) takes the child over, finishes it, and its result reaches
+/// the parent's conversation exactly once, as a background run's would.
+#[test]
+fn h36_1_a_waited_child_outlives_its_killed_gateway_and_is_announced_once() {
+    let schema = database_url().map(|url| Schema::new(&url, "h36waitkill"));
+    let scratch = tempfile::tempdir().unwrap();
+    let passes = engines(schema.as_ref());
+    let mut conversations = Vec::new();
+    for (pass, _) in &passes {
+        conversations.push(
+            json!({"when": format!("waited result {pass}"), "last": true,
+            "turns": [{"text": format!("Announced {pass}.")}]}),
+        );
+        conversations.push(
+            json!({"when": format!("TASK-WAITKILL-{pass}"), "last": true,
+            "turns": [{"text": format!("waited result {pass}"), "delay_ms": 2500}]}),
+        );
+        conversations.push(json!({"when": format!("wait then die {pass}"), "turns": [
+            {"tool_calls": [{"name": "subagents", "arguments": {"action": "run",
+                "task": format!("TASK-WAITKILL-{pass}: work")}}]},
+            {"text": format!("Heard it {pass}.")}
+        ]}));
+    }
+    let mock = mock_provider(scratch.path(), &json!({ "conversations": conversations }));
+    for (pass, schema) in passes {
+        let task = format!("TASK-WAITKILL-{pass}");
+        let parent = format!("wait then die {pass}");
+        let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
+        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let mut a = support::serve_in(home_a.path(), &env);
+        let addr = a.addr.clone();
+        let waiting_turn = std::thread::spawn({
+            let parent = parent.clone();
+            move || {
+                support::chat::exchange(
+                    &format!("http://{addr}/v1/sessions/waitkill/messages"),
+                    Some(&json!({"text": parent, "user": "alice"})),
+                    &[],
+                )
+            }
+        });
+        until("the waited-for child asks its model", || {
+            asked(&mock, &task)
+        });
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        let _ = waiting_turn.join();
+        let home_b = match schema {
+            None => home_a,
+            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
+        };
+        let b = support::serve_in(home_b.path(), &env);
+        let base_b = format!("http://{}", b.addr);
+        until("the child is taken over and completes", || {
+            runs_of(&base_b, &task)
+                .first()
+                .is_some_and(|r| r["status"] == "completed")
+        });
+        // The announcement's prompt carries the child's result (the waiting turn died unsaved,
+        // so it may open the conversation).
+        let result = format!("waited result {pass}");
+        let announced = || {
+            requests(&mock)
+                .into_iter()
+                .filter(|r| {
+                    r["messages"]
+                        .as_array()
+                        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
+                        .is_some_and(|m| {
+                            let text = m["content"].to_string();
+                            text.contains("have ended") && text.contains(&result)
+                        })
+                })
+                .count()
+        };
+        until("the result reaches the parent's conversation", || {
+            announced() >= 1
+        });
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        assert_eq!(announced(), 1, "{pass}: announced exactly once");
+        assert_eq!(
+            runs_of(&base_b, &task).len(),
+            1,
+            "{pass}: one run, not a second started"
+        );
+        drop(b);
+    }
+}
+
 /// Break 2: a run — here a subagent with `bypassPermissions`, of a user the operator named —
 /// is never offered `handoff` or `gateway`, and its calls of them are refused by the policy:
 /// the configuration is untouched.
