@@ -401,6 +401,88 @@ fn h36_7_an_announcement_on_another_gateway_waits_for_the_sessions_turn() {
     drop((a, b));
 }
 
+/// Break 7 with `kill -9`: the gateway announcing a result dies while the announcement's turn
+/// waits for its model. The claim lapses with it; the next gateway (the same home restarted on
+/// SQLite, a second one on PostgreSQL) announces again, and the conversation holds the
+/// announcement exactly once: the unfinished turn was never saved.
+#[test]
+fn h36_7_a_gateway_killed_mid_announcement_leaves_it_to_another_once() {
+    let schema = database_url().map(|url| Schema::new(&url, "h36annkill"));
+    let scratch = tempfile::tempdir().unwrap();
+    let passes = engines(schema.as_ref());
+    let mut conversations = Vec::new();
+    for (pass, _) in &passes {
+        conversations.push(
+            json!({"when": format!("announced result {pass}"), "last": true,
+            "turns": [{"text": format!("Announced {pass}."), "delay_ms": 3000}]}),
+        );
+        conversations.push(json!({"when": format!("TASK-ANNKILL-{pass}"), "last": true,
+            "turns": [{"text": format!("announced result {pass}")}]}));
+        conversations.push(json!({"when": format!("spawn for an announcement {pass}"), "turns": [
+            {"tool_calls": [{"name": "spawn", "arguments": {"task": format!("TASK-ANNKILL-{pass}: go")}}]},
+            {"text": "Spawned it."}
+        ]}));
+    }
+    let mock = mock_provider(scratch.path(), &json!({ "conversations": conversations }));
+    for (pass, schema) in passes {
+        let result = format!("announced result {pass}");
+        let session = format!("annkill-{pass}");
+        let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
+        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let mut a = support::serve_in(home_a.path(), &env);
+        let reply = post(
+            &format!("http://{}/v1/sessions/{session}/messages", a.addr),
+            &json!({"text": format!("spawn for an announcement {pass}"), "user": "alice"}),
+            &[],
+        );
+        assert!(reply.contains("Spawned it."), "{pass}: {reply}");
+        let announcing = || {
+            requests(&mock)
+                .iter()
+                .filter(|r| {
+                    r["messages"]
+                        .as_array()
+                        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
+                        .is_some_and(|m| {
+                            let text = m["content"].to_string();
+                            text.contains("have ended") && text.contains(&result)
+                        })
+                })
+                .count()
+        };
+        until("the announcement's turn asks its model", || {
+            announcing() >= 1
+        });
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        let home_b = match schema {
+            None => home_a,
+            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
+        };
+        let b = support::serve_in(home_b.path(), &env);
+        let history = || {
+            let (_, shown) = status_json(
+                &format!("http://{}/v1/sessions/{session}?user=alice", b.addr),
+                None,
+            );
+            shown["messages"].to_string()
+        };
+        let answer = format!("Announced {pass}.");
+        until("another gateway announces it", || {
+            history().contains(&answer)
+        });
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let history = history();
+        assert_eq!(history.matches(&answer).count(), 1, "{pass}: {history}");
+        assert_eq!(
+            history.matches("have ended").count(),
+            1,
+            "{pass}: the announcement is in the conversation once: {history}"
+        );
+        drop(b);
+    }
+}
+
 /// Break 9: a run taken over after its gateway died started again from its task, so the calls
 /// it had made ran twice. It now continues from its turn's checkpoint: the call whose result
 /// was kept (`datetime`) is not made again, and the call in flight at the `kill -9` (`exec`)
