@@ -757,6 +757,7 @@ mod gateways;
 
 mod cron;
 
+mod h36_faults;
 mod h36_runs;
 
 /// Issue 24: a background child that needs an approval waits as `waiting_approval` on the
