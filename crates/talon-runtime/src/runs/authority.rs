@@ -8,7 +8,9 @@
 //! - its model is one `[subagents.models]` maps to (a name the operator listed), or none;
 //! - a subagent's tools are among the caller's offered tools (a delegation, a team member or a
 //!   scheduled job runs with its own agent's tools one level down, computed by its service);
-//! - its request cap is never above what the caller's own run may still make.
+//! - its request cap is never above what the caller's own run may still make;
+//! - it belongs to the caller's user and tenant, under the caller's run and session: the row
+//!   is written from the authority's identity, never from what a call site passes.
 //!
 //! The fields are private: the only way to get a narrower spec is [`Authority::narrow`], and
 //! there is no way to widen one.
@@ -30,13 +32,39 @@ pub struct Authority {
     permission_mode: PermissionMode,
     models: BTreeSet<String>,
     max_requests: Option<u32>,
+    identity: Identity,
 }
 
-/// A child spec's tools and settings once narrowed to its caller's authority.
+/// Whose a run is: the caller's user and tenant (`""`: none), and where it hangs — the
+/// caller's run (none for a person's turn), session and agent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Identity {
+    pub user: String,
+    pub tenant: String,
+    pub parent_run: Option<String>,
+    pub parent_session: String,
+    pub parent_agent: String,
+}
+
+impl Identity {
+    fn of(ctx: &CallContext) -> Self {
+        Self {
+            user: ctx.user.clone().unwrap_or_default(),
+            tenant: ctx.tenant.clone().unwrap_or_default(),
+            parent_run: ctx.run.run_id.as_deref().map(str::to_string),
+            parent_session: ctx.session_key.to_string(),
+            parent_agent: ctx.agent_key.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A child spec's tools and settings once narrowed to its caller's authority, with the
+/// identity its row is written under.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Narrowed {
     pub tools: Vec<String>,
     pub overrides: ChildOverrides,
+    pub identity: Identity,
 }
 
 impl Authority {
@@ -62,6 +90,7 @@ impl Authority {
             permission_mode: ctx.permission_mode,
             models: runner.subagent_policy().models.values().cloned().collect(),
             max_requests,
+            identity: Identity::of(ctx),
         }
     }
 
@@ -87,7 +116,11 @@ impl Authority {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        Narrowed { tools, overrides }
+        Narrowed {
+            tools,
+            overrides,
+            identity: self.identity.clone(),
+        }
     }
 }
 
@@ -106,6 +139,13 @@ mod tests {
             permission_mode: PermissionMode::Default,
             models: ["small-1".to_string()].into(),
             max_requests: Some(3),
+            identity: Identity {
+                user: "alice".into(),
+                tenant: "acme".into(),
+                parent_run: Some("run-1".into()),
+                parent_session: "s".into(),
+                parent_agent: "default".into(),
+            },
         }
     }
 
@@ -141,6 +181,14 @@ mod tests {
         );
         assert_eq!(narrowed.overrides.model, None);
         assert_eq!(narrowed.overrides.max_requests, Some(3));
+        assert_eq!(
+            (
+                narrowed.identity.user.as_str(),
+                narrowed.identity.tenant.as_str()
+            ),
+            ("alice", "acme"),
+            "the run is the caller's user's, in the caller's tenant"
+        );
         // Stricter and listed settings stay; a delegation keeps its own agent's tools.
         let strict = ChildOverrides {
             permission_mode: Some(PermissionMode::Plan),

@@ -190,23 +190,24 @@ impl Runner {
     /// The new run's row, for the caller `ctx`, with its narrowed `tools` and `overrides`.
     fn new_run<'a>(
         &'a self,
-        ctx: &'a CallContext,
         spec: &'a ChildSpec<'a>,
         prefix: &'a str,
-        (tools, overrides): (&'a [String], &'a str),
+        narrowed: &'a authority::Narrowed,
+        overrides: &'a str,
     ) -> NewRun<'a> {
+        let who = &narrowed.identity;
         NewRun {
-            parent: ctx.run.run_id.as_deref(),
-            parent_session: &ctx.session_key,
-            parent_agent: ctx.agent_key.as_deref().unwrap_or_default(),
+            parent: who.parent_run.as_deref(),
+            parent_session: &who.parent_session,
+            parent_agent: &who.parent_agent,
             session_prefix: prefix,
             agent: spec.agent,
-            tenant: ctx.tenant.as_deref().unwrap_or_default(),
-            user: ctx.user.as_deref().unwrap_or_default(),
+            tenant: &who.tenant,
+            user: &who.user,
             origin: spec.origin,
             context_mode: spec.context_mode,
             task: spec.task,
-            tools,
+            tools: &narrowed.tools,
             overrides,
             owner: self.instance(),
             lease_until: self.lease_until(),
@@ -233,20 +234,21 @@ impl Runner {
         spec: &ChildSpec<'_>,
         replacing: Option<&str>,
     ) -> Result<RunRecord, RunRefused> {
-        // The child's session is the user's, under the agent that runs it.
-        let prefix = Runner::session_key(spec.agent, spec.origin, ctx.user.as_deref(), "");
         // Whatever the call site asked for, the run is narrowed to its caller's authority here,
         // the one place every run kind starts through.
         let narrowed = authority::Authority::of_caller(self, ctx, spec.origin)
             .await
             .narrow(spec);
+        // The child's session is its user's, under the agent that runs it.
+        let user = (!narrowed.identity.user.is_empty()).then_some(narrowed.identity.user.as_str());
+        let prefix = Runner::session_key(spec.agent, spec.origin, user, "");
         let overrides = serde_json::to_string(&narrowed.overrides).map_err(|e| {
             RunRefused::Store(talon_store::StoreError::Invalid {
                 what: "run settings",
                 reason: format!("cannot be recorded: {e}"),
             })
         })?;
-        let new = self.new_run(ctx, spec, &prefix, (&narrowed.tools, &overrides));
+        let new = self.new_run(spec, &prefix, &narrowed, &overrides);
         let created = match replacing {
             Some(old) => {
                 self.store()
