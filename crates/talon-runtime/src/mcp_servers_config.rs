@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use talon_bridge::oauth::{OAuthConfig, TokenVault};
 use talon_bridge::{Dialect, HttpConfig, ServerConfig, StdioConfig, Transport};
-use talon_store::{McpServerSecrets, McpServerSpec};
+use talon_store::{McpServerSecrets, McpServerSpec, StoreError};
 
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -109,15 +109,32 @@ fn enabled() -> bool {
     true
 }
 
+/// What is wrong with `[mcp]` or an MCP server's configuration (the operator's to fix).
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    #[error(
+        "[mcp] dialect {0:?}: use \"claude_code\" (mcp__<server>__<tool>) or \"goclaw\" (mcp_<server>__<tool>)"
+    )]
+    Dialect(String),
+    /// A `[mcp_servers.<name>]` section [`McpServerSection::checked_spec`] refuses.
+    #[error("[mcp_servers.{name}]: {reason}")]
+    Section { name: String, reason: String },
+    /// A server record, from the file or the store, that cannot be bridged.
+    #[error("MCP server {name:?}: {source}")]
+    Server {
+        name: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
 impl McpSection {
     /// The naming dialect.
-    pub fn dialect(&self) -> Result<Dialect, String> {
+    pub fn dialect(&self) -> Result<Dialect, McpConfigError> {
         match self.dialect.as_deref().unwrap_or("claude_code") {
             "claude_code" | "claude-code" => Ok(Dialect::ClaudeCode),
             "goclaw" => Ok(Dialect::GoClaw),
-            other => Err(format!(
-                "[mcp] dialect {other:?}: use \"claude_code\" (mcp__<server>__<tool>) or \"goclaw\" (mcp_<server>__<tool>)"
-            )),
+            other => Err(McpConfigError::Dialect(other.to_string())),
         }
     }
 }
@@ -134,7 +151,8 @@ impl McpServerSection {
     }
 
     /// The server as the store's record and secrets, checked: one rule for every source
-    /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too).
+    /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too). The
+    /// refusal is the reason alone ([`McpConfigError::Section`] adds the section's name).
     pub fn checked_spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
         // The bridge's naming rule: a name that could take another server's tool names is
         // refused where the server is added, not only when it would be bridged.
@@ -212,11 +230,13 @@ pub fn server_config(
     spec: &McpServerSpec,
     secrets: &McpServerSecrets,
     vault: &Arc<dyn TokenVault>,
-) -> Result<ServerConfig, String> {
-    spec.check()
-        .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
-    talon_store::check_headers(&secrets.headers)
-        .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
+) -> Result<ServerConfig, McpConfigError> {
+    let refused = |source| McpConfigError::Server {
+        name: spec.name.clone(),
+        source,
+    };
+    spec.check().map_err(refused)?;
+    talon_store::check_headers(&secrets.headers).map_err(refused)?;
     let http = || HttpConfig {
         url: spec.url.clone(),
         headers: secrets.headers.clone(),
@@ -255,14 +275,17 @@ pub fn server_config(
 /// The configured servers as records (enabled or not), in name order.
 pub fn specs(
     sections: &BTreeMap<String, McpServerSection>,
-) -> Result<Vec<(McpServerSpec, McpServerSecrets)>, String> {
+) -> Result<Vec<(McpServerSpec, McpServerSecrets)>, McpConfigError> {
     sections
         .iter()
         .filter(|(_, section)| section.missing_env().is_none() || section.required)
         .map(|(name, section)| {
             section
                 .checked_spec(name)
-                .map_err(|e| format!("[mcp_servers.{name}]: {e}"))
+                .map_err(|reason| McpConfigError::Section {
+                    name: name.clone(),
+                    reason,
+                })
         })
         .collect()
 }
@@ -271,7 +294,7 @@ pub fn specs(
 pub fn servers(
     sections: &BTreeMap<String, McpServerSection>,
     vault: &Arc<dyn TokenVault>,
-) -> Result<Vec<ServerConfig>, String> {
+) -> Result<Vec<ServerConfig>, McpConfigError> {
     for (name, section) in sections.iter().filter(|(_, s)| !s.required) {
         if let Some(var) = section.missing_env() {
             tracing::warn!(

@@ -21,7 +21,12 @@ async fn resolve(
     let server = if let Some(section) = config.mcp_servers.get(name) {
         section
             .checked_spec(name)
-            .map_err(|e| format!("[mcp_servers.{name}]: {e}"))
+            .map_err(
+                |reason| crate::mcp_servers_config::McpConfigError::Section {
+                    name: name.to_string(),
+                    reason,
+                },
+            )
             .and_then(|(spec, secrets)| {
                 crate::mcp_servers_config::server_config(&spec, &secrets, &vault)
             })
