@@ -65,42 +65,80 @@ pub fn inside<'a>(path: &Path, writable: &'a [Writable]) -> Option<&'a Writable>
         .find(|place| file.starts_with(resolved(&place.path)))
 }
 
+/// Why Talon does not start with this configuration file or data directory: where it lies, or
+/// who may write it. Nothing is wrong with Talon; the operator moves the file or directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LocationError {
+    #[error(
+        "the data directory {} lies inside {what} {}, where the agents' tools can write; it \
+         holds Talon's store (MCP servers it runs as commands on this host) and its \
+         encryption key, so Talon does not start with it: choose one outside with \
+         --data-dir or $TALON_DATA_DIR{hint}",
+        data_dir.display(),
+        place.display()
+    )]
+    DataDirInside {
+        data_dir: PathBuf,
+        what: &'static str,
+        place: PathBuf,
+        hint: &'static str,
+    },
+    #[error(
+        "the configuration file {} lies inside {what} {}, where the agents' tools can write it; \
+         configuration runs commands on this host (hooks, MCP servers), so Talon does not \
+         start with it: move it out (for example to ~/.config/talon/talon.toml) and name \
+         it with --config or $TALON_CONFIG{hint}",
+        file.display(),
+        place.display()
+    )]
+    ConfigInside {
+        file: PathBuf,
+        what: &'static str,
+        place: PathBuf,
+        hint: &'static str,
+    },
+    #[error(
+        "the configuration file {} is writable by every user (chmod o-w it): \
+         configuration runs commands on this host",
+        .0.display()
+    )]
+    ConfigWritableByAll(PathBuf),
+    #[error(
+        "the configuration file {} is in a directory every user can write ({}): \
+         move it to a directory of your own",
+        file.display(),
+        dir.display()
+    )]
+    ConfigDirWritableByAll { file: PathBuf, dir: PathBuf },
+}
+
 /// Refuses a data directory an agent could write, or replace by renaming a parent: it holds
 /// the store, whose stdio MCP servers are commands this host runs, and the encryption key.
 /// The jail denies it to the file tools and the sandbox hides it, but a command that renames a
 /// directory above it and plants a fresh `talon.db` where it was would be host code at the
 /// next start.
-pub fn check_data_dir(data_dir: &Path, writable: &[Writable]) -> Result<(), String> {
+pub fn check_data_dir(data_dir: &Path, writable: &[Writable]) -> Result<(), LocationError> {
     match inside(data_dir, writable) {
         None => Ok(()),
-        Some(place) => Err(format!(
-            "the data directory {} lies inside {} {}, where the agents' tools can write; it \
-             holds Talon's store (MCP servers it runs as commands on this host) and its \
-             encryption key, so Talon does not start with it: choose one outside with \
-             --data-dir or $TALON_DATA_DIR{}",
-            resolved(data_dir).display(),
-            place.what,
-            resolved(&place.path).display(),
-            place.alternative(),
-        )),
+        Some(place) => Err(LocationError::DataDirInside {
+            data_dir: resolved(data_dir),
+            what: place.what,
+            place: resolved(&place.path),
+            hint: place.alternative(),
+        }),
     }
 }
 
 /// Refuses a configuration file that an agent (or another user) could write.
-pub fn check(source: &Path, writable: &[Writable]) -> Result<(), String> {
+pub fn check(source: &Path, writable: &[Writable]) -> Result<(), LocationError> {
     let file = resolved(source);
     if let Some(place) = inside(&file, writable) {
-        let root = resolved(&place.path);
-        return Err(format!(
-            "the configuration file {} lies inside {} {}, where the agents' tools can write it; \
-             configuration runs commands on this host (hooks, MCP servers), so Talon does not \
-             start with it: move it out (for example to ~/.config/talon/talon.toml) and name \
-             it with --config or $TALON_CONFIG{}",
-            file.display(),
-            place.what,
-            root.display(),
-            place.alternative(),
-        ));
+        return Err(LocationError::ConfigInside {
+            place: resolved(&place.path),
+            file,
+            what: place.what,
+            hint: place.alternative(),
+        });
     }
     let others_may_write = |path: &Path, sticky_ok: bool| {
         std::fs::metadata(path).is_ok_and(|m| {
@@ -109,21 +147,15 @@ pub fn check(source: &Path, writable: &[Writable]) -> Result<(), String> {
         })
     };
     if others_may_write(&file, false) {
-        return Err(format!(
-            "the configuration file {} is writable by every user (chmod o-w it): \
-             configuration runs commands on this host",
-            file.display()
-        ));
+        return Err(LocationError::ConfigWritableByAll(file));
     }
     if let Some(dir) = file.parent()
         && others_may_write(dir, true)
     {
-        return Err(format!(
-            "the configuration file {} is in a directory every user can write ({}): \
-             move it to a directory of your own",
-            file.display(),
-            dir.display()
-        ));
+        return Err(LocationError::ConfigDirWritableByAll {
+            dir: dir.to_path_buf(),
+            file,
+        });
     }
     Ok(())
 }
@@ -175,7 +207,7 @@ mod tests {
             ws.clone(),
             ws.join("data/../other"),
         ] {
-            let err = check_data_dir(&data, &places).unwrap_err();
+            let err = check_data_dir(&data, &places).unwrap_err().to_string();
             assert!(
                 err.contains("data directory") && err.contains("inside the workspace"),
                 "{err}"
@@ -211,11 +243,11 @@ mod tests {
             what: "the workspace",
             path: ws.clone(),
         }];
-        let err = check(&inside, &places).unwrap_err();
+        let err = check(&inside, &places).unwrap_err().to_string();
         assert!(err.contains("inside the workspace"), "{err}");
         check(&outside, &places).unwrap();
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let err = check(&outside, &places).unwrap_err();
+        let err = check(&outside, &places).unwrap_err().to_string();
         assert!(err.contains("writable by every user"), "{err}");
     }
 }

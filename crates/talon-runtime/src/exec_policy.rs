@@ -100,11 +100,16 @@ fn apply(
     ))
 }
 
+/// Every mistake found in `[exec.approvals]` and `[exec.agents.<name>]`, each naming its key.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct PolicyMistakes(pub Vec<String>);
+
 /// The defaults and each configured agent's settings, or every mistake found.
 pub fn policies(
     defaults: &ApprovalSettings,
     agents: &HashMap<String, ApprovalSettings>,
-) -> Result<(AgentExecPolicy, HashMap<String, AgentExecPolicy>), Vec<String>> {
+) -> Result<(AgentExecPolicy, HashMap<String, AgentExecPolicy>), PolicyMistakes> {
     let mut problems = Vec::new();
     let base = AgentExecPolicy {
         approval: ExecApprovalConfig::default(),
@@ -135,7 +140,7 @@ pub fn policies(
     if problems.is_empty() {
         Ok((global, per_agent))
     } else {
-        Err(problems)
+        Err(PolicyMistakes(problems))
     }
 }
 
@@ -187,7 +192,7 @@ mod tests {
             ),
         ]);
         let problems = policies(&defaults, &agents).expect_err("invalid");
-        let text = problems.join("\n");
+        let text = problems.0.join("\n");
         for want in [
             "exec.approvals.security",
             "exec.agents.a.ask",

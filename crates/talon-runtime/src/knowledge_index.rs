@@ -9,9 +9,10 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use talon_store::{ExtractionJob, NewEntity, NewRelation, Store};
+use talon_agent::ProviderError;
+use talon_store::{ExtractionJob, NewEntity, NewRelation, Store, StoreError};
 
-use crate::agent_runs::Runner;
+use crate::agent_runs::{RunError, Runner};
 
 /// Documents claimed per pass.
 const BATCH: i64 = 4;
@@ -40,18 +41,35 @@ pub fn spawn(runner: Runner) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// One pass: claims due documents and extracts each; how many were claimed.
-pub async fn pass(runner: &Runner) -> Result<usize, String> {
+/// Why a document's extraction failed (it is retried, then given up with this message kept).
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractionError {
+    #[error("the model's answer has no JSON object")]
+    NoJson,
+    #[error("the model's answer is not the JSON asked for: {0}")]
+    NotTheJson(#[source] serde_json::Error),
+    #[error("the model failed: {0}")]
+    Model(#[source] ProviderError),
+    /// The document's agent cannot be built (gone, or its provider misconfigured).
+    #[error(transparent)]
+    Agent(RunError),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// One pass: claims due documents and extracts each; how many were claimed. Only claiming can
+/// fail it (a document that fails is recorded as failed, for a retry).
+pub async fn pass(runner: &Runner) -> Result<usize, StoreError> {
     let store = runner.store().clone();
-    let jobs = store
-        .claim_extractions(BATCH)
-        .await
-        .map_err(|e| e.to_string())?;
+    let jobs = store.claim_extractions(BATCH).await?;
     for job in &jobs {
         if let Err(e) = extract(runner, &store, job).await {
             let retry = 1000i64.saturating_mul(1 << job.attempt.clamp(1, 8));
             tracing::warn!(path = %job.path, attempt = job.attempt, error = %e, "knowledge graph extraction failed");
-            if let Err(e) = store.extraction_failed(job.document_id, &e, retry).await {
+            if let Err(e) = store
+                .extraction_failed(job.document_id, &e.to_string(), retry)
+                .await
+            {
                 tracing::warn!(error = %e, "cannot record a failed extraction");
             }
         }
@@ -59,22 +77,29 @@ pub async fn pass(runner: &Runner) -> Result<usize, String> {
     Ok(jobs.len())
 }
 
-async fn extract(runner: &Runner, store: &Store, job: &ExtractionJob) -> Result<(), String> {
+async fn extract(
+    runner: &Runner,
+    store: &Store,
+    job: &ExtractionJob,
+) -> Result<(), ExtractionError> {
     let (entities, relations) = if job.content.trim().is_empty() {
         (Vec::new(), Vec::new())
     } else {
-        let built = runner.agent(&job.agent).await.map_err(|e| e.to_string())?;
+        let built = runner
+            .agent(&job.agent)
+            .await
+            .map_err(ExtractionError::Agent)?;
         let answer = built
             .agent
             .extract_graph(&job.content)
             .await
-            .map_err(|e| format!("the model failed: {e}"))?;
+            .map_err(ExtractionError::Model)?;
         parse(&answer)?
     };
     store
         .store_extraction(job, &entities, &relations)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(ExtractionError::Store)?;
     Ok(())
 }
 
@@ -113,12 +138,12 @@ fn clip(text: &str, max: usize) -> String {
 
 /// The entities and relations of a model's answer: the JSON object in it (a fenced block is
 /// fine), bounded and normalised; what is not that JSON is an error naming it.
-pub fn parse(answer: &str) -> Result<(Vec<NewEntity>, Vec<NewRelation>), String> {
+pub fn parse(answer: &str) -> Result<(Vec<NewEntity>, Vec<NewRelation>), ExtractionError> {
     let (Some(start), Some(end)) = (answer.find('{'), answer.rfind('}')) else {
-        return Err("the model's answer has no JSON object".into());
+        return Err(ExtractionError::NoJson);
     };
-    let parsed: Answer = serde_json::from_str(&answer[start..=end])
-        .map_err(|e| format!("the model's answer is not the JSON asked for: {e}"))?;
+    let parsed: Answer =
+        serde_json::from_str(&answer[start..=end]).map_err(ExtractionError::NotTheJson)?;
     let entities: Vec<NewEntity> = parsed
         .entities
         .into_iter()
@@ -173,11 +198,13 @@ mod tests {
         assert!(
             parse("no json here")
                 .unwrap_err()
+                .to_string()
                 .contains("no JSON object")
         );
         assert!(
             parse("{\"entities\": 3}")
                 .unwrap_err()
+                .to_string()
                 .contains("not the JSON asked for")
         );
     }

@@ -73,7 +73,9 @@ impl McpAdmin<'_> {
             });
         }
         // A server section like talon.toml's, turned into a record by its one rule.
-        let (spec, secrets) = section.checked_spec(name).map_err(McpAdminError::Invalid)?;
+        let (spec, secrets) = section
+            .checked_spec(name)
+            .map_err(|e| McpAdminError::Invalid(e.to_string()))?;
         self.store
             .put_mcp_server(&spec, secrets_given.then_some(&secrets), replace)
             .await?;

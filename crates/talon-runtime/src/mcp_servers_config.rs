@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use talon_bridge::oauth::{OAuthConfig, TokenVault};
 use talon_bridge::{Dialect, HttpConfig, ServerConfig, StdioConfig, Transport};
-use talon_store::{McpServerSecrets, McpServerSpec};
+use talon_store::{McpServerSecrets, McpServerSpec, StoreError};
 
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -109,15 +109,38 @@ fn enabled() -> bool {
     true
 }
 
+/// Why a server section is not one Talon can bridge: the reason alone (the caller adds where the
+/// section came from).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidServer(pub String);
+
+/// What is wrong with `[mcp]` or an MCP server's configuration (the operator's to fix).
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    #[error(
+        "[mcp] dialect {0:?}: use \"claude_code\" (mcp__<server>__<tool>) or \"goclaw\" (mcp_<server>__<tool>)"
+    )]
+    Dialect(String),
+    /// A `[mcp_servers.<name>]` section [`McpServerSection::checked_spec`] refuses.
+    #[error("[mcp_servers.{name}]: {reason}")]
+    Section { name: String, reason: String },
+    /// A server record, from the file or the store, that cannot be bridged.
+    #[error("MCP server {name:?}: {source}")]
+    Server {
+        name: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
 impl McpSection {
     /// The naming dialect.
-    pub fn dialect(&self) -> Result<Dialect, String> {
+    pub fn dialect(&self) -> Result<Dialect, McpConfigError> {
         match self.dialect.as_deref().unwrap_or("claude_code") {
             "claude_code" | "claude-code" => Ok(Dialect::ClaudeCode),
             "goclaw" => Ok(Dialect::GoClaw),
-            other => Err(format!(
-                "[mcp] dialect {other:?}: use \"claude_code\" (mcp__<server>__<tool>) or \"goclaw\" (mcp_<server>__<tool>)"
-            )),
+            other => Err(McpConfigError::Dialect(other.to_string())),
         }
     }
 }
@@ -134,8 +157,16 @@ impl McpServerSection {
     }
 
     /// The server as the store's record and secrets, checked: one rule for every source
-    /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too).
-    pub fn checked_spec(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
+    /// (talon.toml, `talon mcp-servers add`, the HTTP API, which build a section too). The
+    /// refusal is the reason alone ([`McpConfigError::Section`] adds the section's name).
+    pub fn checked_spec(
+        &self,
+        name: &str,
+    ) -> Result<(McpServerSpec, McpServerSecrets), InvalidServer> {
+        self.check(name).map_err(InvalidServer)
+    }
+
+    fn check(&self, name: &str) -> Result<(McpServerSpec, McpServerSecrets), String> {
         // The bridge's naming rule: a name that could take another server's tool names is
         // refused where the server is added, not only when it would be bridged.
         talon_bridge::names::check_server_name(name)?;
@@ -212,11 +243,13 @@ pub fn server_config(
     spec: &McpServerSpec,
     secrets: &McpServerSecrets,
     vault: &Arc<dyn TokenVault>,
-) -> Result<ServerConfig, String> {
-    spec.check()
-        .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
-    talon_store::check_headers(&secrets.headers)
-        .map_err(|e| format!("MCP server {:?}: {e}", spec.name))?;
+) -> Result<ServerConfig, McpConfigError> {
+    let refused = |source| McpConfigError::Server {
+        name: spec.name.clone(),
+        source,
+    };
+    spec.check().map_err(refused)?;
+    talon_store::check_headers(&secrets.headers).map_err(refused)?;
     let http = || HttpConfig {
         url: spec.url.clone(),
         headers: secrets.headers.clone(),
@@ -255,14 +288,17 @@ pub fn server_config(
 /// The configured servers as records (enabled or not), in name order.
 pub fn specs(
     sections: &BTreeMap<String, McpServerSection>,
-) -> Result<Vec<(McpServerSpec, McpServerSecrets)>, String> {
+) -> Result<Vec<(McpServerSpec, McpServerSecrets)>, McpConfigError> {
     sections
         .iter()
         .filter(|(_, section)| section.missing_env().is_none() || section.required)
         .map(|(name, section)| {
             section
                 .checked_spec(name)
-                .map_err(|e| format!("[mcp_servers.{name}]: {e}"))
+                .map_err(|InvalidServer(reason)| McpConfigError::Section {
+                    name: name.clone(),
+                    reason,
+                })
         })
         .collect()
 }
@@ -271,7 +307,7 @@ pub fn specs(
 pub fn servers(
     sections: &BTreeMap<String, McpServerSection>,
     vault: &Arc<dyn TokenVault>,
-) -> Result<Vec<ServerConfig>, String> {
+) -> Result<Vec<ServerConfig>, McpConfigError> {
     for (name, section) in sections.iter().filter(|(_, s)| !s.required) {
         if let Some(var) = section.missing_env() {
             tracing::warn!(
@@ -300,10 +336,10 @@ mod tests {
                 .unwrap()
         };
         for name in ["a__b", "a_", "_a", "a-_b"] {
-            let error = section(None).checked_spec(name).unwrap_err();
+            let error = section(None).checked_spec(name).unwrap_err().0;
             assert!(error.contains(name), "{error}");
         }
-        let error = section(Some("gh__x")).checked_spec("gh").unwrap_err();
+        let error = section(Some("gh__x")).checked_spec("gh").unwrap_err().0;
         assert!(error.contains("tool prefix"), "{error}");
         assert!(section(Some("github")).checked_spec("gh").is_ok());
         assert!(section(None).checked_spec("my-server").is_ok());
@@ -353,7 +389,8 @@ mod tests {
         }
         let error = section(serde_json::json!({"protocol_version": "1999-01-01"}))
             .checked_spec("x")
-            .unwrap_err();
+            .unwrap_err()
+            .0;
         assert!(
             error.contains("auto") && error.contains("2026-07-28"),
             "{error}"
@@ -366,6 +403,7 @@ mod tests {
             stdio
                 .checked_spec("x")
                 .unwrap_err()
+                .0
                 .contains("streamable HTTP")
         );
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use talon_bridge::access::{Access, Caller, Grant, GrantsFuture};
 use talon_bridge::oauth::{TokenVault, VaultFuture};
 use talon_bridge::{Bridge, ServerConfig};
-use talon_store::{McpGrant, Store, SubjectKind};
+use talon_store::{McpGrant, Store, StoreError, SubjectKind};
 use tokio::sync::Notify;
 
 /// How often a running Talon reads the revision when no notification arrives.
@@ -98,9 +98,9 @@ pub async fn stored_servers(
     store: &Store,
     shadowed: &BTreeSet<String>,
     vault: &Arc<dyn TokenVault>,
-) -> Result<Vec<ServerConfig>, String> {
+) -> Result<Vec<ServerConfig>, StoreError> {
     let mut out = Vec::new();
-    for stored in store.mcp_servers().await.map_err(|e| e.to_string())? {
+    for stored in store.mcp_servers().await? {
         if !stored.spec.enabled {
             continue;
         }

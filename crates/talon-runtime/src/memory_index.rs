@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use talon_embed::Embedder;
-use talon_store::{ChunkVector, Store};
+use talon_embed::{EmbedError, Embedder};
+use talon_store::{ChunkVector, Store, StoreError};
 
 /// Chunks embedded per pass.
 const BATCH: i64 = 32;
@@ -49,13 +49,20 @@ pub fn spawn(store: Store, embedder: Arc<dyn Embedder>) -> tokio::task::JoinHand
     })
 }
 
+/// Why a pass embedded nothing (the next one tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The embedding model failed or could not be reached.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Embeds one batch of waiting chunks; how many.
-pub async fn pass(store: &Store, embedder: &dyn Embedder) -> Result<usize, String> {
+pub async fn pass(store: &Store, embedder: &dyn Embedder) -> Result<usize, IndexError> {
     let model = embedder.model();
-    let waiting = store
-        .chunks_to_embed(model, BATCH)
-        .await
-        .map_err(|e| e.to_string())?;
+    let waiting = store.chunks_to_embed(model, BATCH).await?;
     if waiting.is_empty() {
         return Ok(0);
     }
@@ -63,7 +70,7 @@ pub async fn pass(store: &Store, embedder: &dyn Embedder) -> Result<usize, Strin
         .iter()
         .map(|(_, content)| content.chars().take(MAX_EMBEDDED_CHARS).collect())
         .collect();
-    let vectors = embedder.embed(&texts).await.map_err(|e| e.to_string())?;
+    let vectors = embedder.embed(&texts).await?;
     let vectors: Vec<ChunkVector> = waiting
         .iter()
         .zip(vectors)
@@ -72,9 +79,6 @@ pub async fn pass(store: &Store, embedder: &dyn Embedder) -> Result<usize, Strin
             vector,
         })
         .collect();
-    store
-        .put_chunk_vectors(model, &vectors)
-        .await
-        .map_err(|e| e.to_string())?;
+    store.put_chunk_vectors(model, &vectors).await?;
     Ok(vectors.len())
 }

@@ -157,13 +157,16 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     };
     let store = crate::store::open(&config, &data_dir)
         .await
-        .map_err(BuildError::Store)?;
+        .map_err(|e| BuildError::Store(e.to_string()))?;
     let agent = ensure_agents(&config, &store, overrides.agent.as_deref()).await?;
 
     let audit = Arc::new(crate::audit::StoreAudit::start(store.clone()));
     let registry = Arc::new(Registry::new());
     let keys = crate::web_config::search_keys(&store).await;
-    let web = config.web.to_config(&keys).map_err(ConfigError)?;
+    let web = config
+        .web
+        .to_config(&keys)
+        .map_err(|e| ConfigError(e.to_string()))?;
     let embedder = match &config.memory.embeddings {
         Some(section) => Some(section.embedder(&store).await?),
         None => None,
@@ -324,13 +327,11 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
         .and_then(|()| runner.register_team_tools(pipeline.registry()))
         .and_then(|()| runner.register_cron_tool(pipeline.registry()))
         .and_then(|()| {
-            builtins
-                .register_agent_services(
-                    pipeline.registry(),
-                    Arc::new(runner.clone()),
-                    Arc::new(runner.clone()),
-                )
-                .map_err(|e| e.to_string())
+            builtins.register_agent_services(
+                pipeline.registry(),
+                Arc::new(runner.clone()),
+                Arc::new(runner.clone()),
+            )
         })
         .map_err(|e| ConfigError(format!("registering the run tools: {e}")))?;
     if !channels.is_empty() {
@@ -390,8 +391,8 @@ async fn connect_mcp_servers(
     wait: bool,
 ) -> Result<Option<Arc<talon_bridge::Bridge>>, BuildError> {
     let vault = crate::mcp_store::vault(store);
-    let from_file =
-        crate::mcp_servers_config::servers(&config.mcp_servers, &vault).map_err(ConfigError)?;
+    let from_file = crate::mcp_servers_config::servers(&config.mcp_servers, &vault)
+        .map_err(|e| ConfigError(e.to_string()))?;
     let shadowed: std::collections::BTreeSet<String> = config.mcp_servers.keys().cloned().collect();
     // Read before the servers: a change made while Talon starts is caught by `follow`.
     let revision = store.mcp_revision().await.ok();
@@ -401,7 +402,10 @@ async fn connect_mcp_servers(
     if one_shot && from_file.is_empty() && stored.is_empty() {
         return Ok(None);
     }
-    let dialect = config.mcp.dialect().map_err(ConfigError)?;
+    let dialect = config
+        .mcp
+        .dialect()
+        .map_err(|e| ConfigError(e.to_string()))?;
     let access = crate::mcp_store::StoreAccess {
         store: store.clone(),
     };
@@ -465,16 +469,16 @@ fn validate(
         .web
         .to_config(&crate::web_config::SearchKeys::default())
     {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     if let Err(e) = config.mcp.dialect() {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     if let Some(Err(e)) = config.memory.embeddings.as_ref().map(|e| e.check()) {
         problems.push(e.0);
     }
     if let Err(e) = crate::mcp_servers_config::specs(&config.mcp_servers) {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     for (name, section) in &config.channels {
         if let Err(e) = section.check(name) {
@@ -490,7 +494,7 @@ fn validate(
         match crate::exec_policy::policies(&config.exec.approvals, &config.exec.agents) {
             Ok(policies) => Some(policies),
             Err(mistakes) => {
-                problems.extend(mistakes);
+                problems.extend(mistakes.0);
                 None
             }
         };
@@ -565,10 +569,10 @@ fn validate(
     if let Some(source) = &config.source
         && let Err(e) = crate::config_location::check(source, &writable)
     {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     if let Err(e) = crate::config_location::check_data_dir(data_dir, &writable) {
-        problems.push(e);
+        problems.push(e.to_string());
     }
     // Sandboxed commands must not see Talon's state or its configuration (tokens, URLs).
     let hidden: Vec<PathBuf> = std::iter::once(data_dir.to_path_buf())

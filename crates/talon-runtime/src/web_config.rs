@@ -77,9 +77,23 @@ pub struct SearchKeys {
     pub tavily: Option<String>,
 }
 
+/// What is wrong with `[web]` (the operator's to fix in the file).
+#[derive(Debug, thiserror::Error)]
+pub enum WebConfigError {
+    #[error("[web.search] lists searxng but sets no searxng_url")]
+    NoSearxngUrl,
+    #[error(
+        "[web.search] providers: unknown provider {0:?} (use brave, duckduckgo, searxng or tavily)"
+    )]
+    UnknownProvider(String),
+    /// A domain, address or port list the web tools refuse (the message names it).
+    #[error("{0}")]
+    Policy(String),
+}
+
 impl SearchSection {
     /// The provider chain, or what is wrong with the configuration.
-    pub fn providers(&self, keys: &SearchKeys) -> Result<Vec<SearchProvider>, String> {
+    pub fn providers(&self, keys: &SearchKeys) -> Result<Vec<SearchProvider>, WebConfigError> {
         let brave = || SearchProvider::Brave {
             endpoint: self
                 .brave_endpoint
@@ -127,10 +141,8 @@ impl SearchSection {
                     .searxng_url
                     .as_ref()
                     .map(searxng)
-                    .ok_or_else(|| "[web.search] lists searxng but sets no searxng_url".to_string()),
-                other => Err(format!(
-                    "[web.search] providers: unknown provider {other:?} (use brave, duckduckgo, searxng or tavily)"
-                )),
+                    .ok_or(WebConfigError::NoSearxngUrl),
+                other => Err(WebConfigError::UnknownProvider(other.to_string())),
             })
             .collect()
     }
@@ -164,7 +176,7 @@ impl Default for WebSection {
 
 impl WebSection {
     /// The web tools' settings (search keys as found by the caller).
-    pub fn to_config(&self, keys: &SearchKeys) -> Result<WebConfig, String> {
+    pub fn to_config(&self, keys: &SearchKeys) -> Result<WebConfig, WebConfigError> {
         let default = WebPolicy {
             allow_private: self.allow_private.clone(),
             allow_domains: self.allow_domains.clone(),
@@ -211,7 +223,7 @@ impl WebSection {
             },
             resolver: defaults.resolver,
         };
-        config.validate()?;
+        config.validate().map_err(WebConfigError::Policy)?;
         Ok(config)
     }
 }

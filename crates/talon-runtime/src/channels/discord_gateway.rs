@@ -90,7 +90,7 @@ pub(super) async fn read(
     loop {
         let opened = async {
             let url = channel.gateway_url().await.map_err(|e| e.to_string())?;
-            connect(&url).await
+            connect(&url).await.map_err(|e| e.to_string())
         }
         .await;
         let why = match opened {

@@ -227,13 +227,12 @@ impl Channels {
         tenant: Option<&str>,
         chat: &str,
         automated: bool,
-    ) -> Result<&Arc<Channel>, String> {
+    ) -> Result<&Arc<Channel>, Refused> {
         let Some(found) = self.get(name) else {
-            return Err(format!(
-                "no channel named {:?}; the channels are: {}",
-                talon_core::visible::visible(name),
-                self.names().join(", ")
-            ));
+            return Err(Refused::NoChannel {
+                name: format!("{:?}", talon_core::visible::visible(name)),
+                names: self.names().join(", "),
+            });
         };
         admit_section(name, &found.section, tenant, chat, automated)?;
         Ok(found)
@@ -248,22 +247,41 @@ pub fn admit_section(
     tenant: Option<&str>,
     chat: &str,
     automated: bool,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     if let Some(owner) = &section.tenant
         && tenant != Some(owner.as_str())
     {
-        return Err(format!("channel {name} belongs to another tenant"));
+        return Err(Refused::OtherTenant(name.to_string()));
     }
     if chat.trim().is_empty() || chat.len() > 128 || chat.chars().any(char::is_control) {
-        return Err("chat_id: give the chat's id as the platform writes it".into());
+        return Err(Refused::BadChat);
     }
     if automated && !section.takes_automated(chat) {
-        return Err(format!(
-            "channel {name} takes no messages from scheduled, subagent or team runs to chat {}; the operator lists the chats such runs may send to in [channels.{name}] automated_chats",
-            talon_core::visible::visible(chat)
-        ));
+        return Err(Refused::NotAutomated {
+            name: name.to_string(),
+            chat: talon_core::visible::visible(chat).to_string(),
+        });
     }
     Ok(())
+}
+
+/// Why a message or a job's result may not go to a chat.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("no channel named {name}; the channels are: {names}")]
+    NoChannel { name: String, names: String },
+    #[error("channel {0} belongs to another tenant")]
+    OtherTenant(String),
+    #[error("chat_id: give the chat's id as the platform writes it")]
+    BadChat,
+    #[error(
+        "channel {name} takes no messages from scheduled, subagent or team runs to chat {chat}; the operator lists the chats such runs may send to in [channels.{name}] automated_chats"
+    )]
+    NotAutomated { name: String, chat: String },
+    #[error(
+        "this conversation came from chat {chat} of channel {channel}; its jobs deliver there only (channel {channel}, to {chat})"
+    )]
+    OtherChat { channel: String, chat: String },
 }
 
 /// Whether a job made by a call from `origin` (the channel and chat its conversation came
@@ -275,15 +293,16 @@ pub fn check_job_delivery(
     origin: Option<(&str, &str)>,
     channel: &str,
     to: &str,
-    admit: impl Fn(&str, bool) -> Result<(), String>,
-) -> Result<bool, String> {
+    admit: impl Fn(&str, bool) -> Result<(), Refused>,
+) -> Result<bool, Refused> {
     let chat = to.split_once('/').map_or(to, |(chat, _)| chat);
     match origin {
         Some((origin_channel, origin_chat)) => {
             if origin_channel != channel || origin_chat != chat {
-                return Err(format!(
-                    "this conversation came from chat {origin_chat} of channel {origin_channel}; its jobs deliver there only (channel {origin_channel}, to {origin_chat})"
-                ));
+                return Err(Refused::OtherChat {
+                    channel: origin_channel.to_string(),
+                    chat: origin_chat.to_string(),
+                });
             }
             admit(chat, false).map(|()| true)
         }
@@ -315,12 +334,16 @@ mod tests {
             Ok(true)
         );
         // From a chat, to another chat or channel: refused.
-        let other = check_job_delivery(Some(("hook", "team")), "hook", "ops", admit).unwrap_err();
+        let other = check_job_delivery(Some(("hook", "team")), "hook", "ops", admit)
+            .unwrap_err()
+            .to_string();
         assert!(other.contains("deliver there only"), "{other}");
         assert!(check_job_delivery(Some(("tg", "team")), "hook", "team", admit).is_err());
         // Not from a chat: only what automated_chats lists, unpinned.
         assert_eq!(check_job_delivery(None, "hook", "ops", admit), Ok(false));
-        let unlisted = check_job_delivery(None, "hook", "team", admit).unwrap_err();
+        let unlisted = check_job_delivery(None, "hook", "team", admit)
+            .unwrap_err()
+            .to_string();
         assert!(unlisted.contains("automated_chats"), "{unlisted}");
         // A tenant's channel: only for that tenant.
         let mut owned = section(&["*"]);

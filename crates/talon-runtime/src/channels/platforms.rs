@@ -46,7 +46,7 @@ impl std::fmt::Display for Kind {
     }
 }
 
-/// Why a platform call failed.
+/// Why a platform call failed, or a channel could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
     /// The platform answered with a refusal (its description).
@@ -58,6 +58,9 @@ pub enum ChannelError {
     /// What was asked cannot be done on this platform.
     #[error("{0}")]
     Unsupported(String),
+    /// The channel's HTTP client could not be built ([`Channel::new`]).
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
 }
 
 /// A file to send with a message.
@@ -183,7 +186,7 @@ impl Channel {
         kind: Kind,
         section: ChannelSection,
         token: Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ChannelError> {
         let default = match kind {
             Kind::Telegram => "https://api.telegram.org",
             Kind::Slack => "https://slack.com",
@@ -198,7 +201,7 @@ impl Channel {
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(ChannelError::Client)?;
         Ok(Self {
             name: name.to_string(),
             kind,

@@ -109,7 +109,7 @@ pub(super) async fn read(
     while !cancel.is_cancelled() && !lost.is_cancelled() {
         let connected = async {
             let url = channel.socket_url().await.map_err(|e| e.to_string())?;
-            connect(&url).await
+            connect(&url).await.map_err(|e| e.to_string())
         }
         .await;
         let mut socket = match connected {

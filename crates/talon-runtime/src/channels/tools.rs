@@ -81,7 +81,9 @@ fn target(
             );
         }
     };
-    let found = channels.admit(&name, ctx.tenant.as_deref(), &chat, automated)?;
+    let found = channels
+        .admit(&name, ctx.tenant.as_deref(), &chat, automated)
+        .map_err(|e| e.to_string())?;
     Ok((Arc::clone(found), chat, thread))
 }
 

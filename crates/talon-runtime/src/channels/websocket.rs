@@ -15,21 +15,48 @@ pub type Socket = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
+/// Why a WebSocket could not be opened (the readers log it and connect again later).
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// The URL the platform gave is not a `ws://` or `wss://` URL with a host.
+    #[error("{0}")]
+    Url(String),
+    #[error("connecting to {host}:{port} timed out")]
+    TimedOut { host: String, port: u16 },
+    #[error("cannot connect to {host}:{port}: {source}")]
+    Connect {
+        host: String,
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    /// TLS could not be set up or negotiated (the message says with whom).
+    #[error("{0}")]
+    Tls(String),
+    #[error("the WebSocket handshake with {host}: {source}")]
+    Handshake {
+        host: String,
+        #[source]
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+}
+
 /// Opens the WebSocket at `url` (`wss://` over TLS with the Mozilla roots, `ws://` for a
 /// local test server).
-pub async fn connect(url: &str) -> Result<Socket, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("the socket URL {url:?}: {e}"))?;
+pub async fn connect(url: &str) -> Result<Socket, SocketError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| SocketError::Url(format!("the socket URL {url:?}: {e}")))?;
     let host = parsed
         .host_str()
-        .ok_or_else(|| format!("the socket URL {url:?} names no host"))?
+        .ok_or_else(|| SocketError::Url(format!("the socket URL {url:?} names no host")))?
         .to_string();
     let tls = match parsed.scheme() {
         "wss" => true,
         "ws" => false,
         other => {
-            return Err(format!(
+            return Err(SocketError::Url(format!(
                 "the socket URL's scheme {other:?} is not ws or wss"
-            ));
+            )));
         }
     };
     let port = parsed
@@ -40,8 +67,15 @@ pub async fn connect(url: &str) -> Result<Socket, String> {
         tokio::net::TcpStream::connect((host.as_str(), port)),
     )
     .await
-    .map_err(|_| format!("connecting to {host}:{port} timed out"))?
-    .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    .map_err(|_| SocketError::TimedOut {
+        host: host.clone(),
+        port,
+    })?
+    .map_err(|source| SocketError::Connect {
+        host: host.clone(),
+        port,
+        source,
+    })?;
     let stream: Box<dyn Io> = if tls {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let roots = rustls::RootCertStore {
@@ -49,21 +83,24 @@ pub async fn connect(url: &str) -> Result<Socket, String> {
         };
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
+            .map_err(|e| SocketError::Tls(format!("TLS: {e}")))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let name = rustls::pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| format!("TLS: {host:?}: {e}"))?;
+            .map_err(|e| SocketError::Tls(format!("TLS: {host:?}: {e}")))?;
         let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
             .connect(name, tcp)
             .await
-            .map_err(|e| format!("TLS with {host}: {e}"))?;
+            .map_err(|e| SocketError::Tls(format!("TLS with {host}: {e}")))?;
         Box::new(tls)
     } else {
         Box::new(tcp)
     };
     let (socket, _) = tokio_tungstenite::client_async(url, stream)
         .await
-        .map_err(|e| format!("the WebSocket handshake with {host}: {e}"))?;
+        .map_err(|source| SocketError::Handshake {
+            host,
+            source: Box::new(source),
+        })?;
     Ok(socket)
 }

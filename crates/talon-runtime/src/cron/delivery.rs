@@ -44,7 +44,7 @@ impl Runner {
                     .map(|_| ())
             },
         )
-        .map_err(CronError::Invalid)?;
+        .map_err(|e| CronError::Invalid(e.to_string()))?;
         Ok(())
     }
 

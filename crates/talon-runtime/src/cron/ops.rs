@@ -143,7 +143,7 @@ impl Asker<'_> {
                     chat,
                     true,
                 )
-                .map_err(CronError::Invalid)
+                .map_err(|e| CronError::Invalid(e.to_string()))
             }
         }
     }

@@ -311,11 +311,12 @@ impl Cron {
 
 impl Runner {
     /// Registers the `cron` tool on this runner.
-    pub fn register_cron_tool(&self, registry: &Registry) -> Result<(), String> {
-        registry
-            .register(Cron {
-                runner: self.clone(),
-            })
-            .map_err(|e| e.to_string())
+    pub fn register_cron_tool(
+        &self,
+        registry: &Registry,
+    ) -> Result<(), talon_core::registry::RegistryError> {
+        registry.register(Cron {
+            runner: self.clone(),
+        })
     }
 }

@@ -15,21 +15,63 @@
 //! the result is loaded exactly as start-up loads it, and only a configuration that loads is
 //! written, atomically, with the previous file kept beside it as `<file>.bak`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use toml_edit::{DocumentMut, Item, Table};
+
+use crate::config::ConfigError;
 
 /// Sections whose every key a patch may change.
 pub const PATCHABLE_SECTIONS: &[&str] = &["chat"];
 /// Single keys a patch may change.
 pub const PATCHABLE_KEYS: &[&str] = &["web.search.providers", "web.search.timeout_secs"];
 
-/// `text` (a configuration file) with its secrets replaced, whole or only the section at the
-/// dotted `section` path.
-fn parse(text: &str) -> Result<DocumentMut, String> {
-    text.parse()
-        .map_err(|e| format!("the configuration file does not parse: {e}"))
+/// Why the configuration could not be shown or changed; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigEditError {
+    #[error("the configuration file does not parse: {0}")]
+    Parse(#[source] toml_edit::TomlError),
+    #[error("the configuration file has no section {0:?}; leave section out to see it all")]
+    NoSection(String),
+    /// `part` of the dotted `key` is a value where a section was asked for.
+    #[error("{key}: {part} is a value, not a section")]
+    NotASection { key: String, part: String },
+    /// A key outside [`PATCHABLE_SECTIONS`] and [`PATCHABLE_KEYS`].
+    #[error(
+        "patch: {0} cannot be changed by a tool. A tool changes only the keys of [chat] and {keys}; hooks, MCP servers, exec, fs, web access and search endpoints, tools, providers, channels, the database and the gateway itself run host commands or reach beyond the agent's box, so the operator changes them in the file.",
+        keys = PATCHABLE_KEYS.join(", ")
+    )]
+    NotPatchable(String),
+    /// A patch that is not a patch of keys and values (the message says what is wrong).
+    #[error("patch: {0}")]
+    Malformed(String),
+    #[error("not written: the changed configuration would not load: {0}")]
+    WouldNotLoad(#[source] ConfigError),
+    #[error("{} has no directory", .0.display())]
+    NoDirectory(PathBuf),
+    /// Reading or writing a file failed (`action`: read, write, replace, …).
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn parse(text: &str) -> Result<DocumentMut, ConfigEditError> {
+    text.parse().map_err(ConfigEditError::Parse)
+}
+
+/// The [`ConfigEditError::Io`] of `action` on `path`.
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ConfigEditError {
+    let path = path.to_path_buf();
+    move |source| ConfigEditError::Io {
+        action,
+        path,
+        source,
+    }
 }
 
 /// The table at `parts` under `root`, created (implicit, so no empty header is written) where
@@ -38,7 +80,7 @@ fn section_mut<'a, S: AsRef<str>>(
     root: &'a mut Table,
     parts: &[S],
     key: &str,
-) -> Result<&'a mut Table, String> {
+) -> Result<&'a mut Table, ConfigEditError> {
     let mut table = root;
     for part in parts {
         let part = part.as_ref();
@@ -50,12 +92,17 @@ fn section_mut<'a, S: AsRef<str>>(
                 Item::Table(t)
             })
             .as_table_mut()
-            .ok_or_else(|| format!("{key}: {part} is a value, not a section"))?;
+            .ok_or_else(|| ConfigEditError::NotASection {
+                key: key.to_string(),
+                part: part.to_string(),
+            })?;
     }
     Ok(table)
 }
 
-pub fn shown(text: &str, section: Option<&str>) -> Result<String, String> {
+/// `text` (a configuration file) with its secrets replaced, whole or only the section at the
+/// dotted `section` path.
+pub fn shown(text: &str, section: Option<&str>) -> Result<String, ConfigEditError> {
     let mut doc = parse(text)?;
     crate::config_redact::redact_document(&mut doc);
     let Some(section) = section.map(str::trim).filter(|s| !s.is_empty()) else {
@@ -63,11 +110,9 @@ pub fn shown(text: &str, section: Option<&str>) -> Result<String, String> {
     };
     let mut item: &Item = doc.as_item();
     for part in section.split('.') {
-        item = item.get(part).ok_or_else(|| {
-            format!(
-                "the configuration file has no section {section:?}; leave section out to see it all"
-            )
-        })?;
+        item = item
+            .get(part)
+            .ok_or_else(|| ConfigEditError::NoSection(section.to_string()))?;
     }
     Ok(match item {
         Item::Table(table) => {
@@ -96,13 +141,14 @@ impl Change {
     }
 }
 
-/// The leaves of a JSON merge patch (`null` removes); refused outside [`PATCHABLE`].
-pub fn changes(patch: &Value) -> Result<Vec<Change>, String> {
+/// The leaves of a JSON merge patch (`null` removes); refused outside [`PATCHABLE_SECTIONS`]
+/// and [`PATCHABLE_KEYS`].
+pub fn changes(patch: &Value) -> Result<Vec<Change>, ConfigEditError> {
     let Value::Object(top) = patch else {
-        return Err(
-            "patch: give an object of sections and keys, such as {\"chat\": {\"max_tokens\": 8192}}"
+        return Err(ConfigEditError::Malformed(
+            "give an object of sections and keys, such as {\"chat\": {\"max_tokens\": 8192}}"
                 .into(),
-        );
+        ));
     };
     let mut out = Vec::new();
     let mut stack: Vec<(Vec<String>, &Value)> =
@@ -124,7 +170,7 @@ pub fn changes(patch: &Value) -> Result<Vec<Change>, String> {
         }
     }
     if out.is_empty() {
-        return Err("patch: it changes nothing".into());
+        return Err(ConfigEditError::Malformed("it changes nothing".into()));
     }
     for change in &out {
         let key = change.key();
@@ -133,34 +179,34 @@ pub fn changes(patch: &Value) -> Result<Vec<Change>, String> {
             .any(|p| key.starts_with(&format!("{p}.")))
             || PATCHABLE_KEYS.contains(&key.as_str());
         if !allowed {
-            return Err(format!(
-                "patch: {key} cannot be changed by a tool. A tool changes only the keys of [chat] and {}; hooks, MCP servers, exec, fs, web access and search endpoints, tools, providers, channels, the database and the gateway itself run host commands or reach beyond the agent's box, so the operator changes them in the file.",
-                PATCHABLE_KEYS.join(", ")
-            ));
+            return Err(ConfigEditError::NotPatchable(key));
         }
         if change.path.iter().any(|p| p.is_empty() || p.len() > 64) {
-            return Err(format!("patch: {key:?} is not a configuration key"));
+            return Err(ConfigEditError::Malformed(format!(
+                "{key:?} is not a configuration key"
+            )));
         }
     }
     out.sort_by_key(Change::key);
     Ok(out)
 }
 
-fn toml_value(key: &str, value: &Value) -> Result<toml_edit::Value, String> {
+fn toml_value(key: &str, value: &Value) -> Result<toml_edit::Value, ConfigEditError> {
+    let malformed = |what: String| ConfigEditError::Malformed(format!("{key}: {what}"));
     Ok(match value {
         Value::Bool(b) => (*b).into(),
         Value::Number(n) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => i.into(),
             (None, Some(f)) => f.into(),
-            _ => return Err(format!("patch: {key}: {n} is out of range")),
+            _ => return Err(malformed(format!("{n} is out of range"))),
         },
         Value::String(s) => s.as_str().into(),
         Value::Array(items) => {
             let mut array = toml_edit::Array::new();
             for item in items {
                 if item.is_object() || item.is_array() || item.is_null() {
-                    return Err(format!(
-                        "patch: {key}: lists of strings, numbers or booleans only"
+                    return Err(malformed(
+                        "lists of strings, numbers or booleans only".into(),
                     ));
                 }
                 array.push(toml_value(key, item)?);
@@ -168,13 +214,13 @@ fn toml_value(key: &str, value: &Value) -> Result<toml_edit::Value, String> {
             toml_edit::Value::Array(array)
         }
         Value::Object(_) | Value::Null => {
-            return Err(format!("patch: {key}: give a value"));
+            return Err(malformed("give a value".into()));
         }
     })
 }
 
 /// `text` with `changes` applied; what each key was before.
-pub fn apply(text: &str, changes: &[Change]) -> Result<(String, Vec<String>), String> {
+pub fn apply(text: &str, changes: &[Change]) -> Result<(String, Vec<String>), ConfigEditError> {
     let mut doc = parse(text)?;
     let mut described = Vec::new();
     for change in changes {
@@ -182,7 +228,7 @@ pub fn apply(text: &str, changes: &[Change]) -> Result<(String, Vec<String>), St
         let (last, parents) = change
             .path
             .split_last()
-            .ok_or_else(|| "patch: an empty key".to_string())?;
+            .ok_or_else(|| ConfigEditError::Malformed("an empty key".into()))?;
         let table = section_mut(doc.as_table_mut(), parents, &format!("patch: {key}"))?;
         let before = table
             .get(last)
@@ -204,10 +250,10 @@ pub fn apply(text: &str, changes: &[Change]) -> Result<(String, Vec<String>), St
 /// Writes `text` to `file` if it loads as a whole configuration (the `TALON_*` variables
 /// over it, as at start-up): through a file beside it, renamed over it, the old one kept as
 /// `<file>.bak`.
-pub fn write_checked(file: &Path, text: &str) -> Result<(), String> {
+pub fn write_checked(file: &Path, text: &str) -> Result<(), ConfigEditError> {
     let dir = file
         .parent()
-        .ok_or_else(|| format!("{} has no directory", file.display()))?;
+        .ok_or_else(|| ConfigEditError::NoDirectory(file.to_path_buf()))?;
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -216,7 +262,7 @@ pub fn write_checked(file: &Path, text: &str) -> Result<(), String> {
     // Created private, then given the file's own permissions: the configuration holds tokens,
     // and a copy readable by others must not appear even for a moment.
     let mode = std::fs::metadata(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+        .map_err(io("read", file))?
         .permissions();
     {
         use std::io::Write;
@@ -227,32 +273,28 @@ pub fn write_checked(file: &Path, text: &str) -> Result<(), String> {
             .create_new(true)
             .mode(0o600)
             .open(&next)
-            .map_err(|e| format!("cannot write {}: {e}", next.display()))?;
+            .map_err(io("write", &next))?;
         out.write_all(text.as_bytes())
             .and_then(|()| out.sync_all())
-            .map_err(|e| format!("cannot write {}: {e}", next.display()))?;
+            .map_err(io("write", &next))?;
     }
-    std::fs::set_permissions(&next, mode)
-        .map_err(|e| format!("cannot set the permissions of {}: {e}", next.display()))?;
+    std::fs::set_permissions(&next, mode).map_err(io("set the permissions of", &next))?;
     let checked =
         crate::config::load(Some(&next)).and_then(|(config, _)| match &config.chat.provider {
-            Some(p) if !config.providers.contains_key(p) => Err(crate::config::ConfigError(
-                format!("chat.provider: no [providers.{p}] is configured"),
-            )),
+            Some(p) if !config.providers.contains_key(p) => Err(ConfigError(format!(
+                "chat.provider: no [providers.{p}] is configured"
+            ))),
             _ => Ok(()),
         });
     if let Err(e) = checked {
         let _ = std::fs::remove_file(&next);
-        return Err(format!(
-            "not written: the changed configuration would not load: {e}"
-        ));
+        return Err(ConfigEditError::WouldNotLoad(e));
     }
     let backup = dir.join(format!("{name}.bak"));
-    std::fs::copy(file, &backup)
-        .map_err(|e| format!("cannot keep the old file as {}: {e}", backup.display()))?;
+    std::fs::copy(file, &backup).map_err(io("keep the old file as", &backup))?;
     std::fs::rename(&next, file).map_err(|e| {
         let _ = std::fs::remove_file(&next);
-        format!("cannot replace {}: {e}", file.display())
+        io("replace", file)(e)
     })
 }
 
@@ -293,6 +335,7 @@ mod tests {
         assert!(
             shown(FILE, Some("nope"))
                 .unwrap_err()
+                .to_string()
                 .contains("no section")
         );
     }
@@ -349,9 +392,13 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
-        let e = write_checked(&file, "[chat]\nmax_tokens = \"many\"\n").unwrap_err();
+        let e = write_checked(&file, "[chat]\nmax_tokens = \"many\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("would not load"), "{e}");
-        let e = write_checked(&file, "[chat]\nprovider = \"ghost\"\n").unwrap_err();
+        let e = write_checked(&file, "[chat]\nprovider = \"ghost\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("providers.ghost"), "{e}");
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),

@@ -57,8 +57,15 @@ impl GatewayControl {
     }
 }
 
-/// Whether `ctx` is the operator's (see the module docs); the refusal says who may.
-pub fn operator(ctx: &CallContext, operators: &[String]) -> Result<(), String> {
+/// A call that is not the operator's (see the module docs); the message says who may.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "gateway is for the gateway's operator: a direct call through the tools API, MCP or `talon tool`, or a turn of a user listed in [gateway] operators; it is never available to subagents, delegated, team or scheduled runs"
+)]
+pub struct NotOperator;
+
+/// Whether `ctx` is the operator's (see the module docs).
+pub fn operator(ctx: &CallContext, operators: &[String]) -> Result<(), NotOperator> {
     let own_turn = ctx.spawn_depth == 0;
     let direct = own_turn && ctx.run_kind == RunKind::Api;
     let named = own_turn
@@ -70,7 +77,7 @@ pub fn operator(ctx: &CallContext, operators: &[String]) -> Result<(), String> {
     if direct || named {
         Ok(())
     } else {
-        Err("gateway is for the gateway's operator: a direct call through the tools API, MCP or `talon tool`, or a turn of a user listed in [gateway] operators; it is never available to subagents, delegated, team or scheduled runs".into())
+        Err(NotOperator)
     }
 }
 
@@ -118,7 +125,7 @@ impl Tool for Gateway {
     async fn execute(&self, call: Authorized<GatewayInput>) -> ToolOutput {
         let input = call.input();
         if let Err(e) = operator(call.ctx(), &self.control.operators) {
-            return ToolOutput::error(e);
+            return ToolOutput::error(e.to_string());
         }
         let done = match input.action.as_str() {
             "status" => self.status().await,
@@ -180,7 +187,7 @@ impl Gateway {
         let file = self.file()?;
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let shown = config_edit::shown(&text, section)?;
+        let shown = config_edit::shown(&text, section).map_err(|e| e.to_string())?;
         let overridden: Vec<String> = std::env::vars()
             .map(|(k, _)| k)
             .filter(|k| k.starts_with("TALON_") && k.contains("__"))
@@ -200,12 +207,12 @@ impl Gateway {
         let patch = patch.ok_or_else(|| {
             "config.patch needs patch: the keys to change, such as {\"chat\": {\"max_tokens\": 8192}}".to_string()
         })?;
-        let changes = config_edit::changes(patch)?;
+        let changes = config_edit::changes(patch).map_err(|e| e.to_string())?;
         let file = self.file()?;
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let (next, said) = config_edit::apply(&text, &changes)?;
-        config_edit::write_checked(file, &next)?;
+        let (next, said) = config_edit::apply(&text, &changes).map_err(|e| e.to_string())?;
+        config_edit::write_checked(file, &next).map_err(|e| e.to_string())?;
         tracing::warn!(file = %file.display(), changes = %said.join("; "), "the gateway tool changed the configuration");
         Ok(format!(
             "changed {} (the previous file is kept as {}.bak):\n{}\nIt applies after action reload.",

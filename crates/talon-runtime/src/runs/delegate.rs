@@ -14,6 +14,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use talon_core::registry::RegistryError;
 use talon_core::visible::visible;
 use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::AgentLink;
@@ -445,27 +446,19 @@ fn by_words(targets: &[Target], query: &str) -> Vec<(String, f64)> {
 
 impl Runner {
     /// Registers `delegate`, `delegate_search`, `evaluate_loop` and `handoff` on this runner.
-    pub fn register_delegation_tools(&self, registry: &Registry) -> Result<(), String> {
-        registry
-            .register(Delegate {
-                runner: self.clone(),
-            })
-            .map_err(|e| e.to_string())?;
-        registry
-            .register(DelegateSearch {
-                runner: self.clone(),
-            })
-            .map_err(|e| e.to_string())?;
-        registry
-            .register(super::evaluate::EvaluateLoop {
-                runner: self.clone(),
-            })
-            .map_err(|e| e.to_string())?;
-        registry
-            .register(super::handoff::Handoff {
-                runner: self.clone(),
-            })
-            .map_err(|e| e.to_string())
+    pub fn register_delegation_tools(&self, registry: &Registry) -> Result<(), RegistryError> {
+        registry.register(Delegate {
+            runner: self.clone(),
+        })?;
+        registry.register(DelegateSearch {
+            runner: self.clone(),
+        })?;
+        registry.register(super::evaluate::EvaluateLoop {
+            runner: self.clone(),
+        })?;
+        registry.register(super::handoff::Handoff {
+            runner: self.clone(),
+        })
     }
 }
 

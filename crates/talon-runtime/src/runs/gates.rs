@@ -48,44 +48,60 @@ pub struct Gate {
 /// The events a gate can be on.
 pub const EVENTS: [&str; 3] = ["subagent.completed", "delegation.completed", "agent.final"];
 
+/// What is wrong with an agent's `max_delegation_load` or `quality_gates` (the settings'
+/// writer's to fix).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentSettingsError {
+    #[error("max_delegation_load must be a whole number of at least 1, not {0}")]
+    DelegationLoad(serde_json::Value),
+    /// `quality_gates` is not a list of gates.
+    #[error("quality_gates: {0}")]
+    Gates(#[source] serde_json::Error),
+    #[error("quality_gates[{index}].event {event:?} is not one of {}", EVENTS.join(", "))]
+    Event { index: usize, event: String },
+    #[error("quality_gates[{index}].type {kind:?} is not command or agent")]
+    Kind { index: usize, kind: String },
+    /// A gate without the command or agent its type needs.
+    #[error("quality_gates[{index}]: a {kind} gate needs \"{kind}\"")]
+    Evaluator { index: usize, kind: String },
+}
+
 /// Checks the parts of an agent's settings that the run layer reads — `quality_gates` and
 /// `max_delegation_load` — so a mistake is refused where the settings are written, not found
 /// (as a gate that never runs) when a run needs them.
-pub fn check_agent_settings(settings: &serde_json::Value) -> Result<(), String> {
+pub fn check_agent_settings(settings: &serde_json::Value) -> Result<(), AgentSettingsError> {
     if let Some(load) = settings.get("max_delegation_load")
         && load.as_i64().is_none_or(|n| n < 1)
     {
-        return Err(format!(
-            "max_delegation_load must be a whole number of at least 1, not {load}"
-        ));
+        return Err(AgentSettingsError::DelegationLoad(load.clone()));
     }
     let Some(gates) = settings.get("quality_gates") else {
         return Ok(());
     };
     let gates: Vec<Gate> =
-        serde_json::from_value(gates.clone()).map_err(|e| format!("quality_gates: {e}"))?;
-    for (i, gate) in gates.iter().enumerate() {
+        serde_json::from_value(gates.clone()).map_err(AgentSettingsError::Gates)?;
+    for (index, gate) in gates.iter().enumerate() {
         if !EVENTS.contains(&gate.event.as_str()) {
-            return Err(format!(
-                "quality_gates[{i}].event {:?} is not one of {}",
-                gate.event,
-                EVENTS.join(", ")
-            ));
+            return Err(AgentSettingsError::Event {
+                index,
+                event: gate.event.clone(),
+            });
         }
         let named = match gate.kind.as_str() {
             "command" => gate.command.as_deref(),
             "agent" => gate.agent.as_deref(),
             other => {
-                return Err(format!(
-                    "quality_gates[{i}].type {other:?} is not command or agent"
-                ));
+                return Err(AgentSettingsError::Kind {
+                    index,
+                    kind: other.to_string(),
+                });
             }
         };
         if named.is_none_or(|n| n.trim().is_empty()) {
-            return Err(format!(
-                "quality_gates[{i}]: a {} gate needs \"{}\"",
-                gate.kind, gate.kind
-            ));
+            return Err(AgentSettingsError::Evaluator {
+                index,
+                kind: gate.kind.clone(),
+            });
         }
     }
     Ok(())
@@ -409,7 +425,7 @@ mod tests {
 
     #[test]
     fn settings_with_a_broken_gate_are_refused_with_the_reason() {
-        let check = |v: serde_json::Value| check_agent_settings(&v);
+        let check = |v: serde_json::Value| check_agent_settings(&v).map_err(|e| e.to_string());
         assert!(check(serde_json::json!({"name": "x"})).is_ok());
         assert!(check(serde_json::json!({"max_delegation_load": 2})).is_ok());
         assert!(

@@ -123,14 +123,18 @@ pub struct ChildOverrides {
 impl ChildOverrides {
     /// What `run` was started with. A row that cannot be read is an error, never the
     /// (possibly looser) defaults.
-    pub fn of(run: &RunRecord) -> Result<Self, String> {
+    pub fn of(run: &RunRecord) -> Result<Self, UnreadableOverrides> {
         match run.overrides.trim() {
             "" => Ok(Self::default()),
-            stored => serde_json::from_str(stored)
-                .map_err(|e| format!("its stored settings cannot be read ({e})")),
+            stored => serde_json::from_str(stored).map_err(UnreadableOverrides),
         }
     }
 }
+
+/// A run whose stored [`ChildOverrides`] do not parse: it is not run (or steered) at all.
+#[derive(Debug, thiserror::Error)]
+#[error("its stored settings cannot be read ({0})")]
+pub struct UnreadableOverrides(#[source] pub serde_json::Error);
 
 /// How a run ended: its status, what the caller is told, its usage.
 #[derive(Debug)]
@@ -310,7 +314,7 @@ impl Runner {
             Ok(overrides) => self.remaining_budget(run).await.map(|b| (overrides, b)),
             Err(e) => Err(Ending {
                 status: RunStatus::Failed,
-                text: e,
+                text: e.to_string(),
                 usage: RunUsage::default(),
             }),
         };

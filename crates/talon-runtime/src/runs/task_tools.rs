@@ -134,7 +134,7 @@ impl Runner {
         &self,
         registry: &talon_core::Registry,
         shell: &std::sync::Arc<talon_exec::Shell>,
-    ) -> Result<(), String> {
+    ) -> Result<(), talon_core::registry::RegistryError> {
         // Only where the built-ins are (a configuration can leave them out).
         registry
             .replace(AgentTaskOutput {
@@ -152,6 +152,5 @@ impl Runner {
                 })
             })
             .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 }

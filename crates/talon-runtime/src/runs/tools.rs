@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use talon_core::registry::RegistryError;
 use talon_core::visible::visible;
 use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::RunRecord;
@@ -634,17 +635,11 @@ impl Runner {
     }
 
     /// Registers the tools that start runs on this runner (both dialects).
-    pub fn register_run_tools(&self, registry: &Registry) -> Result<(), String> {
+    pub fn register_run_tools(&self, registry: &Registry) -> Result<(), RegistryError> {
         let runner = || self.clone();
-        registry
-            .register(Subagents { runner: runner() })
-            .map_err(|e| e.to_string())?;
-        registry
-            .register(Spawn { runner: runner() })
-            .map_err(|e| e.to_string())?;
-        registry
-            .register(AgentTool { runner: runner() })
-            .map_err(|e| e.to_string())?;
+        registry.register(Subagents { runner: runner() })?;
+        registry.register(Spawn { runner: runner() })?;
+        registry.register(AgentTool { runner: runner() })?;
         self.register_delegation_tools(registry)
     }
 

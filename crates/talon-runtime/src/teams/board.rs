@@ -32,7 +32,10 @@ impl<'a> Board<'a> {
         ctx: &'a CallContext,
         named: Option<&str>,
     ) -> Result<Self, String> {
-        let team = runner.team_in_play(ctx, named).await?;
+        let team = runner
+            .team_in_play(ctx, named)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Self {
             runner,
             ctx,

@@ -11,6 +11,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use talon_core::registry::RegistryError;
 use talon_core::{Authorized, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::{TaskFilter, TaskOrder};
 
@@ -362,7 +363,7 @@ impl Tool for SendMessage {
 }
 
 /// Registers Claude Code's team tools on `runner`.
-pub(super) fn register(runner: &Runner, registry: &Registry) -> Result<(), String> {
+pub(super) fn register(runner: &Runner, registry: &Registry) -> Result<(), RegistryError> {
     let runner = || runner.clone();
     registry
         .register(TaskCreate { runner: runner() })
@@ -370,5 +371,4 @@ pub(super) fn register(runner: &Runner, registry: &Registry) -> Result<(), Strin
         .and_then(|()| registry.register(TaskGet { runner: runner() }))
         .and_then(|()| registry.register(TaskUpdate { runner: runner() }))
         .and_then(|()| registry.register(SendMessage { runner: runner() }))
-        .map_err(|e| e.to_string())
 }

@@ -22,7 +22,7 @@
 //! one — never the first of several (GoClaw #490).
 
 use talon_core::CallContext;
-use talon_store::{TaskRecord, TaskStatus, TeamRecord};
+use talon_store::{StoreError, TaskRecord, TaskStatus, TeamRecord};
 
 use crate::agent_runs::Runner;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
@@ -35,6 +35,20 @@ pub mod tools;
 /// The session setting that holds a conversation's team.
 const TEAM_SETTING: &str = "team";
 
+/// Why a call has no team to work with ([`Runner::team_in_play`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TeamInPlayError {
+    /// The agent is on no team, not on the one named, or on several with none chosen; the
+    /// message says what to do.
+    #[error("{0}")]
+    NoTeam(String),
+    /// The team a member's run works for was deleted.
+    #[error("team {0} no longer exists")]
+    Gone(String),
+    #[error("cannot read the teams: {0}")]
+    Store(#[source] StoreError),
+}
+
 impl Runner {
     /// The team `ctx`'s call works with; `named`: the team the call names. Refused, saying
     /// what to do, when the agent is on no team, not on the named one, or on several and the
@@ -43,25 +57,27 @@ impl Runner {
         &self,
         ctx: &CallContext,
         named: Option<&str>,
-    ) -> Result<TeamRecord, String> {
+    ) -> Result<TeamRecord, TeamInPlayError> {
         let agent = ctx.agent_key.clone().unwrap_or_default();
         let store = self.store();
-        let read = |e: talon_store::StoreError| format!("cannot read the teams: {e}");
         // A member's run works for the team that dispatched it, whatever it names.
         if let Some(team) = self.run_team(ctx).await {
-            return match store.team(&team).await.map_err(read)? {
+            return match store.team(&team).await.map_err(TeamInPlayError::Store)? {
                 Some(record) => Ok(record),
-                None => Err(format!("team {team} no longer exists")),
+                None => Err(TeamInPlayError::Gone(team)),
             };
         }
-        let teams = store.teams_of(&agent).await.map_err(read)?;
+        let teams = store
+            .teams_of(&agent)
+            .await
+            .map_err(TeamInPlayError::Store)?;
         if let Some(named) = named.filter(|n| !n.trim().is_empty()) {
             let Some(team) = teams.iter().find(|t| t.name == named) else {
-                return Err(format!(
+                return Err(TeamInPlayError::NoTeam(format!(
                     "you are not on a team named {}; {}",
                     talon_core::visible::visible(named),
                     on_teams(&teams)
-                ));
+                )));
             };
             // The conversation works with it from now on.
             let _ = store
@@ -83,18 +99,18 @@ impl Runner {
         }
         match teams.as_slice() {
             [only] => Ok(only.clone()),
-            [] => Err(
+            [] => Err(TeamInPlayError::NoTeam(
                 "you are not on any team; an operator creates teams with `talon teams create`"
                     .into(),
-            ),
-            several => Err(format!(
+            )),
+            several => Err(TeamInPlayError::NoTeam(format!(
                 "you are on several teams ({}); name the one you mean with team",
                 several
                     .iter()
                     .map(|t| t.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ))),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use talon_core::registry::RegistryError;
 use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::{TaskFilter, TaskOrder, TeamRecord};
 
@@ -207,17 +208,13 @@ impl Tool for TeamMessage {
 impl Runner {
     /// Registers the team tools on this runner: GoClaw's `team_tasks` and `team_message`,
     /// Claude Code's `TaskCreate`, `TaskList`, `TaskGet`, `TaskUpdate` and `SendMessage`.
-    pub fn register_team_tools(&self, registry: &Registry) -> Result<(), String> {
-        registry
-            .register(TeamTasks {
-                runner: self.clone(),
-            })
-            .and_then(|()| {
-                registry.register(TeamMessage {
-                    runner: self.clone(),
-                })
-            })
-            .map_err(|e| e.to_string())?;
+    pub fn register_team_tools(&self, registry: &Registry) -> Result<(), RegistryError> {
+        registry.register(TeamTasks {
+            runner: self.clone(),
+        })?;
+        registry.register(TeamMessage {
+            runner: self.clone(),
+        })?;
         super::claude_code::register(self, registry)
     }
 
