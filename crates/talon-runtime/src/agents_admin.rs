@@ -4,43 +4,16 @@
 //! exists). `talon agents` calls them and prints; `/v1/agents` reads the same records
 //! ([`crate::agents_http`]).
 
-use talon_store::{AgentLink, AgentType, LinkDirection, LinkSettings, Store, StoreError};
+use talon_store::{AgentLink, AgentType, LinkDirection, LinkSettings, Store};
 
 use crate::config::Config;
+use crate::op_error::OpError;
 
-/// Why an agent operation was refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentsError {
-    /// The request is wrong; the message says how to fix it.
-    #[error("{0}")]
-    Invalid(String),
-    /// What it names does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// The store failed.
-    #[error(transparent)]
-    Store(StoreError),
-}
-
-impl From<StoreError> for AgentsError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Invalid { .. } => AgentsError::Invalid(e.to_string()),
-            StoreError::NotFound { .. } => AgentsError::NotFound(e.to_string()),
-            e => AgentsError::Store(e),
-        }
-    }
-}
-
-impl AgentsError {
-    /// Whether the caller's request was at fault (a usage error), not the service.
-    pub fn is_usage(&self) -> bool {
-        !matches!(self, AgentsError::Store(_))
-    }
-}
+/// Why an operation was refused or failed.
+pub type AgentsError = OpError;
 
 fn unknown_agent(key: &str) -> AgentsError {
-    AgentsError::NotFound(format!("no agent {key:?}; `talon agents list` lists them"))
+    OpError::NotFound(format!("no agent {key:?}; `talon agents list` lists them"))
 }
 
 /// Creates (or changes) the agent `key` of type `agent_type` (`open`, `predefined`) with
@@ -53,11 +26,11 @@ pub async fn create(
 ) -> Result<AgentType, AgentsError> {
     let agent_type: AgentType = agent_type
         .parse()
-        .map_err(|e| AgentsError::Invalid(format!("{e}")))?;
+        .map_err(|e| OpError::Invalid(format!("{e}")))?;
     let parsed: serde_json::Value = serde_json::from_str(settings)
-        .map_err(|e| AgentsError::Invalid(format!("--settings is not valid JSON: {e}")))?;
+        .map_err(|e| OpError::Invalid(format!("--settings is not valid JSON: {e}")))?;
     crate::runs::gates::check_agent_settings(&parsed)
-        .map_err(|e| AgentsError::Invalid(format!("--settings: {e}")))?;
+        .map_err(|e| OpError::Invalid(format!("--settings: {e}")))?;
     store.upsert_agent(key, agent_type, settings).await?;
     Ok(agent_type)
 }
@@ -66,12 +39,12 @@ pub async fn create(
 /// agent and the agents `talon.toml` configures (created again at every start) are kept.
 pub async fn delete(store: &Store, config: &Config, key: &str) -> Result<(), AgentsError> {
     if key == config.agents.default {
-        return Err(AgentsError::Invalid(format!(
+        return Err(OpError::Invalid(format!(
             "{key:?} is the default agent ([agents] default); choose another default first"
         )));
     }
     if config.agents.entries.contains_key(key) {
-        return Err(AgentsError::Invalid(format!(
+        return Err(OpError::Invalid(format!(
             "agent {key:?} is configured in talon.toml ([agents.{key}]), which creates it at every start: remove it there"
         )));
     }
@@ -109,7 +82,7 @@ pub async fn file(
         None => store.agent_file(key, file).await?,
     };
     found.ok_or_else(|| {
-        AgentsError::NotFound(format!(
+        OpError::NotFound(format!(
             "agent {key:?} has no {file}{}; `talon agents list-files {key}` lists them",
             user.map(|u| format!(" of user {u:?}")).unwrap_or_default()
         ))
@@ -155,7 +128,7 @@ pub async fn unlink(store: &Store, source: &str, target: &str) -> Result<(), Age
     if store.unlink_agents(source, target).await? {
         Ok(())
     } else {
-        Err(AgentsError::NotFound(format!(
+        Err(OpError::NotFound(format!(
             "there is no link from {source:?} to {target:?}; `talon agents links` lists them"
         )))
     }

@@ -55,6 +55,7 @@ pub mod mcp_store;
 pub mod memory_config;
 pub mod memory_index;
 pub mod offer;
+pub mod op_error;
 pub mod openai_compat_config;
 pub mod runs;
 pub mod runs_http;

@@ -3,42 +3,16 @@
 //! agent that exists. `talon teams` and `/v1/teams` call them and only translate [`TeamsError`].
 
 use talon_core::visible::visible;
-use talon_store::{Store, StoreError, TeamRecord};
+use talon_store::{Store, TeamRecord};
 
-/// Why a team operation was refused or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum TeamsError {
-    /// The request is wrong; the message says how to fix it.
-    #[error("{0}")]
-    Invalid(String),
-    /// The team, or the member, does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// The store failed (an unreachable database among others).
-    #[error(transparent)]
-    Store(StoreError),
-}
+use crate::op_error::OpError;
 
-impl From<StoreError> for TeamsError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Invalid { .. } => TeamsError::Invalid(e.to_string()),
-            StoreError::NotFound { .. } => TeamsError::NotFound(e.to_string()),
-            e => TeamsError::Store(e),
-        }
-    }
-}
-
-impl TeamsError {
-    /// Whether the caller's request was at fault (a usage error), not the service.
-    pub fn is_usage(&self) -> bool {
-        !matches!(self, TeamsError::Store(_))
-    }
-}
+/// Why an operation was refused or failed.
+pub type TeamsError = OpError;
 
 /// "No team NAME" in the words both callers use.
 pub fn no_team(name: &str) -> TeamsError {
-    TeamsError::NotFound(format!(
+    OpError::NotFound(format!(
         "there is no team {}; `talon teams list` (GET /v1/teams) lists them",
         visible(name)
     ))
@@ -48,7 +22,7 @@ pub fn no_team(name: &str) -> TeamsError {
 async fn existing_agent(store: &Store, agent: &str) -> Result<(), TeamsError> {
     match store.agent(agent).await? {
         Some(_) => Ok(()),
-        None => Err(TeamsError::Invalid(format!(
+        None => Err(OpError::Invalid(format!(
             "there is no agent {}; create it first (`talon agents create`)",
             visible(agent)
         ))),
@@ -92,7 +66,7 @@ pub async fn remove_member(store: &Store, name: &str, agent: &str) -> Result<(),
     if store.remove_team_member(name, agent).await? {
         Ok(())
     } else {
-        Err(TeamsError::NotFound(format!(
+        Err(OpError::NotFound(format!(
             "{} is not a member of {}; `talon teams show {}` lists them",
             visible(agent),
             visible(name),

@@ -8,7 +8,7 @@ use std::io::Write;
 
 use super::*;
 
-use super::h36_runs::{asked, engines, home_with, runs_of};
+use super::h36_runs::{announcements_with, asked, engines, home_with, runs_of};
 use support::pg::{Schema, database_url, until};
 
 /// Break 1 with `kill -9`: the gateway running a turn that waits for its child dies. Nobody
@@ -74,20 +74,7 @@ fn h36_1_a_waited_child_outlives_its_killed_gateway_and_is_announced_once() {
         // The announcement's prompt carries the child's result (the waiting turn died unsaved,
         // so it may open the conversation).
         let result = format!("waited result {pass}");
-        let announced = || {
-            requests(&mock)
-                .into_iter()
-                .filter(|r| {
-                    r["messages"]
-                        .as_array()
-                        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-                        .is_some_and(|m| {
-                            let text = m["content"].to_string();
-                            text.contains("have ended") && text.contains(&result)
-                        })
-                })
-                .count()
-        };
+        let announced = || announcements_with(&mock, &result).len();
         until("the result reaches the parent's conversation", || {
             announced() >= 1
         });
@@ -137,20 +124,7 @@ fn h36_7_a_gateway_killed_mid_announcement_leaves_it_to_another_once() {
             &[],
         );
         assert!(reply.contains("Spawned it."), "{pass}: {reply}");
-        let announcing = || {
-            requests(&mock)
-                .iter()
-                .filter(|r| {
-                    r["messages"]
-                        .as_array()
-                        .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-                        .is_some_and(|m| {
-                            let text = m["content"].to_string();
-                            text.contains("have ended") && text.contains(&result)
-                        })
-                })
-                .count()
-        };
+        let announcing = || announcements_with(&mock, &result).len();
         until("the announcement's turn asks its model", || {
             announcing() >= 1
         });

@@ -49,6 +49,22 @@ pub(super) fn asked(mock: &support::chat::Mock, marker: &str) -> bool {
     !support::chat::of_conversation(requests(mock), marker).is_empty()
 }
 
+/// The model requests announcing ended runs (their newest user message) that hold `text`.
+pub(super) fn announcements_with(mock: &support::chat::Mock, text: &str) -> Vec<Value> {
+    requests(mock)
+        .into_iter()
+        .filter(|r| {
+            r["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
+                .is_some_and(|m| {
+                    let said = m["content"].to_string();
+                    said.contains("have ended") && said.contains(text)
+                })
+        })
+        .collect()
+}
+
 /// Posts `text` as alice in session `session` of gateway `addr`, and hangs up without reading
 /// the answer once `hang_up_when` holds.
 fn post_then_disconnect(addr: &str, session: &str, text: &str, hang_up_when: impl FnMut() -> bool) {
@@ -287,17 +303,7 @@ fn h36_7_an_announcement_on_another_gateway_waits_for_the_sessions_turn() {
         &[],
     );
     assert!(reply.contains("Parent finished."), "{reply}");
-    let announcements = || {
-        requests(&mock)
-            .into_iter()
-            .filter(|r| {
-                r["messages"]
-                    .as_array()
-                    .and_then(|m| m.iter().rfind(|m| m["role"] == "user"))
-                    .is_some_and(|m| m["content"].to_string().contains("have ended"))
-            })
-            .collect::<Vec<_>>()
-    };
+    let announcements = || announcements_with(&mock, "");
     until("the result is announced", || !announcements().is_empty());
     std::thread::sleep(std::time::Duration::from_secs(2));
     let made = announcements();

@@ -61,12 +61,29 @@ async fn h35_wrong_token_guesses_are_throttled_per_peer() {
     assert!(statuses[..10].iter().all(|s| *s == 401), "{statuses:?}");
     let throttled = statuses.iter().filter(|s| **s == 429).count();
     assert!(throttled >= 25, "guessing was not slowed: {statuses:?}");
-    let (status, body) = support::invoke(&server.addr, Some(STRONG), call.clone()).await;
-    assert_eq!(
-        status, 429,
-        "the right token was checked while throttled: {body}"
+    // Right after a refused guess the peer is out of tries, so the right token is not checked.
+    // A try comes back every second, so a machine slow enough to let one come back between the
+    // two requests sees the token accepted (that is not a flaw): try a few times.
+    let mut answers = Vec::new();
+    for round in 0..5 {
+        let (refused, _) = support::invoke(
+            &server.addr,
+            Some(&format!("again-{round:030}")),
+            call.clone(),
+        )
+        .await;
+        let (status, body) = support::invoke(&server.addr, Some(STRONG), call.clone()).await;
+        if refused == 429 && status == 429 {
+            assert!(body.to_string().contains("retry in"), "{body}");
+            answers.clear();
+            break;
+        }
+        answers.push((refused, status, body));
+    }
+    assert!(
+        answers.is_empty(),
+        "the right token was checked while throttled: {answers:?}"
     );
-    assert!(body.to_string().contains("retry in"), "{body}");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let (status, body) = support::invoke(&server.addr, Some(STRONG), call).await;
     assert_eq!(status, 200, "{body}");
