@@ -27,7 +27,7 @@ pub(crate) struct Board<'a> {
 
 impl<'a> Board<'a> {
     /// The board of the team `ctx`'s call works with (`named`: the team it names).
-    pub async fn open(
+    pub(crate) async fn open(
         runner: &'a Runner,
         ctx: &'a CallContext,
         named: Option<&str>,
@@ -51,7 +51,11 @@ impl<'a> Board<'a> {
         self.team.lead == self.agent
     }
 
-    pub async fn list(&self, filter: TaskFilter, order: TaskOrder) -> Result<String, String> {
+    pub(crate) async fn list(
+        &self,
+        filter: TaskFilter,
+        order: TaskOrder,
+    ) -> Result<String, String> {
         self.runner
             .store()
             .tasks(&self.team.name, Some(&self.user), filter, order, LIST_LIMIT)
@@ -60,7 +64,7 @@ impl<'a> Board<'a> {
             .map_err(|e| e.to_string())
     }
 
-    pub async fn search(&self, query: &str) -> Result<String, String> {
+    pub(crate) async fn search(&self, query: &str) -> Result<String, String> {
         self.runner
             .store()
             .search_tasks(&self.team.name, &self.user, query, LIST_LIMIT)
@@ -69,7 +73,7 @@ impl<'a> Board<'a> {
             .map_err(|e| e.to_string())
     }
 
-    pub async fn get(&self, id: i64) -> Result<String, String> {
+    pub(crate) async fn get(&self, id: i64) -> Result<String, String> {
         match self.runner.store().task(&self.team.name, id).await {
             Ok(Some(task)) if task.user_id == self.user => Ok(detail(&task)),
             Ok(_) => Err(self.no_task(id)),
@@ -84,7 +88,7 @@ impl<'a> Board<'a> {
         )
     }
 
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         subject: &str,
         description: &str,
@@ -127,7 +131,7 @@ impl<'a> Board<'a> {
         ))
     }
 
-    pub async fn claim(&self, id: Option<i64>) -> Result<String, String> {
+    pub(crate) async fn claim(&self, id: Option<i64>) -> Result<String, String> {
         if self.is_lead() {
             return Err("you lead this team: post tasks and let members take them".into());
         }
@@ -158,7 +162,7 @@ impl<'a> Board<'a> {
         Ok(format!("You claimed:\n{}", detail(&task)))
     }
 
-    pub async fn complete(&self, id: i64, result: &str) -> Result<String, String> {
+    pub(crate) async fn complete(&self, id: i64, result: &str) -> Result<String, String> {
         if result.trim().is_empty() {
             return Err("result is empty: give the task's result".into());
         }
@@ -183,7 +187,7 @@ impl<'a> Board<'a> {
     }
 
     /// Fails (`cancel` false) or cancels task `id` with `reason`.
-    pub async fn end(&self, id: i64, cancel: bool, reason: &str) -> Result<String, String> {
+    pub(crate) async fn end(&self, id: i64, cancel: bool, reason: &str) -> Result<String, String> {
         let status = match (cancel, self.is_lead()) {
             (false, _) => TaskStatus::Failed,
             (true, true) => TaskStatus::Cancelled,
@@ -231,7 +235,7 @@ impl<'a> Board<'a> {
         Ok(format!("[Team message from {role} {}]: {text}", self.agent))
     }
 
-    pub async fn send(&self, to: &str, text: &str) -> Result<String, String> {
+    pub(crate) async fn send(&self, to: &str, text: &str) -> Result<String, String> {
         if to.is_empty() {
             return Err("name the teammate to send to (its agent key)".into());
         }
@@ -253,7 +257,7 @@ impl<'a> Board<'a> {
         ))
     }
 
-    pub async fn broadcast(&self, text: &str) -> Result<String, String> {
+    pub(crate) async fn broadcast(&self, text: &str) -> Result<String, String> {
         let body = self.message(text)?;
         let sent = self
             .runner
@@ -265,7 +269,7 @@ impl<'a> Board<'a> {
         Ok(format!("Sent to {sent} teammate(s)."))
     }
 
-    pub async fn read(&self) -> Result<String, String> {
+    pub(crate) async fn read(&self) -> Result<String, String> {
         let messages = self
             .runner
             .store()
