@@ -5,7 +5,7 @@
 //! and stored is decided here.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use talon_exec::credentialed::{self, PRESETS, Preset};
 use talon_store::{CliCredential, CliCredentialSpec, DEFAULT_CLI_TIMEOUT_SECS, Store, StoreError};
@@ -162,9 +162,8 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(name))
-        .find(|p: &PathBuf| {
-            std::fs::metadata(Path::new(p))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
 }
 

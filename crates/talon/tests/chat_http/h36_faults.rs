@@ -8,7 +8,9 @@ use std::io::Write;
 
 use super::*;
 
-use super::h36_runs::{announcements_with, asked, engines, home_with, runs_of};
+use super::h36_runs::{
+    SHORT_LEASE, announcements_with, asked, engines, home_with, next_home, runs_of,
+};
 use support::pg::{Schema, database_url, until};
 
 /// Break 1 with `kill -9`: the gateway running a turn that waits for its child dies. Nobody
@@ -41,7 +43,7 @@ fn h36_1_a_waited_child_outlives_its_killed_gateway_and_is_announced_once() {
         let task = format!("TASK-WAITKILL-{pass}");
         let parent = format!("wait then die {pass}");
         let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
-        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let home_a = home_with(&mock, SHORT_LEASE);
         let mut a = support::serve_in(home_a.path(), &env);
         let addr = a.addr.clone();
         let waiting_turn = std::thread::spawn({
@@ -60,10 +62,7 @@ fn h36_1_a_waited_child_outlives_its_killed_gateway_and_is_announced_once() {
         a.child.kill().unwrap();
         a.child.wait().unwrap();
         let _ = waiting_turn.join();
-        let home_b = match schema {
-            None => home_a,
-            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
-        };
+        let home_b = next_home(schema, home_a, &mock);
         let b = support::serve_in(home_b.path(), &env);
         let base_b = format!("http://{}", b.addr);
         until("the child is taken over and completes", || {
@@ -116,7 +115,7 @@ fn h36_7_a_gateway_killed_mid_announcement_leaves_it_to_another_once() {
         let result = format!("announced result {pass}");
         let session = format!("annkill-{pass}");
         let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
-        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let home_a = home_with(&mock, SHORT_LEASE);
         let mut a = support::serve_in(home_a.path(), &env);
         let reply = post(
             &format!("http://{}/v1/sessions/{session}/messages", a.addr),
@@ -130,10 +129,7 @@ fn h36_7_a_gateway_killed_mid_announcement_leaves_it_to_another_once() {
         });
         a.child.kill().unwrap();
         a.child.wait().unwrap();
-        let home_b = match schema {
-            None => home_a,
-            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
-        };
+        let home_b = next_home(schema, home_a, &mock);
         let b = support::serve_in(home_b.path(), &env);
         let history = || {
             let (_, shown) = status_json(
@@ -179,8 +175,7 @@ fn h36_a_stalled_gateway_woken_late_neither_ends_nor_announces_twice() {
         ]}),
     );
     let env = schema.env();
-    let config = "[subagents]\nlease_seconds = 1\n";
-    let (home_a, home_b) = (home_with(&mock, config), home_with(&mock, config));
+    let (home_a, home_b) = (home_with(&mock, SHORT_LEASE), home_with(&mock, SHORT_LEASE));
     let a = support::serve_in(home_a.path(), &env);
     let reply = post(
         &format!("http://{}/v1/sessions/stall/messages", a.addr),
@@ -256,7 +251,7 @@ fn h36_9_a_taken_over_run_resumes_from_its_checkpoint() {
     for (pass, schema) in passes {
         let task = format!("TASK-CKPT-{pass}");
         let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
-        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let home_a = home_with(&mock, SHORT_LEASE);
         let mut a = support::serve_in(home_a.path(), &env);
         let reply = post(
             &format!("http://{}/v1/sessions/ckpt/messages", a.addr),
@@ -271,10 +266,7 @@ fn h36_9_a_taken_over_run_resumes_from_its_checkpoint() {
         std::thread::sleep(std::time::Duration::from_millis(800));
         a.child.kill().unwrap();
         a.child.wait().unwrap();
-        let home_b = match schema {
-            None => home_a,
-            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
-        };
+        let home_b = next_home(schema, home_a, &mock);
         let b = support::serve_in(home_b.path(), &env);
         until("the run is resumed and completes", || {
             runs_of(&format!("http://{}", b.addr), &task)

@@ -25,6 +25,22 @@ pub(super) fn home_with(mock: &support::chat::Mock, extra: &str) -> tempfile::Te
     home
 }
 
+/// A run lease short enough to lapse within a test (a killed gateway's runs are taken over).
+pub(super) const SHORT_LEASE: &str = "[subagents]\nlease_seconds = 1\n";
+
+/// Where the next gateway of a pass starts once the first was killed: the same home restarted
+/// on SQLite (its database is a file there), a home of its own sharing PostgreSQL.
+pub(super) fn next_home(
+    schema: Option<&Schema>,
+    first: tempfile::TempDir,
+    mock: &support::chat::Mock,
+) -> tempfile::TempDir {
+    match schema {
+        None => first,
+        Some(_) => home_with(mock, SHORT_LEASE),
+    }
+}
+
 /// The engines a scenario runs on: SQLite, and PostgreSQL on `schema` where there is one.
 pub(super) fn engines(schema: Option<&Schema>) -> Vec<(&'static str, Option<&Schema>)> {
     std::iter::once(("sqlite", None))
@@ -161,7 +177,7 @@ fn h36_1_a_cancel_ends_a_run_whose_gateway_was_killed() {
     for (pass, schema) in passes {
         let task = format!("TASK-ORPHAN-{pass}");
         let env: Vec<(&str, &str)> = schema.map(|s| s.env().to_vec()).unwrap_or_default();
-        let home_a = home_with(&mock, "[subagents]\nlease_seconds = 1\n");
+        let home_a = home_with(&mock, SHORT_LEASE);
         let mut a = support::serve_in(home_a.path(), &env);
         let base_a = format!("http://{}", a.addr);
         let reply = post(
@@ -191,10 +207,7 @@ fn h36_1_a_cancel_ends_a_run_whose_gateway_was_killed() {
             said.contains("1 no gateway held ended now"),
             "{pass}: {said}"
         );
-        let home_c = match schema {
-            None => home_a,
-            Some(_) => home_with(&mock, "[subagents]\nlease_seconds = 1\n"),
-        };
+        let home_c = next_home(schema, home_a, &mock);
         // A gateway started now finds it ended: not resumed, not announced.
         let c = support::serve_in(home_c.path(), &env);
         let run = &runs_of(&format!("http://{}", c.addr), &task)[0];
@@ -293,8 +306,7 @@ fn h36_7_an_announcement_on_another_gateway_waits_for_the_sessions_turn() {
         ]}),
     );
     let env = schema.env();
-    let config = "[subagents]\nlease_seconds = 1\n";
-    let (home_a, home_b) = (home_with(&mock, config), home_with(&mock, config));
+    let (home_a, home_b) = (home_with(&mock, SHORT_LEASE), home_with(&mock, SHORT_LEASE));
     let a = support::serve_in(home_a.path(), &env);
     let b = support::serve_in(home_b.path(), &env);
     let reply = post(
