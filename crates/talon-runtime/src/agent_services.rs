@@ -17,7 +17,7 @@ impl talon_tools::claude_code::web_fetch::PageAnswerer for Runner {
         Box::pin(async move {
             let agent = ctx.agent_key.as_deref()?;
             // An agent without a usable model has no small model either.
-            let built = self.agent(agent).await.ok()?;
+            let built = self.engine().agent(agent).await.ok()?;
             let answer = built.agent.answer_about(content, prompt).await?;
             Some(answer.map_err(|e| e.to_string()))
         })

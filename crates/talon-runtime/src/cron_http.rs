@@ -87,7 +87,7 @@ fn cron_error(e: CronError) -> Response {
 fn asker(runner: &Runner) -> Asker<'_> {
     Asker::Gateway {
         runner,
-        agent: runner.default_agent(),
+        agent: runner.engine().default_agent(),
         origin: None,
     }
 }

@@ -86,6 +86,7 @@ async fn extract(
         (Vec::new(), Vec::new())
     } else {
         let built = runner
+            .engine()
             .agent(&job.agent)
             .await
             .map_err(ExtractionError::Agent)?;

@@ -4,8 +4,10 @@
 //!   file and the data directory out of every workspace).
 //! - [`runtime`]: the configuration wired into one [`talon_core::Pipeline`] with the store, the
 //!   built-in tools, the MCP bridge, approvals and audit ([`runtime::build`]).
-//! - [`agent_runs`]: the agent runner every entry point shares (a turn bound to its caller,
-//!   the session's history, the turn saved whole), and [`agent_services`], the tools that need it.
+//! - [`agent_runs`]: the turn engine ([`agent_runs::TurnEngine`]: a turn bound to its caller,
+//!   the session's history, the turn saved whole) and [`agent_runs::Runner`], the engine with the
+//!   services every entry point shares; [`agent_services`], the tools that need it;
+//!   [`chat_session`], a person's chat at a terminal.
 //! - HTTP: [`chat_http`] (OpenAI's and Anthropic's model APIs, sessions), [`agents_http`],
 //!   [`mcp_admin_http`], mounted by `talon serve` on the [`talon_gateway`] router.
 //! - [`cron`]: scheduled jobs run as agent runs, their `cron` tool, and [`cron_http`].
@@ -18,7 +20,8 @@
 //!
 //! # Charter
 //!
-//! - **Owns:** configuration and wiring, the turn engine (`agent_runs`), and the services over it:
+//! - **Owns:** configuration and wiring, the turn engine (`agent_runs::TurnEngine`, which knows no
+//!   service: they add to a turn's prompt through `TurnSections`), and the services over it:
 //!   runs (their authority, life, checkpoints, supervisor), teams, cron, channels, handoff, the
 //!   gateway tool; each service owns its tools, its HTTP routes and its typed errors.
 //! - **Never contains:** terminal I/O or exit codes (the binary's), tool implementations that do
@@ -35,6 +38,7 @@ pub mod audit;
 pub mod channels;
 pub mod chat_config;
 pub mod chat_http;
+pub mod chat_session;
 pub mod cli_credentials;
 pub mod config;
 pub mod config_location;

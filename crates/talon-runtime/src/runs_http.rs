@@ -82,7 +82,7 @@ async fn show(
         Ok(run) => run,
         Err(response) => return response,
     };
-    match runner.history(&run.session_key).await {
+    match runner.engine().history(&run.session_key).await {
         Ok(messages) => Json(json!({"run": run, "messages": messages})).into_response(),
         Err(e @ crate::agent_runs::RunError::Unavailable(_)) => unavailable(e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),

@@ -477,7 +477,7 @@ fn chat_is_usable_by_a_person() {
     let (stdout, stderr, code) = support::chat::chat_with_input(
         home.path(),
         &["--session", "person"],
-        "/help\n/bogus\n/session\nhello\n/tools\n/cost\n/model\n/exit\n",
+        "/help\n/bogus\n/session\nhello\n/tools\n/cost\n/model\n/model gpt-priciest\n/exit\n",
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(
@@ -504,6 +504,16 @@ fn chat_is_usable_by_a_person() {
         "/cost: {stderr}"
     );
     assert!(stderr.contains("model m (the agent's)"), "/model: {stderr}");
+    // A session's model is held to `[subagents.models]` here as for the `Config` tool (none
+    // are listed: no session may change it), not stored and then silently ignored.
+    assert!(
+        stderr.contains("lets no session change its model"),
+        "/model NAME: {stderr}"
+    );
+    assert!(
+        !stderr.contains("later turns of this session use"),
+        "{stderr}"
+    );
     let sent = requests(&mock);
     assert_eq!(sent.len(), 3, "slash commands never reach the model");
     let last = sent[2]["messages"].to_string();

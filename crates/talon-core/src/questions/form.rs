@@ -9,7 +9,7 @@
 //! values for choices (by number or label; other text is the person's own answer, as
 //! AskUserQuestion allows), a list for multi-select fields.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// What a field takes.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,6 +176,36 @@ fn number(line: &str, integer: bool, min: Option<f64>, max: Option<f64>) -> Type
     }
 }
 
+/// Why `FIELD=VALUE` pairs are not an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PairsError {
+    #[error("give the answer as FIELD=VALUE (the fields of the question's form), or decline it")]
+    Empty,
+    #[error("{0:?} is not FIELD=VALUE")]
+    NotAPair(String),
+}
+
+/// An answer's content from `FIELD=VALUE` pairs (`talon questions answer`): a value that is a
+/// JSON number or boolean is taken as one, anything else as a string.
+pub fn pairs(fields: &[String]) -> Result<Map<String, Value>, PairsError> {
+    if fields.is_empty() {
+        return Err(PairsError::Empty);
+    }
+    fields
+        .iter()
+        .map(|field| {
+            let (name, value) = field
+                .split_once('=')
+                .ok_or_else(|| PairsError::NotAPair(field.clone()))?;
+            let value = match serde_json::from_str::<Value>(value) {
+                Ok(v @ (Value::Bool(_) | Value::Number(_))) => v,
+                _ => Value::String(value.to_string()),
+            };
+            Ok((name.to_string(), value))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +254,21 @@ mod tests {
                 ]
             }
         );
+    }
+
+    #[test]
+    fn pairs_become_an_answers_content() {
+        let pairs =
+            |fields: &[&str]| pairs(&fields.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let content = pairs(&["q1=PostgreSQL", "n=3", "ok=true"]).expect("parses");
+        assert_eq!(
+            Value::Object(content),
+            json!({"q1": "PostgreSQL", "n": 3, "ok": true})
+        );
+        assert_eq!(
+            pairs(&["nothing"]),
+            Err(PairsError::NotAPair("nothing".into()))
+        );
+        assert_eq!(pairs(&[]), Err(PairsError::Empty));
     }
 }

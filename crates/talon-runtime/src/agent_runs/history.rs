@@ -4,7 +4,8 @@
 use super::store_failed;
 use talon_agent::{Agent, Message, RunEvent};
 
-use super::{RunError, Runner};
+use super::RunError;
+use super::engine::TurnEngine;
 
 /// When a session's older messages are summarised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub(super) enum Compaction {
 /// Tokens of recent history a forced compaction keeps when the model's window is unknown.
 const FORCED_KEEP: u64 = 2048;
 
-impl Runner {
+impl TurnEngine {
     /// What a turn of `session` is given: the summary of its compacted part, if any, and the
     /// messages after it. When those near the model's context window, the oldest turns are
     /// summarised first (a failed summary only logs: the turn runs on the full history).

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Runner;
+use super::engine::TurnEngine;
 
 /// The turns running now: by session, a serial number (so a turn removes only its own entry)
 /// and its cancellation.
@@ -18,7 +18,7 @@ pub(super) struct RunningTurns {
     by_session: HashMap<String, (u64, CancellationToken)>,
 }
 
-/// A running turn's entry in [`Runner`]'s registry; dropping it removes the entry.
+/// A running turn's entry in [`TurnEngine`]'s registry; dropping it removes the entry.
 pub(super) struct RunningTurn {
     running: Arc<Mutex<RunningTurns>>,
     session: String,
@@ -38,7 +38,7 @@ impl Drop for RunningTurn {
     }
 }
 
-impl Runner {
+impl TurnEngine {
     /// Cancels the turn running in `session`; `false` when none is.
     pub fn cancel(&self, session: &str) -> bool {
         let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);

@@ -66,7 +66,7 @@ async fn hold(runner: &Runner, name: &str, cancel: &CancellationToken) -> bool {
         let until = lease_until();
         match runner
             .store()
-            .hold_lease(name, runner.instance(), until)
+            .hold_lease(name, runner.engine().instance(), until)
             .await
         {
             Ok(true) => return true,
@@ -108,7 +108,7 @@ async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) 
                     if !matches!(
                         runner
                             .store()
-                            .hold_lease(&lease, runner.instance(), until)
+                            .hold_lease(&lease, runner.engine().instance(), until)
                             .await,
                         Ok(true)
                     ) {
@@ -129,7 +129,7 @@ async fn poll(runner: Runner, channel: Arc<Channel>, cancel: CancellationToken) 
         if cancel.is_cancelled() {
             let _ = runner
                 .store()
-                .release_lease(&lease, runner.instance())
+                .release_lease(&lease, runner.engine().instance())
                 .await;
             return;
         }
@@ -234,7 +234,7 @@ pub(super) async fn answer(
         .section
         .agent
         .clone()
-        .unwrap_or_else(|| runner.default_agent().to_string());
+        .unwrap_or_else(|| runner.engine().default_agent().to_string());
     // A private chat is its person's: their memory and workspace. A group's members share the
     // group's own, apart from every other chat and from callers that name no user.
     let user = match (peer_kind(message), &message.from) {

@@ -24,7 +24,7 @@ use talon_agent::{
 };
 
 use super::{ApiError, ApiState, Turn, agent_of, finished, spawn_turn};
-use crate::agent_runs::{ApiTurn, Ran, RunError, Runner};
+use crate::agent_runs::{ApiTurn, Ran, RunError, Runner, TurnEngine};
 
 /// A client's request in neutral form (each API parses its own into this).
 #[derive(Debug, Default)]
@@ -104,6 +104,7 @@ pub(super) async fn prepare(
     let runner = &state.runner;
     let agent = agent_of(&request.model).map(str::to_string);
     let ctx = match runner
+        .engine()
         .context(agent.as_deref(), request.user.as_deref(), "http")
         .await
     {
@@ -112,7 +113,7 @@ pub(super) async fn prepare(
         Err(e) => return Err(e.into()),
     };
     let agent_key = ctx.agent_key.clone().unwrap_or_default();
-    let kind: ProviderKind = runner.check_model(&agent_key).await?;
+    let kind: ProviderKind = runner.engine().check_model(&agent_key).await?;
     if let Some(setting) = request.sampling.unsupported_by(kind) {
         return Err(ApiError::invalid(
             Some(setting),
@@ -157,7 +158,7 @@ pub(super) async fn prepare(
         Some(chat) => {
             // The stored session holds the conversation; the client's copy is not used.
             messages.clear();
-            Some(Runner::session_key(
+            Some(TurnEngine::session_key(
                 &agent_key,
                 "http",
                 ctx.user.as_deref(),
@@ -200,7 +201,7 @@ async fn check_tools(
     if tools.is_empty() {
         return Ok(());
     }
-    let own = runner.tool_names(ctx).await;
+    let own = runner.engine().tool_names(ctx).await;
     for (i, tool) in tools.iter().enumerate() {
         let name = &tool.name;
         let valid = !name.is_empty()

@@ -283,7 +283,10 @@ async fn list_models(State(runner): State<Runner>) -> Response {
 
 /// `GET /v1/models/{agent}`.
 async fn show_model(State(runner): State<Runner>, Path(model): Path<String>) -> Response {
-    let key = agent_of(&model).map_or_else(|| runner.default_agent().to_string(), str::to_string);
+    let key = agent_of(&model).map_or_else(
+        || runner.engine().default_agent().to_string(),
+        str::to_string,
+    );
     match runner.store().agent(&key).await {
         Ok(Some(agent)) => Json(model_json(&agent)).into_response(),
         Ok(None) => ApiError::model_not_found(&model).openai(),
@@ -448,7 +451,7 @@ async fn cancel_turn(
         Ok(found) => found.is_some(),
         Err(response) => return response,
     };
-    if mine && runner.cancel(&key) {
+    if mine && runner.engine().cancel(&key) {
         Json(json!({"ok": true, "session": key})).into_response()
     } else {
         error(
@@ -498,7 +501,7 @@ async fn show_session(
         }
         Err(response) => return response,
     };
-    match runner.history(&key).await {
+    match runner.engine().history(&key).await {
         Ok(messages) => Json(json!({"session": session, "messages": messages})).into_response(),
         Err(e) => run_error(e),
     }

@@ -16,7 +16,8 @@ impl Runner {
     /// The tenant of `agent`'s job for `user` (`''`: none), whose channels it may use.
     async fn job_tenant(&self, agent: &str, user: &str) -> Result<Option<String>, RunError> {
         let user = (!user.is_empty()).then_some(user);
-        self.context(Some(agent), user, super::CHANNEL)
+        self.engine()
+            .context(Some(agent), user, super::CHANNEL)
             .await
             .map(|ctx| ctx.tenant)
     }

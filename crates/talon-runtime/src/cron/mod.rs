@@ -29,7 +29,7 @@ use talon_store::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::Runner;
+use crate::agent_runs::{Runner, TurnEngine};
 use crate::cron::ops::CronError;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
@@ -123,7 +123,7 @@ impl Runner {
         loop {
             let claimed = self
                 .store()
-                .claim_due_cron_jobs(self.instance(), self.lease_until(), BATCH)
+                .claim_due_cron_jobs(self.engine().instance(), self.lease_until(), BATCH)
                 .await;
             let jobs = match claimed {
                 Ok(jobs) => jobs,
@@ -156,7 +156,7 @@ impl Runner {
         let (status, text, run_id) = if let Some(run_id) = started_before {
             let _ = self
                 .store()
-                .set_cron_run(&job.id, self.instance(), &run_id)
+                .set_cron_run(&job.id, self.engine().instance(), &run_id)
                 .await;
             let ending = self.await_run(&job, &run_id).await;
             (ending.0, ending.1, run_id)
@@ -181,7 +181,7 @@ impl Runner {
                     let id = run.id.clone();
                     let _ = self
                         .store()
-                        .set_cron_run(&job.id, self.instance(), &id)
+                        .set_cron_run(&job.id, self.engine().instance(), &id)
                         .await;
                     let ending = self.execute_renewing(&run).await;
                     (job_status(ending.status), ending.text, id)
@@ -201,7 +201,7 @@ impl Runner {
         };
         match self
             .store()
-            .finish_cron_job(&job.id, self.instance(), &outcome)
+            .finish_cron_job(&job.id, self.engine().instance(), &outcome)
             .await
         {
             Ok(true) => {}
@@ -239,7 +239,7 @@ impl Runner {
         loop {
             tokio::select! {
                 ending = &mut execute => return ending,
-                () = tokio::time::sleep(self.lease() / 3) => self.renew_job_leases().await,
+                () = tokio::time::sleep(self.engine().lease() / 3) => self.renew_job_leases().await,
             }
         }
     }
@@ -247,7 +247,7 @@ impl Runner {
     /// Waits for the run `run_id` a dead gateway started for `job`, renewing the claim.
     async fn await_run(&self, job: &CronJob, run_id: &str) -> (CronRunStatus, String) {
         loop {
-            match self.wait_run(run_id, self.lease() / 3).await {
+            match self.wait_run(run_id, self.engine().lease() / 3).await {
                 Ok(run) if !run.status.is_live() => {
                     return (job_status(run.status), run.result);
                 }
@@ -255,7 +255,7 @@ impl Runner {
                 // The database is away: the run is not gone, look again.
                 Err(e @ crate::runs::RunsError::Unavailable(_)) => {
                     tracing::warn!(job = %job.id, error = %e, "cannot see a job's run now; waiting");
-                    tokio::time::sleep(self.lease() / 3).await;
+                    tokio::time::sleep(self.engine().lease() / 3).await;
                 }
                 Err(e) => {
                     tracing::warn!(job = %job.id, error = %e, "the run of a job whose gateway stopped is gone");
@@ -271,7 +271,7 @@ impl Runner {
     async fn renew_job_leases(&self) {
         if let Err(e) = self
             .store()
-            .renew_cron_leases(self.instance(), self.lease_until())
+            .renew_cron_leases(self.engine().instance(), self.lease_until())
             .await
         {
             tracing::warn!(error = %e, "cannot renew job leases");
@@ -282,7 +282,7 @@ impl Runner {
     pub fn job_session(job: &CronJob) -> String {
         if job.session_key.is_empty() {
             let user = (!job.user.is_empty()).then_some(job.user.as_str());
-            Runner::session_key(&job.agent, CHANNEL, user, &job.id)
+            TurnEngine::session_key(&job.agent, CHANNEL, user, &job.id)
         } else {
             job.session_key.clone()
         }
@@ -294,11 +294,13 @@ impl Runner {
         let user = (!job.user.is_empty()).then_some(job.user.as_str());
         let failed = |e: crate::agent_runs::RunError| Started::Failed(e.to_string());
         let mut ctx = self
+            .engine()
             .context(Some(&job.agent), user, CHANNEL)
             .await
             .map_err(failed)?;
         ctx.session_key = Self::job_session(job);
         let tools: Vec<String> = self
+            .engine()
             .own_tool_names(&job.agent, user, 1)
             .await
             .map_err(failed)?

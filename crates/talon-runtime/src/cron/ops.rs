@@ -97,7 +97,10 @@ impl Asker<'_> {
         match self {
             Asker::Gateway { runner, .. } => {
                 let user = (!user.is_empty()).then_some(user);
-                runner.context(Some(agent), user, super::CHANNEL).await?;
+                runner
+                    .engine()
+                    .context(Some(agent), user, super::CHANNEL)
+                    .await?;
             }
             Asker::Operator { store, .. } => {
                 if store.agent(agent).await?.is_none() {

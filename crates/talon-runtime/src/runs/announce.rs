@@ -106,7 +106,7 @@ impl Runner {
     async fn announce_now(&self, session: &str, agent: &str, user: Option<&str>) {
         loop {
             // The session's own turn first, wherever it runs: the results follow it.
-            while self.turn_runs_anywhere(session).await {
+            while self.engine().turn_runs_anywhere(session).await {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             // A run's session takes no announcement turns: a run is one turn (revisions
@@ -123,7 +123,7 @@ impl Runner {
             }
             let claimed = self
                 .store()
-                .claim_deliveries(session, self.instance(), self.lease_until(), BATCH)
+                .claim_deliveries(session, self.engine().instance(), self.lease_until(), BATCH)
                 .await;
             let deliveries = match claimed {
                 Ok(d) if d.is_empty() => return,
@@ -162,7 +162,7 @@ impl Runner {
                 tracing::warn!(session, error = %e, "cannot announce results");
                 let _ = self
                     .store()
-                    .release_deliveries(session, self.instance())
+                    .release_deliveries(session, self.engine().instance())
                     .await;
                 return;
             }
@@ -198,7 +198,7 @@ impl Runner {
     pub async fn give_back(&self, session: &str) {
         if let Err(e) = self
             .store()
-            .release_deliveries(session, self.instance())
+            .release_deliveries(session, self.engine().instance())
             .await
         {
             tracing::warn!(session, error = %e, "cannot give back results to announce");

@@ -83,7 +83,7 @@ impl Authority {
         let tools = if runs_with_own_tools(origin) {
             None
         } else {
-            Some(runner.tool_names(ctx).await.into_iter().collect())
+            Some(runner.engine().tool_names(ctx).await.into_iter().collect())
         };
         Self {
             tools,

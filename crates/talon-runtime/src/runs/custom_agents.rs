@@ -103,7 +103,7 @@ impl Runner {
     /// its jail like its skills (a definition linked out of the workspace is not read), then
     /// the operator's in `~/.claude/agents`.
     pub(crate) async fn custom_agents(&self, ctx: &talon_core::CallContext) -> Vec<CustomAgent> {
-        let workspace = match &self.skills {
+        let workspace = match self.engine().skills() {
             Some(skills) => skills.workspace_markdown(ctx, DIR, MAX_BYTES).await,
             None => Vec::new(),
         };

@@ -293,6 +293,7 @@ pub(super) async fn start_delegation(
     // The target works with its own tools, at the next depth (the policy engine applies the
     // deny lists there).
     let tools = runner
+        .engine()
         .own_tool_names(target, ctx.user.as_deref(), ctx.spawn_depth + 1)
         .await
         .map_err(|e| ToolOutput::own_error(e.to_string()))?;

@@ -188,6 +188,7 @@ impl Runner {
             talon_core::untrusted::wrap("quality_gate", reviewer, output)
         );
         let tools = match self
+            .engine()
             .own_tool_names(reviewer, ctx.user.as_deref(), ctx.spawn_depth + 1)
             .await
         {
@@ -248,7 +249,11 @@ impl Runner {
         }
         // The gates run as the parent agent, in the parent's session.
         let user = (!run.user_id.is_empty()).then_some(run.user_id.as_str());
-        let mut ctx = match self.context(Some(&run.parent_agent), user, "gate").await {
+        let mut ctx = match self
+            .engine()
+            .context(Some(&run.parent_agent), user, "gate")
+            .await
+        {
             Ok(ctx) => ctx,
             Err(e) => {
                 ending.status = RunStatus::Failed;
@@ -348,6 +353,7 @@ impl Runner {
             return Ok(ran);
         };
         let mut ctx = self
+            .engine()
             .context(Some(&ran.agent), resend.user.as_deref(), resend.channel)
             .await?;
         ctx.session_key = session.clone();

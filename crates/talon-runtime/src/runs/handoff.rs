@@ -17,7 +17,7 @@ use talon_core::{Authorized, CallContext, SideEffect, Tool, ToolOutput, ToolSpec
 use talon_store::HandoffRoute;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{Runner, TurnRequest};
+use crate::agent_runs::{Runner, TurnEngine, TurnRequest};
 
 /// Input of [`Handoff`].
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -109,7 +109,7 @@ async fn transfer(runner: &Runner, ctx: &CallContext, input: &HandoffInput) -> T
         chat: chat.clone(),
         from_agent: source.clone(),
         target_agent: target.to_string(),
-        target_session: Runner::session_key(target, "handoff", ctx.user.as_deref(), &thread),
+        target_session: TurnEngine::session_key(target, "handoff", ctx.user.as_deref(), &thread),
         user_id: ctx.user.clone().unwrap_or_default(),
         reason: reason.clone(),
         created_at: 0,

@@ -50,7 +50,7 @@ impl Runner {
         let ended = crate::landing::until_landed("the end of a run", || {
             self.store().finish_run(
                 &run.id,
-                Some(self.instance()),
+                Some(self.engine().instance()),
                 ending.status,
                 &ending.text,
                 ending.usage,
@@ -144,7 +144,7 @@ impl Runner {
         if !held
             && let Ok(Some(run)) = self.store().run(id).await
             && run.status.is_live()
-            && run.owner == self.instance()
+            && run.owner == self.engine().instance()
             && self.end_unheld(&run, &Ending::cancelled()).await
         {
             done.ended += 1;

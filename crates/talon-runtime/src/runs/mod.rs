@@ -27,7 +27,7 @@ use talon_core::{CallContext, ToolOutput};
 use talon_store::{NewRun, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{ChildTurn, Runner, TurnRequest};
+use crate::agent_runs::{ChildTurn, Runner, TurnEngine, TurnRequest};
 
 pub mod announce;
 pub mod authority;
@@ -157,19 +157,12 @@ impl Ending {
 }
 
 impl Runner {
-    /// The lease this process holds its runs by.
-    pub fn lease(&self) -> Duration {
-        self.subagent_policy()
-            .lease_seconds
-            .map_or(DEFAULT_LEASE, |s| Duration::from_secs(u64::from(s.max(1))))
-    }
-
     /// When a lease taken now runs out (Unix ms).
     pub(crate) fn lease_until(&self) -> i64 {
         let now = talon_core::waiting::unix_ms(std::time::SystemTime::now());
         i64::try_from(now)
             .unwrap_or(i64::MAX)
-            .saturating_add(i64::try_from(self.lease().as_millis()).unwrap_or(i64::MAX))
+            .saturating_add(i64::try_from(self.engine().lease().as_millis()).unwrap_or(i64::MAX))
     }
 
     fn run_limits(&self, spec: &ChildSpec<'_>) -> RunLimits {
@@ -213,7 +206,7 @@ impl Runner {
             task: spec.task,
             tools: &narrowed.tools,
             overrides,
-            owner: self.instance(),
+            owner: self.engine().instance(),
             lease_until: self.lease_until(),
         }
     }
@@ -245,7 +238,7 @@ impl Runner {
             .narrow(spec);
         // The child's session is its user's, under the agent that runs it.
         let user = (!narrowed.identity.user.is_empty()).then_some(narrowed.identity.user.as_str());
-        let prefix = Runner::session_key(spec.agent, spec.origin, user, "");
+        let prefix = TurnEngine::session_key(spec.agent, spec.origin, user, "");
         let overrides = serde_json::to_string(&narrowed.overrides).map_err(|e| {
             RunRefused::Store(talon_store::StoreError::Invalid {
                 what: "run settings",
@@ -517,7 +510,7 @@ impl Runner {
         speaker: &str,
         source: &str,
     ) -> String {
-        let messages = self.history(session).await.unwrap_or_default();
+        let messages = self.engine().history(session).await.unwrap_or_default();
         let mut lines: Vec<String> = messages
             .iter()
             .filter_map(|m| match m {

@@ -47,7 +47,7 @@ impl Runner {
         let runner = self.clone();
         let stopped = stop.clone();
         tokio::spawn(async move {
-            let period = runner.lease() / 3;
+            let period = runner.engine().lease() / 3;
             loop {
                 runner.supervise_once().await;
                 tokio::select! {
@@ -64,19 +64,27 @@ impl Runner {
         let store = self.store().clone();
         let held = self.held_runs();
         if let Err(e) = store
-            .renew_run_leases(self.instance(), &held, self.lease_until())
+            .renew_run_leases(self.engine().instance(), &held, self.lease_until())
             .await
         {
             tracing::warn!(error = %e, "cannot renew run leases");
         }
         // And the turn leases of the sessions whose turns run here: another gateway's
         // announcer waits for them (see `Runner::turn_runs_anywhere`).
-        if let Err(e) = store.renew_session_turns(&self.running_sessions()).await {
+        if let Err(e) = store
+            .renew_session_turns(&self.engine().running_sessions())
+            .await
+        {
             tracing::warn!(error = %e, "cannot renew session turn leases");
         }
         self.stop_runs_held_elsewhere().await;
         match store
-            .take_over_runs(self.instance(), &held, self.lease_until(), TAKEOVER_BATCH)
+            .take_over_runs(
+                self.engine().instance(),
+                &held,
+                self.lease_until(),
+                TAKEOVER_BATCH,
+            )
             .await
         {
             Ok(taken) => {
@@ -144,7 +152,7 @@ impl Runner {
         for (id, cancel) in local {
             if let Ok(Some(run)) = self.store().run(&id).await
                 && run.status.is_live()
-                && run.owner != self.instance()
+                && run.owner != self.engine().instance()
             {
                 tracing::warn!(run = %id, owner = %run.owner, "another gateway holds this run now: stopping it here");
                 cancel.cancel();

@@ -233,6 +233,7 @@ async fn start(
         task
     };
     let tools: Vec<String> = runner
+        .engine()
         .tool_specs(ctx)
         .await
         .into_iter()

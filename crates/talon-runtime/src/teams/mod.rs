@@ -205,6 +205,7 @@ impl Runner {
     ) -> Result<(), String> {
         let user = (!task.user_id.is_empty()).then_some(task.user_id.as_str());
         let mut lead = self
+            .engine()
             .context(Some(&team.lead), user, "team")
             .await
             .map_err(|e| e.to_string())?;
@@ -259,8 +260,17 @@ You have unread team messages. Read them with team_message action read and act \
         // (see `Runner::child_turn`), so the board is not refused there; this stored list is
         // what narrows it.
         let fail = |e: crate::agent_runs::RunError| e.to_string();
-        let mut tools = self.own_tool_names(member, user, 1).await.map_err(fail)?;
-        for spec in self.own_tool_specs(member, user, 0).await.map_err(fail)? {
+        let mut tools = self
+            .engine()
+            .own_tool_names(member, user, 1)
+            .await
+            .map_err(fail)?;
+        for spec in self
+            .engine()
+            .own_tool_specs(member, user, 0)
+            .await
+            .map_err(fail)?
+        {
             if spec.groups.iter().any(|g| g == "teams") && !tools.contains(&spec.name) {
                 tools.push(spec.name);
             }
@@ -415,7 +425,7 @@ You have unread team messages. Read them with team_message action read and act \
     pub async fn supervise_teams(&self) {
         let store = self.store();
         if let Err(e) = store
-            .renew_task_leases(self.instance(), self.lease_until())
+            .renew_task_leases(self.engine().instance(), self.lease_until())
             .await
         {
             tracing::warn!(error = %e, "cannot renew task claims");

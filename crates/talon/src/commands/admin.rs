@@ -4,18 +4,13 @@ use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
-use talon_runtime::agents_admin::{self as ops, AgentsError};
+use talon_runtime::agents_admin as ops;
 use talon_store::Store;
 
-use super::usage_error;
+use super::{fail, refused, said, usage_error};
 use crate::config::Config;
 use crate::store;
 use crate::{AgentsCommand, MigrateCommand, SecretsCommand};
-
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
-    ExitCode::from(1)
-}
 
 pub async fn migrate(config: Config, data_dir: &Path, command: Option<MigrateCommand>) -> ExitCode {
     let store_config = store::store_config(&config, data_dir);
@@ -75,13 +70,10 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
             key,
             agent_type,
             settings,
-        } => match ops::create(&store, &key, &agent_type, &settings).await {
-            Ok(agent_type) => {
-                println!("agent {key} ({})", agent_type.as_str());
-                ExitCode::SUCCESS
-            }
-            Err(e) => refused(e),
-        },
+        } => said(
+            ops::create(&store, &key, &agent_type, &settings).await,
+            |agent_type| format!("agent {key} ({})", agent_type.as_str()),
+        ),
         AgentsCommand::List { json } => match store.agents().await {
             Ok(agents) => {
                 if json {
@@ -117,16 +109,15 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                     Err(e) => return usage_error(format!("cannot read {}: {e}", from.display())),
                 }
             };
-            match ops::set_file(&store, &key, user.as_deref(), &file, &content).await {
-                Ok(()) => {
-                    println!(
+            said(
+                ops::set_file(&store, &key, user.as_deref(), &file, &content).await,
+                |()| {
+                    format!(
                         "{file} set for agent {key}{}",
                         user.map(|u| format!(" and user {u}")).unwrap_or_default()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+                    )
+                },
+            )
         }
         AgentsCommand::GetFile { key, file, user } => {
             match ops::file(&store, &key, user.as_deref(), &file).await {
@@ -152,15 +143,11 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                 Err(e) => refused(e),
             }
         }
-        AgentsCommand::Delete { key } => match ops::delete(&store, &config, &key).await {
-            Ok(()) => {
-                println!(
-                    "agent {key} and its context files deleted; its sessions and memory stay in the store"
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => refused(e),
-        },
+        AgentsCommand::Delete { key } => said(ops::delete(&store, &config, &key).await, |()| {
+            format!(
+                "agent {key} and its context files deleted; its sessions and memory stay in the store"
+            )
+        }),
         AgentsCommand::Link {
             source,
             target,
@@ -174,28 +161,23 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
                 deny_users,
             };
             let pair = (source.as_str(), target.as_str());
-            match ops::link(&store, pair, bidirectional, max_concurrent, &settings).await {
-                Ok(link) => {
-                    println!(
+            said(
+                ops::link(&store, pair, bidirectional, max_concurrent, &settings).await,
+                |link| {
+                    format!(
                         "{} {} {} (at most {} at once)",
                         link.source,
                         if bidirectional { "<->" } else { "->" },
                         link.target,
                         link.max_concurrent
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+                    )
+                },
+            )
         }
         AgentsCommand::Unlink { source, target } => {
-            match ops::unlink(&store, &source, &target).await {
-                Ok(()) => {
-                    println!("{source} no longer delegates to {target}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+            said(ops::unlink(&store, &source, &target).await, |()| {
+                format!("{source} no longer delegates to {target}")
+            })
         }
         AgentsCommand::Links { json } => match store.agent_links().await {
             Ok(links) if json => {
@@ -236,15 +218,6 @@ pub async fn agents(config: Config, data_dir: &Path, command: AgentsCommand) -> 
             }
             Err(e) => fail(e),
         },
-    }
-}
-
-/// A refused operation: a usage error when the request was at fault.
-fn refused(e: AgentsError) -> ExitCode {
-    if e.is_usage() {
-        usage_error(e)
-    } else {
-        fail(e)
     }
 }
 

@@ -6,18 +6,18 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, PoisonError};
 
-use talon_agent::{Message, RunEvent, TurnOutcome, TurnStop};
+use talon_agent::{RunEvent, TurnOutcome, TurnStop};
 use talon_core::permission::PermissionMode;
 use talon_core::visible::visible;
 
 use super::chat_repl::{self, Line, Printer};
+use talon_runtime::chat_session::{ChatSession, SessionModel, progress_line};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::usage_error;
-use crate::agent_runs::{Runner, TurnRequest};
+use crate::agent_runs::{RunError, Runner};
 use crate::config::Config;
 use crate::runs::announce::Announcement;
 use crate::runtime::{self, Overrides};
@@ -46,19 +46,6 @@ pub struct ChatArgs {
     pub permission_mode: Option<PermissionMode>,
 }
 
-/// A chat bound to its agent and session.
-struct Chat {
-    runner: Runner,
-    agent_key: String,
-    /// The session the next turn runs in (`/clear` starts another); shared with the task that
-    /// shows its child runs.
-    session_key: Arc<Mutex<String>>,
-    /// The mode the next turn runs in; an approved plan moves it on.
-    mode: Mutex<Option<PermissionMode>>,
-    /// The last turn's messages (`/tools` shows their tool results in full).
-    last_turn: Mutex<Vec<Message>>,
-}
-
 pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
     let rt = match runtime::build(
         config.clone(),
@@ -76,19 +63,19 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return crate::commands::build_failed(e),
+        Err(e) => return crate::commands::refused(e),
     };
     let runner = rt.runner.clone();
     let _supervisor = runner.supervise();
-    let code = match Chat::open(runner, &args).await {
+    let code = match open(runner, &args).await {
         Ok(chat) => match args.prompt.as_deref() {
             // `-p -`: the prompt is what stdin holds.
             Some("-") => match read_stdin().await {
-                Ok(prompt) => chat.once(&prompt, args.output_format).await,
+                Ok(prompt) => once(&chat, &prompt, args.output_format).await,
                 Err(e) => usage_error(e),
             },
-            Some(prompt) => chat.once(prompt, args.output_format).await,
-            None => chat.interactive(args.session.is_some()).await,
+            Some(prompt) => once(&chat, prompt, args.output_format).await,
+            None => interactive(&chat, args.session.is_some()).await,
         },
         Err(code) => code,
     };
@@ -110,149 +97,90 @@ async fn read_stdin() -> Result<String, String> {
     Ok(prompt)
 }
 
-/// A new session's name: the time and this process.
-fn new_session_name() -> String {
-    format!(
-        "{}-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        std::process::id()
+/// The chat `args` ask for; a wrong agent or model configuration is a usage error.
+async fn open(runner: Runner, args: &ChatArgs) -> Result<ChatSession, ExitCode> {
+    let show = args.output_format == OutputFormat::Text;
+    match ChatSession::open(
+        runner,
+        args.agent.as_deref(),
+        args.session.as_deref(),
+        args.permission_mode,
     )
+    .await
+    {
+        Ok(chat) => {
+            if show {
+                show_child_runs(&chat);
+            }
+            Ok(chat)
+        }
+        Err(e @ (RunError::Invalid(_) | RunError::UnknownAgent(_))) => Err(usage_error(e)),
+        Err(e) => {
+            eprintln!("talon: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+/// Ctrl-C cancels what runs until the guard is dropped.
+fn cancel_on_ctrl_c() -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let cancel = CancellationToken::new();
+    let watch = cancel.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            watch.cancel();
+        }
+    });
+    (cancel, ctrl_c)
 }
 
-impl Chat {
-    async fn open(runner: Runner, args: &ChatArgs) -> Result<Self, ExitCode> {
-        let agent_key = match runner.context(None, None, "cli").await {
-            Ok(ctx) => ctx.agent_key.unwrap_or_default(),
-            Err(e) => {
-                eprintln!("talon: {e}");
-                return Err(ExitCode::from(1));
-            }
-        };
-        // A missing or wrong provider is a configuration error, said before anything runs.
-        if let Err(e) = runner.check_model(&agent_key).await {
-            return Err(usage_error(e));
+/// Runs one turn (or, given `announcement`, the turn announcing background results); Ctrl-C
+/// cancels it.
+async fn turn(
+    chat: &ChatSession,
+    prompt: Result<&str, Announcement>,
+    events: &(dyn Fn(RunEvent) + Send + Sync),
+) -> Result<TurnOutcome, String> {
+    let (cancel, ctrl_c) = cancel_on_ctrl_c();
+    let client = crate::tty_questions::TtyQuestions::detect();
+    let ran = match prompt {
+        Ok(prompt) => chat.turn(prompt, client, cancel, events).await,
+        Err(announcement) => {
+            eprintln!(
+                "\n── results of {} background run(s) ──",
+                announcement.deliveries.len()
+            );
+            chat.announced(announcement, client, cancel, events).await
         }
-        let session = args.session.clone().unwrap_or_else(new_session_name);
-        let session_key = Arc::new(Mutex::new(Runner::session_key(
-            &agent_key, "cli", None, &session,
-        )));
-        if args.output_format == OutputFormat::Text {
-            show_child_runs(&runner, Arc::clone(&session_key));
-        }
-        Ok(Self {
-            session_key,
-            runner,
-            agent_key,
-            mode: Mutex::new(args.permission_mode),
-            last_turn: Mutex::new(Vec::new()),
-        })
+    };
+    ctrl_c.abort();
+    let ran = ran.map_err(|e| e.to_string())?;
+    if ran.previous_interrupted {
+        eprintln!("talon: the previous turn of this session was interrupted and not saved");
     }
+    Ok(ran.outcome)
+}
 
-    fn session(&self) -> String {
-        lock(&self.session_key).clone()
-    }
-
-    /// Runs one turn, saved to the store when it ends; Ctrl-C cancels it.
-    async fn turn(
-        &self,
-        prompt: &str,
-        events: &(dyn Fn(RunEvent) + Send + Sync),
-    ) -> Result<TurnOutcome, String> {
-        self.turn_delivering(prompt, Vec::new(), events).await
-    }
-
-    /// Runs the turn announcing background results to the session; the claim is given back
-    /// when it cannot run (another turn or gateway announces them).
-    async fn announced(
-        &self,
-        announcement: Announcement,
-        events: &(dyn Fn(RunEvent) + Send + Sync),
-    ) -> Result<TurnOutcome, String> {
-        eprintln!(
-            "\n── results of {} background run(s) ──",
-            announcement.deliveries.len()
-        );
-        let ran = self
-            .turn_delivering(&announcement.prompt(), announcement.ids(), events)
-            .await;
-        if ran.is_err() {
-            self.runner.give_back(&announcement.session).await;
-        }
-        ran
-    }
-
-    async fn turn_delivering(
-        &self,
-        prompt: &str,
-        delivering: Vec<String>,
-        events: &(dyn Fn(RunEvent) + Send + Sync),
-    ) -> Result<TurnOutcome, String> {
-        let cancel = CancellationToken::new();
-        let watch = cancel.clone();
-        let ctrl_c = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                watch.cancel();
-            }
-        });
-        let mode = *lock(&self.mode);
-        let ran = self
-            .runner
-            .run(
-                TurnRequest {
-                    agent: Some(&self.agent_key),
-                    user: None,
-                    session: Some(self.session()),
-                    history: Vec::new(),
-                    prompt: prompt.to_string(),
-                    channel: "cli",
-                    client: crate::tty_questions::TtyQuestions::detect(),
-                    permission_mode: mode,
-                    cancel,
-                    api: Default::default(),
-                    child: None,
-                    delivering,
-                    origin: None,
-                },
-                events,
-            )
-            .await;
-        ctrl_c.abort();
-        let ran = ran.map_err(|e| e.to_string())?;
-        {
-            let mut mode = lock(&self.mode);
-            if mode.is_some() {
-                *mode = Some(ran.outcome.permission_mode);
+async fn once(chat: &ChatSession, prompt: &str, format: OutputFormat) -> ExitCode {
+    let printer = Printer::new();
+    let show = |event: RunEvent| match format {
+        OutputFormat::Text => printer.show(&event),
+        OutputFormat::Json => {}
+        OutputFormat::StreamJson => {
+            if let Ok(line) = serde_json::to_string(&event) {
+                println!("{line}");
             }
         }
-        *lock(&self.last_turn) = ran.outcome.messages.clone();
-        if ran.previous_interrupted {
-            eprintln!("talon: the previous turn of this session was interrupted and not saved");
-        }
-        Ok(ran.outcome)
-    }
-
-    async fn once(&self, prompt: &str, format: OutputFormat) -> ExitCode {
-        let printer = Printer::new();
-        let show = |event: RunEvent| match format {
-            OutputFormat::Text => printer.show(&event),
-            OutputFormat::Json => {}
-            OutputFormat::StreamJson => {
-                if let Ok(line) = serde_json::to_string(&event) {
-                    println!("{line}");
-                }
-            }
-        };
+    };
+    let mut announcements = chat.listen();
+    let mut next = Ok(prompt);
+    // Background runs the turn started end before the process does: their results are
+    // announced here, each in a turn of its own; the last turn's end is the exit status.
+    loop {
         if format == OutputFormat::Text {
             printer.start();
         }
-        let mut announcements = self.runner.listen(&self.session());
-        let outcome = self.turn(prompt, &show).await;
+        let outcome = turn(chat, next, &show).await;
         printer.stop();
         let outcome = match outcome {
             Ok(outcome) => outcome,
@@ -261,230 +189,164 @@ impl Chat {
                 return ExitCode::from(1);
             }
         };
-        self.print_outcome(&outcome, format);
-        // Background runs the turn started end before the process does: their results are
-        // announced here, each in a turn of its own.
-        let mut last = outcome;
-        while let Some(announcement) = self.next_announcement(&mut announcements).await {
-            if format == OutputFormat::Text {
-                printer.start();
-            }
-            let outcome = self.announced(announcement, &show).await;
-            printer.stop();
-            match outcome {
-                Ok(outcome) => {
-                    self.print_outcome(&outcome, format);
-                    last = outcome;
-                }
-                Err(e) => {
-                    eprintln!("talon: {}", visible(&e));
-                    return ExitCode::from(1);
-                }
-            }
-        }
-        exit_code(&last.stop)
-    }
-
-    /// The next announcement for the session, while runs it started are live or results of
-    /// theirs wait; `None` when there is nothing left to wait for.
-    async fn next_announcement(
-        &self,
-        announcements: &mut tokio::sync::mpsc::UnboundedReceiver<Announcement>,
-    ) -> Option<Announcement> {
-        loop {
-            let session = self.session();
-            let waiting = self
-                .runner
-                .store()
-                .live_child_runs(&session)
-                .await
-                .is_ok_and(|runs| !runs.is_empty())
-                || self
-                    .runner
-                    .store()
-                    .pending_deliveries(&session, 1)
-                    .await
-                    .is_ok_and(|p| !p.is_empty());
-            if !waiting {
-                return None;
-            }
-            tokio::select! {
-                a = announcements.recv() => return a,
-                () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
-                _ = tokio::signal::ctrl_c() => return None,
-            }
+        print_outcome(chat, &outcome, format);
+        match next_announcement(chat, &mut announcements).await {
+            Some(announcement) => next = Err(announcement),
+            None => return exit_code(&outcome.stop),
         }
     }
+}
 
-    fn print_outcome(&self, outcome: &TurnOutcome, format: OutputFormat) {
-        match format {
-            OutputFormat::Text => {
-                println!();
-                report_stop(&outcome.stop);
-            }
-            OutputFormat::Json | OutputFormat::StreamJson => {
-                let result = serde_json::json!({
-                    "type": "result",
-                    "session": self.session(),
-                    "text": outcome.text,
-                    "stop": outcome.stop,
-                    "usage": outcome.usage,
-                    "iterations": outcome.iterations,
-                });
-                println!("{result}");
-            }
+/// The next announcement for the session, while runs it started are live or results of
+/// theirs wait; `None` when there is nothing left to wait for.
+async fn next_announcement(
+    chat: &ChatSession,
+    announcements: &mut tokio::sync::mpsc::UnboundedReceiver<Announcement>,
+) -> Option<Announcement> {
+    while chat.awaits_results().await {
+        tokio::select! {
+            a = announcements.recv() => return a,
+            () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+            _ = tokio::signal::ctrl_c() => return None,
         }
     }
+    None
+}
 
-    async fn interactive(&self, resumed: bool) -> ExitCode {
-        eprintln!(
-            "talon chat — agent {}, session {} (/help: commands; /exit or Ctrl-D: quit; Ctrl-C: cancel the turn)",
-            visible(&self.agent_key),
-            visible(&self.session())
-        );
-        if resumed {
-            match self.runner.history(&self.session()).await {
-                Ok(messages) => chat_repl::show_history(&messages, HISTORY_SHOWN),
-                Err(e) => eprintln!("talon: cannot show the session's history: {e}"),
-            }
+fn print_outcome(chat: &ChatSession, outcome: &TurnOutcome, format: OutputFormat) {
+    match format {
+        OutputFormat::Text => {
+            println!();
+            report_stop(&outcome.stop);
         }
-        let printer = Printer::new();
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        let mut listening = self.session();
-        let mut announcements = self.runner.listen(&listening);
-        loop {
-            if self.session() != listening {
-                listening = self.session();
-                announcements = self.runner.listen(&listening);
-            }
-            eprint!("> ");
-            let _ = std::io::stderr().flush();
-            let line = tokio::select! {
-                line = lines.next_line() => line,
-                Some(announcement) = announcements.recv() => {
-                    printer.start();
-                    let outcome = self.announced(announcement, &|e| printer.show(&e)).await;
-                    printer.stop();
-                    match outcome {
-                        Ok(outcome) => {
-                            println!();
-                            report_stop(&outcome.stop);
-                        }
-                        Err(e) => eprintln!("talon: {}", visible(&e)),
-                    }
-                    continue;
-                }
-                _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
-            };
-            let line = match line {
-                Ok(Some(line)) => line,
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            let result = serde_json::json!({
+                "type": "result",
+                "session": chat.session(),
+                "text": outcome.text,
+                "stop": outcome.stop,
+                "usage": outcome.usage,
+                "iterations": outcome.iterations,
+            });
+            println!("{result}");
+        }
+    }
+}
+
+async fn interactive(chat: &ChatSession, resumed: bool) -> ExitCode {
+    eprintln!(
+        "talon chat — agent {}, session {} (/help: commands; /exit or Ctrl-D: quit; Ctrl-C: cancel the turn)",
+        visible(chat.agent()),
+        visible(&chat.session())
+    );
+    if resumed {
+        match chat.history().await {
+            Ok(messages) => chat_repl::show_history(&messages, HISTORY_SHOWN),
+            Err(e) => eprintln!("talon: cannot show the session's history: {e}"),
+        }
+    }
+    let printer = Printer::new();
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut listening = chat.session();
+    let mut announcements = chat.listen();
+    loop {
+        if chat.session() != listening {
+            listening = chat.session();
+            announcements = chat.listen();
+        }
+        eprint!("> ");
+        let _ = std::io::stderr().flush();
+        let (line, announcement) = tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(line)) => (line, None),
                 Ok(None) => return ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("talon: cannot read the terminal: {e}");
                     return ExitCode::from(1);
                 }
-            };
-            match chat_repl::parse(&line) {
-                Line::Nothing => {}
+            },
+            Some(announcement) = announcements.recv() => (String::new(), Some(announcement)),
+            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+        };
+        let prompt = match announcement {
+            Some(announcement) => Err(announcement),
+            None => match chat_repl::parse(&line) {
+                Line::Nothing => continue,
                 Line::Command("exit" | "quit", _) => return ExitCode::SUCCESS,
-                Line::Command(name, argument) => self.command(name, argument).await,
-                Line::Prompt(prompt) => {
-                    printer.start();
-                    let outcome = self.turn(prompt, &|e| printer.show(&e)).await;
-                    printer.stop();
-                    match outcome {
-                        Ok(outcome) => {
-                            println!();
-                            report_stop(&outcome.stop);
-                        }
-                        Err(e) => eprintln!("talon: {}", visible(&e)),
-                    }
+                Line::Command(name, argument) => {
+                    command(chat, name, argument).await;
+                    continue;
                 }
+                Line::Prompt(prompt) => Ok(prompt),
+            },
+        };
+        printer.start();
+        let outcome = turn(chat, prompt, &|e| printer.show(&e)).await;
+        printer.stop();
+        match outcome {
+            Ok(outcome) => {
+                println!();
+                report_stop(&outcome.stop);
             }
+            Err(e) => eprintln!("talon: {}", visible(&e)),
         }
     }
+}
 
-    /// Runs one of the chat's slash commands.
-    async fn command(&self, name: &str, argument: Option<&str>) {
-        let session = self.session();
-        match (name, argument) {
-            ("help", _) => eprintln!("{}", chat_repl::HELP),
-            ("clear", _) => {
-                let key = Runner::session_key(&self.agent_key, "cli", None, &new_session_name());
-                eprintln!(
-                    "a new session: {} (the last one stays in the store)",
-                    visible(&key)
-                );
-                *lock(&self.session_key) = key;
-                lock(&self.last_turn).clear();
+/// Runs one of the chat's slash commands.
+async fn command(chat: &ChatSession, name: &str, argument: Option<&str>) {
+    match (name, argument) {
+        ("help", _) => eprintln!("{}", chat_repl::HELP),
+        ("clear", _) => eprintln!(
+            "a new session: {} (the last one stays in the store)",
+            visible(&chat.clear())
+        ),
+        ("session", _) => eprintln!(
+            "agent {}, session {} (continue it later with --session)",
+            visible(chat.agent()),
+            visible(&chat.session())
+        ),
+        ("model", None) => match chat.model().await {
+            Ok(SessionModel::Own(own)) => eprintln!("model {} (this session's)", visible(&own)),
+            Ok(SessionModel::Agent(model)) => eprintln!("model {} (the agent's)", visible(&model)),
+            Err(e) => eprintln!("talon: {e}"),
+        },
+        ("model", Some(model)) => match chat.set_model(model).await {
+            Ok(()) => eprintln!("later turns of this session use {}", visible(model)),
+            Err(e) => eprintln!("talon: {e}"),
+        },
+        ("mode", None) => eprintln!(
+            "permission mode {}",
+            chat.mode().map_or(
+                "as configured ([tools] permission_mode)",
+                PermissionMode::as_str
+            )
+        ),
+        ("mode", Some(name)) => match chat_repl::mode(name) {
+            Ok(mode) => {
+                chat.set_mode(mode);
+                eprintln!("permission mode {} from the next turn", mode.as_str());
             }
-            ("session", _) => eprintln!(
-                "agent {}, session {} (continue it later with --session)",
-                visible(&self.agent_key),
-                visible(&session)
+            Err(e) => eprintln!("talon: {e}"),
+        },
+        ("compact", _) => match chat.compact().await {
+            Ok(0) => eprintln!("nothing to summarise yet"),
+            Ok(n) => eprintln!("the {n} oldest messages were summarised"),
+            Err(e) => eprintln!("talon: {e}"),
+        },
+        ("cost", _) => match chat.usage().await {
+            Ok(Some(record)) => eprintln!(
+                "{} turns, {} input and {} output tokens",
+                record.turns, record.input_tokens, record.output_tokens
             ),
-            ("model", None) => {
-                let own = self
-                    .runner
-                    .store()
-                    .session_settings(&session)
-                    .await
-                    .ok()
-                    .and_then(|s| s.get("model").and_then(|m| m.as_str()).map(str::to_string));
-                match (own, self.runner.agent_model(&self.agent_key).await) {
-                    (Some(own), _) => eprintln!("model {} (this session's)", visible(&own)),
-                    (None, Ok(model)) => eprintln!("model {} (the agent's)", visible(&model)),
-                    (None, Err(e)) => eprintln!("talon: {e}"),
-                }
-            }
-            ("model", Some(model)) => {
-                let value = serde_json::json!(model);
-                match self
-                    .runner
-                    .store()
-                    .set_session_setting(&session, "model", &value)
-                    .await
-                {
-                    Ok(()) => eprintln!("later turns of this session use {}", visible(model)),
-                    Err(e) => eprintln!("talon: cannot set the model: {e}"),
-                }
-            }
-            ("mode", None) => {
-                let mode = *lock(&self.mode);
-                eprintln!(
-                    "permission mode {}",
-                    mode.map_or(
-                        "as configured ([tools] permission_mode)",
-                        PermissionMode::as_str
-                    )
-                );
-            }
-            ("mode", Some(name)) => match chat_repl::mode(name) {
-                Ok(mode) => {
-                    *lock(&self.mode) = Some(mode);
-                    eprintln!("permission mode {} from the next turn", mode.as_str());
-                }
-                Err(e) => eprintln!("talon: {e}"),
-            },
-            ("compact", _) => match self.runner.compact(&self.agent_key, &session).await {
-                Ok(0) => eprintln!("nothing to summarise yet"),
-                Ok(n) => eprintln!("the {n} oldest messages were summarised"),
-                Err(e) => eprintln!("talon: {e}"),
-            },
-            ("cost", _) => match self.runner.store().session(&session).await {
-                Ok(Some(record)) => eprintln!(
-                    "{} turns, {} input and {} output tokens",
-                    record.turns, record.input_tokens, record.output_tokens
-                ),
-                Ok(None) => eprintln!("no turn has run in this session yet"),
-                Err(e) => eprintln!("talon: {e}"),
-            },
-            ("tools", _) => chat_repl::show_tool_results(&lock(&self.last_turn)),
-            (other, _) => eprintln!(
-                "talon: unknown command /{}; /help lists them (start a line with // to send it as text)",
-                visible(other)
-            ),
-        }
+            Ok(None) => eprintln!("no turn has run in this session yet"),
+            Err(e) => eprintln!("talon: {e}"),
+        },
+        ("tools", _) => chat_repl::show_tool_results(&chat.last_turn()),
+        (other, _) => eprintln!(
+            "talon: unknown command /{}; /help lists them (start a line with // to send it as text)",
+            visible(other)
+        ),
     }
 }
 
@@ -524,10 +386,10 @@ fn exit_code(stop: &TurnStop) -> ExitCode {
 }
 
 /// Shows, on stderr, the child runs of the chat's session starting and ending and its handoffs
-/// and its team's board changes (the bus's `child_run_*`, `handoff` and `team` events), until
-/// the process ends.
-fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
-    let mut events = runner.pipeline().events().subscribe();
+/// and its team's board changes, until the process ends.
+fn show_child_runs(chat: &ChatSession) {
+    let session = chat.session_handle();
+    let mut events = chat.runner().pipeline().events().subscribe();
     tokio::spawn(async move {
         loop {
             let event = match events.recv().await {
@@ -535,67 +397,11 @@ fn show_child_runs(runner: &Runner, session: Arc<Mutex<String>>) {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             };
-            if event.session_key() != lock(&session).as_str() {
-                continue;
-            }
-            match &event {
-                talon_core::events::ToolEvent::ChildRunStarted {
-                    origin,
-                    task,
-                    background,
-                    run,
-                    ..
-                } => eprintln!(
-                    "  ↳ {} {} started{}: {}",
-                    visible(origin),
-                    run.run_id.as_deref().unwrap_or("-"),
-                    if *background {
-                        " in the background"
-                    } else {
-                        ""
-                    },
-                    visible(task)
-                ),
-                talon_core::events::ToolEvent::ChildRunFinished {
-                    status,
-                    input_tokens,
-                    output_tokens,
-                    run,
-                    ..
-                } => eprintln!(
-                    "  ↳ {} {status} ({input_tokens} tokens in, {output_tokens} out)",
-                    run.run_id.as_deref().unwrap_or("-"),
-                ),
-                talon_core::events::ToolEvent::Handoff {
-                    from_agent,
-                    to_agent,
-                    reason,
-                    ..
-                } => eprintln!(
-                    "  ↪ the conversation goes from {} to {}: {}",
-                    visible(from_agent),
-                    visible(to_agent),
-                    visible(reason)
-                ),
-                talon_core::events::ToolEvent::Team {
-                    team,
-                    agent_key,
-                    change,
-                    task_id,
-                    subject,
-                    ..
-                } => eprintln!(
-                    "  ▣ {} {}: {} {}",
-                    visible(team),
-                    change.replace('_', " "),
-                    if *task_id > 0 {
-                        format!("#{task_id} {}", visible(subject))
-                    } else {
-                        format!("to {}", visible(subject))
-                    },
-                    visible(agent_key)
-                ),
-                _ => {}
+            let ours = session
+                .lock()
+                .is_ok_and(|session| event.session_key() == session.as_str());
+            if let Some(line) = progress_line(&event).filter(|_| ours) {
+                eprintln!("{line}");
             }
         }
     });

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use talon_runtime::cli_credentials::{self as ops, CredentialError, Registration};
-use talon_store::{CliCredential, Store, StoreError};
+use talon_runtime::cli_credentials::{self as ops, Registration};
+use talon_store::{CliCredential, Store};
 
-use super::usage_error;
+use super::{fail, refused, usage_error};
 use crate::config::Config;
 use crate::store;
 
@@ -99,23 +99,6 @@ pub struct AddArgs {
     replace: bool,
 }
 
-pub(crate) fn fail(e: impl std::fmt::Display) -> ExitCode {
-    // Errors can quote a server (an OAuth or MCP error body).
-    eprintln!(
-        "talon: {}",
-        talon_core::visible::visible_prose(&e.to_string())
-    );
-    ExitCode::from(1)
-}
-
-/// Store errors the operator can fix by changing the command are usage errors.
-pub(crate) fn store_error(e: StoreError) -> ExitCode {
-    match e {
-        StoreError::Invalid { .. } | StoreError::NotFound { .. } => usage_error(e),
-        e => fail(e),
-    }
-}
-
 /// Runs one `talon cli-credentials` subcommand against the store.
 pub async fn run(config: Config, data_dir: &Path, command: CliCredentialsCommand) -> ExitCode {
     let store = match store::open(&config, data_dir).await {
@@ -176,7 +159,7 @@ fn binary_name(name: &str) -> Result<String, ExitCode> {
 async fn grant(store: &Store, binary: &str, agents: &[String]) -> ExitCode {
     for agent in agents {
         if let Err(e) = store.grant_cli_credential(binary, agent).await {
-            return store_error(e);
+            return refused(e);
         }
         let known = matches!(store.agent(agent).await, Ok(Some(_)));
         println!(
@@ -251,14 +234,6 @@ async fn add(store: &Store, r: &AddArgs) -> Result<String, ExitCode> {
         );
     }
     Ok(done.spec.binary_name)
-}
-
-fn refused(e: CredentialError) -> ExitCode {
-    if e.is_usage() {
-        usage_error(e)
-    } else {
-        fail(e)
-    }
 }
 
 /// `NAME=VALUE` entries from the command line and, with `from_stdin`, stdin's lines (blank

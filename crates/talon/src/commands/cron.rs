@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use talon_core::visible::{visible, visible_lines};
-use talon_runtime::cron::ops::{self, Asker, CronError};
+use talon_runtime::cron::ops::{self, Asker};
 use talon_runtime::cron::request::{JobFields, job_line, run_line};
 use talon_store::CronJob;
 
-use super::usage_error;
+use super::{fail, refused, usage_error};
 use crate::config::Config;
 
 #[derive(Debug, Subcommand)]
@@ -148,20 +148,6 @@ impl FieldArgs {
 
     fn user(&self) -> String {
         self.user.clone().unwrap_or_default()
-    }
-}
-
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
-    ExitCode::from(1)
-}
-
-/// A refused operation: a usage error when the request was at fault.
-fn refused(e: CronError) -> ExitCode {
-    match e {
-        CronError::NotFound { id } => no_job(&id),
-        e if e.is_usage() => usage_error(e),
-        e => fail(e),
     }
 }
 

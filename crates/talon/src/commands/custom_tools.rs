@@ -13,7 +13,7 @@ use talon_runtime::custom_tools::{CustomToolPatch, DefineError, define, paramete
 use talon_store::{CustomToolSpec, StoredCustomTool};
 
 use super::cli_credentials::read_pairs;
-use super::usage_error;
+use super::{fail, refused, said};
 use crate::config::Config;
 
 #[derive(Debug, Subcommand)]
@@ -104,18 +104,6 @@ pub struct CommonArgs {
     env_from_stdin: bool,
 }
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
-    ExitCode::from(1)
-}
-
-fn define_failed(e: DefineError) -> ExitCode {
-    match e {
-        DefineError::Invalid(_) | DefineError::NotFound(_) => usage_error(e),
-        DefineError::Store(e) => fail(e),
-    }
-}
-
 /// Who is at the terminal, recorded with the definition.
 fn operator() -> String {
     std::env::var("USER").unwrap_or_else(|_| "cli".into())
@@ -166,7 +154,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
             match parameters(&args.common) {
                 Ok(Some(p)) => spec.parameters = p,
                 Ok(None) => {}
-                Err(e) => return define_failed(e),
+                Err(e) => return refused(e),
             }
             spec.working_dir = args.common.working_dir.clone().unwrap_or_default();
             spec.timeout_secs = args.common.timeout.unwrap_or(spec.timeout_secs);
@@ -175,16 +163,15 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
                 Ok(env) => env.unwrap_or_default(),
                 Err(code) => return code,
             };
-            match define(&store, None, &spec, Some(&env), false, &operator()).await {
-                Ok(()) => {
-                    println!(
+            said(
+                define(&store, None, &spec, Some(&env), false, &operator()).await,
+                |()| {
+                    format!(
                         "custom tool {} defined; running gateways load it within seconds",
                         spec.name
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => define_failed(e),
-            }
+                    )
+                },
+            )
         }
         CustomToolsCommand::List { json } => {
             let tools = match store.custom_tools().await {
@@ -221,7 +208,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
                 print(&t);
                 ExitCode::SUCCESS
             }
-            Ok(None) => define_failed(DefineError::NotFound(name)),
+            Ok(None) => refused(DefineError::NotFound(name)),
             Err(e) => fail(e),
         },
         CustomToolsCommand::Update(args) => {
@@ -238,7 +225,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
                 command: args.command,
                 parameters: match parameters(&args.common) {
                     Ok(p) => p,
-                    Err(e) => return define_failed(e),
+                    Err(e) => return refused(e),
                 },
                 working_dir: args.common.working_dir,
                 timeout_secs: args.common.timeout,
@@ -251,7 +238,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
                     print(&t);
                     ExitCode::SUCCESS
                 }
-                Err(e) => define_failed(e),
+                Err(e) => refused(e),
             }
         }
         CustomToolsCommand::Remove { name } => match store.remove_custom_tool(&name).await {
@@ -259,7 +246,7 @@ pub async fn run(config: Config, data_dir: &Path, command: CustomToolsCommand) -
                 println!("custom tool {name} removed");
                 ExitCode::SUCCESS
             }
-            Ok(false) => define_failed(DefineError::NotFound(name)),
+            Ok(false) => refused(DefineError::NotFound(name)),
             Err(e) => fail(e),
         },
     }

@@ -31,7 +31,7 @@ pub async fn run(
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return crate::commands::build_failed(e),
+        Err(e) => return crate::commands::refused(e),
     };
     let handler = talon_mcp::TalonMcp::new(
         Arc::clone(&rt.pipeline),

@@ -7,6 +7,7 @@ pub mod cli_credentials;
 pub mod cron;
 pub mod custom_tools;
 mod doctor;
+mod exit;
 mod mcp;
 pub mod mcp_servers;
 mod mock_provider;
@@ -22,29 +23,11 @@ pub mod waiting;
 
 use std::process::ExitCode;
 
+pub(crate) use exit::{USAGE, fail, refused, said, usage_error};
+
 use crate::config::{self, ConfigError};
 use crate::{Cli, Command, ConfigCommand, ToolCommand, ToolsCommand};
 pub use chat::OutputFormat;
-
-/// Exit status for a usage or configuration error.
-pub const USAGE: u8 = 2;
-
-/// The exit status for a runtime that could not be built: 2 for the configuration or a flag,
-/// 1 for the store.
-pub(crate) fn build_failed(e: crate::runtime::BuildError) -> ExitCode {
-    match e {
-        crate::runtime::BuildError::Config(e) => usage_error(e),
-        crate::runtime::BuildError::Store(e) => {
-            eprintln!("talon: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-pub(crate) fn usage_error(error: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {error}");
-    ExitCode::from(USAGE)
-}
 
 pub(crate) fn load(cli_config: Option<&std::path::Path>) -> Result<config::Config, ConfigError> {
     config::load(cli_config).map(|(config, _)| config)

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use talon_core::visible::{visible, visible_lines};
 
-use super::usage_error;
+use super::{fail, usage_error};
 use crate::config::Config;
 
 #[derive(Debug, Subcommand)]
@@ -39,11 +39,6 @@ pub enum RunsCommand {
         /// The run's id (`run-…`).
         id: String,
     },
-}
-
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
-    ExitCode::from(1)
 }
 
 pub async fn run(config: Config, data_dir: &Path, command: RunsCommand) -> ExitCode {

@@ -24,7 +24,7 @@ pub async fn run(
         Ok(Served::Stopped) => ExitCode::SUCCESS,
         Ok(Served::Reload) => restart_in_place(),
         Err(e @ ServeError::Usage(_)) => usage_error(e),
-        Err(ServeError::Build(e)) => crate::commands::build_failed(e),
+        Err(ServeError::Build(e)) => crate::commands::refused(e),
         Err(ServeError::Gateway(
             e @ (talon_gateway::GatewayError::NoTokenBeyondLoopback(_)
             | talon_gateway::GatewayError::WeakToken(_)),

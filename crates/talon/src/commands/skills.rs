@@ -13,7 +13,7 @@ use talon_core::CallContext;
 use talon_core::visible::visible;
 use talon_tools::skills::catalog::Skills;
 
-use super::usage_error;
+use super::{fail, usage_error};
 use crate::config::Config;
 
 #[derive(Debug, Subcommand)]
@@ -57,11 +57,6 @@ pub enum SkillsCommand {
         #[arg(long)]
         user: Option<String>,
     },
-}
-
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
-    ExitCode::from(1)
 }
 
 pub async fn run(config: Config, data_dir: &Path, command: SkillsCommand) -> ExitCode {

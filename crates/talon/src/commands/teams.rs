@@ -7,10 +7,10 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use talon_core::visible::visible;
-use talon_runtime::teams::ops::{self, TeamsError};
+use talon_runtime::teams::ops;
 use talon_store::{TaskFilter, TaskOrder, TeamRecord};
 
-use super::usage_error;
+use super::{fail, refused, said};
 use crate::config::Config;
 
 #[derive(Debug, Subcommand)]
@@ -75,23 +75,9 @@ pub enum TeamsCommand {
     },
 }
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("talon: {e}");
-    ExitCode::from(1)
-}
-
 /// A store error: the caller's (exit 2) when it says what was wrong with the input.
 fn no_team(name: &str) -> ExitCode {
     refused(ops::no_team(name))
-}
-
-/// A refused operation: a usage error when the request was at fault.
-fn refused(e: TeamsError) -> ExitCode {
-    if e.is_usage() {
-        usage_error(e)
-    } else {
-        fail(e)
-    }
 }
 
 fn print_team(team: &TeamRecord) {
@@ -118,37 +104,22 @@ pub async fn run(config: Config, data_dir: &Path, command: TeamsCommand) -> Exit
             name,
             lead,
             description,
-        } => match ops::create(&store, &name, &lead, &description).await {
-            Ok(team) => {
-                println!("created team {} led by {}", team.name, team.lead);
-                ExitCode::SUCCESS
-            }
-            Err(e) => refused(e),
-        },
-        TeamsCommand::Delete { name } => match ops::delete(&store, &name).await {
-            Ok(()) => {
-                println!("deleted team {name}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => refused(e),
-        },
+        } => said(
+            ops::create(&store, &name, &lead, &description).await,
+            |team| format!("created team {} led by {}", team.name, team.lead),
+        ),
+        TeamsCommand::Delete { name } => said(ops::delete(&store, &name).await, |()| {
+            format!("deleted team {name}")
+        }),
         TeamsCommand::Add { name, agent, role } => {
-            match ops::add_member(&store, &name, &agent, &role).await {
-                Ok(_) => {
-                    println!("{agent} is on team {name}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+            said(ops::add_member(&store, &name, &agent, &role).await, |_| {
+                format!("{agent} is on team {name}")
+            })
         }
         TeamsCommand::Remove { name, agent } => {
-            match ops::remove_member(&store, &name, &agent).await {
-                Ok(()) => {
-                    println!("{agent} left team {name}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+            said(ops::remove_member(&store, &name, &agent).await, |()| {
+                format!("{agent} left team {name}")
+            })
         }
         TeamsCommand::List { json } => match store.teams().await {
             Ok(teams) if json => {

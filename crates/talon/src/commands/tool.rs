@@ -56,7 +56,7 @@ pub async fn call(
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return crate::commands::build_failed(e),
+        Err(e) => return crate::commands::refused(e),
     };
     let mut ctx = rt.template.clone();
     ctx.session_key = format!("cli:{}", std::process::id());

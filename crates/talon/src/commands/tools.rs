@@ -32,7 +32,7 @@ pub async fn list(
     .await
     {
         Ok(rt) => rt,
-        Err(e) => return crate::commands::build_failed(e),
+        Err(e) => return crate::commands::refused(e),
     };
     let mut template = rt.template.clone();
     if dialect.is_some() {

@@ -9,11 +9,11 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use talon_core::visible::{visible, visible_lines};
 use talon_gateway::client::{ClientError, GatewayClient as Gateway};
 
-use super::usage_error;
+use super::{fail, usage_error};
 use crate::config::Config;
 
 /// Where the gateway is and whose items to see.
@@ -89,13 +89,7 @@ fn gateway(config: &Config, target: Target) -> Gateway {
 
 /// Exit 0 with what the gateway said, or 1 with the failure on stderr.
 fn finish(result: Result<(), ClientError>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("talon: {e}");
-            ExitCode::from(1)
-        }
-    }
+    result.map_or_else(fail, |()| ExitCode::SUCCESS)
 }
 
 pub async fn approvals(config: &Config, target: Target, command: ApprovalsCommand) -> ExitCode {
@@ -169,35 +163,18 @@ pub async fn questions(config: &Config, target: Target, command: QuestionsComman
             let body = if decline {
                 json!({"id": id, "action": "decline"})
             } else {
-                match content(&fields) {
+                match talon_core::questions::form::pairs(&fields) {
                     Ok(content) => json!({"id": id, "action": "accept", "content": content}),
-                    Err(e) => return usage_error(e),
+                    Err(e) => {
+                        return usage_error(format!(
+                            "{e} (--decline; `talon questions list` shows the fields)"
+                        ));
+                    }
                 }
             };
             finish(answer(&gateway, &body).await)
         }
     }
-}
-
-/// `FIELD=VALUE` pairs as the answer's content (a value that is JSON, such as `true` or `3`,
-/// is taken as such; anything else as a string).
-fn content(fields: &[String]) -> Result<Map<String, Value>, String> {
-    if fields.is_empty() {
-        return Err("give the answer as FIELD=VALUE (the fields `talon questions list` shows), or --decline".into());
-    }
-    fields
-        .iter()
-        .map(|field| {
-            let (name, value) = field
-                .split_once('=')
-                .ok_or_else(|| format!("{field:?} is not FIELD=VALUE"))?;
-            let value = match serde_json::from_str::<Value>(value) {
-                Ok(v @ (Value::Bool(_) | Value::Number(_))) => v,
-                _ => Value::String(value.to_string()),
-            };
-            Ok((name.to_string(), value))
-        })
-        .collect()
 }
 
 async fn list_questions(gateway: &Gateway, json: bool) -> Result<(), ClientError> {
@@ -252,26 +229,4 @@ async fn answer(gateway: &Gateway, body: &Value) -> Result<(), ClientError> {
         visible(body["id"].as_str().unwrap_or_default())
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fields_become_the_answers_content() {
-        let content =
-            content(&["q1=PostgreSQL".into(), "n=3".into(), "ok=true".into()]).expect("parses");
-        assert_eq!(
-            Value::Object(content),
-            json!({"q1": "PostgreSQL", "n": 3, "ok": true})
-        );
-        assert!(content_err(&["nothing"]).contains("FIELD=VALUE"));
-        assert!(content_err(&[]).contains("--decline"));
-    }
-
-    fn content_err(fields: &[&str]) -> String {
-        let fields: Vec<String> = fields.iter().map(|s| s.to_string()).collect();
-        content(&fields).expect_err("refused")
-    }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use talon_store::Store;
 
-use super::super::cli_credentials::fail;
+use super::super::{fail, refused};
 use crate::config::Config;
 use talon_core::visible::visible;
 use talon_runtime::mcp_admin::{oauth_settings, server_config};
@@ -33,7 +33,7 @@ pub(super) async fn login(
 ) -> ExitCode {
     let (http, oauth) = match oauth_settings(config, store, name).await {
         Ok(pair) => pair,
-        Err(e) => return super::refused(e),
+        Err(e) => return refused(e),
     };
     let open = |url: &str| {
         if no_browser {
@@ -60,7 +60,7 @@ pub(super) async fn login(
 pub(super) async fn logout(config: &Config, store: &Store, name: &str) -> ExitCode {
     let (_, oauth) = match oauth_settings(config, store, name).await {
         Ok(pair) => pair,
-        Err(e) => return super::refused(e),
+        Err(e) => return refused(e),
     };
     match talon_bridge::oauth::logout(name, &oauth).await {
         Ok(()) => {
@@ -74,7 +74,7 @@ pub(super) async fn logout(config: &Config, store: &Store, name: &str) -> ExitCo
 pub(super) async fn test(config: &Config, store: &Store, name: &str, json: bool) -> ExitCode {
     let server = match server_config(config, store, name).await {
         Ok(s) => s,
-        Err(e) => return super::refused(e),
+        Err(e) => return refused(e),
     };
     let started = Instant::now();
     // Starting a server can take a while (npx downloading a package on its first run).

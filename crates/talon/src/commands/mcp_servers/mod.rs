@@ -11,12 +11,12 @@ mod connect;
 
 use connect::{login, logout, test};
 
-use super::cli_credentials::{fail, read_pairs, store_error};
-use super::usage_error;
+use super::cli_credentials::read_pairs;
+use super::{fail, refused, said, usage_error};
 use crate::config::Config;
 use crate::mcp_servers_config::McpServerSection;
 use crate::store;
-use talon_runtime::mcp_admin::{McpAdmin, McpAdminError, grant_json, request_json};
+use talon_runtime::mcp_admin::{McpAdmin, grant_json, request_json};
 
 /// `talon mcp-servers …`
 #[derive(Debug, Subcommand)]
@@ -231,13 +231,9 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
     match command {
         McpServersCommand::Add(args) => add(&admin, *args).await,
         McpServersCommand::List { json } => list(&config, &store, json).await,
-        McpServersCommand::Remove { name } => match admin.remove_server(&name).await {
-            Ok(()) => {
-                println!("removed {name} with its grants");
-                ExitCode::SUCCESS
-            }
-            Err(e) => refused(e),
-        },
+        McpServersCommand::Remove { name } => said(admin.remove_server(&name).await, |()| {
+            format!("removed {name} with its grants")
+        }),
         McpServersCommand::Test { name, json } => test(&config, &store, &name, json).await,
         McpServersCommand::Login { name, no_browser } => {
             login(&config, &store, &name, no_browser).await
@@ -257,31 +253,24 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                 tool_deny: args.deny,
                 granted_by: operator(),
             };
-            match admin.put_grant(&grant).await {
-                Ok(()) => {
-                    println!(
-                        "{}: granted to {} {}",
-                        grant.server,
-                        grant.kind.as_str(),
-                        grant.subject
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+            said(admin.put_grant(&grant).await, |()| {
+                format!(
+                    "{}: granted to {} {}",
+                    grant.server,
+                    grant.kind.as_str(),
+                    grant.subject
+                )
+            })
         }
         McpServersCommand::Revoke(who) => {
             let (kind, subject) = match who.subject() {
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            match admin.remove_grant(&who.server, kind, &subject).await {
-                Ok(()) => {
-                    println!("{}: revoked from {} {subject}", who.server, kind.as_str());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+            said(
+                admin.remove_grant(&who.server, kind, &subject).await,
+                |()| format!("{}: revoked from {} {subject}", who.server, kind.as_str()),
+            )
         }
         McpServersCommand::Grants { server, json } => {
             match store.mcp_grants(server.as_deref()).await {
@@ -312,24 +301,22 @@ pub async fn run(config: Config, data_dir: &Path, command: McpServersCommand) ->
                 Ok(s) => s,
                 Err(code) => return code,
             };
-            match admin
-                .request_access(
-                    &args.who.server,
-                    (kind, &subject),
-                    &args.tools,
-                    &args.reason,
-                    &operator(),
-                )
-                .await
-            {
-                Ok(id) => {
-                    println!(
+            said(
+                admin
+                    .request_access(
+                        &args.who.server,
+                        (kind, &subject),
+                        &args.tools,
+                        &args.reason,
+                        &operator(),
+                    )
+                    .await,
+                |id| {
+                    format!(
                         "request {id} filed; an administrator approves it with `talon mcp-servers approve {id}`"
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => refused(e),
-            }
+                    )
+                },
+            )
         }
         McpServersCommand::Requests { status, json } => {
             let status = match status.as_deref().map(RequestStatus::parse).transpose() {
@@ -404,16 +391,7 @@ async fn review(store: &Store, args: ReviewArgs, approve: bool) -> ExitCode {
             println!("request {} rejected", r.id);
             ExitCode::SUCCESS
         }
-        Err(e) => store_error(e),
-    }
-}
-
-/// A refused operation: a usage error when the request was at fault.
-pub(super) fn refused(e: McpAdminError) -> ExitCode {
-    if e.is_usage() {
-        usage_error(e)
-    } else {
-        fail(e)
+        Err(e) => refused(e),
     }
 }
 
@@ -460,21 +438,19 @@ async fn add(admin: &McpAdmin<'_>, args: AddArgs) -> ExitCode {
         protocol_version: args.protocol_version,
         enabled: !args.disabled,
     };
-    match admin
-        .add_server(&args.name, section, args.replace, given)
-        .await
-    {
-        Ok(spec) => {
-            println!(
+    said(
+        admin
+            .add_server(&args.name, section, args.replace, given)
+            .await,
+        |spec| {
+            format!(
                 "{} {} ({}); running gateways connect it within seconds",
                 if args.replace { "changed" } else { "added" },
                 spec.name,
                 spec.transport
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => refused(e),
-    }
+            )
+        },
+    )
 }
 
 async fn list(config: &Config, store: &Store, json: bool) -> ExitCode {
