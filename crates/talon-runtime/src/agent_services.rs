@@ -5,7 +5,8 @@ use futures::future::BoxFuture;
 use talon_agent::TurnStop;
 use talon_core::CallContext;
 
-use crate::agent_runs::{Runner, TurnRequest};
+use crate::agent_runs::TurnRequest;
+use crate::runner::Runner;
 
 impl talon_tools::claude_code::web_fetch::PageAnswerer for Runner {
     fn answer<'a>(

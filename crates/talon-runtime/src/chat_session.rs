@@ -13,7 +13,8 @@ use talon_core::visible::visible;
 use talon_store::SessionRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{Ran, RunError, Runner, TurnEngine, TurnRequest, store_failed};
+use crate::agent_runs::{Ran, RunError, TurnEngine, TurnRequest, store_failed};
+use crate::runner::Runner;
 use crate::runs::announce::Announcement;
 
 /// The channel a terminal chat's sessions and calls are on.

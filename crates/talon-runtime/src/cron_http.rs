@@ -22,10 +22,10 @@ use serde::Deserialize;
 use serde_json::json;
 use talon_store::CronJob;
 
-use crate::agent_runs::Runner;
 use crate::cron::ops::{self, Asker, CronError};
 use crate::cron::request::JobFields;
 use crate::http_reply::{error, store_error, unavailable};
+use crate::runner::Runner;
 
 /// The routes over `runner` (whose scheduler is woken by changes).
 pub fn routes(runner: Runner) -> Router {

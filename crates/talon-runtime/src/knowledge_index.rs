@@ -12,7 +12,8 @@ use serde::Deserialize;
 use talon_agent::ProviderError;
 use talon_store::{ExtractionJob, NewEntity, NewRelation, Store, StoreError};
 
-use crate::agent_runs::{RunError, Runner};
+use crate::agent_runs::RunError;
+use crate::runner::Runner;
 
 /// Documents claimed per pass.
 const BATCH: i64 = 4;

@@ -61,6 +61,7 @@ pub mod memory_index;
 pub mod offer;
 pub mod op_error;
 pub mod openai_compat_config;
+pub mod runner;
 pub mod runs;
 pub mod runs_http;
 pub mod runtime;

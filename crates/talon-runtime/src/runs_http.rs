@@ -18,8 +18,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::agent_runs::Runner;
 use crate::http_reply::{error, store_error, unavailable};
+use crate::runner::Runner;
 
 /// The routes over `runner`.
 pub fn routes(runner: Runner) -> Router {

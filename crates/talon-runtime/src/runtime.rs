@@ -33,7 +33,7 @@ pub struct Runtime {
     pub bridge: Option<Arc<talon_bridge::Bridge>>,
     /// The agent runner: the one that runs every turn and child run of this process, and
     /// whose tools (`subagents`, `spawn`, `Agent`) are registered with it.
-    pub runner: crate::agent_runs::Runner,
+    pub runner: crate::runner::Runner,
     /// Where tools' questions wait when `Overrides::http_questions` asked for it.
     pub questions: Arc<talon_core::questions::Questions>,
     /// The configured chat channels (`talon serve` reads the inbound ones).
@@ -299,7 +299,7 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let config_knowledge_graph = config.memory.knowledge_graph;
     let channels = crate::channels::Channels::open(&config.channels, &store).await?;
     // The tools that start agent runs belong to the runner that runs them.
-    let mut runner = crate::agent_runs::Runner::new(
+    let mut runner = crate::runner::Runner::new(
         config,
         Arc::clone(&pipeline),
         template.clone(),

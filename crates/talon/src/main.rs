@@ -11,7 +11,9 @@ mod prompt;
 mod tty_questions;
 
 // The runtime's modules under the names the commands use.
-use talon_runtime::{agent_runs, config, mcp_servers_config, runs, runtime, spinner, store};
+use talon_runtime::{
+    agent_runs, config, mcp_servers_config, runner, runs, runtime, spinner, store,
+};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! loop over the model and the pipeline, the turn saved whole when it ends.
 //!
 //! It knows nothing of child runs, teams, schedules, channels or handoffs: those are the
-//! services ([`super::Runner`]) that start turns here. What a service adds to a turn's system
+//! services ([`crate::runner::Runner`]) that start turns here. What a service adds to a turn's system
 //! prompt it gives through [`TurnSections`], so the engine never calls back into a service.
 
 use std::collections::HashMap;
@@ -27,6 +27,10 @@ use super::running::RunningTurns;
 use super::{Ran, RunError, TurnRequest, stop_label, store_failed};
 use crate::chat_config::agent_model;
 use crate::config::Config;
+
+/// How long a gateway holds a run, a turn (and a result it announces) without renewing it; the
+/// supervisor renews every third of it. `[subagents] lease_seconds` overrides it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Runs turns; cheap to clone.
 #[derive(Clone)]
@@ -90,7 +94,7 @@ impl TurnEngine {
         }
     }
 
-    pub(super) fn set_questions(&mut self, questions: Arc<Questions>) {
+    pub(crate) fn set_questions(&mut self, questions: Arc<Questions>) {
         self.questions = Some(questions);
     }
 
@@ -99,7 +103,7 @@ impl TurnEngine {
         self.skills.as_ref()
     }
 
-    pub(super) fn set_skills(&mut self, skills: talon_tools::skills::catalog::Skills) {
+    pub(crate) fn set_skills(&mut self, skills: talon_tools::skills::catalog::Skills) {
         self.skills = Some(skills);
     }
 
@@ -259,9 +263,7 @@ impl TurnEngine {
     pub fn lease(&self) -> Duration {
         self.subagent_policy()
             .lease_seconds
-            .map_or(crate::runs::DEFAULT_LEASE, |s| {
-                Duration::from_secs(u64::from(s.max(1)))
-            })
+            .map_or(DEFAULT_LEASE, |s| Duration::from_secs(u64::from(s.max(1))))
     }
 
     /// Runs one turn of `request`: binds the caller, loads the session, runs the loop, saves

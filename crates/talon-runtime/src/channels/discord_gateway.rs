@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::platforms::{Channel, ChannelError, Inbound};
 use super::websocket::{Socket, connect};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// `GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT`.
 pub const INTENTS: u64 = (1 << 9) | (1 << 12) | (1 << 15);

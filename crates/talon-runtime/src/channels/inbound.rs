@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::platforms::{Channel, Inbound};
 use super::{Channels, Kind};
-use crate::agent_runs::{ChannelOrigin, Runner, TurnRequest};
+use crate::agent_runs::{ChannelOrigin, TurnRequest};
+use crate::runner::Runner;
 
 /// How long a failed poll waits before the next, at most.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);

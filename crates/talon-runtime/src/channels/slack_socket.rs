@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::platforms::{Channel, ChannelError, Inbound};
 use super::websocket::connect;
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// Events remembered to drop Slack's redeliveries.
 const SEEN: usize = 256;

@@ -24,7 +24,8 @@ use talon_agent::{
 };
 
 use super::{ApiError, ApiState, Turn, agent_of, finished, spawn_turn};
-use crate::agent_runs::{ApiTurn, Ran, RunError, Runner, TurnEngine};
+use crate::agent_runs::{ApiTurn, Ran, RunError, TurnEngine};
+use crate::runner::Runner;
 
 /// A client's request in neutral form (each API parses its own into this).
 #[derive(Debug, Default)]

@@ -47,7 +47,8 @@ use serde_json::{Value, json};
 use talon_agent::{Message, RunEvent, TurnStop};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{ApiTurn, Ran, RunError, Runner, TurnRequest};
+use crate::agent_runs::{ApiTurn, Ran, RunError, TurnRequest};
+use crate::runner::Runner;
 
 /// What the routes share.
 #[derive(Clone)]

@@ -9,8 +9,9 @@
 
 use talon_store::{CronDelivery, CronJob, CronRunStatus};
 
-use crate::agent_runs::{RunError, Runner};
+use crate::agent_runs::RunError;
 use crate::cron::ops::CronError;
+use crate::runner::Runner;
 
 impl Runner {
     /// The tenant of `agent`'s job for `user` (`''`: none), whose channels it may use.

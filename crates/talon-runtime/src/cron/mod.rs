@@ -29,8 +29,9 @@ use talon_store::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{Runner, TurnEngine};
+use crate::agent_runs::TurnEngine;
 use crate::cron::ops::CronError;
+use crate::runner::Runner;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
 mod delivery;

@@ -13,9 +13,10 @@
 use talon_core::visible::visible;
 use talon_store::{CronDelivery, CronJob, Store, StoreError};
 
-use crate::agent_runs::{RunError, Runner};
+use crate::agent_runs::RunError;
 use crate::config::Config;
 use crate::cron::request::JobFields;
+use crate::runner::Runner;
 
 /// Why a cron operation was refused or failed.
 #[derive(Debug, thiserror::Error)]

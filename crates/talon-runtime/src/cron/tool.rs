@@ -11,7 +11,7 @@ use talon_store::cron_schedule::local_time;
 
 use super::ops::{self, Asker, CronError};
 use super::request::{JobFields, job_line, run_line};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// History rows `runs` shows by default.
 const RUNS_DEFAULT: i64 = 10;

@@ -15,7 +15,8 @@ use std::time::Duration;
 use talon_store::Delivery;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{Runner, TurnRequest};
+use crate::agent_runs::TurnRequest;
+use crate::runner::Runner;
 
 /// At most this many results a turn.
 pub const BATCH: usize = 20;

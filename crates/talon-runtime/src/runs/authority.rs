@@ -21,7 +21,7 @@ use talon_core::CallContext;
 use talon_core::permission::PermissionMode;
 
 use super::{ChildOverrides, ChildSpec};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// What a caller may pass on to the runs it starts (see the module docs).
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use talon_store::{RunRecord, RunStatus, RunUsage};
 
 use super::Ending;
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// What a starting run may still use of its root's budget (`None`: no budget of that kind).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

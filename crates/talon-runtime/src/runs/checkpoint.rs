@@ -8,7 +8,7 @@ use talon_agent::CheckpointSink;
 use talon_store::RunRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 impl Runner {
     /// Where a run taken over after its gateway died picks up: the messages its turn had

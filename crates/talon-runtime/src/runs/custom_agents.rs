@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use talon_core::permission::PermissionMode;
 
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// The largest definition read.
 pub const MAX_BYTES: u64 = 64 * 1024;

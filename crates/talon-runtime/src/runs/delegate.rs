@@ -21,7 +21,7 @@ use talon_store::AgentLink;
 
 use super::tools::{NOWHERE_TO_ANNOUNCE, children, own_child, run_started};
 use super::{ChildOverrides, ChildSpec, one_line};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// Targets listed inline in DELEGATION.md at most; past this the file points to
 /// `delegate_search`.

@@ -13,7 +13,7 @@ use talon_core::{Authorized, SideEffect, Tool, ToolOutput, ToolSpec};
 use talon_store::RunStatus;
 
 use super::delegate::start_delegation;
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// Rounds by default, and at most.
 const DEFAULT_ROUNDS: u32 = 3;

@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use super::budget::Remaining;
 use super::evaluate::{Verdict, verdict};
 use super::{ChildOverrides, ChildSpec, Ending};
-use crate::agent_runs::{Ran, RunError, Runner, TurnRequest};
+use crate::agent_runs::{Ran, RunError, TurnRequest};
+use crate::runner::Runner;
 use talon_agent::TurnStop;
 
 /// One gate, as the agent's settings hold it.

@@ -17,7 +17,8 @@ use talon_core::{Authorized, CallContext, SideEffect, Tool, ToolOutput, ToolSpec
 use talon_store::HandoffRoute;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{Runner, TurnEngine, TurnRequest};
+use crate::agent_runs::{TurnEngine, TurnRequest};
+use crate::runner::Runner;
 
 /// Input of [`Handoff`].
 #[derive(Debug, Deserialize, JsonSchema)]

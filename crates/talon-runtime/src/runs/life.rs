@@ -36,7 +36,7 @@ impl RunsError {
         }
     }
 }
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 impl Runner {
     /// Records `run`'s end (once: a run ended elsewhere keeps its first end), tells the bus,

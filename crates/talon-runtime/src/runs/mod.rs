@@ -27,7 +27,8 @@ use talon_core::{CallContext, ToolOutput};
 use talon_store::{NewRun, RunLimits, RunRecord, RunRefused, RunStatus, RunUsage};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_runs::{ChildTurn, Runner, TurnEngine, TurnRequest};
+use crate::agent_runs::{ChildTurn, TurnEngine, TurnRequest};
+use crate::runner::Runner;
 
 pub mod announce;
 pub mod authority;
@@ -44,9 +45,7 @@ pub mod supervisor;
 pub mod task_tools;
 pub mod tools;
 
-/// How long a gateway holds a run (and a result it announces) without renewing it; the
-/// supervisor renews every third of it. `[subagents] lease_seconds` overrides it.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub use crate::agent_runs::engine::DEFAULT_LEASE;
 
 /// Lines of a conversation passed on (a forked child, a handoff) at most.
 const CONTEXT_MESSAGES: usize = 12;

@@ -18,7 +18,7 @@ use talon_store::RunStatus;
 use tokio_util::sync::CancellationToken;
 
 use super::Ending;
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// Runs taken over in one pass at most (the rest in the next).
 const TAKEOVER_BATCH: usize = 16;

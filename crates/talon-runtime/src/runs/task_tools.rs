@@ -12,7 +12,7 @@ use talon_tools::claude_code::task_output::{
 use talon_tools::claude_code::task_stop::{TaskStop, TaskStopInput};
 
 use super::tools::{own_child, take_result};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// The prefix of agent run ids.
 const RUN_PREFIX: &str = "run-";

@@ -21,7 +21,7 @@ use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput
 use talon_store::RunRecord;
 
 use super::{ChildOverrides, ChildSpec, one_line, result_output};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// How long `wait` waits by default, and at most.
 const WAIT_DEFAULT: u64 = 60;

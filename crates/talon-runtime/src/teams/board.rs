@@ -11,7 +11,7 @@
 use talon_core::CallContext;
 use talon_store::{NewTask, TaskFilter, TaskOrder, TaskRecord, TaskStatus, TeamRecord};
 
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// Tasks a listing or search shows at most.
 const LIST_LIMIT: i64 = 50;

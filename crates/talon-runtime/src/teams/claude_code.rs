@@ -17,7 +17,7 @@ use talon_store::{TaskFilter, TaskOrder};
 
 use super::board::Board;
 use super::tools::{bad_choice, board_answer};
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// A task id as Claude Code sends it: a string ("3") or a number.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -24,7 +24,7 @@
 use talon_core::CallContext;
 use talon_store::{StoreError, TaskRecord, TaskStatus, TeamRecord};
 
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 use crate::runs::{ChildOverrides, ChildSpec, Ending};
 
 mod board;

@@ -9,7 +9,7 @@ use talon_core::{Authorized, CallContext, Registry, SideEffect, Tool, ToolOutput
 use talon_store::{TaskFilter, TaskOrder, TeamRecord};
 
 use super::board::Board;
-use crate::agent_runs::Runner;
+use crate::runner::Runner;
 
 /// Input of [`TeamTasks`].
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -17,8 +17,9 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::usage_error;
-use crate::agent_runs::{RunError, Runner};
+use crate::agent_runs::RunError;
 use crate::config::Config;
+use crate::runner::Runner;
 use crate::runs::announce::Announcement;
 use crate::runtime::{self, Overrides};
 

@@ -162,7 +162,7 @@ fn print_job(prefix: &str, job: &CronJob) -> ExitCode {
     println!(
         "{prefix}{}\nresults go to session {}",
         visible(&job_line(job)),
-        visible(&talon_runtime::agent_runs::Runner::job_session(job))
+        visible(&talon_runtime::runner::Runner::job_session(job))
     );
     ExitCode::SUCCESS
 }

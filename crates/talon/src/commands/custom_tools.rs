@@ -13,7 +13,7 @@ use talon_runtime::custom_tools::{CustomToolPatch, DefineError, define, paramete
 use talon_store::{CustomToolSpec, StoredCustomTool};
 
 use super::cli_credentials::read_pairs;
-use super::{fail, refused, said};
+use super::{fail, operator, refused, said};
 use crate::config::Config;
 
 #[derive(Debug, Subcommand)]
@@ -102,11 +102,6 @@ pub struct CommonArgs {
     /// Read NAME=VALUE lines for the environment from stdin.
     #[arg(long)]
     env_from_stdin: bool,
-}
-
-/// Who is at the terminal, recorded with the definition.
-fn operator() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "cli".into())
 }
 
 /// The parameter schema `--param` entries or `--parameters` describe, if any.

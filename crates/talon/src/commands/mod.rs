@@ -29,6 +29,11 @@ use crate::config::{self, ConfigError};
 use crate::{Cli, Command, ConfigCommand, ToolCommand, ToolsCommand};
 pub use chat::OutputFormat;
 
+/// Who is at the terminal, recorded with what they change (a definition, a grant, a review).
+pub(crate) fn operator() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "cli".into())
+}
+
 pub(crate) fn load(cli_config: Option<&std::path::Path>) -> Result<config::Config, ConfigError> {
     config::load(cli_config).map(|(config, _)| config)
 }

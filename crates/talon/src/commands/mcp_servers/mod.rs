@@ -12,7 +12,7 @@ mod connect;
 use connect::{login, logout, test};
 
 use super::cli_credentials::read_pairs;
-use super::{fail, refused, said, usage_error};
+use super::{fail, operator, refused, said, usage_error};
 use crate::config::Config;
 use crate::mcp_servers_config::McpServerSection;
 use crate::store;
@@ -210,11 +210,6 @@ pub struct ReviewArgs {
     /// A note recorded with the decision.
     #[arg(long, default_value = "")]
     note: String,
-}
-
-/// Who is at the terminal, recorded with grants and reviews.
-fn operator() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "cli".into())
 }
 
 /// Runs one `talon mcp-servers` subcommand.
