@@ -13,12 +13,11 @@
 use std::sync::Arc;
 
 use talon_agent::RunEvent;
+use talon_core::Pipeline;
 use talon_core::questions::Questions;
-use talon_core::{CallContext, Callers, Pipeline};
 use talon_store::Store;
 
 use crate::agent_runs::{Ran, RunError, TurnEngine, TurnRequest, TurnSections};
-use crate::config::Config;
 
 /// The turn engine and the services that run on it; cheap to clone. Entry points hold one.
 #[derive(Clone)]
@@ -34,15 +33,10 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub fn new(
-        config: Config,
-        pipeline: Arc<Pipeline>,
-        template: CallContext,
-        callers: Callers,
-        store: Store,
-    ) -> Self {
+    /// The services over `engine`.
+    pub fn new(engine: TurnEngine) -> Self {
         Self {
-            engine: TurnEngine::new(config, pipeline, template, callers, store),
+            engine,
             runs: Arc::default(),
             embedder: None,
             channels: crate::channels::Channels::default(),

@@ -299,13 +299,13 @@ pub async fn build(mut config: Config, overrides: Overrides) -> Result<Runtime, 
     let config_knowledge_graph = config.memory.knowledge_graph;
     let channels = crate::channels::Channels::open(&config.channels, &store).await?;
     // The tools that start agent runs belong to the runner that runs them.
-    let mut runner = crate::runner::Runner::new(
+    let mut runner = crate::runner::Runner::new(crate::agent_runs::TurnEngine::new(
         config,
         Arc::clone(&pipeline),
         template.clone(),
         callers.clone(),
         store.clone(),
-    );
+    ));
     let questions = Arc::new(talon_core::questions::Questions::new(
         pipeline.events().clone(),
     ));
