@@ -40,6 +40,7 @@
 
 mod error;
 mod list;
+pub mod plain;
 pub mod protected;
 mod remove;
 pub mod resolve;
@@ -119,6 +120,25 @@ pub struct Jail {
 
 /// Prefixes denied in every workspace: Talon's own state.
 pub const DEFAULT_DENY: &[&str] = &[".talon"];
+
+/// Whether `rel` lies under one of `deny` (normalised relative prefixes), comparing components.
+///
+/// Walks and searches ask this of every entry, so the usual case costs no allocation: a plain
+/// relative path ([`plain`]) is compared by bytes. Anything else is normalised first.
+fn denied_by(deny: &[PathBuf], rel: &Path) -> bool {
+    let bytes = rel.as_os_str().as_encoded_bytes();
+    if plain::is_plain(bytes) && !rel.is_absolute() {
+        return deny.iter().any(|d| {
+            let d = d.as_os_str().as_encoded_bytes();
+            bytes.starts_with(d) && bytes.get(d.len()).is_none_or(|b| *b == b'/')
+        });
+    }
+    let normal: PathBuf = rel
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    deny.iter().any(|d| normal.starts_with(d))
+}
 
 fn is_regular(stat: &FileStat) -> bool {
     SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
@@ -288,9 +308,7 @@ impl Jail {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
-                path.strip_prefix(&r.path)
-                    .ok()
-                    .map(|rel| (i, r.path.as_os_str().len(), rel))
+                plain::strip_prefix(path, &r.path).map(|rel| (i, r.path.as_os_str().len(), rel))
             })
             .max_by_key(|(_, len, _)| *len);
         match best {
@@ -307,11 +325,7 @@ impl Jail {
 
     /// True if `rel` (relative to the workspace) is under a deny prefix.
     pub fn is_denied(&self, rel: &Path) -> bool {
-        let normal: PathBuf = rel
-            .components()
-            .filter(|c| matches!(c, Component::Normal(_)))
-            .collect();
-        self.deny.iter().any(|d| normal.starts_with(d))
+        denied_by(&self.deny, rel)
     }
 
     fn root_of(&self, located: &Located) -> &Root {
@@ -346,15 +360,23 @@ impl Jail {
         &self.deny
     }
 
+    /// A test of workspace-relative paths against this jail's deny prefixes that owns them (for
+    /// a walker's filter, which outlives the borrow).
+    pub fn deny_test(&self) -> impl Fn(&Path) -> bool + Send + Sync + 'static {
+        let deny = self.deny.clone();
+        move |rel| denied_by(&deny, rel)
+    }
+
     /// Opens a regular file found by a walk that did not follow symlinks: any symlink on the path
     /// now (a swap since the walk) fails the open, so the lexical deny check is exact and no
     /// `/proc` lookup is needed. This is the fast path for search tools; the hard-link policy is
     /// checked on the opened file, as for [`Jail::open_read`].
     pub fn open_walked(&self, located: &Located) -> Result<File, FsError> {
         let root = self.root_of(located);
-        let shown = self.display(located);
+        // The path shown in errors is only built for one (a search opens thousands of files).
+        let shown = || self.display(located);
         if located.root == 0 && self.is_denied(&located.rel) {
-            return Err(FsError::Denied { path: shown });
+            return Err(FsError::Denied { path: shown() });
         }
         let fd = self
             .resolver
@@ -365,10 +387,12 @@ impl Jail {
                 Mode::empty(),
                 false,
             )
-            .map_err(|e| e.at(&shown, &root.path))?;
-        let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown, &root.path))?;
-        check_kind(&stat, &shown, false)?;
-        self.check_links(&stat, &shown)?;
+            .map_err(|e| e.at(&shown(), &root.path))?;
+        let stat = fstat(&fd).map_err(|e| FsError::from_errno(e).at(&shown(), &root.path))?;
+        if !is_regular(&stat) || (!self.hard_links && stat.st_nlink > 1) {
+            check_kind(&stat, &shown(), false)?;
+            self.check_links(&stat, &shown())?;
+        }
         Ok(File::from(fd))
     }
 
@@ -484,4 +508,33 @@ pub fn looks_binary(head: &[u8]) -> bool {
 /// Lossless conversion of a name for display.
 pub fn name_string(name: &OsStr) -> String {
     String::from_utf8_lossy(name.as_bytes()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The allocation-free test of plain paths answers as the normalising one does.
+    #[test]
+    fn deny_prefixes_match_whole_components_whatever_the_spelling() {
+        let deny = [PathBuf::from(".talon"), PathBuf::from("secrets/keys")];
+        for (rel, denied) in [
+            (".talon", true),
+            (".talon/data.db", true),
+            (".talonx/a", false),
+            ("a/.talon", false),
+            ("secrets/keys", true),
+            ("secrets/keys/k1", true),
+            ("secrets/keyset", false),
+            ("secrets", false),
+            ("./.talon/x", true),
+            ("secrets//keys/k", true),
+            ("secrets/./keys", true),
+            (".talon/", true),
+            ("", false),
+            ("src/main.rs", false),
+        ] {
+            assert_eq!(denied_by(&deny, Path::new(rel)), denied, "{rel:?}");
+        }
+    }
 }

@@ -158,7 +158,7 @@ fn walker(jail: &Jail, options: &WalkOptions) -> Result<ignore::WalkParallel, St
         builder.types(matcher);
     }
     let root = jail.root().to_path_buf();
-    let deny = jail.deny_prefixes().to_vec();
+    let denied = jail.deny_test();
     let skip_vcs = options.skip_vcs;
     builder.filter_entry(move |entry| {
         if skip_vcs
@@ -167,9 +167,9 @@ fn walker(jail: &Jail, options: &WalkOptions) -> Result<ignore::WalkParallel, St
         {
             return false;
         }
-        match entry.path().strip_prefix(&root) {
-            Ok(rel) => !deny.iter().any(|d| rel.starts_with(d)),
-            Err(_) => true,
+        match talon_fs::plain::strip_prefix(entry.path(), &root) {
+            Some(rel) => !denied(rel),
+            None => true,
         }
     });
     Ok(builder.build_parallel())
@@ -193,7 +193,7 @@ impl ignore::ParallelVisitor for Collector<'_> {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             return WalkState::Continue;
         }
-        let rel = entry.path().strip_prefix(self.base).unwrap_or(entry.path());
+        let rel = talon_fs::plain::strip_prefix(entry.path(), self.base).unwrap_or(entry.path());
         if self.include.as_ref().is_some_and(|g| !g.is_match(rel))
             || self.exclude.as_ref().is_some_and(|g| g.is_match(rel))
         {
@@ -581,7 +581,7 @@ pub fn mtime_of(path: &Path) -> SystemTime {
 
 /// A path shown relative to the workspace root when inside it.
 pub fn relative_to<'a>(path: &'a Path, root: &Path) -> &'a Path {
-    path.strip_prefix(root).unwrap_or(path)
+    talon_fs::plain::strip_prefix(path, root).unwrap_or(path)
 }
 
 #[cfg(test)]

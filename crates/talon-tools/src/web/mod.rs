@@ -173,7 +173,9 @@ pub struct Page {
 /// The web tools' shared service.
 pub struct Web {
     config: WebConfig,
-    search: search::Chain,
+    /// Built on the first search: its HTTP client loads the system's CA bundle, about half of
+    /// the instructions of a `talon tool call` that never searches (docs/BENCHMARKS.md).
+    search: std::sync::OnceLock<search::Chain>,
     fetchers: Mutex<HashMap<Option<String>, Arc<Fetcher>>>,
     cache: Cache<(Option<String>, String, Mode), Arc<Page>>,
 }
@@ -188,13 +190,9 @@ impl std::fmt::Debug for Web {
 
 impl Web {
     pub fn new(config: WebConfig) -> Self {
-        let client = search::client(config.search_timeout);
-        let search = search::Chain {
-            providers: config.search.iter().map(|p| p.build(&client)).collect(),
-        };
         Self {
             config,
-            search,
+            search: std::sync::OnceLock::new(),
             fetchers: Mutex::new(HashMap::new()),
             cache: Cache::default(),
         }
@@ -240,7 +238,18 @@ impl Web {
         query: &search::Query,
     ) -> Result<String, String> {
         let policy = self.domains(agent)?;
-        let answer = self.search.search(query, &policy).await?;
+        let chain = self.search.get_or_init(|| {
+            let client = search::client(self.config.search_timeout);
+            search::Chain {
+                providers: self
+                    .config
+                    .search
+                    .iter()
+                    .map(|p| p.build(&client))
+                    .collect(),
+            }
+        });
+        let answer = chain.search(query, &policy).await?;
         Ok(search::render(&query.text, &answer))
     }
 

@@ -55,11 +55,9 @@ pub async fn list(
                 })
             })
             .collect();
-        match serde_json::to_string_pretty(&items) {
-            Ok(text) => println!("{text}"),
-            Err(e) => return usage_error(e),
-        }
-        return ExitCode::SUCCESS;
+        let printed = serde_json::to_string_pretty(&items).map(|text| println!("{text}"));
+        rt.shutdown().await;
+        return printed.map_or_else(usage_error, |()| ExitCode::SUCCESS);
     }
     let width = tools
         .iter()
@@ -83,5 +81,6 @@ pub async fn list(
             talon_core::visible::visible(summary)
         );
     }
+    rt.shutdown().await;
     ExitCode::SUCCESS
 }
