@@ -159,14 +159,13 @@ def layout(talon):
 
 def measure(talon):
     coverage, in_order, relr = layout(talon)
-    figures = {
+    return {
         "stripped_bytes": stripped_size(talon),
         "startup_order_coverage": round(coverage, 4),
         "startup_order_in_order": round(in_order, 4),
         "packed_relocations": relr,
         "instructions": workloads(talon),
     }
-    return figures
 
 
 def check(figures, budgets):

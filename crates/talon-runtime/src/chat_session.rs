@@ -11,6 +11,7 @@ use talon_core::events::ToolEvent;
 use talon_core::permission::PermissionMode;
 use talon_core::visible::visible;
 use talon_store::SessionRecord;
+use talon_tools::claude_code::config::{ModelRefused, model_choice};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_runs::{Ran, RunError, TurnEngine, TurnRequest, store_failed};
@@ -46,8 +47,8 @@ pub enum SessionModel {
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The name is not one `[subagents.models]` lists.
-    #[error("{0}")]
-    NotAllowed(String),
+    #[error(transparent)]
+    NotAllowed(#[from] ModelRefused),
     #[error(transparent)]
     Run(#[from] RunError),
 }
@@ -230,11 +231,7 @@ impl ChatSession {
             .session_settings(&self.session())
             .await
             .map_err(|e| store_failed("cannot read the session's settings", e))?;
-        let own = settings
-            .get("model")
-            .and_then(|m| m.as_str())
-            .filter(|name| self.runner.subagent_policy().models.contains_key(*name));
-        match own {
+        match self.runner.engine().session_model(&settings) {
             Some(own) => Ok(SessionModel::Own(own.to_string())),
             None => Ok(SessionModel::Agent(
                 self.runner.engine().agent_model(&self.agent).await?,
@@ -245,21 +242,14 @@ impl ChatSession {
     /// Later turns of the session use `model`: a name `[subagents.models]` lists, as for the
     /// `Config` tool.
     pub async fn set_model(&self, model: &str) -> Result<(), ModelError> {
-        let models = &self.runner.subagent_policy().models;
-        if !models.contains_key(model) {
-            let listed: Vec<&str> = models.keys().map(String::as_str).collect();
-            return Err(ModelError::NotAllowed(if listed.is_empty() {
-                "this gateway lets no session change its model (list the models it may use in \
-                 [subagents.models])"
-                    .into()
-            } else {
-                format!(
-                    "{} is not a model [subagents.models] lists; use one of: {}",
-                    visible(model),
-                    listed.join(", ")
-                )
-            }));
-        }
+        let listed: Vec<String> = self
+            .runner
+            .subagent_policy()
+            .models
+            .keys()
+            .cloned()
+            .collect();
+        let model = model_choice(&listed, &serde_json::json!(model))?;
         self.runner
             .store()
             .set_session_setting(&self.session(), "model", &serde_json::json!(model))

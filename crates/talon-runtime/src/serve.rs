@@ -164,11 +164,11 @@ pub async fn serve(
         .map_err(|e| ServeError::Register(e.to_string()))?;
     let runner = rt.runner.clone();
     // Leases renewed, runs of dead gateways taken over, results announced: while serving.
-    let _supervisor = runner.supervise();
+    let supervisor = runner.supervise();
     // Telegram channels with inbound = true: their messages become turns, answered there.
     crate::channels::inbound::spawn(&runner, &rt.channels, &shutdown);
     // Due jobs claimed (one gateway each, by lease) and run as agent runs: while serving.
-    let _scheduler = runner.schedule_jobs();
+    let scheduler = runner.schedule_jobs();
     let questions = Arc::clone(&rt.questions);
     let services = talon_gateway::Services {
         pipeline: Arc::clone(&rt.pipeline),
@@ -197,6 +197,8 @@ pub async fn serve(
         readiness: Some(crate::store::readiness(rt.store.clone())),
     };
     let served = talon_gateway::serve(gateway, services, shutdown).await;
+    // Nothing renews, announces or claims jobs once the store closes.
+    drop((supervisor, scheduler));
     rt.shutdown().await;
     served.map_err(ServeError::Gateway)?;
     Ok(if restart.is_cancelled() {

@@ -259,6 +259,18 @@ impl TurnEngine {
         self.agent(agent).await.map(|a| a.agent.provider().kind())
     }
 
+    /// The model name a session chose (`settings`: its stored settings), while
+    /// `[subagents.models]` still lists it; a name it no longer lists is ignored.
+    pub fn session_model<'s>(
+        &self,
+        settings: &'s serde_json::Map<String, serde_json::Value>,
+    ) -> Option<&'s str> {
+        settings
+            .get("model")
+            .and_then(|m| m.as_str())
+            .filter(|name| self.config.subagents.models.contains_key(*name))
+    }
+
     /// How long a lease of this process's runs and turns lasts (`[subagents] lease_seconds`).
     pub fn lease(&self) -> Duration {
         self.subagent_policy()
@@ -303,9 +315,8 @@ impl TurnEngine {
         // A session's own model (the Config tool's) is a name `[subagents.models]` lists,
         // mapped to its provider model; a name it does not list (stored before the check, or
         // the list changed) is ignored.
-        let session_model = settings
-            .get("model")
-            .and_then(|m| m.as_str())
+        let session_model = self
+            .session_model(&settings)
             .and_then(|name| self.config.subagents.models.get(name))
             .map(String::as_str);
         let own_model = child_model

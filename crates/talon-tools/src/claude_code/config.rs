@@ -69,6 +69,32 @@ pub fn stricter_mode(current: PermissionMode, value: &Value) -> Result<Permissio
     Ok(mode)
 }
 
+/// Why a session cannot switch to a model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelRefused {
+    #[error(
+        "this gateway lets no session change its model (the operator lists the models it may use \
+         in [subagents.models]); keep the current one"
+    )]
+    NoneListed,
+    /// `shown`: the value asked for, as JSON.
+    #[error("{} is not a model this gateway allows; use one of: {}", talon_core::visible::visible(.shown), .allowed.join(", "))]
+    NotListed { shown: String, allowed: Vec<String> },
+}
+
+/// The model name `value` picks for a session, if it is one of `models` (the names
+/// `[subagents.models]` lists): the one rule for the `Config` tool and `talon chat`'s `/model`.
+pub fn model_choice(models: &[String], value: &Value) -> Result<String, ModelRefused> {
+    match value.as_str().map(str::trim) {
+        Some(name) if models.iter().any(|m| m == name) => Ok(name.to_string()),
+        Some(_) if models.is_empty() => Err(ModelRefused::NoneListed),
+        _ => Err(ModelRefused::NotListed {
+            shown: value.to_string(),
+            allowed: models.to_vec(),
+        }),
+    }
+}
+
 /// The checked value of `setting`, or why it is wrong; `models`: the names a session may
 /// switch to.
 fn checked(
@@ -78,19 +104,9 @@ fn checked(
     value: &Value,
 ) -> Result<Value, String> {
     match setting {
-        "model" => match value.as_str().map(str::trim) {
-            Some(name) if models.iter().any(|m| m == name) => Ok(json!(name)),
-            Some(_) if models.is_empty() => Err(
-                "this gateway lets no session change its model (the operator lists the models \
-                 it may use in [subagents.models]); keep the current one"
-                    .into(),
-            ),
-            _ => Err(format!(
-                "{} is not a model this gateway allows; use one of: {}",
-                talon_core::visible::visible(&value.to_string()),
-                models.join(", ")
-            )),
-        },
+        "model" => model_choice(models, value)
+            .map(|name| json!(name))
+            .map_err(|e| e.to_string()),
         PERMISSION_MODE => stricter_mode(ctx.permission_mode, value).map(|m| json!(m.as_str())),
         "autoCompactEnabled" => match value {
             Value::Bool(b) => Ok(json!(b)),

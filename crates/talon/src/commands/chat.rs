@@ -67,7 +67,7 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
         Err(e) => return crate::commands::refused(e),
     };
     let runner = rt.runner.clone();
-    let _supervisor = runner.supervise();
+    let supervisor = runner.supervise();
     let code = match open(runner, &args).await {
         Ok(chat) => match args.prompt.as_deref() {
             // `-p -`: the prompt is what stdin holds.
@@ -80,6 +80,8 @@ pub async fn run(config: Config, args: ChatArgs) -> ExitCode {
         },
         Err(code) => code,
     };
+    // Nothing renews or announces once the store closes.
+    drop(supervisor);
     rt.shutdown().await;
     code
 }
@@ -135,18 +137,25 @@ fn cancel_on_ctrl_c() -> (CancellationToken, tokio::task::JoinHandle<()>) {
     (cancel, ctrl_c)
 }
 
-/// Runs one turn (or, given `announcement`, the turn announcing background results); Ctrl-C
-/// cancels it.
+/// What the next turn of the chat is.
+enum Next<'a> {
+    /// A person's prompt.
+    Prompt(&'a str),
+    /// The results of background runs, announced to the session.
+    Results(Announcement),
+}
+
+/// Runs one turn; Ctrl-C cancels it.
 async fn turn(
     chat: &ChatSession,
-    prompt: Result<&str, Announcement>,
+    next: Next<'_>,
     events: &(dyn Fn(RunEvent) + Send + Sync),
 ) -> Result<TurnOutcome, String> {
     let (cancel, ctrl_c) = cancel_on_ctrl_c();
     let client = crate::tty_questions::TtyQuestions::detect();
-    let ran = match prompt {
-        Ok(prompt) => chat.turn(prompt, client, cancel, events).await,
-        Err(announcement) => {
+    let ran = match next {
+        Next::Prompt(prompt) => chat.turn(prompt, client, cancel, events).await,
+        Next::Results(announcement) => {
             eprintln!(
                 "\n── results of {} background run(s) ──",
                 announcement.deliveries.len()
@@ -174,7 +183,7 @@ async fn once(chat: &ChatSession, prompt: &str, format: OutputFormat) -> ExitCod
         }
     };
     let mut announcements = chat.listen();
-    let mut next = Ok(prompt);
+    let mut next = Next::Prompt(prompt);
     // Background runs the turn started end before the process does: their results are
     // announced here, each in a turn of its own; the last turn's end is the exit status.
     loop {
@@ -192,7 +201,7 @@ async fn once(chat: &ChatSession, prompt: &str, format: OutputFormat) -> ExitCod
         };
         print_outcome(chat, &outcome, format);
         match next_announcement(chat, &mut announcements).await {
-            Some(announcement) => next = Err(announcement),
+            Some(announcement) => next = Next::Results(announcement),
             None => return exit_code(&outcome.stop),
         }
     }
@@ -269,8 +278,8 @@ async fn interactive(chat: &ChatSession, resumed: bool) -> ExitCode {
             Some(announcement) = announcements.recv() => (String::new(), Some(announcement)),
             _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
         };
-        let prompt = match announcement {
-            Some(announcement) => Err(announcement),
+        let next = match announcement {
+            Some(announcement) => Next::Results(announcement),
             None => match chat_repl::parse(&line) {
                 Line::Nothing => continue,
                 Line::Command("exit" | "quit", _) => return ExitCode::SUCCESS,
@@ -278,11 +287,11 @@ async fn interactive(chat: &ChatSession, resumed: bool) -> ExitCode {
                     command(chat, name, argument).await;
                     continue;
                 }
-                Line::Prompt(prompt) => Ok(prompt),
+                Line::Prompt(prompt) => Next::Prompt(prompt),
             },
         };
         printer.start();
-        let outcome = turn(chat, prompt, &|e| printer.show(&e)).await;
+        let outcome = turn(chat, next, &|e| printer.show(&e)).await;
         printer.stop();
         match outcome {
             Ok(outcome) => {
